@@ -1,0 +1,38 @@
+# The two commands of the README.  Each creates .venv when it is missing.
+PY ?= python3
+VENV := .venv
+BIN := $(VENV)/bin
+STAMP := $(VENV)/.installed
+
+.PHONY: demo test lint cli-demo bench clean
+
+$(STAMP): pyproject.toml
+	test -x $(BIN)/python || $(PY) -m venv $(VENV)
+	$(BIN)/python -m pip install -q --upgrade pip
+	$(BIN)/python -m pip install -q -e '.[test]'
+	touch $(STAMP)
+
+# Main job: JupyterLab on the quickstart notebook, store at ./argus.duckdb.
+demo: $(STAMP)
+	$(BIN)/jupyter lab notebooks/quickstart.ipynb
+
+# The command line on the example script, then the stored table read back.
+cli-demo: $(STAMP)
+	$(BIN)/argus-lab run examples/nested.py --signals host.wall,host.cpu --repeat 5 --store argus.duckdb
+	$(BIN)/argus-lab show --store argus.duckdb
+
+lint: $(STAMP)
+	$(BIN)/ruff check argus_lab tests bench scripts
+	$(BIN)/ruff format --check argus_lab tests bench scripts
+	$(BIN)/mypy
+
+# Tests: lint + type check + unit/integration tests + notebooks.
+test: lint
+	$(BIN)/python -m pytest -q tests
+	$(BIN)/python -m pytest -q --nbval-lax --nbval-current-env -p no:cacheprovider notebooks
+
+bench: $(STAMP)
+	$(BIN)/python bench/run_all.py
+
+clean:
+	rm -rf $(VENV) argus.duckdb argus.duckdb.lock

@@ -1,0 +1,54 @@
+"""Entry point of a child-process run: ``python -m argus_lab.child SPEC.json``.
+
+The parent (:mod:`argus_lab.runtime`) writes the spec, starts this module (possibly under a tool such as
+``ncu``), and ingests the shards it leaves in the run folder.  Keep this module light: it starts once per
+ncu invocation.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import sys
+from pathlib import Path
+
+from argus_lab import shards
+from argus_lab.backends import load_backend
+from argus_lab.driver import drive
+from argus_lab.workload import Workload
+
+
+def main(argv: list[str] | None = None) -> int:
+    """Run the spec's workload and write its shards; exit status 0 when the run finished ok."""
+    args = sys.argv[1:] if argv is None else argv
+    if len(args) != 1:
+        print("usage: python -m argus_lab.child SPEC.json", file=sys.stderr)
+        return 2
+    spec = json.loads(Path(args[0]).read_text())
+    os.environ["ARGUS_CHILD"] = "1"
+    folder = Path(spec["out_dir"])
+    folder.mkdir(parents=True, exist_ok=True)
+    workload = Workload.from_dict(spec["workload"])
+    if workload.kind == "script":
+        os.chdir(workload.cwd)
+    collectors = [load_backend(name) for name in spec.get("collectors", [])]
+    outcome = drive(
+        spec["run_id"],
+        workload,
+        collectors,
+        spec["signals"],
+        spec.get("settings", {}),
+        int(spec["repeat"]),
+        int(spec["warmup"]),
+        folder,
+        after_repetition=lambda rep, cols: shards.write_instances(folder, rep, cols),
+    )
+    shards.write_evidence(folder, outcome.evidence)
+    shards.write_status(folder, outcome.status, outcome.cause, outcome.reps_done)
+    if outcome.cause:
+        print(outcome.cause, file=sys.stderr)
+    return 0 if outcome.status == "ok" else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,47 @@
+"""Exceptions raised by argus_lab.
+
+Every message names what went wrong and how to fix it.  All exceptions derive from
+:class:`ArgusError`, so a caller can catch the whole family in one place.
+"""
+
+from __future__ import annotations
+
+
+class ArgusError(Exception):
+    """Base class of every error argus_lab raises on purpose."""
+
+
+class UnknownSignalError(ArgusError, ValueError):
+    """A requested signal is not in the catalog."""
+
+
+class ScopeSyntaxError(ArgusError, ValueError):
+    """A scope string could not be parsed."""
+
+
+class RegionMisuseError(ArgusError, RuntimeError):
+    """A region marker was used wrongly (exit without enter, unbalanced nesting)."""
+
+
+class CollectorBusyError(ArgusError, RuntimeError):
+    """A collector is already active in this process."""
+
+
+class StoreError(ArgusError, RuntimeError):
+    """The evidence store cannot be opened or written."""
+
+
+class SchemaVersionError(StoreError):
+    """The store was written with a schema this version of argus_lab does not know."""
+
+
+class WorkloadError(ArgusError, ValueError):
+    """The workload to measure cannot be found or loaded."""
+
+
+class BackendUnavailableError(ArgusError, RuntimeError):
+    """A backend cannot run on this machine (no GPU, tool missing, no permission)."""
+
+
+class PlanError(ArgusError, ValueError):
+    """A request cannot be turned into a plan."""

@@ -1,0 +1,84 @@
+"""The DuckDB schema of the evidence store, with its version.
+
+Every table is created by :data:`DDL`.  ``meta`` holds the schema version; a store written with a newer
+version is refused (see :mod:`argus_lab.store.db`).  Times are integer nanoseconds on ``CLOCK_REALTIME``
+throughout; nothing is stored as floating-point microseconds.
+"""
+
+from __future__ import annotations
+
+SCHEMA_VERSION = 1
+
+TABLES: dict[str, str] = {
+    "meta": "key VARCHAR PRIMARY KEY, value VARCHAR",
+    "sessions": (
+        "session_id VARCHAR PRIMARY KEY, created_ns BIGINT, host VARCHAR, user_name VARCHAR, "
+        "argus_version VARCHAR, cwd VARCHAR, label VARCHAR"
+    ),
+    "requests": "request_id VARCHAR PRIMARY KEY, session_id VARCHAR, created_ns BIGINT, text VARCHAR, spec JSON",
+    "plans": "plan_id VARCHAR PRIMARY KEY, request_id VARCHAR, text VARCHAR, spec JSON",
+    "runs": (
+        "run_id VARCHAR PRIMARY KEY, session_id VARCHAR, request_id VARCHAR, plan_id VARCHAR, plan_index INTEGER, "
+        "variant VARCHAR, backends VARCHAR[], signals VARCHAR[], settings JSON, workload VARCHAR, "
+        "command VARCHAR, env JSON, versions JSON, status VARCHAR, cause VARCHAR, repetitions INTEGER, "
+        "warmup INTEGER, reps_done INTEGER, started_ns BIGINT, ended_ns BIGINT, host VARCHAR, pid INTEGER, "
+        "reason VARCHAR"
+    ),
+    "regions": (
+        "region_id VARCHAR PRIMARY KEY, name VARCHAR, kind VARCHAR, module VARCHAR, file VARCHAR, line INTEGER"
+    ),
+    "region_instances": (
+        "run_id VARCHAR, instance_id BIGINT, region_id VARCHAR, path VARCHAR, instance_index INTEGER, "
+        "parent_instance_id BIGINT, repetition INTEGER, pid INTEGER, thread_id UBIGINT, start_ns BIGINT, "
+        "end_ns BIGINT, cpu_ns BIGINT, error VARCHAR, warmup BOOLEAN"
+    ),
+    # One value of one signal.  instance_id is NULL for values that belong to no region instance
+    # (device-wide samples, facts about a binary); kernel_key links per-kernel values.
+    "metrics": (
+        "run_id VARCHAR, instance_id BIGINT, kernel_key VARCHAR, signal VARCHAR, value DOUBLE, unit VARCHAR, "
+        "attribution VARCHAR, backend VARCHAR, provenance_id VARCHAR"
+    ),
+    # GPU activity records (CUPTI); filled by the CUPTI backend.
+    "kernels": (
+        "run_id VARCHAR, correlation_id BIGINT, instance_id BIGINT, name VARCHAR, start_ns BIGINT, end_ns BIGINT, "
+        "device_id INTEGER, context_id INTEGER, stream_id BIGINT, grid_x INTEGER, grid_y INTEGER, grid_z INTEGER, "
+        "block_x INTEGER, block_y INTEGER, block_z INTEGER, registers INTEGER, static_smem INTEGER, "
+        "dynamic_smem INTEGER, local_mem INTEGER, graph_id BIGINT, graph_node_id BIGINT, kind VARCHAR, "
+        "bytes BIGINT, thread_id UBIGINT, api_start_ns BIGINT, api_end_ns BIGINT"
+    ),
+    # How a piece of evidence is attributed to region instances (one row per candidate).
+    "attributions": (
+        "run_id VARCHAR, evidence VARCHAR, evidence_id VARCHAR, instance_id BIGINT, class VARCHAR, "
+        "weight DOUBLE, reason VARCHAR"
+    ),
+    "provenance": (
+        "provenance_id VARCHAR PRIMARY KEY, run_id VARCHAR, backend VARCHAR, backend_version VARCHAR, "
+        "settings JSON, clocks JSON, timestamps VARCHAR"
+    ),
+    "artifacts": "run_id VARCHAR, kind VARCHAR, path VARCHAR, sha256 VARCHAR, bytes BIGINT, note VARCHAR",
+}
+
+DDL: tuple[str, ...] = tuple(f"CREATE TABLE IF NOT EXISTS {name} ({cols})" for name, cols in TABLES.items())
+
+
+def columns(table: str) -> list[str]:
+    """The column names of ``table`` in schema order."""
+    return [part.strip().split(" ", 1)[0] for part in _split(TABLES[table])]
+
+
+def _split(cols: str) -> list[str]:
+    out: list[str] = []
+    depth = 0
+    cur = ""
+    for ch in cols:
+        if ch == "(":
+            depth += 1
+        elif ch == ")":
+            depth -= 1
+        if ch == "," and depth == 0:
+            out.append(cur)
+            cur = ""
+        else:
+            cur += ch
+    out.append(cur)
+    return [c for c in out if c.strip()]

@@ -1,0 +1,22 @@
+"""Formatting values with their units for tables and text reports."""
+
+from __future__ import annotations
+
+import math
+
+_TIME = (("s", 1e9), ("ms", 1e6), ("µs", 1e3), ("ns", 1.0))
+_BYTES = (("GB", 1e9), ("MB", 1e6), ("kB", 1e3), ("B", 1.0))
+
+
+def fmt(value: float | None, unit: str) -> str:
+    """``value`` in a readable scale of ``unit`` (``ns`` and ``byte`` are rescaled)."""
+    if value is None or (isinstance(value, float) and math.isnan(value)):
+        return "-"
+    table = _TIME if unit == "ns" else _BYTES if unit == "byte" else None
+    if table is None:
+        text = f"{value:.4g}" if abs(value) < 1e6 else f"{value:.3e}"
+        return f"{text} {unit}".strip() if unit not in ("count", "") else text
+    for name, scale in table:
+        if abs(value) >= scale or scale == 1.0:
+            return f"{value / scale:.3g} {name}"
+    return f"{value} {unit}"
