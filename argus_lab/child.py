@@ -27,6 +27,8 @@ def main(argv: list[str] | None = None) -> int:
     spec = json.loads(Path(args[0]).read_text())
     os.environ["ARGUS_CHILD"] = "1"
     folder = Path(spec["out_dir"])
+    if int(os.environ.get("WORLD_SIZE", "1") or 1) > 1:  # one of several ranks: a shard folder of its own
+        folder = folder / f"rank-{os.environ.get('RANK', '0')}"
     folder.mkdir(parents=True, exist_ok=True)
     workload = Workload.from_dict(spec["workload"])
     if workload.kind == "script":

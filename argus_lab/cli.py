@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import shlex
 import sys
 from collections.abc import Sequence
 
@@ -18,19 +19,44 @@ EPILOG = """examples:
 
 
 def _common(p: argparse.ArgumentParser) -> None:
-    p.add_argument("--store", metavar="PATH", default=None,
-                   help="the DuckDB evidence store (default ./argus.duckdb or $ARGUS_STORE), e.g. --store runs.duckdb")
+    p.add_argument(
+        "--store",
+        metavar="PATH",
+        default=None,
+        help="the DuckDB evidence store (default ./argus.duckdb or $ARGUS_STORE), e.g. --store runs.duckdb",
+    )
 
 
 def _request_args(p: argparse.ArgumentParser) -> None:
-    p.add_argument("--signals", "-s", default="host.wall,host.cpu", metavar="LIST",
-                   help="comma-separated signals (see `argus-lab signals`), e.g. --signals host.wall,gpu.time")
-    p.add_argument("--repeat", "-n", type=int, default=5, metavar="N",
-                   help="measured repetitions of the workload (default 5), e.g. --repeat 10")
-    p.add_argument("--warmup", "-w", type=int, default=1, metavar="N",
-                   help="repetitions run first and marked warm-up, left out of summaries (default 1)")
-    p.add_argument("--scope", default="", metavar="SCOPE",
-                   help="which region instances to cover (docs/scopes.md), e.g. --scope 'decode/**; instances=2:'")
+    p.add_argument(
+        "--signals",
+        "-s",
+        default="host.wall,host.cpu",
+        metavar="LIST",
+        help="comma-separated signals (see `argus-lab signals`), e.g. --signals host.wall,gpu.time",
+    )
+    p.add_argument(
+        "--repeat",
+        "-n",
+        type=int,
+        default=5,
+        metavar="N",
+        help="measured repetitions of the workload (default 5), e.g. --repeat 10",
+    )
+    p.add_argument(
+        "--warmup",
+        "-w",
+        type=int,
+        default=1,
+        metavar="N",
+        help="repetitions run first and marked warm-up, left out of summaries (default 1)",
+    )
+    p.add_argument(
+        "--scope",
+        default="",
+        metavar="SCOPE",
+        help="which region instances to cover (docs/scopes.md), e.g. --scope 'decode/**; instances=2:'",
+    )
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -43,29 +69,65 @@ def build_parser() -> argparse.ArgumentParser:
     )
     sub = parser.add_subparsers(dest="command", metavar="COMMAND")
 
-    run = sub.add_parser("run", help="plan and run a measurement of a script, then print the region table",
-                         epilog=EPILOG, formatter_class=argparse.RawDescriptionHelpFormatter)
-    run.add_argument("script", help="the Python script to measure (or module:function), e.g. examples/nested.py; "
-                     "arguments for the script follow `--`, e.g. `argus-lab run train.py -- --steps 3`")
+    run = sub.add_parser(
+        "run",
+        help="plan and run a measurement of a script, then print the region table",
+        epilog=EPILOG,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
+    run.add_argument(
+        "script",
+        help="the Python script to measure (or module:function), e.g. examples/nested.py; "
+        "arguments for the script follow `--`, e.g. `argus-lab run train.py -- --steps 3`",
+    )
     _request_args(run)
     _common(run)
-    run.add_argument("--on-error", choices=("continue", "stop"), default="continue",
-                     help="after a failed run: run the remaining runs (continue, default) or stop")
+    run.add_argument(
+        "--on-error",
+        choices=("continue", "stop"),
+        default="continue",
+        help="after a failed run: run the remaining runs (continue, default) or stop",
+    )
+    run.add_argument(
+        "--launch",
+        default="",
+        metavar="PREFIX",
+        help="start the workload through a multi-process launcher and measure every rank, "
+        "e.g. --launch 'torchrun --nproc-per-node 2'",
+    )
 
-    show = sub.add_parser("show", help="print the region table and runs stored in a store",
-                          epilog=EPILOG, formatter_class=argparse.RawDescriptionHelpFormatter)
+    show = sub.add_parser(
+        "show",
+        help="print the region table and runs stored in a store",
+        epilog=EPILOG,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
     _common(show)
-    show.add_argument("--run", action="append", default=None, metavar="RUN_ID",
-                      help="report these runs (repeatable); default: the latest request's runs")
+    show.add_argument(
+        "--run",
+        action="append",
+        default=None,
+        metavar="RUN_ID",
+        help="report these runs (repeatable); default: the latest request's runs",
+    )
     show.add_argument("--all", action="store_true", help="report every run in the store")
     show.add_argument("--provenance", action="store_true", help="also print each run's command, versions, settings")
 
-    plan = sub.add_parser("plan", help="print the plan for a request without running it",
-                          epilog=EPILOG, formatter_class=argparse.RawDescriptionHelpFormatter)
+    plan = sub.add_parser(
+        "plan",
+        help="print the plan for a request without running it",
+        epilog=EPILOG,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
     _request_args(plan)
     plan.add_argument("--json", action="store_true", help="print the plan as JSON")
 
     sub.add_parser("signals", help="list every known signal with its unit and backend")
+    export = sub.add_parser("export", help="write a report as one standalone HTML file that opens offline")
+    _common(export)
+    export.add_argument("out", metavar="OUT.html", help="the HTML file to write, e.g. report.html")
+    export.add_argument("--run", action="append", default=None, metavar="RUN_ID", help="runs (default: latest request)")
+    export.add_argument("--title", default="", help="the report's title")
     return parser
 
 
@@ -89,6 +151,10 @@ def main(argv: Sequence[str] | None = None) -> int:
             return _show(args)
         if args.command == "plan":
             return _plan(args)
+        if args.command == "export":
+            from argus_lab.views.html import export_cli
+
+            return export_cli(args.store, args.out, args.run, args.title)
         return _signals()
     except ArgusError as exc:
         print(f"argus-lab: error: {exc}", file=sys.stderr)
@@ -96,26 +162,28 @@ def main(argv: Sequence[str] | None = None) -> int:
 
 
 def _run(args: argparse.Namespace) -> int:
-    from argus_lab import plan  # noqa: PLC0415
-    from argus_lab.report import Report  # noqa: PLC0415
-    from argus_lab.runtime import execute, summarize, terminal_progress  # noqa: PLC0415
-    from argus_lab.store import Store  # noqa: PLC0415
-    from argus_lab.workload import Workload  # noqa: PLC0415
+    from argus_lab import plan
+    from argus_lab.report import Report
+    from argus_lab.runtime import execute, summarize, terminal_progress
+    from argus_lab.store import Store
+    from argus_lab.workload import Workload
 
     script_args = tuple(args.script_args)
     workload = Workload.from_target(args.script, script_args)
     the_plan = plan(args.signals, scope=args.scope, repeat=args.repeat, warmup=args.warmup)
     print(the_plan.explain(), end="\n\n")
     store = Store(args.store)
-    execution = execute(the_plan, workload, store, on_error=args.on_error, progress=terminal_progress())
+    execution = execute(
+        the_plan, workload, store, on_error=args.on_error, progress=terminal_progress(), launch=shlex.split(args.launch)
+    )
     print(Report(store, execution.run_ids).text())
     print(f"\nstored in {store.path}\n{summarize(execution.results)}")
     return 0 if execution.ok else 1
 
 
 def _show(args: argparse.Namespace) -> int:
-    from argus_lab.report import Report  # noqa: PLC0415
-    from argus_lab.store import Store  # noqa: PLC0415
+    from argus_lab.report import Report
+    from argus_lab.store import Store
 
     store = Store(args.store)
     run_ids = None
@@ -125,8 +193,11 @@ def _show(args: argparse.Namespace) -> int:
         known = {r[0] for r in store.rows("SELECT run_id FROM runs")}
         missing = [r for r in args.run if r not in known]
         if missing:
-            print(f"argus-lab: error: no run {missing[0]!r} in {store.path}; list runs with "
-                  f"`argus-lab show --all --store {store.path}`", file=sys.stderr)
+            print(
+                f"argus-lab: error: no run {missing[0]!r} in {store.path}; list runs with "
+                f"`argus-lab show --all --store {store.path}`",
+                file=sys.stderr,
+            )
             return 2
         run_ids = args.run
     report = Report(store, run_ids)
@@ -137,7 +208,7 @@ def _show(args: argparse.Namespace) -> int:
 
 
 def _plan(args: argparse.Namespace) -> int:
-    from argus_lab import plan  # noqa: PLC0415
+    from argus_lab import plan
 
     the_plan = plan(args.signals, scope=args.scope, repeat=args.repeat, warmup=args.warmup)
     print(the_plan.to_json() if args.json else the_plan.explain())
@@ -145,7 +216,7 @@ def _plan(args: argparse.Namespace) -> int:
 
 
 def _signals() -> int:
-    from argus_lab.signals import CATALOG, FAMILIES  # noqa: PLC0415
+    from argus_lab.signals import CATALOG, FAMILIES
 
     width = max(len(n) for n in CATALOG)
     for name, sig in CATALOG.items():

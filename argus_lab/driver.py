@@ -47,7 +47,7 @@ def drive(
     run as ``failed`` with the exception as cause; what was measured before is kept.
     """
     hooks = [h for c in collectors for h in c.hooks()]
-    recorder = Recorder(run_id, hooks)
+    recorder = Recorder(run_id, hooks, cpu_clock="host.cpu" in signals)
     status, cause, done = "ok", "", 0
     started: list[Collector] = []
     sent = 0
@@ -69,7 +69,7 @@ def drive(
                 if after_repetition is not None:
                     rows = recorder.rows[sent:]
                     sent += len(rows)
-                    after_repetition(rep, _columns(rows, run_id, warmup))
+                    after_repetition(rep, _columns(rows, run_id, warmup, recorder.rank))
     except KeyboardInterrupt:
         status, cause = "interrupted", f"interrupted by the user after {done} of {warmup + repeat} repetitions"
     except BaseException as exc:  # the user's workload may raise anything; it is recorded, not lost
@@ -77,30 +77,33 @@ def drive(
         tb = traceback.format_exception(type(exc), exc, exc.__traceback__)
         cause = f"{type(exc).__name__}: {exc} (after {done} of {warmup + repeat} repetitions)\n" + "".join(tb[-6:])
     finally:
+        if after_repetition is not None and len(recorder.rows) > sent:  # the partial repetition, if any
+            after_repetition(done, _columns(recorder.rows[sent:], run_id, warmup, recorder.rank))
         for c in reversed(started):
             try:
                 c.stop()
-            except Exception as exc:  # noqa: BLE001  a failing stop must not lose the other evidence
+            except Exception as exc:
                 status = "failed" if status == "ok" else status
                 cause += f"\n{c.info.name} failed to stop: {exc}"
-    instances = _columns(recorder.rows, run_id, warmup)
+    instances = _columns(recorder.rows, run_id, warmup, recorder.rank)
     parts: list[Evidence] = [{"region_instances": instances, "regions": regions_columns(recorder.regions.values())}]
     for c in started:
         try:
             parts.append(c.evidence(instances))
-        except Exception as exc:  # noqa: BLE001
+        except Exception as exc:
             status = "failed" if status == "ok" else status
             cause += f"\n{c.info.name} could not produce its evidence: {exc}"
     return RunOutcome(status, cause.strip(), done, merge_evidence(parts))
 
 
-def _columns(rows: Sequence[tuple[Any, ...]], run_id: str, warmup: int) -> dict[str, list[Any]]:
+def _columns(rows: Sequence[tuple[Any, ...]], run_id: str, warmup: int, rank: int = 0) -> dict[str, list[Any]]:
     cols: dict[str, list[Any]] = {name: [] for name in INSTANCE_FIELDS}
     if rows:
         for name, col in zip(INSTANCE_FIELDS, zip(*rows, strict=True), strict=True):
             cols[name] = list(col)
     n = len(cols["instance_id"])
     cols["run_id"] = [run_id] * n
+    cols["rank"] = [rank] * n
     cols["warmup"] = [rep < warmup for rep in cols["repetition"]]
     return cols
 

@@ -37,8 +37,17 @@ def no_gpu_reason() -> str:
 def versions(extra: tuple[str, ...] = ()) -> dict[str, str]:
     """Versions of Python, argus_lab and the measurement packages that are installed."""
     out = {"python": sys.version.split()[0], "platform": platform.platform()}
-    for name in ("argus_lab", "duckdb", "pyarrow", "nvtx", "cupti-python", "nvidia-cuda-cupti", "torch", "triton",
-                 *extra):
+    for name in (
+        "argus_lab",
+        "duckdb",
+        "pyarrow",
+        "nvtx",
+        "cupti-python",
+        "nvidia-cuda-cupti",
+        "torch",
+        "triton",
+        *extra,
+    ):
         try:
             out[name] = importlib.metadata.version(name)
         except importlib.metadata.PackageNotFoundError:
@@ -51,8 +60,16 @@ def hostname() -> str:
     return socket.gethostname()
 
 
-ENV_KEYS = ("CUDA_VISIBLE_DEVICES", "CUDA_LAUNCH_BLOCKING", "OMP_NUM_THREADS", "RANK", "LOCAL_RANK", "WORLD_SIZE",
-            "NVTX_INJECTION64_PATH", "PYTHONHASHSEED")
+ENV_KEYS = (
+    "CUDA_VISIBLE_DEVICES",
+    "CUDA_LAUNCH_BLOCKING",
+    "OMP_NUM_THREADS",
+    "RANK",
+    "LOCAL_RANK",
+    "WORLD_SIZE",
+    "NVTX_INJECTION64_PATH",
+    "PYTHONHASHSEED",
+)
 
 
 def environment() -> dict[str, str]:

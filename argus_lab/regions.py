@@ -50,7 +50,7 @@ class Region:
     file: str = ""
     line: int = 0
 
-    @property
+    @functools.cached_property
     def region_id(self) -> str:
         """A 16-hex-digit id derived from name, kind and module."""
         key = f"{self.kind}\x1f{self.name}\x1f{self.module}".encode()
@@ -88,16 +88,10 @@ class BoundaryHook(Protocol):
         """Called after the region body finished, before the instance is recorded."""
 
 
-class _Frame:
-    __slots__ = ("cpu0", "index", "instance_id", "marker", "path", "t0")
-
-    def __init__(self, marker: RegionMarker, path: str, instance_id: int, index: int, t0: int, cpu0: int) -> None:
-        self.marker = marker
-        self.path = path
-        self.instance_id = instance_id
-        self.index = index
-        self.t0 = t0
-        self.cpu0 = cpu0
+# A frame on the per-thread stack is a plain tuple (cheaper to build than an object):
+# (marker, path, instance_id, instance_index, host start ns, thread CPU start ns)
+_Frame = tuple[Any, str, int, int, int, int]
+_MARKER, _PATH, _IID, _INDEX, _T0, _CPU0 = range(6)
 
 
 _local = threading.local()
@@ -106,38 +100,48 @@ _active: list[Recorder | None] = [None]  # the process's collector slot (one rec
 
 def _stack() -> list[_Frame]:
     try:
-        return _local.stack  # type: ignore[no-any-return]
+        return _local.stack  # type: ignore[no-any-return, unused-ignore]
     except AttributeError:
         _local.stack = []
-        return _local.stack  # type: ignore[no-any-return]
+        return _local.stack  # type: ignore[no-any-return, unused-ignore]
 
 
 def current_path() -> str:
     """The region path open on the calling thread (``""`` outside every region)."""
     stack = _stack()
-    return stack[-1].path if stack else ""
+    return str(stack[-1][_PATH]) if stack else ""
 
 
 class _Nvtx:
     """NVTX push/pop in the ``argus`` domain, resolved on first use (after any tool was injected)."""
 
-    __slots__ = ("domain", "pop", "ready")
+    __slots__ = ("domain", "payload", "pop", "ready")
 
     def __init__(self) -> None:
         self.ready = False
         self.domain: Any = None
         self.pop: Callable[[], None] = _noop
+        self.payload = False
 
     def resolve(self) -> None:
         self.ready = True
+        # ARGUS_NVTX_PAYLOAD=1 (set by the ncu launcher): ranges carry the instance index as payload, so the
+        # ncu report tells instances of one path apart (costs an attribute build per boundary).
+        self.payload = os.environ.get("ARGUS_NVTX_PAYLOAD", "0") == "1"
         if os.environ.get("ARGUS_NVTX", "1") == "0":
             return
         try:
-            import nvtx  # noqa: PLC0415  (optional, light)
+            import nvtx
         except ImportError:
             return
         self.domain = nvtx.get_domain(NVTX_DOMAIN)
         self.pop = self.domain.pop_range
+
+
+def _env_rank() -> int:
+    """This process's rank as set by torchrun and similar launchers (``RANK``), 0 when unset."""
+    text = os.environ.get("RANK", "0").strip() or "0"
+    return int(text) if text.isdigit() else 0
 
 
 def _noop(*_: object) -> None:
@@ -155,13 +159,16 @@ class Recorder:
     and converted to columns in bulk afterwards (:meth:`columns`).
     """
 
-    def __init__(self, run_id: str = "", hooks: Sequence[BoundaryHook] = ()) -> None:
+    def __init__(self, run_id: str = "", hooks: Sequence[BoundaryHook] = (), *, cpu_clock: bool = True) -> None:
         self.run_id = run_id
+        self.cpu_clock = cpu_clock  # read the thread CPU clock (a system call, ~0.5 us) only when host.cpu is asked
         self.hooks: tuple[BoundaryHook, ...] = tuple(hooks)
         self.repetition = 0
         self.rows: list[tuple[Any, ...]] = []
         self.regions: dict[str, Region] = {}
-        self._ids = itertools.count(1)
+        # Instance ids stay unique across the ranks of a multi-process run: rank r numbers from r * 2**40 + 1.
+        self.rank = _env_rank()
+        self._ids = itertools.count((self.rank << 40) + 1)
         self._index: dict[str, Iterator[int]] = {}
         self._pid = os.getpid()
 
@@ -223,68 +230,86 @@ def active_recorder() -> Recorder | None:
 class RegionMarker:
     """A context manager and decorator marking one region.  Create it with :func:`region`."""
 
-    __slots__ = ("_attr", "region")
+    __slots__ = ("_attr", "_rid", "region")
 
     def __init__(self, region: Region) -> None:
         self.region = region
+        self._rid = region.region_id
         self._attr: Any = None
 
     def __repr__(self) -> str:
         return f"region({self.region.name!r})"
 
     def __enter__(self) -> RegionMarker:
-        stack = _stack()
+        try:
+            stack = _local.stack
+        except AttributeError:
+            stack = _stack()
         name = self.region.name
-        path = f"{stack[-1].path}/{name}" if stack else name
-        if not _nvtx.ready:
-            _nvtx.resolve()
-        if _nvtx.domain is not None:
-            attr = self._attr
-            if attr is None:
-                attr = self._attr = _nvtx.domain.get_event_attributes(message=name)
-            _nvtx.domain.push_range(attr)
+        path = f"{stack[-1][_PATH]}/{name}" if stack else name
+        nv = _nvtx
+        if not nv.ready:
+            nv.resolve()
         rec = _active[0]
         if rec is None:
-            stack.append(_Frame(self, path, 0, 0, 0, 0))
+            if nv.domain is not None:
+                attr = self._attr
+                if attr is None:
+                    attr = self._attr = nv.domain.get_event_attributes(message=name)
+                nv.domain.push_range(attr)
+            stack.append((self, path, 0, 0, 0, 0))
             return self
-        if self.region.region_id not in rec.regions:
-            rec.regions[self.region.region_id] = self.region
-        iid, index = rec.next_instance(path)
-        stack.append(_Frame(self, path, iid, index, time.time_ns(), time.thread_time_ns()))
+        if self._rid not in rec.regions:
+            rec.regions[self._rid] = self.region
+        counter = rec._index.get(path)
+        if counter is None:
+            counter = rec._index.setdefault(path, itertools.count())
+        iid, index = next(rec._ids), next(counter)
+        if nv.domain is not None:
+            if nv.payload:
+                nv.domain.push_range(nv.domain.get_event_attributes(message=name, payload=index))
+            else:
+                attr = self._attr
+                if attr is None:
+                    attr = self._attr = nv.domain.get_event_attributes(message=name)
+                nv.domain.push_range(attr)
+        stack.append((self, path, iid, index, time.time_ns(), time.thread_time_ns() if rec.cpu_clock else 0))
         for hook in rec.hooks:
             hook.enter(iid)
         return self
 
     def __exit__(self, exc_type: type[BaseException] | None, exc: BaseException | None, tb: object) -> None:
-        t1 = time.time_ns()
-        cpu1 = time.thread_time_ns()
-        stack = _stack()
-        if not stack or stack[-1].marker is not self:
+        try:
+            stack = _local.stack
+        except AttributeError:
+            stack = _stack()
+        if not stack or stack[-1][0] is not self:
             _raise_misuse(self, stack)
-        frame = stack.pop()
+        _marker, path, iid, index, t0, cpu0 = stack.pop()
         _nvtx.pop()
-        rec = _active[0]
-        if rec is None or frame.instance_id == 0:
+        if iid == 0:
             return
-        iid = frame.instance_id
+        rec = _active[0]
+        if rec is None:
+            return
+        t1 = time.time_ns()
+        cpu = time.thread_time_ns() - cpu0 if rec.cpu_clock else -1
         for hook in rec.hooks:
             hook.exit(iid)
-        parent = stack[-1].instance_id if stack else 0
-        error = "" if exc_type is None else f"{exc_type.__name__}: {exc}"
         rec.rows.append(
             (
                 iid,
-                self.region.region_id,
-                frame.path,
-                frame.index,
-                parent,
+                self._rid,
+                path,
+                index,
+                stack[-1][_IID] if stack else 0,
                 rec.repetition,
                 rec._pid,
                 threading.get_ident(),
-                frame.t0,
+                t0,
                 t1,
-                cpu1 - frame.cpu0,
-                error,
+                cpu,
+                "" if exc_type is None else f"{exc_type.__name__}: {exc}",
             )
         )
 
@@ -308,7 +333,7 @@ def _raise_misuse(marker: RegionMarker, stack: list[_Frame]) -> None:
         )
     else:
         msg = (
-            f"region {name!r} was exited while {stack[-1].path!r} is the innermost open region on this thread; "
+            f"region {name!r} was exited while {stack[-1][_PATH]!r} is the innermost open region on this thread; "
             "regions must be exited in reverse order of entry (use `with` blocks so nesting stays balanced)"
         )
     raise RegionMisuseError(msg)

@@ -22,7 +22,7 @@ import sys
 import time
 import uuid
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any, Literal
 
@@ -31,8 +31,10 @@ from argus_lab.backends import BACKENDS, load_backend
 from argus_lab.backends.base import RunContext
 from argus_lab.driver import drive
 from argus_lab.errors import ArgusError, PlanError
+from argus_lab.join import attribute_request
 from argus_lab.machine import environment, gpu_available, hostname, no_gpu_reason, versions
 from argus_lab.planner import Plan, PlannedRun
+from argus_lab.signals import lookup
 from argus_lab.store import Store
 from argus_lab.workload import Workload
 
@@ -45,7 +47,7 @@ class RunResult:
 
     run_id: str
     index: int
-    status: str  # ok | failed | died | interrupted | skipped | not run
+    status: str  # ok | partial (GPU backends left out) | failed | died | interrupted | skipped | not run
     cause: str
     reps_done: int
     seconds: float
@@ -67,7 +69,7 @@ class Execution:
     @property
     def ok(self) -> bool:
         """Whether every executed run finished ok (skipped runs do not count as failures)."""
-        return all(r.status in ("ok", "skipped") for r in self.results)
+        return all(r.status in ("ok", "skipped", "partial") for r in self.results)
 
 
 ProgressFn = Callable[[str, PlannedRun, RunResult | None], None]
@@ -97,8 +99,13 @@ def execute(
     on_error: OnError = "continue",
     progress: ProgressFn | None = None,
     timeout_s: float | None = None,
+    launch: Sequence[str] = (),
 ) -> Execution:
-    """Execute every run of ``plan`` on ``workload``, storing each run's evidence as soon as it ends."""
+    """Execute every run of ``plan`` on ``workload``, storing each run's evidence as soon as it ends.
+
+    ``launch`` is a command prefix that starts several processes (e.g. ``torchrun --nproc-per-node 2``); every
+    run is then a child run started through it, each rank writes its own shards, and they are merged here.
+    """
     if on_error not in ("continue", "stop"):
         msg = f"on_error must be 'continue' or 'stop', got {on_error!r}"
         raise PlanError(msg)
@@ -111,11 +118,15 @@ def execute(
                 "request_id": [request_id],
                 "session_id": [session_id],
                 "created_ns": [time.time_ns()],
-                "text": [plan.request_text()],
-                "spec": [plan.request_json()],
+                "text": [_request_text(plan)],
+                "spec": [json.dumps(plan.request.to_dict(), sort_keys=True)],
             },
-            "plans": {"plan_id": [plan_id], "request_id": [request_id], "text": [plan.explain()],
-                      "spec": [plan.to_json()]},
+            "plans": {
+                "plan_id": [plan_id],
+                "request_id": [request_id],
+                "text": [plan.explain()],
+                "spec": [plan.to_json()],
+            },
         }
     )
     results: list[RunResult] = []
@@ -128,7 +139,7 @@ def execute(
         if stop:
             result = _finish(store, run_id, run.index, "not run", "an earlier run failed and on_error='stop'", 0, 0.0)
         else:
-            result = _execute_run(run, run_id, workload, store, timeout_s)
+            result = _execute_run(run, run_id, workload, store, timeout_s, tuple(launch))
         results.append(result)
         if progress is not None:
             progress("end", run, result)
@@ -136,7 +147,14 @@ def execute(
             raise KeyboardInterrupt
         if result.status in ("failed", "died") and on_error == "stop":
             stop = True
+    attribute_request(store, [r.run_id for r in results])  # the join: attributions + instance values
     return Execution(session_id, request_id, tuple(results))
+
+
+def _request_text(plan: Plan) -> str:
+    r = plan.request
+    names = ",".join(s.name for s in r.signals)
+    return f"signals={names} scope={str(r.scope) or '*'} repeat={r.repeat} warmup={r.warmup}"
 
 
 def _insert_run(
@@ -172,8 +190,9 @@ def _insert_run(
     )
 
 
-def _finish(store: Store, run_id: str, index: int, status: str, cause: str, reps: int, secs: float,
-            command: str | None = None) -> RunResult:
+def _finish(
+    store: Store, run_id: str, index: int, status: str, cause: str, reps: int, secs: float, command: str | None = None
+) -> RunResult:
     store.execute(
         "UPDATE runs SET status = ?, cause = ?, reps_done = ?, ended_ns = ?, command = coalesce(?, command) "
         "WHERE run_id = ?",
@@ -182,14 +201,31 @@ def _finish(store: Store, run_id: str, index: int, status: str, cause: str, reps
     return RunResult(run_id, index, status, cause, reps, secs)
 
 
-def _execute_run(run: PlannedRun, run_id: str, workload: Workload, store: Store, timeout_s: float | None) -> RunResult:
+def _execute_run(
+    run: PlannedRun,
+    run_id: str,
+    workload: Workload,
+    store: Store,
+    timeout_s: float | None,
+    launch: tuple[str, ...] = (),
+) -> RunResult:
     t0 = time.monotonic()
     if run.needs_gpu and not gpu_available():
         needing = [b for b in run.backends if BACKENDS[b].needs_gpu]
-        cause = f"not collected: {', '.join(run.signals)} need {', '.join(needing)}, but {no_gpu_reason()}"
-        return _finish(store, run_id, run.index, "skipped", cause, 0, 0.0)
-    if run.launcher is not None or (os.environ.get("ARGUS_FORCE_CHILD") == "1" and workload.can_run_in_child):
-        return _child_run(run, run_id, workload, store, timeout_s, t0)
+        rest = tuple(b for b in run.backends if b not in needing)
+        lost = tuple(s for s in run.signals if lookup(s).backend in needing)
+        cause = f"not collected: {', '.join(lost)} need {', '.join(needing)}, but {no_gpu_reason()}"
+        if not [b for b in rest if b not in run.attached]:
+            return _finish(store, run_id, run.index, "skipped", cause, 0, 0.0)
+        kept = tuple(s for s in run.signals if s not in lost)
+        part = replace(run, backends=rest, signals=kept, attached=tuple(b for b in run.attached if b in rest))
+        result = _execute_run(part, run_id, workload, store, timeout_s, launch)
+        if result.status != "ok":
+            return result
+        return _finish(store, run_id, run.index, "partial", cause, result.reps_done, result.seconds)
+    forced = os.environ.get("ARGUS_FORCE_CHILD") == "1" and workload.can_run_in_child
+    if run.launcher is not None or launch or forced:
+        return _child_run(run, run_id, workload, store, timeout_s, t0, launch)
     return _in_process_run(run, run_id, workload, store, t0)
 
 
@@ -201,8 +237,16 @@ def _in_process_run(run: PlannedRun, run_id: str, workload: Workload, store: Sto
         return _finish(store, run_id, run.index, "failed", str(exc), 0, time.monotonic() - t0)
     outcome = drive(run_id, workload, collectors, run.signals, run.settings, run.repeat, run.warmup, folder)
     store.write(outcome.evidence)
-    return _finish(store, run_id, run.index, outcome.status, outcome.cause, outcome.reps_done, time.monotonic() - t0,
-                   command=f"in-process: {workload.describe()}")
+    return _finish(
+        store,
+        run_id,
+        run.index,
+        outcome.status,
+        outcome.cause,
+        outcome.reps_done,
+        time.monotonic() - t0,
+        command=f"in-process: {workload.describe()}",
+    )
 
 
 def run_folder(store: Store, run_id: str) -> Path:
@@ -216,7 +260,13 @@ def child_command(spec_path: Path) -> list[str]:
 
 
 def _child_run(
-    run: PlannedRun, run_id: str, workload: Workload, store: Store, timeout_s: float | None, t0: float
+    run: PlannedRun,
+    run_id: str,
+    workload: Workload,
+    store: Store,
+    timeout_s: float | None,
+    t0: float,
+    launch: tuple[str, ...] = (),
 ) -> RunResult:
     folder = run_folder(store, run_id)
     folder.mkdir(parents=True, exist_ok=True)
@@ -235,7 +285,7 @@ def _child_run(
         return _finish(store, run_id, run.index, "failed", str(exc), 0, time.monotonic() - t0)
     spec_path = folder / "spec.json"
     spec_path.write_text(json.dumps(spec, indent=1))
-    cmd = child_command(spec_path)
+    cmd = launch_command(launch, child_command(spec_path))
     launcher: Any = None
     ctx = RunContext(run_id, tuple(run.signals), {}, folder)
     if run.launcher is not None:
@@ -246,13 +296,15 @@ def _child_run(
         except ArgusError as exc:
             return _finish(store, run_id, run.index, "failed", str(exc), 0, time.monotonic() - t0)
     env = dict(os.environ, ARGUS_CHILD="1", ARGUS_RUN_ID=run_id, PYTHONUNBUFFERED="1")
-    env["PYTHONPATH"] = os.pathsep.join(filter(None, [str(Path(__file__).resolve().parent.parent),
-                                                      env.get("PYTHONPATH", "")]))
+    env["PYTHONPATH"] = os.pathsep.join(
+        filter(None, [str(Path(__file__).resolve().parent.parent), env.get("PYTHONPATH", "")])
+    )
     log = folder / "child.log"
     with log.open("wb") as out:
         try:
-            proc = subprocess.run(cmd, stdout=out, stderr=subprocess.STDOUT, env=env, timeout=timeout_s, check=False,
-                                  cwd=workload.cwd)
+            proc = subprocess.run(
+                cmd, stdout=out, stderr=subprocess.STDOUT, env=env, timeout=timeout_s, check=False, cwd=workload.cwd
+            )
             code = proc.returncode
         except subprocess.TimeoutExpired:
             code = -int(signal.SIGKILL)
@@ -269,20 +321,42 @@ def _child_run(
         except ArgusError as exc:
             status = {"status": "failed", "cause": str(exc), "reps_done": status.get("reps_done", 0)}
     store.write(tables)
-    reps = len({r for r in tables["region_instances"].column("repetition").to_pylist()}) if (
-        "region_instances" in tables) else 0
+    reps = (
+        len({r for r in tables["region_instances"].column("repetition").to_pylist()})
+        if ("region_instances" in tables)
+        else 0
+    )
     command = shlex.join(cmd)
     if status is None:
         how = f"killed by {signal.Signals(-code).name}" if code < 0 else f"exited with status {code}"
         tail = _tail(log)
         cause = f"the child process {how} before it finished; {reps} repetition(s) were saved. Last output:\n{tail}"
         return _finish(store, run_id, run.index, "died", cause, reps, time.monotonic() - t0, command)
-    return _finish(store, run_id, run.index, status["status"], status["cause"], int(status["reps_done"]),
-                   time.monotonic() - t0, command)
+    return _finish(
+        store,
+        run_id,
+        run.index,
+        status["status"],
+        status["cause"],
+        int(status["reps_done"]),
+        time.monotonic() - t0,
+        command,
+    )
+
+
+def launch_command(launch: Sequence[str], child: list[str]) -> list[str]:
+    """``child`` started through a multi-process launcher (torchrun gets ``--no-python``: the child is a command)."""
+    if not launch:
+        return child
+    prefix = list(launch)
+    torchrun = Path(prefix[0]).name == "torchrun" or "torch.distributed.run" in prefix
+    if torchrun and "--no-python" not in prefix and "--no_python" not in prefix:
+        prefix.append("--no-python")
+    return prefix + child
 
 
 def _concat(a: Any, data: Any) -> Any:
-    import pyarrow as pa  # noqa: PLC0415
+    import pyarrow as pa
 
     b = data if isinstance(data, pa.Table) else shards._table(data)
     return b if a is None else pa.concat_tables([a, b], promote_options="default")
@@ -300,7 +374,7 @@ def terminal_progress() -> ProgressFn | None:
     """A tqdm bar on a terminal, nothing elsewhere."""
     if not sys.stderr.isatty():
         return None
-    from tqdm import tqdm  # noqa: PLC0415
+    from tqdm import tqdm
 
     bars: dict[int, Any] = {}
 
@@ -318,5 +392,7 @@ def terminal_progress() -> ProgressFn | None:
 
 def summarize(results: Sequence[RunResult]) -> str:
     """One line per run."""
-    return "\n".join(f"run {r.index} ({r.run_id}): {r.status}" + (f" - {r.cause.splitlines()[0]}" if r.cause else "")
-                     for r in results)
+    return "\n".join(
+        f"run {r.index} ({r.run_id}): {r.status}" + (f" - {r.cause.splitlines()[0]}" if r.cause else "")
+        for r in results
+    )

@@ -18,7 +18,7 @@ STATUS_FILE = "status.json"
 
 
 def _table(cols: Mapping[str, Sequence[Any]]) -> Any:
-    import pyarrow as pa  # noqa: PLC0415
+    import pyarrow as pa
 
     data: dict[str, Sequence[Any]] = {}
     for key, col in cols.items():
@@ -31,7 +31,7 @@ def _table(cols: Mapping[str, Sequence[Any]]) -> Any:
 
 def write_table(path: Path, cols: Mapping[str, Sequence[Any]]) -> None:
     """Write columns to a Parquet file atomically (write, then rename)."""
-    import pyarrow.parquet as pq  # noqa: PLC0415
+    import pyarrow.parquet as pq
 
     tmp = path.with_suffix(".tmp")
     pq.write_table(_table(cols), tmp)
@@ -57,16 +57,34 @@ def write_status(folder: Path, status: str, cause: str, reps_done: int) -> None:
 
 
 def read_folder(folder: Path) -> tuple[dict[str, Any], dict[str, Any] | None]:
-    """Arrow tables of a run folder keyed by store table name, and the status (``None`` if the child died)."""
-    import pyarrow as pa  # noqa: PLC0415
-    import pyarrow.parquet as pq  # noqa: PLC0415
+    """Arrow tables of a run folder keyed by store table name, and the status (``None`` if a child died).
 
-    tables: dict[str, Any] = {}
-    shards = sorted(folder.glob("instances-*.parquet"))
-    if shards:
-        tables["region_instances"] = pa.concat_tables([pq.read_table(p) for p in shards], promote_options="default")
-    for p in sorted(folder.glob("ev-*.parquet")):
-        tables[p.stem[3:]] = pq.read_table(p)
-    status_path = folder / STATUS_FILE
-    status = json.loads(status_path.read_text()) if status_path.exists() else None
-    return tables, status
+    A multi-rank run has one ``rank-<r>`` folder per rank; their shards are merged (every row carries its
+    rank) and the run's status is the worst of the ranks' (``None`` when any rank left no status).
+    """
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    ranks = sorted(p for p in folder.glob("rank-*") if p.is_dir())
+    leaves = ranks or [folder]
+    parts: dict[str, list[Any]] = {}
+    for leaf in leaves:
+        for p in sorted(leaf.glob("instances-*.parquet")):
+            parts.setdefault("region_instances", []).append(pq.read_table(p))
+        for p in sorted(leaf.glob("ev-*.parquet")):
+            parts.setdefault(p.stem[3:], []).append(pq.read_table(p))
+    tables = {name: pa.concat_tables(ts, promote_options="default") for name, ts in parts.items()}
+    statuses = []
+    for leaf in leaves:
+        status_path = leaf / STATUS_FILE
+        if not status_path.exists():
+            return tables, None
+        statuses.append((leaf.name, json.loads(status_path.read_text())))
+    if len(statuses) == 1:
+        return tables, statuses[0][1]
+    bad = [(name, st) for name, st in statuses if st["status"] != "ok"]
+    return tables, {
+        "status": bad[0][1]["status"] if bad else "ok",
+        "cause": "\n".join(f"{name}: {st['cause']}" for name, st in bad),
+        "reps_done": min(int(st["reps_done"]) for _, st in statuses),
+    }

@@ -58,7 +58,7 @@ class Workload:
         return cls("function", spec)
 
     @classmethod
-    def of_callable(cls, fn: Callable[[], Any]) -> Workload:
+    def of_callable(cls, fn: object) -> Workload:
         """A Python callable (in-process runs only)."""
         if not callable(fn):
             msg = f"expected a callable taking no arguments, got {type(fn).__name__}; wrap it: `lambda: f(x)`"
@@ -77,7 +77,7 @@ class Workload:
         if isinstance(target, Workload):
             return target
         if callable(target):
-            return cls.of_callable(target)  # type: ignore[arg-type]
+            return cls.of_callable(target)
         if isinstance(target, str | os.PathLike):
             text = os.fspath(target)
             if text.endswith(".py") or os.path.sep in text or os.path.exists(text):
@@ -111,14 +111,24 @@ class Workload:
                 "pass it as 'module:function' or as a script path instead"
             )
             raise WorkloadError(msg)
-        return {"kind": self.kind, "target": self.target, "args": list(self.args), "setup": list(self.setup),
-                "cwd": self.cwd}
+        return {
+            "kind": self.kind,
+            "target": self.target,
+            "args": list(self.args),
+            "setup": list(self.setup),
+            "cwd": self.cwd,
+        }
 
     @classmethod
     def from_dict(cls, data: dict[str, Any]) -> Workload:
         """Inverse of :meth:`to_dict`."""
-        return cls(data["kind"], data["target"], tuple(data.get("args", ())), tuple(data.get("setup", ())),
-                   data.get("cwd", os.getcwd()))
+        return cls(
+            data["kind"],
+            data["target"],
+            tuple(data.get("args", ())),
+            tuple(data.get("setup", ())),
+            data.get("cwd", os.getcwd()),
+        )
 
     # -- execution --------------------------------------------------------------------------------
     def load(self) -> Callable[[], None]:
@@ -161,6 +171,6 @@ class Workload:
             return run_script
         namespace: dict[str, Any] = {"__name__": "__main__"}
         for i, src in enumerate(self.setup):
-            exec(compile(src, f"<setup cell {i}>", "exec"), namespace)  # noqa: S102
+            exec(compile(src, f"<setup cell {i}>", "exec"), namespace)
         code = compile(self.target, "<measured cell>", "exec")
-        return lambda: exec(code, namespace)  # noqa: S102
+        return lambda: exec(code, namespace)

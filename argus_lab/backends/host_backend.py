@@ -41,8 +41,10 @@ class HostCollector:
             "host.cpu": [float(c) for c in instances["cpu_ns"]],
         }
         prov = f"{ctx.run_id}:host"
-        cols: dict[str, list[object]] = {k: [] for k in ("run_id", "instance_id", "signal", "value", "unit",
-                                                          "attribution", "backend", "provenance_id")}
+        cols: dict[str, list[object]] = {
+            k: []
+            for k in ("run_id", "instance_id", "signal", "value", "unit", "attribution", "backend", "provenance_id")
+        }
         for sig in wanted:
             n = len(ids)
             cols["run_id"] += [ctx.run_id] * n

@@ -29,7 +29,7 @@ DEFAULT_STORE = "argus.duckdb"
 LOCK_TIMEOUT_S = 120.0
 
 Columns = Mapping[str, Sequence[Any]]
-_SHARED_ROWS = frozenset({"regions", "sessions"})  # rows every run may write again: the first one stays
+_SHARED_ROWS = frozenset({"regions", "sessions", "provenance"})  # rows written again (by ranks): first stays
 
 
 def default_store_path() -> Path:
@@ -123,7 +123,7 @@ class Store:
                 time.sleep(0.02)
 
     def _open(self, write: bool) -> duckdb.DuckDBPyConnection:
-        import duckdb  # noqa: PLC0415
+        import duckdb
 
         try:
             return duckdb.connect(str(self.path), read_only=not write)
@@ -177,7 +177,7 @@ class Store:
     # -- writing ----------------------------------------------------------------------------------
     def write(self, tables: Mapping[str, Columns | pa.Table]) -> None:
         """Insert several tables in one transaction (columns by name; missing columns become NULL)."""
-        import pyarrow as pa  # noqa: PLC0415
+        import pyarrow as pa
 
         with self.connect(write=True) as con:
             con.execute("BEGIN")
@@ -213,16 +213,20 @@ class Store:
     def arrow(self, sql: str, params: Sequence[Any] = ()) -> pa.Table:
         """A query's result as an Arrow table."""
         with self.connect() as con:
-            res = con.execute(sql, list(params))
-            tbl = res.arrow()
+            res: Any = con.execute(sql, list(params))
+            tbl = res.fetch_arrow_table() if hasattr(res, "fetch_arrow_table") else res.arrow()
             return tbl.read_all() if hasattr(tbl, "read_all") else tbl
+
+
+_JSON_COLUMNS = frozenset({"settings", "clocks", "spec", "env", "versions"})
 
 
 def _jsonable(data: Columns) -> dict[str, Sequence[Any]]:
     out: dict[str, Sequence[Any]] = {}
     for key, col in data.items():
-        if col and isinstance(col[0], dict | list) and key not in {"backends", "signals"}:
-            out[key] = [json.dumps(v) for v in col]
+        if col and (isinstance(col[0], dict | list) or key in _JSON_COLUMNS) and key not in {"backends", "signals"}:
+            # JSON columns: collectors give dicts or JSON text, mixed once their evidence is merged
+            out[key] = [json.dumps(v) if isinstance(v, dict | list) else v for v in col]
         else:
             out[key] = col
     return out

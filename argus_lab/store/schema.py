@@ -30,7 +30,7 @@ TABLES: dict[str, str] = {
     "region_instances": (
         "run_id VARCHAR, instance_id BIGINT, region_id VARCHAR, path VARCHAR, instance_index INTEGER, "
         "parent_instance_id BIGINT, repetition INTEGER, pid INTEGER, thread_id UBIGINT, start_ns BIGINT, "
-        "end_ns BIGINT, cpu_ns BIGINT, error VARCHAR, warmup BOOLEAN"
+        "end_ns BIGINT, cpu_ns BIGINT, error VARCHAR, warmup BOOLEAN, rank INTEGER"
     ),
     # One value of one signal.  instance_id is NULL for values that belong to no region instance
     # (device-wide samples, facts about a binary); kernel_key links per-kernel values.
@@ -44,12 +44,40 @@ TABLES: dict[str, str] = {
         "device_id INTEGER, context_id INTEGER, stream_id BIGINT, grid_x INTEGER, grid_y INTEGER, grid_z INTEGER, "
         "block_x INTEGER, block_y INTEGER, block_z INTEGER, registers INTEGER, static_smem INTEGER, "
         "dynamic_smem INTEGER, local_mem INTEGER, graph_id BIGINT, graph_node_id BIGINT, kind VARCHAR, "
-        "bytes BIGINT, thread_id UBIGINT, api_start_ns BIGINT, api_end_ns BIGINT"
+        "bytes BIGINT, thread_id UBIGINT, api_start_ns BIGINT, api_end_ns BIGINT, kernel_key VARCHAR, "
+        "ordinal INTEGER"
+    ),
+    # Nsight Compute kernels (one per profiled action): NVTX region path, instance index, ordinal in it.
+    "ncu_kernels": (
+        "run_id VARCHAR, kernel_key VARCHAR, path VARCHAR, instance_index INTEGER, instance_inferred BOOLEAN, "
+        "ordinal INTEGER, name VARCHAR, demangled VARCHAR"
+    ),
+    # Compiled-kernel facts (Triton metadata + SASS mix, or what CUPTI activity records tell).
+    "kernel_facts": (
+        "run_id VARCHAR, name VARCHAR, binary_hash VARCHAR, source VARCHAR, registers INTEGER, "
+        "local_words INTEGER, shared_bytes INTEGER, num_warps INTEGER, num_stages INTEGER, "
+        "sass_instructions INTEGER, sass_mix JSON, unavailable VARCHAR"
+    ),
+    # Time samples (NVML, PM sampling): device-wide values with their host timestamp.
+    "samples": (
+        "run_id VARCHAR, device_id INTEGER, signal VARCHAR, t_ns BIGINT, value DOUBLE, unit VARCHAR, t_end_ns BIGINT"
     ),
     # How a piece of evidence is attributed to region instances (one row per candidate).
     "attributions": (
         "run_id VARCHAR, evidence VARCHAR, evidence_id VARCHAR, instance_id BIGINT, class VARCHAR, "
-        "weight DOUBLE, reason VARCHAR"
+        "weight DOUBLE, reason VARCHAR, target_run_id VARCHAR"
+    ),
+    # Derived by argus_lab.join: one value per region instance and signal, inclusive of nested instances and
+    # exclusive of them, with the weight of each attribution class behind it (see docs/report-json.md).
+    "instance_values": (
+        "run_id VARCHAR, instance_id BIGINT, signal VARCHAR, inclusive DOUBLE, exclusive DOUBLE, unit VARCHAR, "
+        "evidence BIGINT, w_exact DOUBLE, w_ordinal DOUBLE, w_temporal DOUBLE, w_ambiguous DOUBLE, "
+        "w_mismatch DOUBLE, backend VARCHAR, provenance_id VARCHAR"
+    ),
+    # Derived by argus_lab.join: region instances of one run matched to the reference (timing) run.
+    "instance_matches": (
+        "run_id VARCHAR, instance_id BIGINT, ref_run_id VARCHAR, ref_instance_id BIGINT, path VARCHAR, "
+        "repetition INTEGER, rep_index INTEGER, status VARCHAR, difference VARCHAR"
     ),
     "provenance": (
         "provenance_id VARCHAR PRIMARY KEY, run_id VARCHAR, backend VARCHAR, backend_version VARCHAR, "

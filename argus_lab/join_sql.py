@@ -1,0 +1,546 @@
+"""The SQL of the join (:mod:`argus_lab.join`), one statement per step, all set-based.
+
+Every statement runs inside one write transaction on the store's DuckDB connection and works on temporary
+tables named ``_j_*`` (dropped with the connection).  Times stay integer nanoseconds throughout.  Interval
+lookups use ``ASOF JOIN`` over each thread's *innermost-instance timeline* (``_j_seg``): one event per region
+entry (the entered instance becomes innermost) and one per exit (its parent becomes innermost again), keyed
+``t * 2 + 1`` for entries and ``t * 2`` for exits, so that at an equal nanosecond an exit comes before an entry.
+"""
+
+from __future__ import annotations
+
+JOIN_VERSION = "1"
+"""Version of the attribution rules; stored in the join's provenance row of every run."""
+
+EVIDENCE_KINDS = ("kernel", "memcpy", "memset", "ncu_kernel", "sample", "instance", "compiler")
+"""The ``attributions.evidence`` values the join writes (and replaces when it runs again)."""
+
+ADDITIVE_LEVEL_UNITS = ("W", "MHz", "C", "%", "pct", "percent")
+
+RUNS = "CREATE OR REPLACE TEMP TABLE _j_runs AS SELECT DISTINCT unnest(?::VARCHAR[]) AS run_id"
+
+INSTANCES = """
+CREATE OR REPLACE TEMP TABLE _j_inst AS
+SELECT i.run_id, i.instance_id, i.path, coalesce(i.parent_instance_id, 0) AS parent_id, i.repetition,
+       i.thread_id, i.start_ns, i.end_ns, coalesce(i.warmup, false) AS warmup,
+       (row_number() OVER (PARTITION BY i.run_id, i.repetition, i.path ORDER BY i.start_ns, i.instance_id) - 1)
+           ::INTEGER AS rep_index
+FROM region_instances i
+WHERE i.run_id IN (SELECT run_id FROM _j_runs)
+"""
+
+ANCESTORS = """
+CREATE OR REPLACE TEMP TABLE _j_anc AS
+WITH RECURSIVE a(run_id, instance_id, ancestor_id) AS (
+    SELECT run_id, instance_id, instance_id FROM _j_inst
+    UNION ALL
+    SELECT a.run_id, a.instance_id, p.parent_id
+    FROM a JOIN _j_inst p ON p.run_id = a.run_id AND p.instance_id = a.ancestor_id
+    WHERE p.parent_id <> 0
+)
+SELECT a.* FROM a SEMI JOIN _j_inst i ON i.run_id = a.run_id AND i.instance_id = a.ancestor_id
+"""
+
+TIMELINE = """
+CREATE OR REPLACE TEMP TABLE _j_seg AS
+SELECT run_id, thread_id, start_ns AS t, start_ns * 2 + 1 AS key, instance_id AS inner_id FROM _j_inst
+UNION ALL
+SELECT run_id, thread_id, end_ns AS t, end_ns * 2 AS key, parent_id AS inner_id FROM _j_inst
+"""
+
+THREADS = "CREATE OR REPLACE TEMP TABLE _j_threads AS SELECT DISTINCT run_id, thread_id FROM _j_inst"
+
+# the provenance record of each (run, backend), so derived values point at what measured their inputs
+PROVENANCE_IDS = """
+CREATE OR REPLACE TEMP TABLE _j_prov AS
+SELECT r.run_id, b.backend, coalesce(min(p.provenance_id), r.run_id || ':' || b.backend) AS provenance_id
+FROM _j_runs r CROSS JOIN (VALUES ('cupti'), ('nvml'), ('pm')) b(backend)
+LEFT JOIN provenance p ON p.run_id = r.run_id AND p.backend = b.backend
+GROUP BY r.run_id, b.backend
+"""
+
+DELETE_ATTRIBUTIONS = """
+DELETE FROM attributions
+WHERE run_id IN (SELECT run_id FROM _j_runs) AND evidence IN (SELECT unnest(?::VARCHAR[]))
+"""
+DELETE_DERIVED = (
+    "DELETE FROM instance_values WHERE run_id IN (SELECT run_id FROM _j_runs)",
+    "DELETE FROM instance_matches WHERE run_id IN (SELECT run_id FROM _j_runs)",
+    "DELETE FROM provenance WHERE run_id IN (SELECT run_id FROM _j_runs) AND backend = 'join'",
+)
+
+# -- kernels, copies and sets (CUPTI activity records) ------------------------------------------------------
+KERNELS = """
+CREATE OR REPLACE TEMP VIEW _j_k AS
+SELECT k.run_id, coalesce(k.kind, 'kernel') AS kind,
+       coalesce(k.kernel_key, concat_ws('/', k.device_id, k.context_id, k.correlation_id, k.start_ns)) AS key,
+       k.instance_id AS carried, k.name, k.start_ns, k.end_ns, coalesce(k.graph_id, 0) AS graph_id,
+       coalesce(k.thread_id, 0) AS thread_id, coalesce(nullif(k.api_start_ns, 0), k.start_ns) AS q,
+       coalesce(k.bytes, 0) AS bytes, k.correlation_id
+FROM kernels k
+WHERE k.run_id IN (SELECT run_id FROM _j_runs)
+"""
+
+# Exact: the launch carried the id of a recorded instance.  A view (not materialized): the millions of exact rows
+# are streamed twice, into the attributions and into the per-instance sums.
+KERNEL_EXACT = """
+CREATE OR REPLACE TEMP VIEW _j_ke AS
+SELECT k.run_id, k.kind, k.key, k.name, k.correlation_id, i.instance_id, 'exact' AS class, 1.0::DOUBLE AS weight,
+       k.start_ns, k.end_ns, k.bytes, k.graph_id, k.end_ns - i.end_ns AS past_ns
+FROM _j_k k JOIN _j_inst i ON i.run_id = k.run_id AND i.instance_id = k.carried
+"""
+
+# Kernels without a recorded instance: the innermost open instance of every thread at launch time.  CUPTI reports
+# the low 32 bits of the launching pthread id, the recorder the whole id: threads are compared on 32 bits.
+KERNEL_CANDIDATES = """
+CREATE OR REPLACE TEMP TABLE _j_kc AS
+WITH un AS (
+    SELECT k.* FROM _j_k k ANTI JOIN _j_inst i ON i.run_id = k.run_id AND i.instance_id = k.carried
+), x AS (
+    SELECT un.*, th.thread_id AS r_tid, un.q * 2 + 1 AS qk FROM un JOIN _j_threads th USING (run_id)
+), c AS (
+    SELECT x.run_id, x.key, x.r_tid, s.inner_id
+    FROM x ASOF JOIN _j_seg s ON s.run_id = x.run_id AND s.thread_id = x.r_tid AND x.qk >= s.key
+    WHERE s.inner_id <> 0
+)
+SELECT un.run_id, un.kind, un.key, un.carried, un.thread_id, un.start_ns, un.end_ns, un.bytes,
+       c.r_tid, c.inner_id,
+       count(c.inner_id) OVER w AS n_cand,
+       count(c.inner_id) FILTER (WHERE c.r_tid % 4294967296 = un.thread_id % 4294967296) OVER w AS n_same
+FROM un LEFT JOIN c ON c.run_id = un.run_id AND c.key = un.key
+WINDOW w AS (PARTITION BY un.run_id, un.key)
+"""
+
+KERNEL_OTHER = """
+CREATE OR REPLACE TEMP TABLE _j_ka AS
+SELECT c.run_id, c.kind, c.key,
+       CASE WHEN c.n_cand = 0 THEN NULL ELSE c.inner_id END AS instance_id,
+       CASE WHEN c.n_cand = 0 THEN 'unattributed'
+            WHEN c.n_same > 0 OR c.n_cand = 1 THEN 'temporal'
+            ELSE 'ambiguous' END AS class,
+       CASE WHEN c.n_cand = 0 OR c.n_same > 0 OR c.n_cand = 1 THEN 1.0 ELSE 1.0 / c.n_cand END AS weight,
+       CASE WHEN c.n_cand = 0 AND c.carried IS NOT NULL
+                THEN 'carried instance id ' || c.carried || ', which the run did not record'
+            WHEN c.n_cand = 0
+                THEN 'launched outside every region (thread ' || c.thread_id || ', no region open on any thread)'
+            WHEN c.n_same > 0
+                THEN 'no external correlation id; launched on the thread of this instance while it was open'
+            WHEN c.n_cand = 1
+                THEN 'no external correlation id; launched by thread ' || c.thread_id
+                     || ' while this instance was the only region open (on thread ' || c.r_tid
+                     || ', e.g. autograd backward)'
+            ELSE 'no external correlation id; launched by thread ' || c.thread_id || ' while ' || c.n_cand
+                 || ' region instances were open on other threads (' || i.path || ' on thread ' || c.r_tid
+                 || ' is one of them)'
+       END AS reason,
+       c.start_ns, c.end_ns, c.bytes
+FROM _j_kc c LEFT JOIN _j_inst i ON i.run_id = c.run_id AND i.instance_id = c.inner_id
+WHERE c.n_cand = 0 OR c.n_same = 0 OR c.r_tid % 4294967296 = c.thread_id % 4294967296
+"""
+
+INSERT_KERNEL_ATTRIBUTIONS = (
+    """
+INSERT INTO attributions (run_id, evidence, evidence_id, instance_id, class, weight, reason, target_run_id)
+SELECT run_id, kind, key, instance_id, 'exact', 1.0,
+       CASE WHEN graph_id = 0 AND past_ns <= 0 THEN 'external correlation id'
+            ELSE concat_ws('; ', 'external correlation id',
+                           CASE WHEN graph_id <> 0
+                                THEN 'CUDA graph ' || graph_id || ' replay (shares the launch''s correlation id)' END,
+                           CASE WHEN past_ns > 0
+                                THEN printf('ran %.1f us past the region''s host exit', past_ns / 1e3) END) END,
+       run_id
+FROM _j_ke
+""",
+    """
+INSERT INTO attributions (run_id, evidence, evidence_id, instance_id, class, weight, reason, target_run_id)
+SELECT run_id, kind, key, instance_id, class, weight, reason, CASE WHEN instance_id IS NULL THEN NULL ELSE run_id END
+FROM _j_ka
+""",
+)
+
+# exclusive sums per (instance, kind, class), then inclusive over the ancestor closure
+KERNEL_EXCLUSIVE = """
+CREATE OR REPLACE TEMP TABLE _j_kx AS
+SELECT run_id, instance_id, kind, 'exact' AS class, count(*)::DOUBLE AS w, sum(end_ns - start_ns)::DOUBLE AS dur,
+       sum(bytes)::DOUBLE AS bytes, count(*) AS n, min(start_ns) AS first_ns, max(end_ns) AS last_ns
+FROM _j_ke GROUP BY run_id, instance_id, kind
+UNION ALL
+SELECT run_id, instance_id, kind, class, sum(weight), sum(weight * (end_ns - start_ns)), sum(weight * bytes),
+       count(*), min(start_ns) FILTER (WHERE class = 'temporal'), max(end_ns) FILTER (WHERE class = 'temporal')
+FROM _j_ka WHERE instance_id IS NOT NULL
+GROUP BY ALL
+"""
+
+KERNEL_SIGNALS = """
+CREATE OR REPLACE TEMP TABLE _j_ksig AS
+SELECT * FROM (VALUES ('gpu.time', 'kernel', 'dur', 'ns'), ('gpu.kernels', 'kernel', 'w', 'count'),
+                      ('gpu.memcpy_bytes', 'memcpy', 'bytes', 'byte'), ('gpu.memcpy_time', 'memcpy', 'dur', 'ns'),
+                      ('gpu.memset_bytes', 'memset', 'bytes', 'byte')) AS t(signal, kind, col, unit)
+"""
+
+KERNEL_VALUES = """
+INSERT INTO instance_values
+WITH kruns AS (  -- runs that traced GPU activity (a CUPTI backend, or any activity record)
+    SELECT run_id FROM runs WHERE run_id IN (SELECT run_id FROM _j_runs) AND list_contains(backends, 'cupti')
+    UNION SELECT DISTINCT run_id FROM _j_k
+), kinds AS (
+    SELECT DISTINCT run_id, kind FROM _j_k UNION SELECT run_id, 'kernel' FROM kruns
+), inc AS (
+    SELECT a.run_id, a.ancestor_id AS instance_id, x.kind, sum(x.w) AS w, sum(x.dur) AS dur, sum(x.bytes) AS bytes,
+           sum(x.n) AS n,
+           sum(x.w) FILTER (WHERE x.class = 'exact') AS w_exact,
+           sum(x.w) FILTER (WHERE x.class = 'temporal') AS w_temporal,
+           sum(x.w) FILTER (WHERE x.class = 'ambiguous') AS w_ambiguous
+    FROM _j_kx x JOIN _j_anc a ON a.run_id = x.run_id AND a.instance_id = x.instance_id
+    GROUP BY ALL
+), exc AS (
+    SELECT run_id, instance_id, kind, sum(w) AS w, sum(dur) AS dur, sum(bytes) AS bytes FROM _j_kx GROUP BY ALL
+)
+SELECT i.run_id, i.instance_id, s.signal,
+       coalesce(CASE s.col WHEN 'dur' THEN inc.dur WHEN 'w' THEN inc.w ELSE inc.bytes END, 0) AS inclusive,
+       coalesce(CASE s.col WHEN 'dur' THEN exc.dur WHEN 'w' THEN exc.w ELSE exc.bytes END, 0) AS exclusive,
+       s.unit, coalesce(inc.n, 0), coalesce(inc.w_exact, 0), 0, coalesce(inc.w_temporal, 0),
+       coalesce(inc.w_ambiguous, 0), 0, 'cupti', pv.provenance_id
+FROM _j_inst i
+JOIN _j_prov pv ON pv.run_id = i.run_id AND pv.backend = 'cupti'
+JOIN kinds ON kinds.run_id = i.run_id
+JOIN _j_ksig s ON s.kind = kinds.kind
+LEFT JOIN inc ON inc.run_id = i.run_id AND inc.instance_id = i.instance_id AND inc.kind = s.kind
+LEFT JOIN exc ON exc.run_id = i.run_id AND exc.instance_id = i.instance_id AND exc.kind = s.kind
+"""
+
+SPAN_VALUES = """
+INSERT INTO instance_values
+SELECT a.run_id, a.ancestor_id, 'gpu.span', max(x.last_ns) - min(x.first_ns), NULL, 'ns', sum(x.n),
+       coalesce(sum(x.w) FILTER (WHERE x.class = 'exact'), 0), 0,
+       coalesce(sum(x.w) FILTER (WHERE x.class = 'temporal'), 0), 0, 0,
+       'cupti', any_value(pv.provenance_id)
+FROM _j_kx x JOIN _j_anc a ON a.run_id = x.run_id AND a.instance_id = x.instance_id
+JOIN _j_prov pv ON pv.run_id = a.run_id AND pv.backend = 'cupti'
+WHERE x.kind = 'kernel' AND x.first_ns IS NOT NULL
+GROUP BY a.run_id, a.ancestor_id
+"""
+
+# -- per-instance values the backends stored (host clocks ...), for signals the join did not derive itself:
+#    inclusive as stored, exclusive = minus the children's values
+INSTANCE_METRICS = """
+INSERT INTO instance_values
+WITH m AS (
+    SELECT m.run_id, m.instance_id, m.signal, sum(m.value) AS value, any_value(m.unit) AS unit,
+           any_value(m.backend) AS backend, any_value(m.provenance_id) AS provenance_id, count(*) AS n
+    FROM metrics m
+    WHERE m.run_id IN (SELECT run_id FROM _j_runs) AND m.instance_id IS NOT NULL AND m.kernel_key IS NULL
+      AND (m.run_id, m.signal) NOT IN (  -- what the join derived itself (kernels, samples) takes precedence
+          SELECT DISTINCT run_id, signal FROM instance_values WHERE run_id IN (SELECT run_id FROM _j_runs))
+    GROUP BY ALL
+), kids AS (
+    SELECT m.run_id, i.parent_id AS instance_id, m.signal, sum(m.value) AS value
+    FROM m JOIN _j_inst i ON i.run_id = m.run_id AND i.instance_id = m.instance_id
+    WHERE i.parent_id <> 0 GROUP BY ALL
+)
+SELECT m.run_id, m.instance_id, m.signal, m.value,
+       CASE WHEN m.signal IN (SELECT unnest(?::VARCHAR[])) THEN NULL ELSE m.value - coalesce(kids.value, 0) END,
+       m.unit, m.n, m.n, 0, 0, 0, 0, m.backend, m.provenance_id
+FROM m LEFT JOIN kids USING (run_id, instance_id, signal)
+"""
+
+INSTANCE_ATTRIBUTIONS = """
+INSERT INTO attributions (run_id, evidence, evidence_id, instance_id, class, weight, reason, target_run_id)
+SELECT run_id, 'instance', CAST(instance_id AS VARCHAR), instance_id, 'exact', 1.0,
+       'the region instance''s own host clocks (entry and exit)', run_id
+FROM _j_inst
+"""
+
+# -- time samples (NVML, PM sampling): split over the innermost instances their window overlaps ------------------
+# A sample at t stands for the time nearer to it than to its neighbours of the same series (device, signal).
+SAMPLES = """
+CREATE OR REPLACE TEMP TABLE _j_s AS
+WITH s AS (
+    SELECT run_id, coalesce(device_id, 0) AS device_id, signal, t_ns, value, unit,
+           lag(t_ns) OVER g AS prev_ns, lead(t_ns) OVER g AS next_ns
+    FROM samples WHERE run_id IN (SELECT run_id FROM _j_runs) AND value IS NOT NULL
+    WINDOW g AS (PARTITION BY run_id, coalesce(device_id, 0), signal ORDER BY t_ns)
+)
+SELECT run_id, device_id, signal, t_ns, value, unit,
+       signal || '@' || device_id || '@' || t_ns AS key,
+       CASE WHEN prev_ns IS NOT NULL THEN (prev_ns + t_ns) // 2
+            WHEN next_ns IS NOT NULL THEN t_ns - (next_ns - t_ns) // 2 ELSE t_ns END AS w0,
+       CASE WHEN next_ns IS NOT NULL THEN (t_ns + next_ns) // 2
+            WHEN prev_ns IS NOT NULL THEN t_ns + (t_ns - prev_ns) // 2 ELSE t_ns + 1 END AS w1
+FROM s
+"""
+
+SAMPLE_PIECES = """
+CREATE OR REPLACE TEMP TABLE _j_sp AS
+WITH series AS (SELECT DISTINCT run_id, device_id, signal FROM _j_s),
+grp AS (SELECT th.run_id, th.thread_id, sr.device_id, sr.signal FROM _j_threads th JOIN series sr USING (run_id)),
+pts AS (
+    SELECT g.run_id, g.thread_id, g.device_id, g.signal, s.t AS b
+    FROM grp g JOIN _j_seg s ON s.run_id = g.run_id AND s.thread_id = g.thread_id
+    UNION ALL
+    SELECT g.run_id, g.thread_id, g.device_id, g.signal, w.w0
+    FROM grp g JOIN _j_s w ON w.run_id = g.run_id AND w.device_id = g.device_id AND w.signal = g.signal
+    UNION ALL
+    SELECT g.run_id, g.thread_id, g.device_id, g.signal, w.w1
+    FROM grp g JOIN _j_s w ON w.run_id = g.run_id AND w.device_id = g.device_id AND w.signal = g.signal
+),
+pieces AS (
+    SELECT *, b * 2 + 1 AS bk,
+           lead(b) OVER (PARTITION BY run_id, thread_id, device_id, signal ORDER BY b) AS b2
+    FROM pts
+),
+cut AS (
+    SELECT p.run_id, p.thread_id, p.device_id, p.signal, p.b, p.b2, p.bk, w.key, w.w0, w.w1, w.value, w.unit
+    FROM pieces p ASOF JOIN _j_s w
+      ON w.run_id = p.run_id AND w.device_id = p.device_id AND w.signal = p.signal AND p.b >= w.w0
+    WHERE p.b2 > p.b AND p.b < w.w1
+)
+SELECT c.run_id, c.key, c.signal, c.unit, c.value, c.thread_id, seg.inner_id,
+       sum(c.b2 - c.b) AS len, any_value(c.w1 - c.w0) AS wlen
+FROM cut c ASOF JOIN _j_seg seg ON seg.run_id = c.run_id AND seg.thread_id = c.thread_id AND c.bk >= seg.key
+WHERE seg.inner_id <> 0
+GROUP BY ALL
+"""
+
+SAMPLE_ATTRIBUTIONS = """
+INSERT INTO attributions (run_id, evidence, evidence_id, instance_id, class, weight, reason, target_run_id)
+WITH tot AS (
+    SELECT run_id, key, sum(len / wlen) AS covered, count(DISTINCT thread_id) AS threads FROM _j_sp GROUP BY ALL
+)
+SELECT p.run_id, 'sample', p.key, p.inner_id,
+       CASE WHEN t.threads > 1 THEN 'ambiguous' ELSE 'temporal' END,
+       p.len / p.wlen,
+       CASE WHEN t.threads > 1
+            THEN printf('%.1f%% of the sample window; region instances of %d threads overlap it', 100 * p.len / p.wlen,
+                        t.threads)
+            ELSE printf('%.1f%% of the sample window overlaps this instance', 100 * p.len / p.wlen) END,
+       p.run_id
+FROM _j_sp p JOIN tot t USING (run_id, key)
+UNION ALL
+SELECT s.run_id, 'sample', s.key, NULL, 'unattributed', greatest(0.0, 1.0 - coalesce(t.covered, 0)),
+       printf('%.1f%% of the sample window lies outside every region',
+              100 * greatest(0.0, 1.0 - coalesce(t.covered, 0))),
+       NULL
+FROM _j_s s LEFT JOIN tot t USING (run_id, key)
+WHERE coalesce(t.covered, 0) < 1.0 - 1e-9
+"""
+
+# level signals (W, MHz, %, C): time-weighted mean; others (pm ... .sum): the overlapping fraction of the value
+SAMPLE_VALUES = """
+INSERT INTO instance_values
+WITH x AS (
+    SELECT run_id, inner_id AS instance_id, signal, any_value(unit) AS unit,
+           sum(value * len) AS vlen, sum(len) AS len, sum(value * len / wlen) AS vfrac, sum(len / wlen) AS w,
+           count(*) AS n
+    FROM _j_sp GROUP BY ALL
+), amb AS (
+    SELECT run_id, key FROM _j_sp GROUP BY ALL HAVING count(DISTINCT thread_id) > 1
+), xa AS (
+    SELECT p.run_id, p.inner_id AS instance_id, p.signal, sum(p.len / p.wlen) AS w
+    FROM _j_sp p SEMI JOIN amb USING (run_id, key) GROUP BY ALL
+), inc AS (
+    SELECT a.run_id, a.ancestor_id AS instance_id, x.signal, any_value(x.unit) AS unit, sum(x.vlen) AS vlen,
+           sum(x.len) AS len, sum(x.vfrac) AS vfrac, sum(x.w) AS w, sum(x.n) AS n, sum(coalesce(xa.w, 0)) AS wa
+    FROM x JOIN _j_anc a ON a.run_id = x.run_id AND a.instance_id = x.instance_id
+    LEFT JOIN xa ON xa.run_id = x.run_id AND xa.instance_id = x.instance_id AND xa.signal = x.signal
+    GROUP BY ALL
+), lvl AS (SELECT unnest(?::VARCHAR[]) AS unit)
+SELECT inc.run_id, inc.instance_id, inc.signal,
+       CASE WHEN inc.unit IN (SELECT unit FROM lvl) THEN inc.vlen / nullif(inc.len, 0) ELSE inc.vfrac END,
+       CASE WHEN inc.unit IN (SELECT unit FROM lvl) THEN x.vlen / nullif(x.len, 0) ELSE coalesce(x.vfrac, 0) END,
+       inc.unit, inc.n, 0, 0, inc.w - inc.wa, inc.wa, 0,
+       pv.backend, pv.provenance_id
+FROM inc LEFT JOIN x USING (run_id, instance_id, signal)
+JOIN _j_prov pv ON pv.run_id = inc.run_id AND pv.backend = CASE WHEN inc.signal LIKE 'pm:%' THEN 'pm' ELSE 'nvml' END
+"""
+
+# -- Nsight Compute kernels: matched to the reference (timing) run by path, position and name ---------------------
+REFERENCE_RUN = """
+SELECT k.run_id FROM _j_k k JOIN runs r USING (run_id)
+WHERE k.kind = 'kernel'
+  AND k.run_id NOT IN (SELECT run_id FROM ncu_kernels WHERE run_id IN (SELECT run_id FROM _j_runs))
+GROUP BY k.run_id, r.plan_index ORDER BY count(*) DESC, r.plan_index LIMIT 1
+"""
+
+TIMING_SEQUENCE = """
+CREATE OR REPLACE TEMP TABLE _j_tseq AS
+SELECT k.run_id, i.path, k.instance_id, i.repetition, i.rep_index, k.name, k.key,
+       (row_number() OVER (PARTITION BY k.instance_id ORDER BY k.correlation_id, k.start_ns, k.key) - 1)::INTEGER
+           AS ordinal,
+       row_number() OVER (PARTITION BY i.path ORDER BY i.start_ns, i.instance_id, k.correlation_id, k.start_ns, k.key)
+           AS seq
+FROM _j_ke k
+JOIN _j_inst i ON i.run_id = k.run_id AND i.instance_id = k.instance_id
+WHERE k.run_id = ? AND k.kind = 'kernel'
+"""
+
+NCU_MATCH = """
+CREATE OR REPLACE TEMP TABLE _j_nm AS
+WITH n AS (
+    SELECT run_id, kernel_key, path, instance_index, ordinal AS ncu_ordinal, name,
+           row_number() OVER (PARTITION BY run_id, path ORDER BY instance_index, ordinal) AS seq
+    FROM ncu_kernels WHERE run_id IN (SELECT run_id FROM _j_runs)
+), m AS (
+    SELECT n.*, t.run_id AS ref_run_id, t.instance_id, t.ordinal, t.name AS ref_name, t.repetition, t.rep_index
+    FROM n LEFT JOIN _j_tseq t ON t.path = n.path AND t.seq = n.seq
+), inst AS (
+    SELECT ref_run_id, instance_id, bool_or(name IS DISTINCT FROM ref_name) AS differs,
+           min(ordinal) FILTER (WHERE name IS DISTINCT FROM ref_name) AS first_diff
+    FROM m WHERE instance_id IS NOT NULL GROUP BY ALL
+), d AS (
+    SELECT i.ref_run_id, i.instance_id, i.first_diff,
+           any_value(left(m.ref_name, 80)) FILTER (WHERE m.ordinal = i.first_diff) AS ref_name,
+           any_value(left(m.name, 80)) FILTER (WHERE m.ordinal = i.first_diff) AS ncu_name
+    FROM inst i JOIN m USING (ref_run_id, instance_id) WHERE i.differs GROUP BY ALL
+), paths AS (SELECT path, count(*) AS n_ref FROM _j_tseq GROUP BY path)
+SELECT m.run_id, m.kernel_key, m.path, m.seq, m.name, m.ref_run_id, m.instance_id, m.ordinal, m.repetition,
+       m.rep_index,
+       CASE WHEN m.instance_id IS NULL AND coalesce(p.n_ref, 0) = 0 THEN 'unattributed'
+            WHEN m.instance_id IS NULL OR inst.differs THEN 'mismatch'
+            ELSE 'ordinal' END AS class,
+       CASE WHEN coalesce(m.path, '') = ''
+                THEN 'profiled outside every region (no argus NVTX range was open)'
+            WHEN m.instance_id IS NULL AND coalesce(p.n_ref, 0) = 0
+                THEN 'no kernel of the timing run ran under ' || m.path
+            WHEN m.instance_id IS NULL
+                THEN 'the ncu run launched more kernels under ' || m.path || ' than the timing run ('
+                     || m.seq || ' > ' || p.n_ref || ')'
+            WHEN inst.differs
+                THEN 'kernel sequences differ at ordinal ' || d.first_diff || ' of ' || m.path || ' #'
+                     || m.rep_index || ' (repetition ' || m.repetition || '): timing run ran '
+                     || coalesce(d.ref_name, '(nothing)') || ', ncu run ran ' || coalesce(d.ncu_name, '(nothing)')
+            ELSE 'same path, instance, kernel ordinal and name as in the timing run' END AS reason
+FROM m
+LEFT JOIN inst USING (ref_run_id, instance_id)
+LEFT JOIN d USING (ref_run_id, instance_id)
+LEFT JOIN paths p ON p.path = m.path
+"""
+
+# without a timing run: the ncu run's own instance with the same path and instance index (NVTX path: exact)
+NCU_OWN = """
+CREATE OR REPLACE TEMP TABLE _j_nm AS
+SELECT n.run_id, n.kernel_key, n.path, NULL::BIGINT AS seq, n.name, i.run_id AS ref_run_id, i.instance_id,
+       n.ordinal, i.repetition, i.rep_index,
+       CASE WHEN i.instance_id IS NULL THEN 'unattributed' WHEN n.instance_inferred THEN 'ordinal'
+            ELSE 'exact' END AS class,
+       CASE WHEN i.instance_id IS NULL
+                THEN 'the ncu run recorded no instance #' || n.instance_index || ' of ' || n.path
+            WHEN n.instance_inferred
+                THEN 'NVTX range path of the profiled kernel; its instance index was inferred from path changes '
+                     || '(no timing run to match against)'
+            ELSE 'NVTX range path and payload of the profiled kernel' END AS reason
+FROM ncu_kernels n
+LEFT JOIN (SELECT j.*, r.instance_index FROM _j_inst j JOIN region_instances r USING (run_id, instance_id)) i
+  ON i.run_id = n.run_id AND i.path = n.path AND i.instance_index = n.instance_index
+WHERE n.run_id IN (SELECT run_id FROM _j_runs)
+"""
+
+NCU_ATTRIBUTIONS = """
+INSERT INTO attributions (run_id, evidence, evidence_id, instance_id, class, weight, reason, target_run_id)
+SELECT run_id, 'ncu_kernel', kernel_key, instance_id, class, 1.0, reason, ref_run_id FROM _j_nm
+"""
+
+# hw:<metric>.sum adds up over kernels; other rollups (avg, pct, per_second, ratio) average over them
+NCU_VALUES = """
+INSERT INTO instance_values
+WITH v AS (
+    SELECT nm.ref_run_id AS run_id, nm.instance_id, m.signal, m.value, m.unit, m.provenance_id, nm.class,
+           regexp_matches(m.signal, '\\.sum$') AS additive
+    FROM _j_nm nm JOIN metrics m ON m.run_id = nm.run_id AND m.kernel_key = nm.kernel_key
+    WHERE nm.class IN ('ordinal', 'exact', 'mismatch') AND nm.instance_id IS NOT NULL AND m.value IS NOT NULL
+), x AS (  -- mismatched kernels count as evidence but give no value
+    SELECT run_id, instance_id, signal, any_value(unit) AS unit, any_value(additive) AS additive,
+           any_value(provenance_id) AS provenance_id, sum(value) FILTER (WHERE class <> 'mismatch') AS s,
+           count(*) FILTER (WHERE class <> 'mismatch') AS n, count(*) FILTER (WHERE class = 'exact') AS n_exact,
+           count(*) FILTER (WHERE class = 'mismatch') AS n_mis
+    FROM v GROUP BY run_id, instance_id, signal
+), inc AS (
+    SELECT a.run_id, a.ancestor_id AS instance_id, x.signal, any_value(x.unit) AS unit,
+           any_value(x.additive) AS additive, any_value(x.provenance_id) AS provenance_id, sum(x.s) AS s,
+           sum(x.n) AS n, sum(x.n_exact) AS n_exact, sum(x.n_mis) AS n_mis
+    FROM x JOIN _j_anc a ON a.run_id = x.run_id AND a.instance_id = x.instance_id GROUP BY ALL
+)
+SELECT inc.run_id, inc.instance_id, inc.signal,
+       CASE WHEN inc.n = 0 THEN NULL WHEN inc.additive THEN inc.s ELSE inc.s / inc.n END,
+       CASE WHEN coalesce(x.n, 0) = 0 THEN (CASE WHEN inc.additive AND inc.n_mis = 0 THEN 0 END)
+            WHEN inc.additive THEN x.s ELSE x.s / x.n END,
+       inc.unit, inc.n + inc.n_mis, inc.n_exact, inc.n - inc.n_exact, 0, 0, inc.n_mis, 'ncu', inc.provenance_id
+FROM inc LEFT JOIN x USING (run_id, instance_id, signal)
+"""
+
+INSTANCE_MATCHES = """
+INSERT INTO instance_matches
+WITH other AS (SELECT run_id FROM _j_runs WHERE run_id <> ?),
+o AS (SELECT i.* FROM _j_inst i WHERE i.run_id IN (SELECT run_id FROM other)),
+r AS (SELECT i.* FROM _j_inst i WHERE i.run_id = ?),
+bad AS (SELECT run_id, instance_id AS ref_instance_id, any_value(reason) AS reason
+        FROM _j_nm WHERE class = 'mismatch' AND instance_id IS NOT NULL GROUP BY ALL),
+pairs AS (
+    SELECT oth.run_id, o.instance_id, r.run_id AS ref_run_id, r.instance_id AS ref_instance_id,
+           coalesce(o.path, r.path) AS path, coalesce(o.repetition, r.repetition) AS repetition,
+           coalesce(o.rep_index, r.rep_index) AS rep_index
+    FROM other oth
+    CROSS JOIN r
+    FULL OUTER JOIN o ON o.run_id = oth.run_id AND o.path = r.path AND o.repetition = r.repetition
+                     AND o.rep_index = r.rep_index
+)
+SELECT p.run_id, p.instance_id, p.ref_run_id, p.ref_instance_id, p.path, p.repetition, p.rep_index,
+       CASE WHEN bad.reason IS NOT NULL THEN 'mismatch'  -- evidence of this run disagrees with the reference
+            WHEN p.instance_id IS NULL OR p.ref_instance_id IS NULL THEN 'missing' ELSE 'match' END,
+       CASE WHEN bad.reason IS NOT NULL THEN bad.reason
+            WHEN p.instance_id IS NULL THEN 'only the reference run has this instance'
+            WHEN p.ref_instance_id IS NULL THEN 'the reference run has no such instance' END
+FROM pairs p LEFT JOIN bad ON bad.run_id = p.run_id AND bad.ref_instance_id = p.ref_instance_id
+WHERE p.run_id IS NOT NULL
+"""
+
+COMPILER_ATTRIBUTIONS = """
+INSERT INTO attributions (run_id, evidence, evidence_id, instance_id, class, weight, reason, target_run_id)
+WITH ran AS (
+    SELECT name, count(*) AS launches, count(DISTINCT instance_id) AS instances FROM _j_ke GROUP BY name
+)
+SELECT f.run_id, 'compiler', 'bin:' || f.name || ':' || coalesce(f.binary_hash, ''), NULL,
+       CASE WHEN ran.name IS NULL THEN 'unattributed' ELSE 'exact' END, 1.0,
+       CASE WHEN ran.name IS NULL THEN 'static fact of a kernel function that no traced launch of these runs ran'
+            ELSE 'static fact of the kernel function; applies to its ' || ran.launches || ' traced launch(es) in '
+                 || ran.instances || ' region instance(s)' END,
+       NULL
+FROM kernel_facts f LEFT JOIN ran ON ran.name = f.name
+WHERE f.run_id IN (SELECT run_id FROM _j_runs)
+"""
+
+# what was attributed, per run, evidence kind and class: items (distinct evidence; split samples counted once per
+# class they reach), weight, and for GPU records the weighted device time
+SUMMARY = """
+SELECT run_id, kind AS evidence, class, round(sum(w))::BIGINT AS items, sum(w) AS weight, sum(dur) AS time_ns
+FROM _j_kx WHERE class = 'exact' GROUP BY ALL
+UNION ALL
+SELECT run_id, kind AS evidence, class, round(sum(weight))::BIGINT AS items, sum(weight) AS weight,
+       sum(weight * (end_ns - start_ns)) AS time_ns
+FROM _j_ka GROUP BY ALL
+UNION ALL
+SELECT run_id, evidence, class, count(DISTINCT evidence_id), sum(weight), NULL
+FROM attributions
+WHERE run_id IN (SELECT run_id FROM _j_runs) AND evidence IN ('ncu_kernel', 'sample', 'instance', 'compiler')
+GROUP BY ALL
+UNION ALL  -- class '*': every item once
+SELECT run_id, kind, '*', round(sum(w))::BIGINT, sum(w), sum(dur) FROM (
+    SELECT run_id, kind, w, dur FROM _j_kx WHERE class = 'exact'
+    UNION ALL SELECT run_id, kind, weight, weight * (end_ns - start_ns) FROM _j_ka
+) GROUP BY ALL
+UNION ALL
+SELECT run_id, evidence, '*', count(DISTINCT evidence_id), sum(weight), NULL
+FROM attributions
+WHERE run_id IN (SELECT run_id FROM _j_runs) AND evidence IN ('ncu_kernel', 'sample', 'instance', 'compiler')
+GROUP BY ALL
+"""
+
+HAS_NCU = "SELECT count(*) FROM ncu_kernels WHERE run_id IN (SELECT run_id FROM _j_runs)"
+HAS_FACTS = "SELECT count(*) FROM kernel_facts WHERE run_id IN (SELECT run_id FROM _j_runs)"
+
+# no ncu kernels: an empty match table, so that instance matching has nothing to flag
+NCU_NONE = """
+CREATE OR REPLACE TEMP TABLE _j_nm AS
+SELECT NULL::VARCHAR AS run_id, NULL::BIGINT AS instance_id, NULL::VARCHAR AS class, NULL::VARCHAR AS reason
+WHERE false
+"""

@@ -1,0 +1,177 @@
+"""SQL behind the Report's tables (read-only; over the join's ``instance_values`` and ``attributions``).
+
+Every query takes the report's run ids as its first parameter (``?::VARCHAR[]``).  :data:`TRACE` is the
+documented provenance query (docs/report-json.md): it leads from a region value to its run, backend and
+version, settings, clocks and timestamp kind.
+"""
+
+from __future__ import annotations
+
+IN_RUNS = "IN (SELECT unnest(?::VARCHAR[]))"
+
+# one value per (instance, signal) with the instance's path; warm-up instances left out.  A signal that several
+# runs supplied is reported from its run of record: not a replaying run (ncu perturbs host time), lowest plan index.
+VALUES = f"""
+WITH v AS (
+    SELECT i.path, v.signal, v.run_id, v.instance_id, i.repetition, i.start_ns, v.inclusive, v.exclusive, v.unit,
+           v.backend, v.provenance_id, v.w_exact, v.w_ordinal, v.w_temporal, v.w_ambiguous, v.w_mismatch
+    FROM instance_values v
+    JOIN region_instances i ON i.run_id = v.run_id AND i.instance_id = v.instance_id
+    WHERE v.run_id {IN_RUNS} AND NOT coalesce(i.warmup, false)
+), src AS (  -- which runs supplied which (path, signal): a few rows
+    SELECT v.path, v.signal, v.run_id, any_value(r.plan_index) AS plan_index,
+           any_value(list_has_any(coalesce(r.backends, []), ?::VARCHAR[])) AS replay
+    FROM v LEFT JOIN runs r ON r.run_id = v.run_id GROUP BY v.path, v.signal, v.run_id
+), pick AS (
+    SELECT path, signal, arg_min(run_id, (replay, plan_index, run_id)) AS run_id FROM src GROUP BY path, signal
+)
+SELECT v.* FROM v SEMI JOIN pick USING (path, signal, run_id)
+"""
+
+# over _r_values (VALUES as a temporary table); the few DISTINCT lists come from a small pre-aggregate
+REGIONS = """
+WITH reps AS (
+    SELECT path, signal, run_id, repetition,
+           CASE WHEN list_contains(?::VARCHAR[], signal) OR list_contains(?::VARCHAR[], any_value(unit))
+                THEN avg(inclusive) ELSE sum(inclusive) END AS total
+    FROM _r_values GROUP BY path, signal, run_id, repetition
+), rs AS (
+    SELECT path, signal, count(total) AS reps, quantile_cont(total, [0.5, 0.25, 0.75]) AS q
+    FROM reps GROUP BY path, signal
+), src AS (
+    SELECT path, signal, string_agg(DISTINCT run_id, ',' ORDER BY run_id) AS runs,
+           string_agg(DISTINCT backend, ',' ORDER BY backend) AS backends,
+           list(DISTINCT provenance_id ORDER BY provenance_id) FILTER (WHERE provenance_id IS NOT NULL) AS prov
+    FROM (SELECT DISTINCT path, signal, run_id, backend, provenance_id FROM _r_values) GROUP BY path, signal
+), agg AS (
+    SELECT path, signal, count(inclusive) AS n, count(*) AS instances,
+           quantile_cont(inclusive, [0.5, 0.25, 0.75]) AS q, min(inclusive) AS lo, max(inclusive) AS hi,
+           any_value(unit) AS unit, quantile_cont(exclusive, [0.5, 0.25, 0.75]) AS xq,
+           sum(w_exact) AS we, sum(w_ordinal) AS wo, sum(w_temporal) AS wt, sum(w_ambiguous) AS wa,
+           sum(w_mismatch) AS wm, min(start_ns) AS first_ns
+    FROM _r_values GROUP BY path, signal
+)
+SELECT a.path, a.signal, a.n, a.instances, a.q[1], a.q[2], a.q[3], a.lo, a.hi, a.unit, src.runs,
+       a.xq[1], a.xq[2], a.xq[3], rs.reps, rs.q[1], rs.q[2], rs.q[3], a.we, a.wo, a.wt, a.wa, a.wm,
+       src.backends, src.prov
+FROM agg a LEFT JOIN rs USING (path, signal) LEFT JOIN src USING (path, signal)
+ORDER BY a.first_ns, a.path, a.signal
+"""
+
+# kernels of the report's runs: (run, path, ordinal within the instance, name).  Exact launches (the ones that
+# carried a recorded instance id: the join's `exact` rows) are read straight from the kernel records; the few
+# others through their attribution rows: temporal ones at their instance (no ordinal), the rest grouped as
+# '(ambiguous)' or '(outside regions)'.
+KERNELS = f"""
+WITH ex AS (
+    SELECT k.run_id, i.path, (row_number() OVER (
+               PARTITION BY k.run_id, k.instance_id ORDER BY k.correlation_id, k.start_ns, k.kernel_key) - 1)::INTEGER
+               AS ordinal,
+           k.name, k.end_ns - k.start_ns AS dur, 1.0 AS weight, k.kernel_key, k.start_ns, 'exact' AS class,
+           k.grid_x, k.grid_y, k.grid_z, k.block_x, k.block_y, k.block_z, k.registers, coalesce(i.warmup, false) AS warm
+    FROM kernels k JOIN region_instances i ON i.run_id = k.run_id AND i.instance_id = k.instance_id
+    WHERE k.run_id {IN_RUNS} AND k.kind = 'kernel'
+), other_k AS (  -- kernels without a recorded instance (an integer anti join, before any string key is touched)
+    SELECT k.* FROM kernels k ANTI JOIN region_instances i ON i.run_id = k.run_id AND i.instance_id = k.instance_id
+    WHERE k.run_id {IN_RUNS} AND k.kind = 'kernel'
+), other AS (
+    SELECT k.run_id,
+           CASE WHEN a.class = 'temporal' THEN i.path WHEN a.class = 'ambiguous' THEN '(ambiguous)'
+                ELSE '(outside regions)' END,
+           NULL::INTEGER, k.name, k.end_ns - k.start_ns, a.weight, k.kernel_key, k.start_ns, a.class,
+           k.grid_x, k.grid_y, k.grid_z, k.block_x, k.block_y, k.block_z, k.registers, coalesce(i.warmup, false)
+    FROM other_k k
+    JOIN attributions a ON a.run_id = k.run_id AND a.evidence_id = k.kernel_key
+    LEFT JOIN region_instances i ON i.run_id = a.run_id AND i.instance_id = a.instance_id
+    WHERE a.evidence = 'kernel' AND a.class <> 'exact'
+), o AS (SELECT * FROM ex UNION ALL SELECT * FROM other),
+g AS (  -- an ambiguous kernel has n rows of weight 1/n: launches = sum of weights
+    SELECT run_id, path, ordinal, name, round(sum(weight))::BIGINT AS launches,
+           quantile_cont(dur, [0.5, 0.25, 0.75]) AS q, min(dur) AS lo, max(dur) AS hi, sum(dur * weight) AS total,
+           any_value(grid_x) AS gx, any_value(grid_y) AS gy, any_value(grid_z) AS gz, any_value(block_x) AS bx,
+           any_value(block_y) AS b_y, any_value(block_z) AS bz, max(registers) AS regs,
+           class AS classes, min(start_ns) AS first_ns
+    FROM o WHERE NOT warm
+    GROUP BY run_id, path, ordinal, name, class  -- one class per group: exact rows have an ordinal, others not
+)
+SELECT run_id, path, ordinal, name, launches, q[1], q[2], q[3], lo, hi, total, gx || 'x' || gy || 'x' || gz,
+       bx || 'x' || b_y || 'x' || bz, regs, classes, first_ns
+FROM g
+ORDER BY run_id, first_ns, ordinal
+"""
+
+
+# ncu counters per (timing run, path, ordinal, name): the ordinal is the position among the ncu kernels
+# matched into the same timing instance (the join verified it against the timing run's sequence)
+KERNEL_COUNTERS = f"""
+WITH a AS (
+    SELECT run_id, evidence_id, target_run_id, instance_id FROM attributions
+    WHERE run_id {IN_RUNS} AND evidence = 'ncu_kernel' AND class IN ('ordinal', 'exact') AND instance_id IS NOT NULL
+), n AS (
+    SELECT a.target_run_id, i.path, n.name, n.run_id, n.kernel_key, coalesce(i.warmup, false) AS warmup,
+           row_number() OVER (PARTITION BY a.target_run_id, a.instance_id ORDER BY n.instance_index, n.ordinal) - 1
+               AS ordinal
+    FROM ncu_kernels n
+    JOIN a ON a.run_id = n.run_id AND a.evidence_id = n.kernel_key
+    JOIN region_instances i ON i.run_id = a.target_run_id AND i.instance_id = a.instance_id
+)
+SELECT n.target_run_id, n.path, n.ordinal, n.name, m.signal, quantile_cont(m.value, 0.5), any_value(m.unit)
+FROM n JOIN metrics m ON m.run_id = n.run_id AND m.kernel_key = n.kernel_key
+WHERE NOT n.warmup AND m.value IS NOT NULL
+GROUP BY ALL ORDER BY ALL
+"""
+
+COMPILER = f"""
+WITH k AS (
+    SELECT k.run_id, k.name, k.registers, k.local_mem, k.static_smem, i.path
+    FROM kernels k LEFT JOIN region_instances i ON i.run_id = k.run_id AND i.instance_id = k.instance_id
+    WHERE k.run_id {IN_RUNS} AND k.kind = 'kernel'
+), per AS (
+    SELECT name, string_agg(DISTINCT path, ', ' ORDER BY path) AS paths, max(registers) AS registers,
+           max(coalesce(local_mem, 0)) // 4 AS spill_words, max(static_smem) AS smem, any_value(run_id) AS run_id
+    FROM k GROUP BY name
+)
+SELECT f.name, coalesce(f.source, 'compiler'), f.registers, f.local_words, f.shared_bytes, f.num_warps, f.num_stages,
+       f.sass_instructions, coalesce(f.unavailable, ''), f.run_id, coalesce(per.paths, '')
+FROM kernel_facts f LEFT JOIN per USING (name)
+WHERE f.run_id {IN_RUNS}
+UNION ALL
+SELECT name, 'cupti launch record', registers, spill_words, smem, NULL, NULL, NULL, '', run_id, coalesce(paths, '')
+FROM per
+ORDER BY 1, 2
+"""
+
+
+MATCHES = f"""
+SELECT run_id, ref_run_id, status, count(*) AS n, any_value(path) FILTER (WHERE status <> 'match') AS path,
+       any_value(difference) FILTER (WHERE status <> 'match') AS difference
+FROM instance_matches WHERE run_id {IN_RUNS} GROUP BY ALL ORDER BY ALL
+"""
+
+PROVENANCE = f"""
+SELECT provenance_id, run_id, backend, coalesce(backend_version, ''), coalesce(settings, '{{}}'),
+       coalesce(clocks, '{{}}'), coalesce(timestamps, '')
+FROM provenance WHERE run_id {IN_RUNS} ORDER BY run_id, backend
+"""
+
+CLOCKS_SEEN = f"""
+SELECT run_id, signal, count(*), min(value), quantile_cont(value, 0.5), max(value), any_value(unit)
+FROM samples WHERE run_id {IN_RUNS} AND signal IN ('sys.sm_clock', 'sys.mem_clock', 'sys.temperature', 'sys.power')
+GROUP BY ALL ORDER BY ALL
+"""
+
+JOINED = f"SELECT run_id FROM provenance WHERE backend = 'join' AND run_id {IN_RUNS}"
+
+TRACE = f"""
+SELECT v.run_id, v.instance_id, i.repetition, v.signal, v.inclusive, v.exclusive, v.unit, v.backend,
+       v.w_exact, v.w_ordinal, v.w_temporal, v.w_ambiguous, v.w_mismatch,
+       p.provenance_id, p.run_id AS measured_in_run, p.backend_version, p.settings, p.clocks, p.timestamps,
+       r.command, r.versions, r.host, j.backend_version AS join_rules
+FROM instance_values v
+JOIN region_instances i ON i.run_id = v.run_id AND i.instance_id = v.instance_id
+LEFT JOIN provenance p ON p.provenance_id = v.provenance_id
+LEFT JOIN runs r ON r.run_id = p.run_id
+LEFT JOIN provenance j ON j.provenance_id = v.run_id || ':join'
+WHERE v.run_id {IN_RUNS} AND i.path = ? AND v.signal = ?
+ORDER BY v.run_id, i.start_ns
+"""

@@ -1,0 +1,655 @@
+/*
+ * argus report renderer: one plain JavaScript file (no build step) that draws an argus report bundle.
+ *
+ * API
+ *   ArgusReport.render(el, reportJson, options) -> {drill(path), destroy()}
+ *     el          a DOM element; its children are replaced.
+ *     reportJson  the `application/vnd.argus.report+json` object (format "argus.report/1", written by
+ *                 argus_lab/views/bundle.py: title, summary, regions, runs, tables{name: {columns, rows, total,
+ *                 shown}}, timelines[]).
+ *     options     {Plotly?: the plotly.js module (default: window.Plotly), maxRows?: rows shown per table
+ *                 (default 200), document?: the Document to build nodes in (default el.ownerDocument)}.
+ *   ArgusReport.version  the bundle format this renderer reads.
+ *
+ * Loading: as a classic <script> it defines window.ArgusReport; under CommonJS / a bundler
+ * (`import {render} from '.../report-renderer.js'`) it exports {render, version}.  Users: the exported
+ * standalone HTML and the notebook text/html fallback (argus_lab/views/html.py), and the JupyterLab MIME
+ * renderer of the argus extension.
+ *
+ * Safety: region names, kernel names, causes and commands are untrusted.  Every value reaches the page through
+ * textContent / createTextNode, and every label given to plotly is HTML-escaped first (plotly reads a few tags
+ * in labels).  Nothing here uses innerHTML or requests the network.
+ *
+ * Drill-down: clicking a region in any view (region table row, timeline bar, counter row, attribution bar)
+ * fills the drill-down panel with that region's instances, values, kernels, counters, compiler facts and the
+ * provenance of the runs they came from, all from rows embedded in the bundle (no kernel, no server).
+ */
+(function (root, factory) {
+  var api = factory();
+  if (typeof module === 'object' && module && module.exports) {
+    module.exports = api;
+  } else {
+    root.ArgusReport = api;
+  }
+})(typeof self !== 'undefined' ? self : this, function () {
+  'use strict';
+
+  var VERSION = 'argus.report/1';
+  var PALETTE = ['#1f77b4', '#ff7f0e', '#2ca02c', '#d62728', '#9467bd', '#8c564b', '#e377c2', '#7f7f7f',
+    '#bcbd22', '#17becf'];
+  var CLASS_COLORS = {exact: '#2ca02c', ordinal: '#1f77b4', temporal: '#17becf', ambiguous: '#ff7f0e',
+    mismatch: '#d62728', unattributed: '#7f7f7f', binary: '#9467bd'};
+
+  // -- small helpers ----------------------------------------------------------------------------------------
+  function esc(s) {
+    return String(s == null ? '' : s).replace(/&/g, '&amp;').replace(/</g, '&lt;').replace(/>/g, '&gt;');
+  }
+
+  function fmt(v, unit) {
+    if (v == null || (typeof v === 'number' && isNaN(v))) return '-';
+    if (typeof v !== 'number') return String(v);
+    var scales = unit === 'ns' ? [['s', 1e9], ['ms', 1e6], ['\u00b5s', 1e3], ['ns', 1]]
+      : unit === 'byte' ? [['GB', 1e9], ['MB', 1e6], ['kB', 1e3], ['B', 1]] : null;
+    if (!scales) {
+      var t = Math.abs(v) < 1e6 ? String(Number(v.toPrecision(4))) : v.toExponential(3);
+      return unit && unit !== 'count' ? t + ' ' + unit : t;
+    }
+    for (var i = 0; i < scales.length; i++) {
+      if (Math.abs(v) >= scales[i][1] || scales[i][1] === 1) {
+        return String(Number((v / scales[i][1]).toPrecision(3))) + ' ' + scales[i][0];
+      }
+    }
+    return String(v);
+  }
+
+  function shares(v) {
+    // {class: fraction} -> "exact 67%, ordinal 33%"
+    if (!v || typeof v !== 'object') return v == null ? '' : String(v);
+    return Object.keys(v).map(function (k) { return k + ' ' + Math.round(100 * v[k]) + '%'; }).join(', ');
+  }
+
+  function kernelCounters(v) {
+    // {signal: [value, unit]} -> "hw:x 1.2 MB; hw:y 3 %"
+    if (!v || typeof v !== 'object') return '';
+    return Object.keys(v).map(function (k) {
+      var x = v[k];
+      return k + ' ' + (Array.isArray(x) ? fmt(x[0], x[1]) : String(x));
+    }).join('; ');
+  }
+
+  function rowsOf(table) {
+    // {columns, rows} -> array of objects
+    if (!table || !table.rows) return [];
+    var cols = table.columns;
+    return table.rows.map(function (r) {
+      var o = {};
+      for (var i = 0; i < cols.length; i++) o[cols[i]] = r[i];
+      return o;
+    });
+  }
+
+  function Builder(doc) {
+    this.doc = doc;
+  }
+  Builder.prototype.el = function (tag, cls, text) {
+    var e = this.doc.createElement(tag);
+    if (cls) e.className = cls;
+    if (text != null) e.textContent = String(text);
+    return e;
+  };
+
+  // -- sortable table ----------------------------------------------------------------------------------------
+  // cols: [{key, label, unit?: string | (row) => unit, fmt?: (v, row) => string}]
+  function table(b, cols, rows, opts) {
+    opts = opts || {};
+    var max = opts.maxRows || 200;
+    var wrap = b.el('div', 'argus-table-wrap');
+    var tbl = b.el('table', 'argus-table');
+    var thead = b.el('thead');
+    var htr = b.el('tr');
+    var tbody = b.el('tbody');
+    var state = {key: opts.sortKey || null, dir: opts.sortDir || 1};
+    cols.forEach(function (c) {
+      var th = b.el('th', null, c.label);
+      th.title = 'sort by ' + c.label;
+      th.addEventListener('click', function () {
+        state.dir = state.key === c.key ? -state.dir : 1;
+        state.key = c.key;
+        fill();
+      });
+      htr.appendChild(th);
+    });
+    thead.appendChild(htr);
+    tbl.appendChild(thead);
+    tbl.appendChild(tbody);
+    var note = b.el('div', 'argus-note');
+    function fill() {
+      var data = rows.slice();
+      if (state.key) {
+        var k = state.key;
+        data.sort(function (x, y) {
+          var a = x[k], c = y[k];
+          if (a == null) return 1;
+          if (c == null) return -1;
+          if (typeof a === 'number' && typeof c === 'number') return state.dir * (a - c);
+          return state.dir * String(a).localeCompare(String(c));
+        });
+      }
+      while (tbody.firstChild) tbody.removeChild(tbody.firstChild);
+      Array.prototype.forEach.call(htr.children, function (th, i) {
+        th.className = cols[i].key === state.key ? (state.dir > 0 ? 'argus-asc' : 'argus-desc') : '';
+      });
+      data.slice(0, max).forEach(function (r) {
+        var tr = b.el('tr');
+        cols.forEach(function (c) {
+          var unit = typeof c.unit === 'function' ? c.unit(r) : c.unit;
+          var v = r[c.key];
+          var text = c.fmt ? c.fmt(v, r) : unit !== undefined ? fmt(v, unit) : v == null ? '' : String(v);
+          var td = b.el('td', typeof v === 'number' ? 'argus-num' : null, text);
+          tr.appendChild(td);
+        });
+        if (opts.onRowClick) {
+          tr.className = 'argus-click';
+          tr.addEventListener('click', function () { opts.onRowClick(r); });
+        }
+        tbody.appendChild(tr);
+      });
+      var total = opts.total != null ? opts.total : rows.length;
+      note.textContent = rows.length === 0 ? (opts.empty || 'no rows')
+        : 'showing ' + Math.min(max, data.length) + ' of ' + total + ' row(s)'
+          + (total > rows.length ? ' (the rest stays in the store)' : '');
+    }
+    fill();
+    wrap.appendChild(tbl);
+    wrap.appendChild(note);
+    return wrap;
+  }
+
+  // -- the report ------------------------------------------------------------------------------------------
+  function render(el, bundle, options) {
+    options = options || {};
+    var doc = options.document || el.ownerDocument || document;
+    var b = new Builder(doc);
+    var win = doc.defaultView || {};
+    var P = null;
+    function plotly() {  // looked up when a plot is drawn: plotly.js may come later in the page than the report
+      P = options.Plotly || win.Plotly || win._Plotly || null;
+      return P;
+    }
+    var maxRows = options.maxRows || 200;
+    var plots = [];
+    var J = bundle.joined || {};
+    var T = {};
+    Object.keys(bundle.tables || {}).forEach(function (k) { T[k] = rowsOf(bundle.tables[k]); });
+    function total(name) { return bundle.tables && bundle.tables[name] ? bundle.tables[name].total : 0; }
+
+    while (el.firstChild) el.removeChild(el.firstChild);
+    var rootEl = b.el('div', 'argus-report');
+    el.appendChild(rootEl);
+    if (bundle.format && bundle.format !== VERSION) {
+      rootEl.appendChild(b.el('div', 'argus-warn', 'this renderer reads ' + VERSION + ', the bundle is '
+        + bundle.format + '; some parts may be missing'));
+    }
+
+    // header
+    var s = bundle.summary || {};
+    rootEl.appendChild(b.el('div', 'argus-title', bundle.title || 'argus report'));
+    var st = Object.keys(s.status || {}).map(function (k) { return s.status[k] + ' ' + k; }).join(', ');
+    rootEl.appendChild(b.el('div', 'argus-summary', (s.runs || 0) + ' run(s) (' + st + ') \u00b7 '
+      + (s.regions || 0) + ' region(s) \u00b7 ' + (s.instances || 0) + ' instance(s) \u00b7 '
+      + (s.kernels || 0) + ' kernel record(s) \u00b7 store ' + (bundle.store || '?')));
+    (s.coverage || []).forEach(function (c) { rootEl.appendChild(b.el('div', 'argus-warn', c)); });
+
+    // tabs
+    var tabs = b.el('div', 'argus-tabs');
+    var body = b.el('div', 'argus-body');
+    var drillEl = b.el('div', 'argus-drill');
+    drillEl.appendChild(b.el('div', 'argus-note', 'Click a region in any view to drill down into its instances, '
+      + 'kernels, counters, compiler facts and provenance.'));
+    rootEl.appendChild(tabs);
+    rootEl.appendChild(body);
+    rootEl.appendChild(drillEl);
+    var panes = {};
+    var shown = {};
+    function tab(name, build) {
+      var btn = b.el('button', 'argus-tab', name);
+      btn.type = 'button';
+      var pane = b.el('div', 'argus-pane');
+      pane.style.display = 'none';
+      body.appendChild(pane);
+      panes[name] = {btn: btn, pane: pane, build: build};
+      btn.addEventListener('click', function () { select(name); });
+      tabs.appendChild(btn);
+    }
+    function select(name) {
+      Object.keys(panes).forEach(function (k) {
+        panes[k].pane.style.display = k === name ? '' : 'none';
+        panes[k].btn.className = 'argus-tab' + (k === name ? ' argus-active' : '');
+      });
+      if (!shown[name]) {
+        shown[name] = true;
+        panes[name].build(panes[name].pane);
+      }
+    }
+
+    // -- drill-down ---------------------------------------------------------------------------------------
+    function section(parent, title, node) {
+      parent.appendChild(b.el('h4', 'argus-h', title));
+      parent.appendChild(node);
+    }
+    function drill(path, instance) {
+      while (drillEl.firstChild) drillEl.removeChild(drillEl.firstChild);
+      drillEl.appendChild(b.el('div', 'argus-drill-title', 'region ' + path
+        + (instance != null ? ' \u00b7 instance ' + instance : '')));
+      var inst = T.instances ? T.instances.filter(function (r) { return r.path === path; }) : [];
+      var decl = inst.length ? inst[0] : null;
+      if (decl) {
+        drillEl.appendChild(b.el('div', 'argus-note', 'declared in ' + (decl.module || '?') + ' ('
+          + (decl.file || '?') + ':' + (decl.line || '?') + '), kind ' + (decl.kind || 'host')));
+      }
+      var summ = (bundle.regions || []).filter(function (r) { return r.path === path; });
+      section(drillEl, 'summary', table(b, [
+        {key: 'signal', label: 'signal'}, {key: 'instances', label: 'instances'},
+        {key: 'median', label: 'median', unit: function (r) { return r.unit; }},
+        {key: 'p25', label: 'p25', unit: function (r) { return r.unit; }},
+        {key: 'p75', label: 'p75', unit: function (r) { return r.unit; }},
+        {key: 'attribution', label: 'attribution'}, {key: 'runs', label: 'origin run'}], summ,
+      {maxRows: maxRows, empty: 'no summarised values for this region'}));
+      var sel = instance != null ? inst.filter(function (r) { return r.instance_id === instance; }) : inst;
+      section(drillEl, 'instances (' + inst.length + ' embedded)', table(b, [
+        {key: 'instance_index', label: '#'}, {key: 'instance_id', label: 'instance id'},
+        {key: 'run_id', label: 'run'}, {key: 'repetition', label: 'rep'}, {key: 'warmup', label: 'warm-up'},
+        {key: 'thread_id', label: 'thread'}, {key: 'wall_ns', label: 'wall', unit: 'ns'},
+        {key: 'cpu_ns', label: 'cpu', unit: 'ns'}, {key: 'error', label: 'error'}], sel, {maxRows: maxRows}));
+      var vals = (T.values || []).filter(function (r) {
+        return r.path === path && (instance == null || r.instance_id === instance);
+      });
+      section(drillEl, 'values per instance', table(b, [
+        {key: 'instance_index', label: '#'}, {key: 'warmup', label: 'warm-up'}, {key: 'signal', label: 'signal'},
+        {key: 'value', label: 'value', unit: function (r) { return r.unit; }},
+        {key: 'attribution', label: 'attribution'}, {key: 'backend', label: 'backend'},
+        {key: 'run_id', label: 'origin run'}], vals, {maxRows: maxRows}));
+      if (instance != null) {
+        var own = (T.kernels || []).filter(function (r) { return r.instance_id === instance && r.path === path; });
+        section(drillEl, 'kernels of this instance', table(b, [{key: 'name', label: 'kernel'},
+          {key: 'start_ns', label: 'start (ns, CLOCK_REALTIME)'}, {key: 'duration_ns', label: 'duration', unit: 'ns'},
+          {key: 'stream_id', label: 'stream'}, {key: 'registers', label: 'registers'},
+          {key: 'correlation_id', label: 'correlation id'}, {key: 'run_id', label: 'run'}], own,
+        {maxRows: maxRows, empty: 'none embedded (the bundle carries the first ' + (bundle.tables && bundle.tables.kernels
+          ? bundle.tables.kernels.shown : 0) + ' kernel records; the rest stay in the store)'}));
+      }
+      var kg = (T.kernel_groups || []).filter(function (r) { return r.path === path; });
+      section(drillEl, 'kernels', table(b, [
+        {key: 'name', label: 'kernel'}, {key: 'kind', label: 'kind'}, {key: 'count', label: 'count'},
+        {key: 'total_ns', label: 'total', unit: 'ns'}, {key: 'mean_ns', label: 'mean', unit: 'ns'},
+        {key: 'registers', label: 'registers'}, {key: 'grid', label: 'grid'}, {key: 'block', label: 'block'},
+        {key: 'runs', label: 'origin run'}], kg, {maxRows: maxRows, sortKey: 'total_ns', sortDir: -1,
+        empty: 'no kernel records for this region'}));
+      var names = {};
+      kg.forEach(function (r) { names[r.name] = true; });
+      var rc = (J.counters || []).filter(function (r) { return r.path === path; });
+      section(drillEl, 'counters', table(b, regionCounterCols(), rc, {maxRows: maxRows,
+        empty: 'no hardware counters for this region'}));
+      var ko = (J.kernels || []).filter(function (r) { return r.path === path; });
+      section(drillEl, 'kernels by ordinal, with their counters', table(b, kernelOrdinalCols(), ko,
+        {maxRows: maxRows, empty: 'no kernels joined for this region'}));
+      var ctr = (T.counters || []).filter(function (r) {
+        return r.path === path && !/^compile\./.test(r.signal);
+      });
+      section(drillEl, 'per-kernel values', table(b, counterCols(), ctr, {maxRows: maxRows,
+        empty: 'no per-kernel values for this region'}));
+      var cf = (J.compiler || []).filter(function (r) {
+        return String(r.paths || '').split(/,\s*/).indexOf(path) >= 0 || names[r.name];
+      });
+      var facts = (T.counters || []).filter(function (r) {
+        if (!/^compile\./.test(r.signal)) return false;
+        if (r.path === path) return true;
+        var key = String(r.kernel_key || '');
+        return Object.keys(names).some(function (n) { return n && key.indexOf(n) >= 0; });
+      });
+      section(drillEl, 'compiler facts', cf.length || !facts.length
+        ? table(b, compilerCols(), cf, {maxRows: maxRows, empty: 'no compiler facts for the kernels of this region'})
+        : table(b, counterCols(), facts, {maxRows: maxRows}));
+      var runIds = {};
+      inst.forEach(function (r) { runIds[r.run_id] = true; });
+      summ.forEach(function (r) { String(r.runs || '').split(',').forEach(function (x) { if (x) runIds[x] = true; }); });
+      var prov = (T.provenance || []).filter(function (r) { return runIds[r.run_id]; });
+      section(drillEl, 'provenance', table(b, [
+        {key: 'run_id', label: 'run'}, {key: 'backend', label: 'backend'},
+        {key: 'backend_version', label: 'version'}, {key: 'settings', label: 'settings'},
+        {key: 'clocks', label: 'clocks'}, {key: 'timestamps', label: 'timestamps'}], prov, {maxRows: maxRows}));
+      var runs = (bundle.runs || []).filter(function (r) { return runIds[r.run_id]; });
+      section(drillEl, 'runs', table(b, runCols(), runs, {maxRows: maxRows}));
+      if (drillEl.scrollIntoView) drillEl.scrollIntoView({block: 'nearest'});
+    }
+
+    function regionCounterCols() {
+      return [{key: 'path', label: 'region'}, {key: 'signal', label: 'counter'}, {key: 'instances', label: 'instances'},
+        {key: 'median', label: 'median', unit: function (r) { return r.unit; }},
+        {key: 'exclusive_median', label: 'exclusive', unit: function (r) { return r.unit; }},
+        {key: 'shares', label: 'attribution', fmt: shares}, {key: 'settings', label: 'measured with'},
+        {key: 'runs', label: 'origin run'}];
+    }
+    function kernelOrdinalCols() {
+      return [{key: 'path', label: 'region'}, {key: 'ordinal', label: '#'}, {key: 'name', label: 'kernel'},
+        {key: 'launches', label: 'launches'}, {key: 'median_ns', label: 'median', unit: 'ns'},
+        {key: 'total_ns', label: 'total', unit: 'ns'}, {key: 'registers', label: 'registers'},
+        {key: 'grid', label: 'grid'}, {key: 'block', label: 'block'}, {key: 'classes', label: 'class'},
+        {key: 'counters', label: 'counters (joined by ordinal)', fmt: kernelCounters}, {key: 'run_id', label: 'run'}];
+    }
+    function compilerCols() {
+      return [{key: 'name', label: 'kernel'}, {key: 'source', label: 'source'}, {key: 'registers', label: 'registers'},
+        {key: 'spill_words', label: 'spill words'}, {key: 'shared_bytes', label: 'shared', unit: 'byte'},
+        {key: 'num_warps', label: 'warps'}, {key: 'num_stages', label: 'stages'},
+        {key: 'sass_instructions', label: 'SASS'}, {key: 'paths', label: 'ran in'}, {key: 'unavailable', label: 'missing'},
+        {key: 'run_id', label: 'run'}];
+    }
+    function counterCols() {
+      return [{key: 'path', label: 'region'}, {key: 'instance_index', label: '#'},
+        {key: 'kernel_key', label: 'kernel'}, {key: 'signal', label: 'signal'},
+        {key: 'value', label: 'value', unit: function (r) { return r.unit; }}, {key: 'unit', label: 'unit'},
+        {key: 'attribution', label: 'attribution'}, {key: 'backend', label: 'backend'},
+        {key: 'run_id', label: 'origin run'}];
+    }
+    function runCols() {
+      return [{key: 'plan_index', label: '#'}, {key: 'run_id', label: 'run'}, {key: 'status', label: 'status'},
+        {key: 'backends', label: 'backends', fmt: function (v) { return (v || []).join(', '); }},
+        {key: 'signals', label: 'signals', fmt: function (v) { return (v || []).join(', '); }},
+        {key: 'reps_done', label: 'reps'}, {key: 'seconds', label: 'seconds',
+          fmt: function (v) { return v == null ? '-' : v.toFixed(2); }},
+        {key: 'reason', label: 'why a separate run'}, {key: 'cause', label: 'cause'},
+        {key: 'command', label: 'command'}];
+    }
+
+    // -- regions --------------------------------------------------------------------------------------------
+    tab('Regions', function (pane) {
+      pane.appendChild(table(b, [
+        {key: 'path', label: 'region'}, {key: 'signal', label: 'signal'}, {key: 'instances', label: 'instances'},
+        {key: 'median', label: 'median', unit: function (r) { return r.unit; }},
+        {key: 'p25', label: 'p25', unit: function (r) { return r.unit; }},
+        {key: 'p75', label: 'p75', unit: function (r) { return r.unit; }},
+        {key: 'unit', label: 'unit'}, {key: 'attribution', label: 'attribution'},
+        {key: 'runs', label: 'origin run'}], bundle.regions || [],
+      {maxRows: maxRows, onRowClick: function (r) { drill(r.path); },
+        empty: 'no region instances were recorded'}));
+      if ((J.counters || []).length) {
+        pane.appendChild(b.el('h4', 'argus-h', 'hardware counters per region'));
+        pane.appendChild(table(b, regionCounterCols(), J.counters, {maxRows: maxRows,
+          onRowClick: function (r) { drill(r.path); }}));
+      }
+    });
+
+    // -- timeline -------------------------------------------------------------------------------------------
+    tab('Timeline', function (pane) {
+      var tls = bundle.timelines || [];
+      if (!tls.length) {
+        pane.appendChild(b.el('div', 'argus-note', 'no region instances or kernels to draw'));
+        return;
+      }
+      var pick = b.el('select', 'argus-select');
+      tls.forEach(function (t, i) {
+        var o = b.el('option', null, (t.label || t.run_id) + ' \u00b7 ' + t.run_id);
+        o.value = String(i);
+        pick.appendChild(o);
+      });
+      pane.appendChild(pick);
+      var info = b.el('div', 'argus-note');
+      pane.appendChild(info);
+      var plot = b.el('div', 'argus-plot argus-timeline');
+      pane.appendChild(plot);
+      function draw() { drawTimeline(plot, info, tls[Number(pick.value)]); }
+      pick.addEventListener('change', draw);
+      draw();
+    });
+
+    function hostTraces(tl) {
+      var h = tl.host, byRegion = {};
+      for (var i = 0; i < h.start.length; i++) {
+        var r = h.region[i];
+        var t = byRegion[r] || (byRegion[r] = {type: 'bar', orientation: 'h', y: [], base: [], x: [],
+          hovertext: [], customdata: [], hoverinfo: 'text', name: esc(tl.regions[r]), legendgroup: 'r' + r,
+          marker: {color: PALETTE[r % PALETTE.length], line: {width: 0}}, width: 0.8});
+        t.y.push(h.lane[i]);
+        t.base.push(h.start[i] / 1e6);
+        t.x.push(Math.max((h.end[i] - h.start[i]) / 1e6, 1e-6));
+        t.hovertext.push(esc(tl.regions[r]) + ' #' + h.index[i] + '<br>instance ' + h.iid[i] + ', '
+          + fmt(h.end[i] - h.start[i], 'ns') + (h.warmup[i] ? ' (warm-up)' : '')
+          + (h.error[i] ? '<br>raised: ' + esc(h.error[i]) : '') + '<br>thread '
+          + esc((tl.lanes[h.lane[i]] || {}).thread_id || '?') + ', run ' + esc(tl.run_id)
+          + ', host clock (CLOCK_REALTIME), measured');
+        t.customdata.push([tl.regions[r], h.iid[i]]);
+      }
+      return Object.keys(byRegion).map(function (k) { return byRegion[k]; });
+    }
+
+    function deviceTraces(tl, range) {
+      var d = tl.device;
+      if (!d || !d.total) return {traces: [], note: ''};
+      var byRegion = {};
+      function trace(r, label) {
+        var key = String(r);
+        return byRegion[key] || (byRegion[key] = {type: 'bar', orientation: 'h', y: [], base: [], x: [],
+          hovertext: [], customdata: [], hoverinfo: 'text', name: label, showlegend: r < 0,
+          legendgroup: 'r' + r, width: 0.8,
+          marker: {color: r < 0 ? '#999999' : PALETTE[r % PALETTE.length], line: {width: 0}}});
+      }
+      var lo = range ? range[0] * 1e6 : -Infinity, hi = range ? range[1] * 1e6 : Infinity;
+      if (d.exact) {
+        for (var i = 0; i < d.start.length; i++) {
+          if (d.end[i] < lo || d.start[i] > hi) continue;
+          var r = d.region[i];
+          var t = trace(r, r < 0 ? 'kernels outside regions' : esc(tl.regions[r]));
+          t.y.push(d.lane[i]);
+          t.base.push(d.start[i] / 1e6);
+          t.x.push(Math.max((d.end[i] - d.start[i]) / 1e6, 1e-6));
+          t.hovertext.push(esc(d.names[d.name[i]]) + '<br>' + fmt(d.end[i] - d.start[i], 'ns') + ' \u00b7 '
+            + (r < 0 ? 'outside every region' : 'region ' + esc(tl.regions[r])) + '<br>run ' + esc(tl.run_id)
+            + ', CUPTI activity record, measured');
+          t.customdata.push([r < 0 ? null : tl.regions[r], d.iid ? d.iid[i] : null]);
+        }
+        return {traces: values(byRegion), note: d.total + ' kernel record(s), every one drawn'};
+      }
+      var visible = range ? (hi - lo) : tl.span;
+      var target = visible / 1500;
+      var lvl = d.levels[d.levels.length - 1], li = d.levels.length - 1;
+      for (var j = 0; j < d.levels.length; j++) {
+        if (d.levels[j].bin_ns <= target) { lvl = d.levels[j]; li = j; break; }
+      }
+      var w = lvl.bin_ns, shownBins = 0;
+      for (var k = 0; k < lvl.bin.length; k++) {
+        var s0 = lvl.bin[k] * w;
+        if (s0 + w < lo || s0 > hi) continue;
+        var rr = lvl.region[k];
+        var tt = trace(rr, rr < 0 ? 'kernels outside regions' : esc(tl.regions[rr]));
+        tt.y.push(lvl.lane[k]);
+        tt.base.push(s0 / 1e6);
+        tt.x.push(w / 1e6);
+        tt.hovertext.push(lvl.count[k] + ' kernel(s), busy ' + fmt(lvl.busy[k], 'ns') + ' in '
+          + fmt(w, 'ns') + '<br>longest in region ' + (rr < 0 ? '(none)' : esc(tl.regions[rr]))
+          + '<br>aggregated level ' + li + ', run ' + esc(tl.run_id));
+        tt.customdata.push([rr < 0 ? null : tl.regions[rr], null]);
+        shownBins++;
+      }
+      return {traces: values(byRegion), note: d.total + ' kernel record(s) aggregated into bins of '
+        + fmt(w, 'ns') + ' (level ' + (li + 1) + ' of ' + d.levels.length + ', ' + shownBins
+        + ' bins drawn); zoom in to refine'
+        + (li === d.levels.length - 1 && w > 1 ? '; this is the finest level embedded, the rest stays in the store' : '')};
+    }
+
+    function values(o) { return Object.keys(o).map(function (k) { return o[k]; }); }
+
+    function drawTimeline(plot, info, tl) {
+      if (!plotly()) {
+        info.textContent = 'the timeline needs plotly.js, which is not on this page (open the exported HTML '
+          + 'report, or JupyterLab with the argus extension); the tables and drill-down work without it';
+        return;
+      }
+      var lanes = tl.lanes || [];
+      var host = hostTraces(tl);
+      // open on the measured repetitions: warm-up instances (often a slow first call) stay left of the view
+      var initial = null, h = tl.host, firstMeasured = Infinity;
+      for (var i = 0; i < h.start.length; i++) {
+        if (!h.warmup[i] && h.start[i] < firstMeasured) firstMeasured = h.start[i];
+      }
+      if (firstMeasured !== Infinity && firstMeasured > 0) {
+        initial = [(firstMeasured - 0.02 * (tl.span - firstMeasured)) / 1e6, tl.span / 1e6];
+      }
+      var dev = deviceTraces(tl, initial);
+      var hostNote = tl.host.total > tl.host.shown ? tl.host.shown + ' of ' + tl.host.total
+        + ' region instances drawn; ' : tl.host.total + ' region instance(s); ';
+      if (initial) hostNote += 'opened on the measured repetitions (double-click the plot to see the warm-up too); ';
+      info.textContent = hostNote + (dev.note || 'no device records');
+      var layout = {
+        barmode: 'overlay', height: Math.max(240, 90 + 24 * lanes.length), margin: {l: 200, r: 10, t: 40, b: 40},
+        xaxis: initial ? {title: {text: 'ms since the run\u2019s first timestamp'}, zeroline: false, range: initial,
+          autorange: false} : {title: {text: 'ms since the run\u2019s first timestamp'}, zeroline: false},
+        yaxis: {tickmode: 'array', tickvals: lanes.map(function (l, i) { return i; }),
+          ticktext: lanes.map(function (l) { return esc(l.label); }), range: [lanes.length - 0.5, -0.5],
+          autorange: false, fixedrange: true},
+        legend: {orientation: 'h', x: 0, y: 1.02, yanchor: 'bottom'}, hovermode: 'closest', bargap: 0.1
+      };
+      P.newPlot(plot, host.concat(dev.traces), layout, {displaylogo: false, responsive: true});
+      plots.push(plot);
+      var busy = false;
+      plot.on('plotly_click', function (ev) {
+        var pt = ev && ev.points && ev.points[0];
+        if (pt && pt.customdata && pt.customdata[0] != null) drill(pt.customdata[0], pt.customdata[1]);
+      });
+      if (tl.device && tl.device.total && !tl.device.exact) {
+        plot.on('plotly_relayout', function (ev) {
+          if (busy) return;
+          var r = null;
+          if (ev && ev['xaxis.range[0]'] != null) r = [ev['xaxis.range[0]'], ev['xaxis.range[1]']];
+          else if (ev && ev['xaxis.range']) r = ev['xaxis.range'];
+          else if (!(ev && ev['xaxis.autorange'])) return;
+          var next = deviceTraces(tl, r);
+          info.textContent = hostNote + next.note;
+          busy = true;
+          var lay = plot.layout;
+          if (r) { lay.xaxis.range = r; lay.xaxis.autorange = false; }
+          Promise.resolve(P.react(plot, host.concat(next.traces), lay)).then(function () { busy = false; },
+            function () { busy = false; });
+        });
+      }
+    }
+
+    // -- counters -------------------------------------------------------------------------------------------
+    tab('Counters', function (pane) {
+      if ((J.kernels || []).length) {
+        pane.appendChild(b.el('h4', 'argus-h', 'kernels by region and ordinal, with the counters joined to them'));
+        pane.appendChild(table(b, kernelOrdinalCols(), J.kernels, {maxRows: maxRows,
+          onRowClick: function (r) { drill(r.path); }}));
+      }
+      if ((J.compiler || []).length) {
+        pane.appendChild(b.el('h4', 'argus-h', 'compiler facts'));
+        pane.appendChild(table(b, compilerCols(), J.compiler, {maxRows: maxRows}));
+      }
+      pane.appendChild(b.el('h4', 'argus-h', 'per-kernel values (filter below)'));
+      var filt = b.el('input', 'argus-filter');
+      filt.placeholder = 'filter by region, kernel or signal';
+      pane.appendChild(filt);
+      var holder = b.el('div');
+      pane.appendChild(holder);
+      function fill() {
+        var q = filt.value.toLowerCase();
+        var rows = (T.counters || []).filter(function (r) {
+          return !q || [r.path, r.kernel_key, r.signal].join(' ').toLowerCase().indexOf(q) >= 0;
+        });
+        while (holder.firstChild) holder.removeChild(holder.firstChild);
+        holder.appendChild(table(b, counterCols(), rows, {maxRows: maxRows, total: q ? rows.length : total('counters'),
+          onRowClick: function (r) { if (r.path) drill(r.path); },
+          empty: 'no per-kernel counters or compiler facts in these runs'}));
+      }
+      filt.addEventListener('input', fill);
+      fill();
+      pane.appendChild(b.el('h4', 'argus-h', 'kernels by region'));
+      pane.appendChild(table(b, [{key: 'path', label: 'region'}, {key: 'name', label: 'kernel'},
+        {key: 'count', label: 'count'}, {key: 'total_ns', label: 'total', unit: 'ns'},
+        {key: 'mean_ns', label: 'mean', unit: 'ns'}, {key: 'registers', label: 'registers'},
+        {key: 'runs', label: 'origin run'}], T.kernel_groups || [], {maxRows: maxRows,
+        total: total('kernel_groups'), onRowClick: function (r) { drill(r.path); }, empty: 'no kernel records'}));
+    });
+
+    // -- attribution ----------------------------------------------------------------------------------------
+    tab('Attribution', function (pane) {
+      var rows = T.attribution || [];
+      pane.appendChild(b.el('div', 'argus-note', 'For each region and signal: how many values each attribution '
+        + 'class holds (exact = carried the instance id, ordinal = matched across runs by position, temporal = '
+        + 'by time overlap, ambiguous / mismatch = kept with every candidate).'));
+      if (plotly() && rows.length) {
+        var paths = [], classes = {}, counts = {};
+        rows.forEach(function (r) {
+          if (paths.indexOf(r.path) < 0) paths.push(r.path);
+          classes[r.class] = true;
+          var k = r.path + '\u0000' + r.class;
+          counts[k] = (counts[k] || 0) + r.n;
+        });
+        var traces = Object.keys(classes).map(function (c) {
+          return {type: 'bar', name: esc(c || '(none)'), x: paths.map(esc),
+            y: paths.map(function (p) { return counts[p + '\u0000' + c] || 0; }),
+            customdata: paths, marker: {color: CLASS_COLORS[c] || '#bbbbbb'}};
+        });
+        var plot = b.el('div', 'argus-plot');
+        pane.appendChild(plot);
+        P.newPlot(plot, traces, {barmode: 'stack', height: 300, margin: {l: 50, r: 10, t: 10, b: 90},
+          yaxis: {title: {text: 'values'}}}, {displaylogo: false, responsive: true});
+        plots.push(plot);
+        plot.on('plotly_click', function (ev) {
+          var pt = ev && ev.points && ev.points[0];
+          if (pt && pt.customdata) drill(pt.customdata);
+        });
+      }
+      pane.appendChild(table(b, [{key: 'path', label: 'region'}, {key: 'signal', label: 'signal'},
+        {key: 'class', label: 'class'}, {key: 'n', label: 'values'},
+        {key: 'total', label: 'sum', unit: function (r) { return r.unit; }}], rows,
+      {maxRows: maxRows, onRowClick: function (r) { drill(r.path); }, empty: 'no attributed values'}));
+      if ((J.attribution || []).length) {
+        pane.appendChild(b.el('h4', 'argus-h', 'attribution by evidence kind'));
+        pane.appendChild(table(b, [{key: 'evidence', label: 'evidence'}, {key: 'signals', label: 'signals'},
+          {key: 'items', label: 'items'}, {key: 'shares', label: 'by weight', fmt: shares},
+          {key: 'time_shares', label: 'by kernel time', fmt: shares}], J.attribution, {maxRows: maxRows}));
+      }
+      if ((J.matches || []).length) {
+        pane.appendChild(b.el('h4', 'argus-h', 'runs matched to the reference run'));
+        pane.appendChild(table(b, [{key: 'run_id', label: 'run'}, {key: 'ref_run_id', label: 'reference'},
+          {key: 'status', label: 'status'}, {key: 'instances', label: 'instances'},
+          {key: 'example_path', label: 'example'}, {key: 'difference', label: 'difference'}], J.matches,
+        {maxRows: maxRows}));
+      }
+      pane.appendChild(b.el('h4', 'argus-h', 'evidence items by class'));
+      pane.appendChild(table(b, [{key: 'path', label: 'region'}, {key: 'evidence', label: 'evidence'},
+        {key: 'class', label: 'class'}, {key: 'n', label: 'items'}, {key: 'weight', label: 'weight',
+          fmt: function (v) { return v == null ? '' : Number(v).toPrecision(4); }}],
+      T.evidence_classes || [], {maxRows: maxRows, onRowClick: function (r) { drill(r.path); },
+        empty: 'no attribution records (host-only runs attribute every value exactly)'}));
+      pane.appendChild(b.el('h4', 'argus-h', 'ambiguous, mismatched and unattributed items'));
+      pane.appendChild(table(b, [{key: 'class', label: 'class'}, {key: 'evidence', label: 'evidence'},
+        {key: 'evidence_id', label: 'item'},
+        {key: 'candidates', label: 'candidates', fmt: function (v) { return (v || []).join('; '); }},
+        {key: 'reason', label: 'reason'}, {key: 'run_id', label: 'run'}], T.ambiguous || [],
+      {maxRows: maxRows, total: total('ambiguous'), empty: 'none: every item has one region instance'}));
+    });
+
+    // -- runs -----------------------------------------------------------------------------------------------
+    tab('Runs', function (pane) {
+      pane.appendChild(table(b, runCols(), bundle.runs || [], {maxRows: maxRows}));
+      pane.appendChild(b.el('h4', 'argus-h', 'provenance'));
+      pane.appendChild(table(b, [{key: 'run_id', label: 'run'}, {key: 'backend', label: 'backend'},
+        {key: 'backend_version', label: 'version'}, {key: 'settings', label: 'settings'},
+        {key: 'clocks', label: 'clocks'}, {key: 'timestamps', label: 'timestamps'}], T.provenance || [],
+      {maxRows: maxRows}));
+    });
+
+    select(options.tab || 'Regions');
+    return {
+      drill: drill,
+      select: select,
+      destroy: function () {
+        plots.forEach(function (p) { if (P && P.purge) P.purge(p); });
+        while (el.firstChild) el.removeChild(el.firstChild);
+      }
+    };
+  }
+
+  return {render: render, version: VERSION};
+});

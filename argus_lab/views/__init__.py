@@ -1,0 +1,100 @@
+"""Views of reports: the report bundle and its renderer, plotly figures, ipywidgets panels.
+
+Everything here is imported lazily (never inside a measured process).  Entry points::
+
+    from argus_lab import views
+    views.show(report)                    # the interactive report (argus MIME bundle + HTML fallback)
+    views.export(report, "report.html")   # one standalone HTML file, opens offline
+    views.timeline_figure(report)         # plotly figure of the first run's timeline
+    views.ambiguity(report)               # attribution classes per region (plotly)
+    views.compare(report_a, report_b)     # two reports side by side (plotly + table)
+    views.signal_panel(step)              # ipywidgets signal panel that plans and runs measurements of ``step``
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from pathlib import Path
+
+    import plotly.graph_objects as go
+
+    from argus_lab.report import Report
+    from argus_lab.views.bundle import ReportView
+    from argus_lab.views.panel import SignalPanel
+
+OFFLINE_RENDERER = "argus_notebook"
+NOTEBOOK_RENDERER = f"plotly_mimetype+{OFFLINE_RENDERER}"
+
+
+def init_notebook() -> None:
+    """Make plotly figures survive nbconvert: add the ``notebook`` renderer, with plotly.js inlined once.
+
+    plotly's default notebook renderer writes only ``application/vnd.plotly.v1+json``, which nbconvert drops.  This
+    adds plotly's ``notebook`` renderer without its MathJax CDN script (:mod:`argus_lab.views.offline`) and writes
+    plotly.js into the current cell's output once, so exported pages draw figures and argus report timelines
+    offline.  A renderer the user chose is left alone.
+    """
+    import plotly.io as pio
+
+    from argus_lab.views.offline import OfflineNotebookRenderer
+
+    if str(pio.renderers.default) in ("", "plotly_mimetype"):
+        pio.renderers[OFFLINE_RENDERER] = OfflineNotebookRenderer()
+        pio.renderers.default = NOTEBOOK_RENDERER
+        # write plotly.js into this cell's output now, as plotly's own init_notebook_mode does
+        pio.renderers._activate_pending_renderers()
+
+
+def show(report: Report, title: str = "") -> ReportView:
+    """The report as a displayable object (the argus MIME bundle, text and a self-contained HTML fallback)."""
+    from argus_lab.views.bundle import ReportView
+
+    return ReportView(report, title=title)
+
+
+def export(report: Report, path: str | Path, title: str = "") -> Path:
+    """Write ``report`` as one standalone, offline HTML file."""
+    from argus_lab.views.html import export as write
+
+    return write(report, path, title=title)
+
+
+def timeline_figure(report: Report, run: int = 0) -> go.Figure:
+    """A plotly figure of the timeline of the report's ``run``-th run that has instances or kernels."""
+    from argus_lab.views.bundle import build
+    from argus_lab.views.timeline import figure
+
+    tls = build(report)["timelines"]
+    if not tls:
+        from argus_lab.errors import ArgusError
+
+        msg = "the report's runs recorded no region instances or kernels; measure a workload with regions first"
+        raise ArgusError(msg)
+    tl = tls[min(run, len(tls) - 1)]
+    return figure(tl, title=f"{tl['label']} {tl['run_id']}")
+
+
+def ambiguity(report: Report) -> go.Figure:
+    """Stacked bars: for each region, how many values each attribution class holds."""
+    from argus_lab.views.charts import ambiguity_figure
+
+    return ambiguity_figure(report)
+
+
+def compare(a: Report, b: Report, signal: str = "") -> Any:
+    """Two reports side by side: median per region and signal, and the ratio b/a."""
+    from argus_lab.views.charts import CompareView
+
+    return CompareView(a, b, signal)
+
+
+def signal_panel(target: Any = None, store: str | None = None) -> SignalPanel:
+    """The signal-selection panel for measuring ``target`` (a callable taking no arguments)."""
+    from argus_lab.views.panel import SignalPanel
+
+    return SignalPanel(target=target, store=store)
+
+
+__all__ = ["ambiguity", "compare", "export", "init_notebook", "show", "signal_panel", "timeline_figure"]

@@ -1,0 +1,159 @@
+"""The report bundle: what a report's notebook output and its exported HTML carry.
+
+``application/vnd.argus.report+json`` is a small JSON object (ids, summary, bounded detail tables, one timeline
+per run); everything else stays in the store.  The same object is what ``report-renderer.js`` draws, in
+JupyterLab (the argus MIME renderer), in the ``text/html`` fallback and in an exported standalone page.
+
+Layout (``"format": "argus.report/1"``)::
+
+    title, store, created, run_ids
+    summary      runs, status counts, regions, signals, instances, kernels, coverage sentences
+    regions      the Report's region rows (path, signal, instances, median, p25, p75, unit, runs, attribution)
+    joined       the Report's joined tables: counters per region, kernels by ordinal (with their counters), compiler
+                 facts, attribution by evidence kind, cross-run matches, clock samples (bounded)
+    runs         the Report's run rows (status, backends, signals, reason, cause, command, versions, settings)
+    tables       name -> {columns, rows, total, shown}: instances, values, kernel_groups, kernels, counters,
+                 attribution, evidence_classes, ambiguous, provenance
+    timelines    one per run with region instances or kernels (see argus_lab.views.timeline)
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import time
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any
+
+from argus_lab.views import evidence
+from argus_lab.views.escape import jsonable
+from argus_lab.views.timeline import TimelineLimits, timeline_data
+
+if TYPE_CHECKING:
+    from argus_lab.report import Report
+
+MIME = "application/vnd.argus.report+json"
+FORMAT = "argus.report/1"
+
+
+@dataclass(frozen=True)
+class BundleLimits:
+    """How many detail rows a bundle embeds (the notebook output is kept small; exports may carry more)."""
+
+    instances: int = 2_000
+    values: int = 5_000
+    kernel_groups: int = 500
+    kernels: int = 1_000
+    counters: int = 3_000
+    attribution: int = 2_000
+    ambiguous: int = 300
+    provenance: int = 200
+    timeline_runs: int = 6
+    timeline: TimelineLimits = field(default_factory=lambda: TimelineLimits(exact_limit=5_000, bin_budget=40_000))
+
+
+NOTEBOOK = BundleLimits()
+EXPORT = BundleLimits(
+    instances=20_000,
+    values=50_000,
+    kernel_groups=5_000,
+    kernels=10_000,
+    counters=30_000,
+    attribution=20_000,
+    ambiguous=3_000,
+    timeline=TimelineLimits(),
+)
+
+
+def _row_dict(row: Any) -> dict[str, Any]:
+    if dataclasses.is_dataclass(row) and not isinstance(row, type):
+        return {f.name: getattr(row, f.name) for f in dataclasses.fields(row)}
+    return dict(vars(row))
+
+
+def build(report: Report, limits: BundleLimits = NOTEBOOK, title: str = "") -> dict[str, Any]:
+    """The JSON bundle of ``report`` (see the module docstring)."""
+    store = report.store
+    ids = list(report.run_ids)
+    tables: dict[str, evidence.Table] = {}
+    if store.exists and ids:
+        tables = {
+            "instances": evidence.instances(store, ids, limits.instances),
+            "values": evidence.instance_values(store, ids, limits.values),
+            "kernel_groups": evidence.kernel_groups(store, ids, limits.kernel_groups),
+            "kernels": evidence.kernel_rows(store, ids, limits.kernels),
+            "counters": evidence.counters(store, ids, limits.counters),
+            "attribution": evidence.attribution_summary(store, ids, limits.attribution),
+            "evidence_classes": evidence.evidence_classes(store, ids, limits.attribution),
+            "ambiguous": evidence.ambiguous_items(store, ids, limits.ambiguous),
+            "provenance": evidence.provenance(store, ids, limits.provenance),
+        }
+    runs = [_row_dict(r) for r in report.runs]
+    timelines: list[dict[str, Any]] = []
+    for run in runs:
+        if len(timelines) >= limits.timeline_runs:
+            break
+        inst, kern = evidence.timeline_columns(store, run["run_id"])
+        if len(inst.get("instance_id", ())) or len(kern.get("start_ns", ())):
+            tl = timeline_data(run["run_id"], inst, kern, limits.timeline)
+            tl["label"] = f"run {run.get('plan_index', '?')} ({', '.join(run.get('backends', ()))})"
+            timelines.append(tl)
+    statuses: dict[str, int] = {}
+    for run in runs:
+        statuses[run["status"]] = statuses.get(run["status"], 0) + 1
+    regions = [_row_dict(r) for r in report.regions]
+    joined = {
+        name: [_row_dict(r) for r in tuple(getattr(report, name, ()) or ())[:cap]]
+        for name, cap in (
+            ("counters", limits.counters),
+            ("kernels", limits.kernel_groups),
+            ("compiler", limits.kernel_groups),
+            ("attribution", 200),
+            ("matches", 200),
+            ("clocks", 200),
+        )
+    }
+    summary = {
+        "runs": len(runs),
+        "status": statuses,
+        "regions": len({r["path"] for r in regions}),
+        "signals": sorted({r["signal"] for r in regions}),
+        "instances": tables["instances"].total if tables else 0,
+        "kernels": tables["kernels"].total if tables else 0,
+        "coverage": list(report.coverage()),
+    }
+    return {
+        "format": FORMAT,
+        "title": title or f"argus report: {len(ids)} run(s)",
+        "store": str(store.path),
+        "created": time.strftime("%Y-%m-%d %H:%M:%S UTC", time.gmtime()),
+        "run_ids": ids,
+        "summary": summary,
+        "regions": jsonable(regions),
+        "joined": jsonable(joined),
+        "runs": jsonable(runs),
+        "tables": {name: t.to_json() for name, t in tables.items()},
+        "timelines": timelines,
+    }
+
+
+def mimebundle(report: Report, limits: BundleLimits = NOTEBOOK, title: str = "") -> dict[str, Any]:
+    """The notebook output of ``report``: the argus JSON, ``text/plain`` and a self-contained ``text/html``."""
+    from argus_lab.views.html import fallback_html
+
+    data = build(report, limits, title)
+    return {MIME: data, "text/plain": report.text(), "text/html": fallback_html(data)}
+
+
+class ReportView:
+    """Displays a report in a notebook with the argus MIME bundle (what ``%%argus`` shows)."""
+
+    def __init__(self, report: Report, title: str = "", limits: BundleLimits = NOTEBOOK) -> None:
+        self.report = report
+        self.title = title
+        self.limits = limits
+
+    def _repr_mimebundle_(self, include: Any = None, exclude: Any = None) -> dict[str, Any]:
+        return mimebundle(self.report, self.limits, self.title)
+
+    def __repr__(self) -> str:
+        return self.report.text()

@@ -1,0 +1,223 @@
+"""Reading the detail rows views need from the store (bounded), beyond what the Report object exposes.
+
+Every query takes the report's run ids and a row limit; each result is a :class:`Table` that records how many
+rows exist in all, so a view can say "showing 2,000 of 1,000,000 (the rest stays in the store)".  Columns that a
+store of an older layout lacks are read as empty, so views keep working while the schema grows.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
+
+from argus_lab.views.escape import jsonable
+
+if TYPE_CHECKING:
+    from argus_lab.store import Store
+
+
+@dataclass(frozen=True)
+class Table:
+    """Rows of one detail table: column names, row values, and the number of rows the store holds."""
+
+    columns: tuple[str, ...]
+    rows: tuple[tuple[Any, ...], ...]
+    total: int
+
+    def to_json(self) -> dict[str, Any]:
+        """``{"columns", "rows", "total", "shown"}``, JSON-ready."""
+        return {
+            "columns": list(self.columns),
+            "rows": jsonable([list(r) for r in self.rows]),
+            "total": self.total,
+            "shown": len(self.rows),
+        }
+
+    def dicts(self) -> list[dict[str, Any]]:
+        """The rows as dicts (small tables only)."""
+        return [dict(zip(self.columns, r, strict=True)) for r in self.rows]
+
+
+def table_columns(store: Store, table: str) -> set[str]:
+    """The column names ``table`` has in this store (empty when the table does not exist)."""
+    rows = store.rows("SELECT column_name FROM information_schema.columns WHERE table_name = ?", [table])
+    return {r[0] for r in rows}
+
+
+def _col(have: set[str], name: str, alias: str = "", prefix: str = "") -> str:
+    ref = f"{prefix}{name}" if name in have else "NULL"
+    return f"{ref} AS {alias or name}"
+
+
+def query(store: Store, sql: str, ids: list[str], limit: int, count_sql: str) -> Table:
+    """Run ``sql`` (with ``?`` = run ids, then the limit) and ``count_sql`` (run ids) into a :class:`Table`."""
+    with store.connect() as con:
+        res = con.execute(sql, [ids, limit])
+        cols = tuple(d[0] for d in res.description)
+        rows = tuple(tuple(r) for r in res.fetchall())
+        total_row = con.execute(count_sql, [ids]).fetchone()
+    return Table(cols, rows, int(total_row[0]) if total_row else len(rows))
+
+
+IN_RUNS = "run_id IN (SELECT unnest(?::VARCHAR[]))"
+
+
+def instances(store: Store, ids: list[str], limit: int) -> Table:
+    """Region instances with their region's declaration, in start order."""
+    sql = f"""
+        SELECT i.run_id, i.instance_id, i.path, i.instance_index, i.parent_instance_id, i.repetition, i.pid,
+               i.thread_id, i.start_ns, i.end_ns, i.end_ns - i.start_ns AS wall_ns, i.cpu_ns, i.error, i.warmup,
+               r.kind, r.module, r.file, r.line
+        FROM region_instances i LEFT JOIN regions r ON r.region_id = i.region_id
+        WHERE i.{IN_RUNS} ORDER BY i.run_id, i.start_ns LIMIT ?"""
+    return query(store, sql, ids, limit, f"SELECT count(*) FROM region_instances WHERE {IN_RUNS}")
+
+
+def kernel_groups(store: Store, ids: list[str], limit: int) -> Table:
+    """Per region path and kernel name: count, total and mean device time, launch shape (from CUPTI records)."""
+    have = table_columns(store, "kernels")
+    kind = "coalesce(k.kind, 'kernel')" if "kind" in have else "'kernel'"
+    sql = f"""
+        SELECT coalesce(i.path, '(outside every region)') AS path, k.name, {kind} AS kind, count(*) AS count,
+               sum(k.end_ns - k.start_ns) AS total_ns, avg(k.end_ns - k.start_ns) AS mean_ns,
+               any_value(k.registers) AS registers,
+               any_value(k.grid_x || 'x' || k.grid_y || 'x' || k.grid_z) AS grid,
+               any_value(k.block_x || 'x' || k.block_y || 'x' || k.block_z) AS block,
+               string_agg(DISTINCT k.run_id, ',') AS runs
+        FROM kernels k LEFT JOIN region_instances i ON i.run_id = k.run_id AND i.instance_id = k.instance_id
+        WHERE k.{IN_RUNS} GROUP BY ALL ORDER BY total_ns DESC LIMIT ?"""
+    count = f"SELECT count(*) FROM (SELECT DISTINCT instance_id, name FROM kernels WHERE {IN_RUNS})"
+    return query(store, sql, ids, limit, count)
+
+
+def kernel_rows(store: Store, ids: list[str], limit: int) -> Table:
+    """Individual kernel records (the first ``limit`` in time order) with their region instance."""
+    have = table_columns(store, "kernels")
+    sql = f"""
+        SELECT k.run_id, {_col(have, "kernel_key", prefix="k.")}, k.correlation_id, k.instance_id, i.path,
+               i.instance_index, k.name, k.start_ns, k.end_ns - k.start_ns AS duration_ns, k.device_id, k.stream_id,
+               k.registers, {_col(have, "kind", prefix="k.")}
+        FROM kernels k LEFT JOIN region_instances i ON i.run_id = k.run_id AND i.instance_id = k.instance_id
+        WHERE k.{IN_RUNS} ORDER BY k.run_id, k.start_ns LIMIT ?"""
+    return query(store, sql, ids, limit, f"SELECT count(*) FROM kernels WHERE {IN_RUNS}")
+
+
+def counters(store: Store, ids: list[str], limit: int) -> Table:
+    """Per-kernel and per-binary values (hardware counters, kernel times, compiler facts) with their origin."""
+    sql = f"""
+        SELECT coalesce(i.path, '') AS path, i.instance_index, m.kernel_key, m.signal, m.value, m.unit,
+               m.attribution, m.backend, m.run_id, m.provenance_id
+        FROM metrics m LEFT JOIN region_instances i ON i.run_id = m.run_id AND i.instance_id = m.instance_id
+        WHERE m.{IN_RUNS} AND m.kernel_key IS NOT NULL
+        ORDER BY CASE WHEN m.signal LIKE 'hw:%' THEN 0 WHEN m.signal LIKE 'compile.%' THEN 1 ELSE 2 END,
+                 m.signal, path, m.kernel_key LIMIT ?"""
+    count = f"SELECT count(*) FROM metrics WHERE {IN_RUNS} AND kernel_key IS NOT NULL"
+    return query(store, sql, ids, limit, count)
+
+
+def instance_values(store: Store, ids: list[str], limit: int) -> Table:
+    """Per-instance values of every signal (host.wall, gpu.time, ...), warm-up included and flagged, with origin."""
+    sql = f"""
+        SELECT m.run_id, m.instance_id, i.path, i.instance_index, coalesce(i.warmup, false) AS warmup, m.signal,
+               m.value, m.unit, m.attribution, m.backend, m.provenance_id
+        FROM metrics m JOIN region_instances i ON i.run_id = m.run_id AND i.instance_id = m.instance_id
+        WHERE m.{IN_RUNS} AND m.kernel_key IS NULL
+        ORDER BY i.path, m.signal, coalesce(i.warmup, false) DESC, i.instance_index LIMIT ?"""
+    count = f"SELECT count(*) FROM metrics WHERE {IN_RUNS} AND kernel_key IS NULL AND instance_id IS NOT NULL"
+    return query(store, sql, ids, limit, count)
+
+
+def attribution_summary(store: Store, ids: list[str], limit: int) -> Table:
+    """For each region path and signal, how many values (and how much of their sum) each attribution class holds."""
+    sql = f"""
+        SELECT coalesce(i.path, '(outside every region)') AS path, m.signal, coalesce(m.attribution, '') AS class,
+               count(*) AS n, sum(m.value) AS total, any_value(m.unit) AS unit
+        FROM metrics m LEFT JOIN region_instances i ON i.run_id = m.run_id AND i.instance_id = m.instance_id
+        WHERE m.{IN_RUNS} AND NOT coalesce(i.warmup, false) AND m.signal NOT LIKE 'compile.%'
+        GROUP BY ALL ORDER BY path, m.signal, class LIMIT ?"""
+    count = f"SELECT count(*) FROM metrics WHERE {IN_RUNS}"
+    return query(store, sql, ids, limit, count)
+
+
+def evidence_classes(store: Store, ids: list[str], limit: int) -> Table:
+    """From the attributions table: per region path, evidence kind and class, the number of items and weight."""
+    sql = f"""
+        SELECT coalesce(i.path, '(outside every region)') AS path, a.evidence, a.class, count(*) AS n,
+               sum(a.weight) AS weight
+        FROM attributions a LEFT JOIN region_instances i ON i.run_id = a.run_id AND i.instance_id = a.instance_id
+        WHERE a.{IN_RUNS} GROUP BY ALL ORDER BY path, a.evidence, a.class LIMIT ?"""
+    count = f"SELECT count(*) FROM attributions WHERE {IN_RUNS}"
+    return query(store, sql, ids, limit, count)
+
+
+def ambiguous_items(store: Store, ids: list[str], limit: int) -> Table:
+    """Evidence items that are ambiguous, mismatched or unattributed, each with its candidates and reason."""
+    sql = f"""
+        SELECT a.run_id, a.evidence, a.evidence_id, a.class,
+               list(coalesce(i.path || ' #' || i.instance_index, '-') || ' (w=' || round(a.weight, 3) || ')')
+                   AS candidates,
+               any_value(a.reason) AS reason
+        FROM attributions a LEFT JOIN region_instances i ON i.run_id = a.run_id AND i.instance_id = a.instance_id
+        WHERE a.{IN_RUNS} AND a.class IN ('ambiguous', 'mismatch', 'unattributed')
+        GROUP BY a.run_id, a.evidence, a.evidence_id, a.class ORDER BY a.class, a.evidence_id LIMIT ?"""
+    count = f"""SELECT count(*) FROM (SELECT DISTINCT run_id, evidence_id FROM attributions
+                WHERE {IN_RUNS} AND class IN ('ambiguous', 'mismatch', 'unattributed'))"""
+    return query(store, sql, ids, limit, count)
+
+
+def provenance(store: Store, ids: list[str], limit: int) -> Table:
+    """Provenance rows: backend, version, settings, clocks, whether timestamps are measured."""
+    sql = f"""SELECT provenance_id, run_id, backend, backend_version, settings, clocks, timestamps
+              FROM provenance WHERE {IN_RUNS} ORDER BY run_id, backend LIMIT ?"""
+    return query(store, sql, ids, limit, f"SELECT count(*) FROM provenance WHERE {IN_RUNS}")
+
+
+def run_list(store: Store, limit: int = 200) -> Table:
+    """Every run of the store, newest first, with its request (for ``%argus runs``)."""
+    sql = """
+        SELECT r.run_id, r.plan_index, r.status, r.backends, r.signals, r.reps_done, r.workload,
+               (r.ended_ns - r.started_ns) / 1e9 AS seconds, q.text AS request, r.request_id
+        FROM runs r LEFT JOIN requests q ON q.request_id = r.request_id
+        ORDER BY r.started_ns DESC LIMIT ?"""
+    with store.connect() as con:
+        res = con.execute(sql, [limit])
+        cols = tuple(d[0] for d in res.description)
+        rows = tuple(tuple(r) for r in res.fetchall())
+        total = con.execute("SELECT count(*) FROM runs").fetchone()
+    return Table(cols, rows, int(total[0]) if total else len(rows))
+
+
+def timeline_columns(store: Store, run_id: str) -> tuple[dict[str, Any], dict[str, Any]]:
+    """All region instances and kernel records of one run as numpy-friendly columns (for the timeline)."""
+    inst = _fetch_columns(
+        store,
+        "SELECT instance_id, path, instance_index, pid, thread_id, start_ns, end_ns, error, warmup "
+        "FROM region_instances WHERE run_id = ? ORDER BY start_ns",
+        [run_id],
+    )
+    have = table_columns(store, "kernels")
+    kind = "kind" if "kind" in have else "'kernel' AS kind"
+    kern = _fetch_columns(
+        store,
+        f"SELECT instance_id, name, start_ns, end_ns, device_id, stream_id, {kind} FROM kernels WHERE run_id = ? "
+        "ORDER BY start_ns",
+        [run_id],
+    )
+    return inst, kern
+
+
+def _fetch_columns(store: Store, sql: str, params: list[Any]) -> dict[str, Any]:
+    """A query's result as numpy columns; NULL numbers read as 0 ("none"), NULL text as ``None``."""
+    import numpy as np
+
+    with store.connect() as con:
+        raw = con.execute(sql, params).fetchnumpy()
+    out: dict[str, Any] = {}
+    for name, value in raw.items():
+        col: Any = value
+        if isinstance(col, np.ma.MaskedArray):
+            filled = np.ma.filled(col, 0) if col.dtype.kind in "iuf" else np.ma.filled(col.astype(object), None)
+            out[name] = np.asarray(filled)
+        else:
+            out[name] = np.asarray(col)
+    return out

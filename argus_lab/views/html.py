@@ -1,0 +1,127 @@
+"""HTML forms of a report: the ``text/html`` notebook fallback and the standalone exported page.
+
+Both mount the one renderer, ``argus_lab/static/report-renderer.js`` (``ArgusReport.render(el, bundle,
+options)``), over the bundle embedded as ``<script type="application/json">`` (escaped so that no name can close
+the script element).  The standalone page inlines plotly.js once (:func:`plotly.offline.get_plotlyjs`) and works
+offline without a kernel; the notebook fallback inlines only the renderer and a static summary table, and draws
+its timeline when plotly.js is already on the page (JupyterLab with the argus extension, nbconvert exports of a
+notebook that showed a plotly figure, or the exported page).
+"""
+
+from __future__ import annotations
+
+import functools
+import uuid
+from importlib import resources
+from pathlib import Path
+from typing import Any
+
+from argus_lab.views.escape import html_text, json_for_script
+
+RENDERER = "report-renderer.js"
+
+
+@functools.cache
+def renderer_js() -> str:
+    """The source of the report renderer (one plain JavaScript file, no build step)."""
+    return resources.files("argus_lab").joinpath("static", RENDERER).read_text(encoding="utf-8")
+
+
+@functools.cache
+def renderer_css() -> str:
+    """The report's style sheet (shared by every embedding)."""
+    return resources.files("argus_lab").joinpath("static", "report.css").read_text(encoding="utf-8")
+
+
+def _static_summary(bundle: dict[str, Any]) -> str:
+    rows = []
+    for r in bundle.get("regions", [])[:40]:
+        rows.append(
+            "<tr>"
+            + "".join(
+                f"<td>{html_text(v)}</td>"
+                for v in (r.get("path"), r.get("signal"), r.get("instances"), _num(r.get("median")), r.get("unit"))
+            )
+            + "</tr>"
+        )
+    head = "".join(f"<th>{h}</th>" for h in ("region", "signal", "instances", "median", "unit"))
+    cov = "".join(f"<li>{html_text(c)}</li>" for c in bundle.get("summary", {}).get("coverage", []))
+    return (
+        f"<p><b>{html_text(bundle.get('title', 'argus report'))}</b></p>"
+        f"<table><thead><tr>{head}</tr></thead><tbody>{''.join(rows)}</tbody></table>"
+        + (f"<p>missing coverage:</p><ul>{cov}</ul>" if cov else "")
+    )
+
+
+def _num(v: Any) -> str:
+    return f"{v:.6g}" if isinstance(v, float) else str(v)
+
+
+def mount_script(el_id: str, data_id: str) -> str:
+    """The script that mounts the renderer on ``el_id`` once the page has it (and plotly.js, if coming)."""
+    return (
+        "(function(){var el=document.getElementById('" + el_id + "');"
+        "var d=JSON.parse(document.getElementById('" + data_id + "').textContent);"
+        "function go(){if(window.ArgusReport){window.ArgusReport.render(el,d,{});}}"
+        "if(document.readyState==='loading'){document.addEventListener('DOMContentLoaded',go);}else{go();}})();"
+    )
+
+
+def fallback_html(bundle: dict[str, Any]) -> str:
+    """The ``text/html`` output of a report: a static summary, upgraded to the interactive view when scripts run."""
+    uid = uuid.uuid4().hex[:12]
+    el_id, data_id = f"argus-{uid}", f"argus-data-{uid}"
+    return (
+        f'<div class="argus-report-host" id="{el_id}">{_static_summary(bundle)}</div>'
+        f'<script type="application/json" id="{data_id}">{json_for_script(bundle)}</script>'
+        f"<style>{renderer_css()}</style>"
+        f"<script>if(!window.ArgusReport){{{renderer_js()}}}</script>"
+        f"<script>{mount_script(el_id, data_id)}</script>"
+    )
+
+
+def standalone_html(bundle: dict[str, Any], *, plotly_js: str | None = None) -> str:
+    """One self-contained page: plotly.js once, the renderer once, the bundle; opens offline, no kernel needed."""
+    if plotly_js is None:
+        from plotly.offline import get_plotlyjs
+
+        plotly_js = get_plotlyjs()
+    title = html_text(bundle.get("title", "argus report"))
+    return (
+        '<!DOCTYPE html>\n<html lang="en">\n<head>\n<meta charset="utf-8">\n'
+        f"<title>{title}</title>\n"
+        '<meta name="viewport" content="width=device-width, initial-scale=1">\n'
+        f"<style>body{{margin:16px;font-family:system-ui,sans-serif}}\n{renderer_css()}</style>\n"
+        f"<script>{plotly_js}</script>\n"
+        f"<script>{renderer_js()}</script>\n"
+        "</head>\n<body>\n"
+        f'<div id="argus-report">{_static_summary(bundle)}</div>\n'
+        f'<script type="application/json" id="argus-data">{json_for_script(bundle)}</script>\n'
+        f"<script>{mount_script('argus-report', 'argus-data')}</script>\n"
+        "</body>\n</html>\n"
+    )
+
+
+def export(report: Any, path: str | Path, title: str = "") -> Path:
+    """Write ``report`` (a :class:`~argus_lab.report.Report`) as one standalone HTML file; returns the path."""
+    from argus_lab.views.bundle import EXPORT, build
+
+    out = Path(path)
+    if out.suffix.lower() not in (".html", ".htm"):
+        from argus_lab.errors import ArgusError
+
+        msg = f"the export path {str(out)!r} should end in .html, e.g. `report.html`"
+        raise ArgusError(msg)
+    out.parent.mkdir(parents=True, exist_ok=True)
+    out.write_text(standalone_html(build(report, EXPORT, title)), encoding="utf-8")
+    return out
+
+
+def export_cli(store: str | None, out: str, run_ids: list[str] | None, title: str = "") -> int:
+    """``argus-lab export --store PATH OUT.html``: write the report of ``run_ids`` (default: latest request)."""
+    from argus_lab.report import Report
+    from argus_lab.store import Store
+
+    path = export(Report(Store(store), run_ids), out, title=title)
+    print(f"wrote {path} ({path.stat().st_size / 1e6:.1f} MB); it opens offline in any browser")
+    return 0

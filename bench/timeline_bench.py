@@ -1,0 +1,136 @@
+"""Timeline scale benchmark: build time and payload size of the timeline for up to a million kernels.
+
+SYNTHETIC kernel records (not a measurement): ``N`` kernels on 4 streams of one device, back to back with
+durations of 2-20 us, launched by region instances ``decode/layer/{attn,mlp}``.  Two paths are timed:
+
+* ``timeline_data``: numpy columns -> the timeline dict (aggregation pyramid), then its JSON payload;
+* ``store -> report bundle``: the kernels written to a DuckDB store, then the report bundle built from it
+  (SQL reads + aggregation), and the standalone HTML written (plotly.js inlined once).
+
+Usage: ``python bench/timeline_bench.py [N ...]`` (default 10k 100k 1M); prints a markdown table.
+"""
+
+from __future__ import annotations
+
+import json
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+import numpy as np
+
+from argus_lab.views.escape import json_for_script
+from argus_lab.views.timeline import TimelineLimits, timeline_data
+
+T0 = 1_764_000_000_000_000_000
+
+
+def synthetic(n: int, seed: int = 0) -> tuple[dict[str, np.ndarray], dict[str, np.ndarray]]:
+    """Region instances and kernel columns of one run with ``n`` kernels (SYNTHETIC)."""
+    rng = np.random.default_rng(seed)
+    per_instance = 50
+    n_inst = max(1, n // per_instance)
+    dur = rng.integers(2_000, 20_000, n)
+    gaps = rng.integers(200, 2_000, n)
+    start = T0 + np.cumsum(dur + gaps) - dur
+    end = start + dur
+    inst_of = np.arange(n) // per_instance
+    i_start = start[::per_instance][:n_inst] - 1_000
+    i_end = np.append(start[per_instance::per_instance], end[-1])[:n_inst] + 500
+    instances = {
+        "instance_id": np.arange(1, n_inst + 1),
+        "path": np.array(["decode/layer/attn" if i % 2 else "decode/layer/mlp" for i in range(n_inst)], dtype=object),
+        "instance_index": np.arange(n_inst) // 2,
+        "pid": np.full(n_inst, 1),
+        "thread_id": np.full(n_inst, 7),
+        "start_ns": i_start,
+        "end_ns": i_end,
+        "error": np.full(n_inst, "", dtype=object),
+        "warmup": np.zeros(n_inst, dtype=bool),
+    }
+    names = np.array(["gemm_bf16_128x128", "flash_fwd", "rmsnorm", "rotary_emb"], dtype=object)
+    kernels = {
+        "instance_id": inst_of + 1,
+        "name": names[rng.integers(0, 4, n)],
+        "start_ns": start,
+        "end_ns": end,
+        "device_id": np.zeros(n, dtype=np.int64),
+        "stream_id": rng.integers(0, 4, n) + 7,
+    }
+    return instances, kernels
+
+
+def bench_memory(n: int) -> dict[str, float]:
+    inst, kern = synthetic(n)
+    t = time.perf_counter()
+    tl = timeline_data("r-bench", inst, kern, TimelineLimits())
+    build_s = time.perf_counter() - t
+    t = time.perf_counter()
+    payload = json_for_script(tl)
+    json_s = time.perf_counter() - t
+    levels = tl["device"].get("levels", [])
+    return {
+        "kernels": n,
+        "build_s": build_s,
+        "json_s": json_s,
+        "payload_mb": len(payload) / 1e6,
+        "levels": len(levels),
+        "finest_bin_us": (levels[-1]["bin_ns"] / 1e3) if levels else 0.0,
+        "bins": sum(len(lv["bin"]) for lv in levels),
+    }
+
+
+def bench_store(n: int) -> dict[str, float]:
+    from argus_lab.report import Report
+    from argus_lab.store import Store
+    from argus_lab.views.bundle import EXPORT, build
+    from argus_lab.views.html import standalone_html
+
+    inst, kern = synthetic(n)
+    with tempfile.TemporaryDirectory() as tmp:
+        store = Store(Path(tmp) / "bench.duckdb")
+        m = len(inst["instance_id"])
+        store.write(
+            {
+                "requests": {"request_id": ["q"], "session_id": ["s"], "created_ns": [T0], "text": ["bench"]},
+                "runs": {"run_id": ["r-bench"], "request_id": ["q"], "plan_index": [0], "status": ["ok"]},
+                "region_instances": {
+                    "run_id": ["r-bench"] * m,
+                    **{k: v.tolist() for k, v in inst.items()},
+                    "region_id": ["x"] * m,
+                    "repetition": [0] * m,
+                },
+                "kernels": {"run_id": ["r-bench"] * n, **{k: v.tolist() for k, v in kern.items()}},
+            }
+        )
+        t = time.perf_counter()
+        bundle = build(Report(store, ["r-bench"]), EXPORT)
+        build_s = time.perf_counter() - t
+        t = time.perf_counter()
+        page = standalone_html(bundle)
+        html_s = time.perf_counter() - t
+    return {"kernels": n, "bundle_s": build_s, "html_s": html_s, "html_mb": len(page.encode()) / 1e6}
+
+
+def main(argv: list[str]) -> None:
+    sizes = [int(float(a)) for a in argv] or [10_000, 100_000, 1_000_000]
+    print("| kernels | timeline_data (s) | JSON (s) | payload (MB) | levels | finest bin (us) | bins |")
+    print("|---:|---:|---:|---:|---:|---:|---:|")
+    for n in sizes:
+        r = bench_memory(n)
+        print(
+            f"| {n:,} | {r['build_s']:.3f} | {r['json_s']:.3f} | {r['payload_mb']:.2f} | {r['levels']} "
+            f"| {r['finest_bin_us']:.1f} | {r['bins']:,} |"
+        )
+    print()
+    print("| kernels | store -> bundle (s) | standalone HTML (s) | HTML size (MB) |")
+    print("|---:|---:|---:|---:|")
+    for n in sizes:
+        r = bench_store(n)
+        print(f"| {n:,} | {r['bundle_s']:.2f} | {r['html_s']:.2f} | {r['html_mb']:.2f} |")
+    print(json.dumps({"python": sys.version.split()[0]}))
+
+
+if __name__ == "__main__":
+    main(sys.argv[1:])

@@ -1,0 +1,359 @@
+import { IArgusClient, IPlanRequest, IRegionInfo, IRunInfo } from '../api';
+import { BADGE_CLASS, updateBadges } from '../badges';
+import { regionCells } from '../model';
+import { ArgusPanel, IKernelOutput, INotebookHooks, REPORT_MIME } from '../panel';
+import bundle from './fixtures/report-bundle.json';
+
+
+const run = (id: string, status: string, started: number): IRunInfo => ({
+  run_id: id,
+  session_id: 's-1',
+  request_id: 'q-1',
+  plan_id: 'p-1',
+  plan_index: 0,
+  backends: ['host'],
+  signals: ['host.wall'],
+  status,
+  cause: status === 'failed' ? 'boom' : '',
+  repetitions: 3,
+  warmup: 1,
+  reps_done: 4,
+  started_ns: started,
+  seconds: 0.5,
+  reason: 'first run',
+  request: 'signals=host.wall'
+});
+
+const region = (path: string, share: number | null): IRegionInfo => ({
+  path,
+  name: path.split('/').pop() ?? path,
+  kind: 'host',
+  instances: 4,
+  runs: 1,
+  share,
+  share_signal: 'host.wall',
+  share_run: 'r-1',
+  mean: 2e6
+});
+
+class FakeClient implements IArgusClient {
+  calls: string[] = [];
+  runList: IRunInfo[] = [run('r-1', 'ok', 1.7e18)];
+  plans: IPlanRequest[] = [];
+  async stores() {
+    this.calls.push('stores');
+    return {
+      root_dir: '/root',
+      stores: [{ path: 'work/argus.duckdb', abs_path: '/root/work/argus.duckdb', size: 1, mtime_ns: 1 }]
+    };
+  }
+  async sessions(store: string) {
+    this.calls.push(`sessions ${store}`);
+    return [{ session_id: 's-1', created_ns: 1, host: 'h', user_name: 'u', label: '', runs: 1 }];
+  }
+  async runs(store: string, session?: string) {
+    this.calls.push(`runs ${store} ${session ?? ''}`);
+    return this.runList;
+  }
+  async run(store: string, runId: string) {
+    this.calls.push(`run ${runId}`);
+    return {
+      run: {
+        ...run(runId, 'ok', 1),
+        settings: {},
+        workload: 'callable',
+        command: 'in-process',
+        env: {},
+        versions: { argus_lab: '0.1.0' },
+        host: 'h',
+        pid: 7
+      },
+      provenance: [{ backend: 'host', backend_version: 'time.time_ns', clocks: { host_clock: 'CLOCK_REALTIME' } }],
+      plan: { plan_id: 'p-1', text: 'plan: 1 run(s) for 1 signal(s)', spec: {} },
+      request: { request_id: 'q-1', text: 'signals=host.wall', spec: {} },
+      plan_runs: [{ run_id: runId, plan_index: 0, status: 'ok', backends: ['host'], reason: 'first run' }],
+      artifacts: []
+    };
+  }
+  async regions(store: string) {
+    this.calls.push(`regions ${store}`);
+    return [region('attn', 0.6), region('attn/<b>inner</b>', 0.2)];
+  }
+  async region(store: string, path: string, runId?: string) {
+    this.calls.push(`region ${path} ${runId ?? ''}`);
+    if (path === 'missing') {
+      throw new Error('argus-lab/region: nothing of that name in the store; refresh the panel');
+    }
+    return {
+      path,
+      run_id: null,
+      summary: [{ run_id: 'r-1', signal: 'host.wall', n: 3, median: 2.1e6, p25: 2e6, p75: 2.2e6, unit: 'ns' }],
+      instances: [
+        { run_id: 'r-1', instance_id: 2, instance_index: 0, repetition: 0, warmup: true, duration_ns: 3e6, values: {} },
+        {
+          run_id: 'r-1',
+          instance_id: 5,
+          instance_index: 1,
+          repetition: 1,
+          warmup: false,
+          duration_ns: 2.1e6,
+          values: { 'host.wall': 2.1e6 }
+        }
+      ],
+      kernels: [{ name: 'gemm<float>', launches: 2, total_ns: 300, mean_ns: 150, registers: 64 }],
+      counters: [],
+      facts: [],
+      attributions: [{ class: 'exact', evidence: 'instance', n: 2, reason: 'own id' }],
+      truncated: false
+    };
+  }
+  async signals() {
+    return [
+      {
+        name: 'host.wall',
+        unit: 'ns',
+        backend: 'host',
+        description: 'wall',
+        needs_gpu: false,
+        perturbation: 'light'
+      },
+      {
+        name: 'gpu.time',
+        unit: 'ns',
+        backend: 'cupti',
+        description: 'kernel time',
+        needs_gpu: true,
+        perturbation: 'light'
+      }
+    ];
+  }
+  async plan(req: IPlanRequest) {
+    this.plans.push(req);
+    if (req.signals === 'bogus') {
+      throw new Error("argus-lab/plan: unknown signal 'bogus'");
+    }
+    return { explain: `plan: 1 run(s) for ${req.signals}`, plan: { runs: [] } };
+  }
+}
+
+function fakeNotebook(sources: string[], outputs: IKernelOutput[], status = 'ok') {
+  const executed: string[] = [];
+  const hooks: INotebookHooks = {
+    name: 'demo.ipynb',
+    regionCells: () => regionCells(sources),
+    execute: async (code, onOutput) => {
+      executed.push(code);
+      outputs.forEach(onOutput);
+      return { status };
+    },
+    interrupt: async () => undefined
+  };
+  return { hooks, executed };
+}
+
+function rows(panel: ArgusPanel, cls: string): string[] {
+  return Array.from(panel.node.querySelectorAll(`.${cls}`)).map(r => r.textContent ?? '');
+}
+
+describe('the Argus panel', () => {
+  it('lists the store, its runs and regions (names as text)', async () => {
+    const client = new FakeClient();
+    const panel = new ArgusPanel(client, () => null);
+    await panel.refresh();
+    expect(panel.store).toBe('work/argus.duckdb');
+    expect(rows(panel, 'jp-ArgusPanel-run')[0]).toContain('r-1');
+    const regions = rows(panel, 'jp-ArgusPanel-region');
+    expect(regions).toHaveLength(2);
+    expect(regions[0]).toContain('60%');
+    expect(regions[1]).toContain('attn/<b>inner</b>');
+    expect(panel.node.querySelector('b')).toBeNull();
+    expect(panel.node.querySelector('.jp-ArgusPanel-status')?.textContent).toContain('1 run(s), 2 region(s)');
+  });
+
+  it('opens a region drill-down when a region row is clicked', async () => {
+    const client = new FakeClient();
+    const panel = new ArgusPanel(client, () => null);
+    await panel.refresh();
+    (panel.node.querySelector('.jp-ArgusPanel-region') as HTMLElement).click();
+    await new Promise(r => setTimeout(r, 0));
+    expect(client.calls).toContain('region attn ');
+    const drill = panel.node.querySelector('.jp-ArgusPanel-drill');
+    expect(drill?.getAttribute('data-path')).toBe('attn');
+    expect(drill?.textContent).toContain('gemm<float>');
+    expect(drill?.textContent).toContain('(warm-up)');
+    expect(drill?.textContent).toContain('2.1 ms');
+    expect(drill?.textContent).toContain('exact');
+  });
+
+  it('shows a run with its provenance and plan', async () => {
+    const client = new FakeClient();
+    const panel = new ArgusPanel(client, () => null);
+    await panel.refresh();
+    (panel.node.querySelector('.jp-ArgusPanel-run') as HTMLElement).click();
+    await new Promise(r => setTimeout(r, 0));
+    const text = panel.node.querySelector('.jp-ArgusPanel-runDetail')?.textContent ?? '';
+    expect(text).toContain('run r-1: ok');
+    expect(text).toContain('CLOCK_REALTIME');
+    expect(text).toContain('plan: 1 run(s)');
+  });
+
+  it('reports a failed look-up in its status line', async () => {
+    const panel = new ArgusPanel(new FakeClient(), () => null);
+    await panel.refresh();
+    expect(await panel.showRegion('missing')).toBeNull();
+    const status = panel.node.querySelector('.jp-ArgusPanel-status');
+    expect(status?.textContent).toContain('refresh the panel');
+    expect(status?.classList.contains('jp-ArgusPanel-error')).toBe(true);
+  });
+
+  it('offers notebook region cells and store regions, and previews the plan', async () => {
+    const client = new FakeClient();
+    const nb = fakeNotebook(['%%argus_region attn\nx = 1', 'y = 2', '%%argus_region mlp\nz = 3'], []);
+    const panel = new ArgusPanel(client, () => nb.hooks);
+    await panel.refresh();
+    const picks = rows(panel, 'jp-ArgusPanel-pick');
+    expect(picks).toEqual([
+      'attn (cell 1 of demo.ipynb)',
+      'mlp (cell 3 of demo.ipynb)',
+      'attn/<b>inner</b> (seen in the store)'
+    ]);
+    const store = panel.node.querySelector('.jp-ArgusPanel-pick-store input') as HTMLInputElement;
+    store.checked = true;
+    (panel.node.querySelector('.jp-ArgusPanel-scope') as HTMLInputElement).value = 'instances=1:';
+    expect(await panel.previewPlan()).toBe('plan: 1 run(s) for host.wall,host.cpu');
+    expect(client.plans[0]).toEqual({
+      signals: 'host.wall,host.cpu',
+      scope: 'attn/<b>inner</b>; instances=1:',
+      repeat: 3,
+      warmup: 1
+    });
+    (panel.node.querySelector('.jp-ArgusPanel-signals') as HTMLInputElement).value = 'bogus';
+    expect(await panel.previewPlan()).toBeNull();
+    expect(panel.node.querySelector('.jp-ArgusPanel-preview')?.textContent).toContain("unknown signal 'bogus'");
+  });
+
+  it('adds signals from the catalog to the request', async () => {
+    const panel = new ArgusPanel(new FakeClient(), () => null);
+    await panel.refresh();
+    const select = panel.node.querySelector('.jp-ArgusPanel-addSignal') as HTMLSelectElement;
+    expect(Array.from(select.options).map(o => o.textContent)).toContain('gpu.time (ns, needs a GPU)');
+    select.value = 'gpu.time';
+    select.dispatchEvent(new Event('change'));
+    select.value = 'host.wall';
+    select.dispatchEvent(new Event('change'));
+    expect(panel.request().signals).toBe('host.wall,host.cpu,gpu.time');
+  });
+
+  it('runs the picked cells in the kernel, follows progress and shows the report', async () => {
+    const client = new FakeClient();
+    const nb = fakeNotebook(
+      ['%%argus_region attn\nx = 1', '%%argus_region mlp\nz = 3'],
+      [{ data: { 'text/plain': 'argus: run 1/1 [host] ok' } }, { data: { [REPORT_MIME]: bundle } }]
+    );
+    const panel = new ArgusPanel(client, () => nb.hooks);
+    let badgeRegions: IRegionInfo[] = [];
+    panel.onRegions = r => {
+      badgeRegions = r;
+    };
+    await panel.refresh();
+    (panel.node.querySelector('.jp-ArgusPanel-pick-cell input[value=mlp]') as HTMLInputElement).checked = true;
+    client.runList = [run('r-2', 'ok', 1.8e18), ...client.runList];
+    expect(await panel.runInKernel()).toBe(true);
+    expect(nb.executed).toHaveLength(1);
+    expect(nb.executed[0]).toContain("run_cell_magic('argus_region', \\\"mlp\\\", \\\"z = 3\\\")");
+    expect(nb.executed[0]).not.toContain('attn');
+    expect(nb.executed[0]).toContain('--store /root/work/argus.duckdb');
+    const progress = panel.node.querySelector('.jp-ArgusPanel-progress')?.textContent ?? '';
+    expect(progress).toContain('argus: run 1/1 [host] ok');
+    expect(progress).toContain('done: the result is in the store');
+    expect(rows(panel, 'jp-ArgusPanel-run')[0]).toContain('r-2');
+    expect(panel.node.querySelector('.jp-ArgusPanel-result')?.textContent).toContain('nested step');
+    expect(badgeRegions.map(r => r.path)).toEqual(['attn', 'attn/<b>inner</b>']);
+  });
+
+  it('says what failed when the kernel run fails', async () => {
+    const nb = fakeNotebook(['%%argus_region attn\nx = 1'], [{ text: 'UsageError: no GPU' }], 'error');
+    const panel = new ArgusPanel(new FakeClient(), () => nb.hooks);
+    await panel.refresh();
+    expect(await panel.runInKernel()).toBe(false);
+    const progress = panel.node.querySelector('.jp-ArgusPanel-progress');
+    expect(progress?.textContent).toContain('UsageError: no GPU');
+    expect(progress?.classList.contains('jp-ArgusPanel-error')).toBe(true);
+  });
+
+  it('stops a running measurement by interrupting the kernel', async () => {
+    let finish: (v: { status: string; error?: string }) => void = () => undefined;
+    let interrupted = 0;
+    const hooks: INotebookHooks = {
+      name: 'demo.ipynb',
+      regionCells: () => regionCells(['%%argus_region attn\nx = 1']),
+      execute: (_code, onOutput) => {
+        onOutput({ data: { 'text/plain': 'argus: run 1/2 [host] running...' } });
+        return new Promise(resolve => {
+          finish = resolve;
+        });
+      },
+      interrupt: async () => {
+        interrupted++;
+        finish({ status: 'error', error: 'KeyboardInterrupt: ' });
+      }
+    };
+    const panel = new ArgusPanel(new FakeClient(), () => hooks);
+    await panel.refresh();
+    const stop = panel.node.querySelector('.jp-ArgusPanel-stopButton') as HTMLButtonElement;
+    expect(stop.disabled).toBe(true);
+    const running = panel.runInKernel();
+    await new Promise(r => setTimeout(r, 0));
+    expect(stop.disabled).toBe(false);
+    expect(await panel.runInKernel()).toBe(false); // one measurement at a time
+    await panel.stop();
+    expect(await running).toBe(false);
+    expect(interrupted).toBe(1);
+    expect(stop.disabled).toBe(true);
+    expect(panel.node.querySelector('.jp-ArgusPanel-progress')?.textContent).toContain('failed: KeyboardInterrupt');
+  });
+
+  it('asks for a notebook or region cells before running', async () => {
+    const panel = new ArgusPanel(new FakeClient(), () => null);
+    expect(await panel.runInKernel()).toBe(false);
+    expect(panel.node.querySelector('.jp-ArgusPanel-progress')?.textContent).toContain('open a notebook');
+    const empty = fakeNotebook(['x = 1'], []);
+    const panel2 = new ArgusPanel(new FakeClient(), () => empty.hooks);
+    await panel2.refresh();
+    expect(await panel2.runInKernel()).toBe(false);
+    expect(empty.executed).toHaveLength(0);
+    expect(panel2.node.querySelector('.jp-ArgusPanel-progress')?.textContent).toContain('%%argus_region NAME');
+  });
+});
+
+describe('cell badges', () => {
+  it('labels region cells with their share and opens the drill-down on click', () => {
+    const cells = ['%%argus_region attn\nx', 'y = 1', '%%argus_region never_ran\nz'].map(source => ({
+      node: document.createElement('div'),
+      source
+    }));
+    const opened: string[] = [];
+    const shown = updateBadges(
+      cells,
+      [
+        { path: 'step/attn', share: 0.42, share_signal: 'host.wall' },
+        { path: 'step', share: 1, share_signal: 'host.wall' }
+      ],
+      p => opened.push(p)
+    );
+    expect(shown).toBe(1);
+    const badge = cells[0].node.querySelector(`.${BADGE_CLASS}`) as HTMLElement;
+    expect(badge.textContent).toBe('attn 42%');
+    expect(badge.title).toContain('host.wall');
+    badge.click();
+    expect(opened).toEqual(['step/attn']);
+    expect(cells[1].node.querySelector(`.${BADGE_CLASS}`)).toBeNull();
+    expect(cells[2].node.querySelector(`.${BADGE_CLASS}`)).toBeNull();
+    // a later refresh without the region removes the badge; one badge per cell at most
+    updateBadges(cells, [{ path: 'attn', share: 0.5, share_signal: 'host.wall' }], () => undefined);
+    expect(cells[0].node.querySelectorAll(`.${BADGE_CLASS}`)).toHaveLength(1);
+    expect(cells[0].node.querySelector(`.${BADGE_CLASS}`)?.textContent).toBe('attn 50%');
+    updateBadges(cells, [], () => undefined);
+    expect(cells[0].node.querySelector(`.${BADGE_CLASS}`)).toBeNull();
+  });
+});

@@ -1,0 +1,59 @@
+import extension, { MIME_TYPE, rendererFactory } from '../index';
+import { drawReport } from '../report';
+import bundle from './fixtures/report-bundle.json';
+
+
+function model(data: unknown): any {
+  return { data: { [MIME_TYPE]: data }, metadata: {}, trusted: false, setData: () => undefined };
+}
+
+function clone(x: unknown): any {
+  return JSON.parse(JSON.stringify(x));
+}
+
+describe('the MIME renderer', () => {
+  it('is a safe renderer of the argus report type', () => {
+    expect(extension.id).toBe('argus-lab:report');
+    expect(rendererFactory.safe).toBe(true);
+    expect(rendererFactory.mimeTypes).toEqual(['application/vnd.argus.report+json']);
+  });
+
+  it('draws a recorded report bundle with the shared renderer', async () => {
+    const r = rendererFactory.createRenderer({ mimeType: MIME_TYPE } as any);
+    await r.renderModel(model(bundle));
+    const text = r.node.textContent ?? '';
+    expect(text).toContain('nested step');
+    expect(text).toContain('step/attn');
+    expect(text).toContain('step/mlp');
+    expect(r.node.querySelector('.argus-report')).not.toBeNull();
+    expect(r.node.querySelectorAll('.argus-table').length).toBeGreaterThan(0);
+  });
+
+  it('shows hostile region names as text (synthetic name injected into the recorded bundle)', async () => {
+    const evil = '<img src=x onerror="window.__pwned=1">';
+    const b = clone(bundle);
+    b.regions[0].path = evil;
+    b.title = `<script>window.__pwned=2</script>`;
+    const r = rendererFactory.createRenderer({ mimeType: MIME_TYPE } as any);
+    await r.renderModel(model(b));
+    expect(r.node.querySelector('img')).toBeNull();
+    expect(r.node.querySelector('script')).toBeNull();
+    expect(r.node.textContent).toContain(evil);
+    expect((window as any).__pwned).toBeUndefined();
+  });
+
+  it('says so when the output is not a report object', async () => {
+    const r = rendererFactory.createRenderer({ mimeType: MIME_TYPE } as any);
+    await r.renderModel(model('not an object'));
+    expect(r.node.textContent).toMatch(/cannot draw this report/);
+  });
+
+  it('opens a region drill-down through the shared renderer handle', async () => {
+    const host = document.createElement('div');
+    document.body.appendChild(host);
+    const handle = await drawReport(host, bundle, null);
+    handle.drill('step/attn');
+    expect(host.textContent).toContain('step/attn');
+    handle.destroy();
+  });
+});

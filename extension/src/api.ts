@@ -1,0 +1,198 @@
+/**
+ * The REST client of the argus_lab server extension (`<base_url>/argus-lab/<endpoint>`), and the shapes of its
+ * answers.  Requests go through ServerConnection, which adds the token and XSRF headers.
+ */
+import { URLExt } from '@jupyterlab/coreutils';
+import { ServerConnection } from '@jupyterlab/services';
+
+export interface IStoreInfo {
+  path: string;
+  abs_path: string;
+  size: number;
+  mtime_ns: number;
+}
+
+export interface IStores {
+  root_dir: string;
+  stores: IStoreInfo[];
+}
+
+export interface ISessionInfo {
+  session_id: string;
+  created_ns: number;
+  host: string;
+  user_name: string;
+  label: string;
+  runs: number;
+}
+
+export interface IRunInfo {
+  run_id: string;
+  session_id: string;
+  request_id: string;
+  plan_id: string;
+  plan_index: number;
+  backends: string[];
+  signals: string[];
+  status: string;
+  cause: string | null;
+  repetitions: number;
+  warmup: number;
+  reps_done: number;
+  started_ns: number;
+  seconds: number | null;
+  reason: string;
+  request: string | null;
+}
+
+export interface IRunDetail {
+  run: IRunInfo & {
+    settings: unknown;
+    workload: string;
+    command: string;
+    env: Record<string, string>;
+    versions: Record<string, string>;
+    host: string;
+    pid: number;
+  };
+  provenance: Array<Record<string, unknown>>;
+  plan: { plan_id: string; text: string; spec: unknown } | null;
+  request: { request_id: string; text: string; spec: unknown } | null;
+  plan_runs: Array<{ run_id: string; plan_index: number; status: string; backends: string[]; reason: string }>;
+  artifacts: Array<Record<string, unknown>>;
+}
+
+export interface IRegionInfo {
+  path: string;
+  name: string | null;
+  kind: string | null;
+  instances: number;
+  runs: number;
+  share: number | null;
+  share_signal: string | null;
+  share_run: string | null;
+  mean: number | null;
+}
+
+export type Row = Record<string, unknown>;
+
+export interface IRegionDetail {
+  path: string;
+  run_id: string | null;
+  summary: Row[];
+  instances: Row[];
+  kernels: Row[];
+  counters: Row[];
+  facts: Row[];
+  attributions: Row[];
+  truncated: boolean;
+}
+
+export interface ISignalInfo {
+  name: string;
+  unit: string;
+  backend: string;
+  description: string;
+  needs_gpu: boolean;
+  perturbation: string;
+}
+
+export interface IPlanRequest {
+  signals: string;
+  scope: string;
+  repeat: number;
+  warmup: number;
+}
+
+export interface IPlanPreview {
+  explain: string;
+  plan: { runs: Array<{ index: number; backends: string[]; signals: string[]; reason: string }> };
+}
+
+/** What the panel needs from the server (an interface, so that tests can give a fake). */
+export interface IArgusClient {
+  stores(): Promise<IStores>;
+  sessions(store: string): Promise<ISessionInfo[]>;
+  runs(store: string, session?: string): Promise<IRunInfo[]>;
+  run(store: string, runId: string): Promise<IRunDetail>;
+  regions(store: string, session?: string): Promise<IRegionInfo[]>;
+  region(store: string, path: string, runId?: string): Promise<IRegionDetail>;
+  signals(): Promise<ISignalInfo[]>;
+  plan(request: IPlanRequest): Promise<IPlanPreview>;
+}
+
+/** An error answered by the server, with its message (which says how to fix the request). */
+export class ArgusRequestError extends Error {
+  constructor(
+    message: string,
+    public readonly status: number
+  ) {
+    super(message);
+  }
+}
+
+/** Call `argus-lab/<endpoint>` with query `params`; the parsed JSON answer. */
+export async function requestAPI<T>(
+  endpoint: string,
+  params: Record<string, string | undefined> = {},
+  init: RequestInit = {},
+  settings: ServerConnection.ISettings = ServerConnection.makeSettings()
+): Promise<T> {
+  const query = Object.entries(params)
+    .filter(([, v]) => v !== undefined && v !== '')
+    .map(([k, v]) => `${encodeURIComponent(k)}=${encodeURIComponent(v as string)}`)
+    .join('&');
+  const url = URLExt.join(settings.baseUrl, 'argus-lab', endpoint) + (query ? `?${query}` : '');
+  let response: Response;
+  try {
+    response = await ServerConnection.makeRequest(url, init, settings);
+  } catch (error) {
+    throw new ServerConnection.NetworkError(error as TypeError);
+  }
+  const text = await response.text();
+  let data: any = null;
+  try {
+    data = text ? JSON.parse(text) : null;
+  } catch {
+    data = null;
+  }
+  if (!response.ok) {
+    const message = (data && data.message) || `${response.status} ${response.statusText}`;
+    throw new ArgusRequestError(`argus-lab/${endpoint}: ${message}`, response.status);
+  }
+  return data as T;
+}
+
+/** The client over the real server. */
+export class ArgusClient implements IArgusClient {
+  constructor(private readonly settings: ServerConnection.ISettings = ServerConnection.makeSettings()) {}
+
+  private get<T>(endpoint: string, params: Record<string, string | undefined> = {}): Promise<T> {
+    return requestAPI<T>(endpoint, params, {}, this.settings);
+  }
+
+  stores(): Promise<IStores> {
+    return this.get('stores');
+  }
+  sessions(store: string): Promise<ISessionInfo[]> {
+    return this.get('sessions', { store });
+  }
+  runs(store: string, session?: string): Promise<IRunInfo[]> {
+    return this.get('runs', { store, session });
+  }
+  run(store: string, runId: string): Promise<IRunDetail> {
+    return this.get('run', { store, run: runId });
+  }
+  regions(store: string, session?: string): Promise<IRegionInfo[]> {
+    return this.get('regions', { store, session });
+  }
+  region(store: string, path: string, runId?: string): Promise<IRegionDetail> {
+    return this.get('region', { store, path, run: runId });
+  }
+  async signals(): Promise<ISignalInfo[]> {
+    return (await this.get<{ signals: ISignalInfo[] }>('signals')).signals;
+  }
+  plan(request: IPlanRequest): Promise<IPlanPreview> {
+    return requestAPI<IPlanPreview>('plan', {}, { method: 'POST', body: JSON.stringify(request) }, this.settings);
+  }
+}

@@ -1,0 +1,175 @@
+/**
+ * Pure logic of the panel and the badges: region cells of a notebook, the kernel code of a measurement,
+ * scopes, and number formatting.  No DOM and no JupyterLab here, so that it is unit-tested directly.
+ */
+
+/** A notebook cell marked with `%%argus_region NAME`. */
+export interface IRegionCell {
+  index: number;
+  name: string;
+  body: string;
+}
+
+const REGION_LINE = /^%%argus_region[ \t]+(\S(?:.*\S)?)[ \t]*$/;
+
+/** The region name of a cell whose first line is `%%argus_region NAME`, else null. */
+export function regionName(source: string): string | null {
+  const first = source.replace(/^\s*\n/, '').split('\n', 1)[0] ?? '';
+  const m = REGION_LINE.exec(first.replace(/\r$/, ''));
+  return m ? m[1] : null;
+}
+
+/** The `%%argus_region` cells among `sources` (code cells in notebook order). */
+export function regionCells(sources: string[]): IRegionCell[] {
+  const out: IRegionCell[] = [];
+  sources.forEach((source, index) => {
+    const name = regionName(source);
+    if (name !== null) {
+      const lines = source.replace(/^\s*\n/, '').split('\n');
+      out.push({ index, name, body: lines.slice(1).join('\n') });
+    }
+  });
+  return out;
+}
+
+/** A Python string literal of `text` (JSON string syntax is valid Python). */
+export function pyString(text: string): string {
+  return JSON.stringify(text);
+}
+
+/** Quote one shell-like word the way Python's shlex.quote does (the magics parse their line with shlex). */
+export function shellQuote(word: string): string {
+  if (word === '') {
+    return "''";
+  }
+  if (/^[\w@%+=:,./-]+$/.test(word)) {
+    return word;
+  }
+  return "'" + word.replace(/'/g, "'\"'\"'") + "'";
+}
+
+export interface IMeasureRequest {
+  signals: string;
+  scope: string;
+  repeat: number;
+  warmup: number;
+  store: string;
+  title?: string;
+}
+
+/** The `%%argus` line options of a request. */
+export function measureLine(req: IMeasureRequest): string {
+  const parts = ['-s', req.signals];
+  if (req.scope) {
+    parts.push('--scope', req.scope);
+  }
+  parts.push('-n', String(req.repeat), '-w', String(req.warmup));
+  if (req.store) {
+    parts.push('--store', req.store);
+  }
+  if (req.title) {
+    parts.push('--title', req.title);
+  }
+  return parts.map(shellQuote).join(' ');
+}
+
+/**
+ * The Python code that measures `cells` in the notebook's kernel: the equivalent of a `%%argus` cell whose body
+ * runs each region cell as `%%argus_region NAME` would.  It registers the magics if `%load_ext argus_lab`
+ * was not run.
+ */
+export function measureCode(cells: IRegionCell[], req: IMeasureRequest): string {
+  if (cells.length === 0) {
+    throw new Error('no %%argus_region cells to run: mark a cell with `%%argus_region NAME` first');
+  }
+  const body = cells
+    .map(c => `get_ipython().run_cell_magic('argus_region', ${pyString(c.name)}, ${pyString(c.body)})`)
+    .join('\n');
+  return [
+    'import argus_lab.magics as __argus_magics',
+    "if 'argus' not in get_ipython().magics_manager.magics['cell']:",
+    '    __argus_magics.load(get_ipython())',
+    'del __argus_magics',
+    `get_ipython().run_cell_magic('argus', ${pyString(measureLine(req))}, ${pyString(body)})`
+  ].join('\n');
+}
+
+/** A scope from region paths picked in the store plus free scope text (clauses separated by `; `). */
+export function composeScope(paths: string[], extra: string): string {
+  const clauses = [...paths, ...extra.split(';')].map(s => s.trim()).filter(s => s.length > 0);
+  return Array.from(new Set(clauses)).join('; ');
+}
+
+/** A share of time as a percentage for a badge: "42%", "<1%", or "-" when unknown. */
+export function formatShare(share: number | null | undefined): string {
+  if (share === null || share === undefined || !isFinite(share)) {
+    return '-';
+  }
+  const pct = share * 100;
+  if (pct > 0 && pct < 1) {
+    return '<1%';
+  }
+  return `${Math.round(pct)}%`;
+}
+
+/** A duration in nanoseconds for humans. */
+export function formatNs(ns: unknown): string {
+  if (typeof ns !== 'number' || !isFinite(ns)) {
+    return '-';
+  }
+  const abs = Math.abs(ns);
+  const [unit, scale] = abs >= 1e9 ? ['s', 1e9] : abs >= 1e6 ? ['ms', 1e6] : abs >= 1e3 ? ['µs', 1e3] : ['ns', 1];
+  return `${Number((ns / scale).toPrecision(3))} ${unit}`;
+}
+
+/** A value with its unit for tables. */
+export function formatValue(value: unknown, unit: unknown): string {
+  if (value === null || value === undefined) {
+    return '-';
+  }
+  if (typeof value === 'number' && unit === 'ns') {
+    return formatNs(value);
+  }
+  if (typeof value === 'number') {
+    const text = Math.abs(value) < 1e6 ? String(Number(value.toPrecision(4))) : value.toExponential(3);
+    return unit && unit !== 'count' ? `${text} ${unit}` : text;
+  }
+  return typeof value === 'object' ? JSON.stringify(value) : String(value);
+}
+
+/** A wall-clock time (ns since the epoch) as local date and time. */
+export function formatTime(ns: unknown): string {
+  if (typeof ns !== 'number' || !isFinite(ns)) {
+    return '-';
+  }
+  return new Date(ns / 1e6).toISOString().replace('T', ' ').slice(0, 19);
+}
+
+/** The latest share per region name (last path segment), for badges of `%%argus_region NAME` cells. */
+export function sharesByName(
+  regions: Array<{ path: string; share: number | null; share_signal: string | null }>
+): Map<string, { path: string; share: number | null; signal: string | null }> {
+  const out = new Map<string, { path: string; share: number | null; signal: string | null }>();
+  for (const r of regions) {
+    const name = r.path.split('/').pop() ?? r.path;
+    const prev = out.get(name);
+    // prefer the shortest path (the top-level use of a cell region), then the first seen
+    if (!prev || r.path.split('/').length < prev.path.split('/').length) {
+      out.set(name, { path: r.path, share: r.share, signal: r.share_signal });
+    }
+  }
+  return out;
+}
+
+/** A JSON object as `key: value` lines (nested values as JSON); '' for an empty or missing object. */
+export function formatDict(value: unknown): string {
+  if (value === null || value === undefined) {
+    return '';
+  }
+  if (typeof value !== 'object' || Array.isArray(value)) {
+    return typeof value === 'string' ? value : JSON.stringify(value);
+  }
+  return Object.entries(value as Record<string, unknown>)
+    .map(([k, v]) => `${k}: ${typeof v === 'string' ? v : JSON.stringify(v)}`)
+    .join('\n');
+}

@@ -1,0 +1,137 @@
+/**
+ * The JupyterLab plugin: the Argus side panel, its notebook hooks (region cells, kernel execution) and the cell
+ * badges of `%%argus_region` cells.
+ */
+import { JupyterFrontEnd, JupyterFrontEndPlugin } from '@jupyterlab/application';
+import { ICommandPalette } from '@jupyterlab/apputils';
+import { INotebookTracker, NotebookPanel } from '@jupyterlab/notebook';
+import { KernelMessage } from '@jupyterlab/services';
+import { LabIcon } from '@jupyterlab/ui-components';
+import { Widget } from '@lumino/widgets';
+
+import { ArgusClient, IRegionInfo } from './api';
+import { updateBadges } from './badges';
+import { regionCells } from './model';
+import { ArgusPanel, IKernelOutput, INotebookHooks } from './panel';
+
+const COMMAND_OPEN = 'argus-lab:open-panel';
+
+const argusIcon = new LabIcon({
+  name: 'argus-lab:eye',
+  svgstr:
+    '<svg xmlns="http://www.w3.org/2000/svg" viewBox="0 0 24 24" width="16"><g class="jp-icon3" fill="#616161">' +
+    '<path d="M12 5C6.5 5 2.3 9.1 1 12c1.3 2.9 5.5 7 11 7s9.7-4.1 11-7c-1.3-2.9-5.5-7-11-7zm0 11.5a4.5 4.5 0 1 1 ' +
+    '0-9 4.5 4.5 0 0 1 0 9zm0-2.5a2 2 0 1 0 0-4 2 2 0 0 0 0 4z"/></g></svg>'
+});
+
+function codeSources(panel: NotebookPanel): Array<{ widget: Widget & { node: HTMLElement }; source: string }> {
+  const out: Array<{ widget: Widget & { node: HTMLElement }; source: string }> = [];
+  for (const cell of panel.content.widgets) {
+    if (cell.model.type === 'code') {
+      out.push({ widget: cell, source: cell.model.sharedModel.getSource() });
+    }
+  }
+  return out;
+}
+
+/** The panel's view of a notebook: its region cells and its kernel. */
+export function notebookHooks(panel: NotebookPanel): INotebookHooks {
+  return {
+    name: panel.context.path.split('/').pop() ?? panel.context.path,
+    regionCells: () => regionCells(codeSources(panel).map(c => c.source)),
+    execute: async (code: string, onOutput: (o: IKernelOutput) => void) => {
+      await panel.sessionContext.ready;
+      const kernel = panel.sessionContext.session?.kernel;
+      if (!kernel) {
+        return { status: 'error', error: 'the notebook has no kernel: start one (Kernel > Restart Kernel)' };
+      }
+      const future = kernel.requestExecute({ code, silent: false, store_history: false, allow_stdin: false });
+      let error = '';
+      future.onIOPub = (msg: KernelMessage.IIOPubMessage) => {
+        const type = msg.header.msg_type;
+        const content = msg.content as any;
+        if (type === 'stream') {
+          onOutput({ text: String(content.text) });
+        } else if (type === 'display_data' || type === 'update_display_data' || type === 'execute_result') {
+          onOutput({ data: content.data as Record<string, unknown> });
+        } else if (type === 'error') {
+          error = `${content.ename}: ${content.evalue}`;
+          onOutput({ text: error });
+        }
+      };
+      const reply = await future.done;
+      const status = (reply.content as any).status as string;
+      return { status, error: error || undefined };
+    },
+    interrupt: async () => {
+      await panel.sessionContext.session?.kernel?.interrupt();
+    }
+  };
+}
+
+const plugin: JupyterFrontEndPlugin<void> = {
+  id: 'argus-lab:panel',
+  description: 'The Argus panel: evidence stores, runs, regions, plan and run, cell badges.',
+  autoStart: true,
+  requires: [INotebookTracker],
+  optional: [ICommandPalette],
+  activate: (
+    app: JupyterFrontEnd,
+    tracker: INotebookTracker,
+    palette: ICommandPalette | null
+  ) => {
+    const client = new ArgusClient(app.serviceManager.serverSettings);
+    const panel = new ArgusPanel(client, () => (tracker.currentWidget ? notebookHooks(tracker.currentWidget) : null));
+    panel.title.icon = argusIcon;
+    app.shell.add(panel, 'left', { rank: 900 });
+
+    let latest: { regions: IRegionInfo[] } = { regions: [] };
+    const openRegion = (path: string): void => {
+      app.shell.activateById(panel.id);
+      void panel.showRegion(path);
+    };
+    const badgeNotebook = (nb: NotebookPanel | null): void => {
+      if (!nb) {
+        return;
+      }
+      const cells = codeSources(nb).map(c => ({ node: c.widget.node, source: c.source }));
+      updateBadges(cells, latest.regions, openRegion);
+    };
+    const badgeAll = (): void => tracker.forEach(nb => badgeNotebook(nb));
+    panel.onRegions = regions => {
+      latest = { regions };
+      badgeAll();
+    };
+
+    let timer: number | undefined;
+    const soon = (): void => {
+      window.clearTimeout(timer);
+      timer = window.setTimeout(() => {
+        badgeAll();
+        panel.renderPicks();
+      }, 300);
+    };
+    tracker.widgetAdded.connect((_, nb) => {
+      void nb.revealed.then(() => {
+        if (!panel.stores) {
+          void panel.refresh();
+        }
+        soon();
+      });
+      nb.content.model?.contentChanged.connect(soon);
+      nb.content.modelChanged.connect(soon);
+    });
+    tracker.currentChanged.connect(soon);
+
+    app.commands.addCommand(COMMAND_OPEN, {
+      label: 'Argus: Open the evidence panel',
+      execute: () => {
+        app.shell.activateById(panel.id);
+        void panel.refresh();
+      }
+    });
+    palette?.addItem({ command: COMMAND_OPEN, category: 'Argus' });
+  }
+};
+
+export default plugin;

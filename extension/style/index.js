@@ -1,0 +1,2 @@
+import 'argus-static/report.css';
+import './base.css';

@@ -1,0 +1,831 @@
+#!/usr/bin/env python3
+"""Recording workloads and correctness figures on the GPU machine (driven by scripts/gpu-check).
+
+    python scripts/gpu_record.py all OUT          # everything below, each mode in its own process
+    python scripts/gpu_record.py case NAME OUT    # one recording workload under cupti + nvml + compiler
+    python scripts/gpu_record.py events MODE OUT  # gpu.time vs CUDA events (MODE: none | cupti)
+    python scripts/gpu_record.py profiler OUT     # kernel counts per record_function (torch.profiler)
+    python scripts/gpu_record.py loop MODE OUT    # launch-bound loop (plain|markers|cupti|cupti-kernel|profiler ...)
+    python scripts/gpu_record.py timing OUT       # only the timing figures, several processes each
+    python scripts/gpu_record.py ncu OUT          # argus-lab run end to end + a plain ncu run to compare
+
+Evidence lands under OUT/data (raw CUPTI Parquet, SASS text, .ncu-rep, DuckDB stores) and figures in
+OUT/figures.json; the text output is what the gpu check prints.
+"""
+
+from __future__ import annotations
+
+import importlib.util
+import json
+import os
+import shutil
+import statistics
+import subprocess
+import sys
+import time
+import traceback
+from pathlib import Path
+from types import ModuleType, SimpleNamespace
+from typing import Any
+
+ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT))
+EXAMPLES = ROOT / "examples" / "gpu"
+
+CASES: dict[str, tuple[str, int]] = {
+    "nested": ("nested_torch", 4),
+    "triton": ("triton_add", 3),
+    "two_streams": ("two_streams", 3),
+    "graph": ("cuda_graph", 3),
+    "backward": ("backward", 3),
+    "edge": ("edge_cases", 3),
+}
+SIGNALS = [
+    "gpu.time",
+    "gpu.span",
+    "gpu.kernels",
+    "gpu.launch_overhead",
+    "gpu.memcpy_bytes",
+    "gpu.memcpy_time",
+    "gpu.memset_bytes",
+    "sys.sm_clock",
+    "sys.mem_clock",
+    "sys.power",
+    "sys.temperature",
+    "sys.gpu_util",
+    "sys.mem_util",
+]
+HW = [
+    "gpu__time_duration.sum",
+    "sm__throughput.avg.pct_of_peak_sustained_elapsed",
+    "dram__bytes_read.sum",
+    "dram__bytes_write.sum",
+    "smsp__inst_executed.sum",
+    "sm__warps_active.avg.pct_of_peak_sustained_active",
+    "launch__registers_per_thread",
+    "launch__grid_size",
+    "lts__t_bytes.sum",
+    "l1tex__t_bytes.sum",
+    "smsp__sass_thread_inst_executed_op_ffma_pred_on.sum",
+    "sm__cycles_elapsed.avg",
+]
+
+
+def load_example(name: str) -> ModuleType:
+    spec = importlib.util.spec_from_file_location(f"argus_example_{name}", EXAMPLES / f"{name}.py")
+    if spec is None or spec.loader is None:
+        raise ImportError(name)
+    mod = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(mod)
+    return mod
+
+
+def median(xs: list[float]) -> float:
+    return statistics.median(xs) if xs else float("nan")
+
+
+def merge_figures(out: Path, key: str, value: Any) -> None:
+    path = out / "figures.json"
+    data = json.loads(path.read_text()) if path.exists() else {}
+    data[key] = value
+    path.write_text(json.dumps(data, indent=1, default=str))
+
+
+# ----------------------------------------------------------------------------------------------------------------
+def run_case(name: str, out: Path) -> None:
+    import torch
+
+    from argus_lab.backends import cupti_decode as dec
+    from argus_lab.backends.compiler_backend import CompilerCollector
+    from argus_lab.backends.cupti_backend import CuptiCollector
+    from argus_lab.backends.nvml_backend import NvmlSampler
+    from argus_lab.driver import drive
+    from argus_lab.store import Store
+    from argus_lab.workload import Workload
+
+    module, reps = CASES[name]
+    mod = load_example(module)
+    state = mod.setup()
+    mod.step(state)  # compile, cuBLAS handles, caching allocator: outside the run
+    torch.cuda.synchronize()
+    folder = out / "data" / "cases" / name
+    folder.mkdir(parents=True, exist_ok=True)
+    cupti, nvml, comp = CuptiCollector(), NvmlSampler(), CompilerCollector()
+    settings = {"cupti": {"memcpy": True, "memset": True, "sync": True}, "nvml": {"interval_s": 0.005}}
+    run_id = f"rec-{name}"
+    t0 = time.perf_counter()
+    outcome = drive(
+        run_id,
+        Workload.of_callable(lambda: mod.step(state)),
+        [cupti, nvml, comp],
+        [*SIGNALS, "compile.registers"],
+        settings,
+        reps,
+        0,
+        folder,
+    )
+    wall = time.perf_counter() - t0
+    print(f"[case {name}] status={outcome.status} reps={outcome.reps_done} wall={wall:.2f}s {outcome.cause[:500]}")
+    dec.save_raw(cupti.raw, folder / "cupti")
+    if cupti.buffers:
+        from argus_lab.backends.cupti_backend import save_buffers
+
+        save_buffers(cupti.buffers, cupti.layouts, cupti.raw, folder / "buffers")
+    if name == "triton":
+        from argus_lab.backends.compiler_backend import compiled_kernels, cuobjdump_sass
+
+        for k in compiled_kernels():
+            kname = k.metadata.name
+            (folder / f"{kname}.triton.sass").write_text(str(k.asm["sass"]))
+            text = cuobjdump_sass(bytes(k.asm["cubin"]))
+            if text:
+                (folder / f"{kname}.cuobjdump.sass").write_text(text)
+            meta = {"n_regs": k.n_regs, "n_spills": k.n_spills, "metadata": k.metadata._asdict()}
+            (folder / f"{kname}.meta.json").write_text(json.dumps(meta, default=str, indent=1))
+    ev = outcome.evidence
+    from argus_lab.shards import write_table
+
+    write_table(folder / "instances.parquet", ev["region_instances"])
+    if "samples" in ev:
+        write_table(folder / "samples.parquet", ev["samples"])
+    store = Store(out / "data" / "cases.duckdb")
+    store.write(
+        {
+            "runs": {
+                "run_id": [run_id],
+                "backends": [["cupti", "nvml", "compiler"]],
+                "signals": [SIGNALS],
+                "workload": [f"examples/gpu/{module}.py"],
+                "command": [f"python scripts/gpu_record.py case {name} OUT"],
+                "status": [outcome.status],
+                "cause": [outcome.cause],
+                "repetitions": [reps],
+                "reps_done": [outcome.reps_done],
+            },
+            **ev,
+        }
+    )
+    counts = {f: dec.count(c) for f, c in cupti.raw.items()}
+    print(
+        f"[case {name}] records={counts} dropped={cupti.dropped} completed_during_run={cupti.completed_during_run} "
+        f"flush={cupti.flush_s * 1e3:.1f} ms decode={cupti.decode_s * 1e3:.1f} ms api_kinds_off={cupti.api_kinds_off} "
+        f"notes={cupti.notes} libcupti={cupti.libcupti}"
+    )
+    summarize_case(name, ev)
+    merge_figures(
+        out,
+        f"case:{name}",
+        {
+            "records": counts,
+            "dropped": cupti.dropped,
+            "completed_during_run": cupti.completed_during_run,
+            "decode_s": cupti.decode_s,
+            "status": outcome.status,
+        },
+    )
+
+
+def summarize_case(name: str, ev: dict[str, Any]) -> None:
+    inst = ev["region_instances"]
+    path_of = dict(zip(inst["instance_id"], inst["path"], strict=True))
+    m = ev.get("metrics", {})
+    per: dict[tuple[str, str], list[float]] = {}
+    for iid, sig, val in zip(m.get("instance_id", []), m.get("signal", []), m.get("value", []), strict=True):
+        if iid is None or sig == "gpu.kernel_time":
+            continue
+        per.setdefault((path_of.get(iid, "?"), sig), []).append(val)
+    for (path, sig), vals in sorted(per.items()):
+        print(f"[case {name}]   {path:28s} {sig:22s} n={len(vals):3d} median={median(vals):14.1f}")
+    att = ev.get("attributions", {})
+    classes: dict[str, int] = {}
+    for c in att.get("class", []):
+        classes[c] = classes.get(c, 0) + 1
+    tails = sum(1 for r in att.get("reason", []) if "past the region's host exit" in r)
+    print(f"[case {name}]   attribution classes={classes} kernels_running_past_host_exit={tails}")
+    facts = ev.get("kernel_facts", {})
+    for i, nm in enumerate(facts.get("name", [])):
+        print(
+            f"[case {name}]   facts {nm[:40]} regs={facts['registers'][i]} local_words={facts['local_words'][i]} "
+            f"shared={facts['shared_bytes'][i]} warps={facts['num_warps'][i]} stages={facts['num_stages'][i]} "
+            f"sass={facts['sass_instructions'][i]} mix={facts['sass_mix'][i]}"
+        )
+    k = ev.get("kernels", {})
+    api_tids = sorted({t for t in k.get("thread_id", []) if t})
+    print(f"[case {name}]   api thread ids={api_tids[:4]} instance thread ids={sorted(set(inst['thread_id']))[:4]}")
+    smp = ev.get("samples", {})
+    print(f"[case {name}]   nvml samples={len(smp.get('t_ns', []))}")
+
+
+# ----------------------------------------------------------------------------------------------------------------
+def events_workload() -> tuple[Any, Any]:
+    import torch
+
+    import argus_lab
+
+    torch.manual_seed(0)
+    a = torch.randn(8192, 8192, device="cuda", dtype=torch.bfloat16)
+    b = torch.randn(8192, 8192, device="cuda", dtype=torch.bfloat16)
+    c = torch.empty_like(a)
+    x = torch.randn(1 << 25, device="cuda")
+    y = torch.empty_like(x)
+
+    def gemm() -> None:
+        with argus_lab.region("gemm"):
+            for _ in range(3):
+                torch.mm(a, b, out=c)
+
+    def chain() -> None:
+        with argus_lab.region("chain"):
+            torch.mul(x, 1.0001, out=y)
+            for _ in range(6):
+                torch.add(y, x, out=y)
+                y.relu_()
+
+    return gemm, chain
+
+
+def _sm_clock() -> float:
+    try:
+        import pynvml
+
+        pynvml.nvmlInit()
+        return float(pynvml.nvmlDeviceGetClockInfo(pynvml.nvmlDeviceGetHandleByIndex(0), pynvml.NVML_CLOCK_SM))
+    except Exception:
+        return float("nan")
+
+
+def run_events(mode: str, out: Path) -> None:
+    """gpu.time/gpu.span (CUPTI) vs CUDA events around the same regions.
+
+    ``none``: CUDA events with no tool attached.  ``cupti``: the CUPTI timing run, with CUDA events recorded
+    around the same regions too (same process, same GPU state).  Both warm the GPU up for 1.5 s first so the
+    clocks have left their idle state.
+    """
+    import torch
+
+    gemm, chain = events_workload()
+    iters = 30
+    t_end = time.perf_counter() + 1.5
+    while time.perf_counter() < t_end:
+        gemm()
+        chain()
+        torch.cuda.synchronize()
+    res: dict[str, list[float]] = {"gemm": [], "chain": []}
+
+    def timed(fn: Any, name: str) -> None:
+        e0, e1 = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+        e0.record()
+        fn()
+        e1.record()
+        torch.cuda.synchronize()
+        res[name].append(e0.elapsed_time(e1) * 1e6)  # ns
+
+    clock0 = _sm_clock()
+    if mode == "none":
+        for _ in range(iters):
+            timed(gemm, "gemm")
+            timed(chain, "chain")
+        fig = {k: {"median_ns": median(v), "n": len(v)} for k, v in res.items()}
+        fig["sm_clock_mhz"] = {"start": clock0, "end": _sm_clock()}  # type: ignore[dict-item]
+        print(f"[events none] cuda events: {json.dumps(fig)}")
+        _append_figure(out, "events:none", fig)
+        return
+    from argus_lab.backends.base import RunContext
+    from argus_lab.backends.cupti_backend import CuptiCollector
+    from argus_lab.regions import Recorder
+
+    coll = CuptiCollector()
+    coll.start(RunContext("events", ("gpu.time",), {}, out))
+    rec = Recorder("events", coll.hooks())
+    with rec:
+        for _ in range(iters):
+            timed(gemm, "gemm")
+            timed(chain, "chain")
+    coll.stop()
+    inst = rec.columns()
+    ev = coll.evidence(inst)
+    path_of = dict(zip(inst["instance_id"], inst["path"], strict=True))
+    vals: dict[str, list[float]] = {}
+    m = ev["metrics"]
+    for iid, sig, val in zip(m["instance_id"], m["signal"], m["value"], strict=True):
+        if iid is None or sig not in ("gpu.time", "gpu.span"):
+            continue
+        vals.setdefault(f"{path_of[iid]}:{sig}", []).append(val)
+    summary: dict[str, Any] = {k: {"median_ns": median(v), "n": len(v)} for k, v in vals.items()}
+    for k, v in res.items():
+        summary[f"{k}:cuda_events_with_cupti"] = {"median_ns": median(v), "n": len(v)}
+    summary["sm_clock_mhz"] = {"start": clock0, "end": _sm_clock()}
+    print(f"[events cupti] {json.dumps(summary)}")
+    _append_figure(out, "events:cupti", summary)
+
+
+def _append_figure(out: Path, key: str, value: Any) -> None:
+    path = out / "figures.json"
+    data = json.loads(path.read_text()) if path.exists() else {}
+    prev = data.get(key)
+    data[key] = [*prev, value] if isinstance(prev, list) else ([prev, value] if prev else [value])
+    path.write_text(json.dumps(data, indent=1, default=str))
+
+
+# ----------------------------------------------------------------------------------------------------------------
+def run_profiler(out: Path) -> None:
+    """Kernel count per record_function instance (same extent as the argus regions) from a Kineto trace."""
+    import torch
+    from torch.profiler import ProfilerActivity, profile, record_function
+
+    result: dict[str, Any] = {}
+    for case in ("nested", "two_streams", "graph", "backward"):
+        module, reps = CASES[case]
+        mod = load_example(module)
+        state = mod.setup()
+        mod.step(state)
+        torch.cuda.synchronize()
+        mod.argus_lab = SimpleNamespace(region=record_function)  # the same extent, as record_function
+        with profile(activities=[ProfilerActivity.CPU, ProfilerActivity.CUDA]) as prof:
+            for _ in range(reps):
+                mod.step(state)
+            torch.cuda.synchronize()
+        trace = out / f"trace-{case}.json"
+        prof.export_chrome_trace(str(trace))
+        counts = kernels_per_annotation(json.loads(trace.read_text()))
+        trace.unlink()
+        result[case] = counts
+        print(f"[profiler] {case}: kernels per record_function instance {counts}")
+    merge_figures(out, "profiler", result)
+
+
+def kernels_per_annotation(trace: dict[str, Any]) -> dict[str, list[int]]:
+    evs = trace.get("traceEvents", [])
+    launches: dict[int, tuple[float, Any]] = {}
+    kernels: list[int] = []
+    ann = []
+    for e in evs:
+        cat = e.get("cat", "")
+        args = e.get("args", {}) or {}
+        if cat in ("cuda_runtime", "cuda_driver") and "correlation" in args:
+            launches[int(args["correlation"])] = (float(e["ts"]), e.get("tid"))
+        elif cat == "kernel" and "correlation" in args:
+            kernels.append(int(args["correlation"]))
+        elif cat == "user_annotation" and e.get("ph") == "X":
+            ann.append((e["name"], float(e["ts"]), float(e["ts"]) + float(e.get("dur", 0)), e.get("tid")))
+    out: dict[str, list[int]] = {}
+    for name, t0, t1, tid in sorted(ann, key=lambda a: a[1]):
+        n = 0
+        for corr in kernels:
+            hit = launches.get(corr)
+            if hit and hit[1] == tid and t0 <= hit[0] <= t1:
+                n += 1
+        out.setdefault(name, []).append(n)
+    return out
+
+
+# ----------------------------------------------------------------------------------------------------------------
+def run_loop(mode: str, out: Path) -> None:
+    """Launch-bound loop: 300 iterations of four tiny elementwise ops, one region per iteration."""
+    import torch
+
+    import argus_lab
+
+    x = torch.randn(1024, device="cuda")
+    it = argus_lab.region("it")
+
+    def body() -> None:
+        y = x * 2
+        y = y + 1
+        y = torch.relu(y)
+        y.sin_()
+
+    def loop_plain() -> None:
+        for _ in range(300):
+            body()
+
+    def loop_region() -> None:
+        for _ in range(300):
+            with it:
+                body()
+
+    def loop_rf() -> None:
+        from torch.profiler import record_function
+
+        for _ in range(300):
+            with record_function("it"):
+                body()
+
+    rounds = 7
+    times: list[float] = []
+    extra: dict[str, Any] = {}
+
+    def measure(fn: Any) -> None:
+        for r in range(rounds):
+            torch.cuda.synchronize()
+            t0 = time.perf_counter()
+            fn()
+            torch.cuda.synchronize()
+            if r >= 2:
+                times.append((time.perf_counter() - t0) * 1e3)
+
+    loop_plain()
+    torch.cuda.synchronize()
+    if mode == "plain":
+        measure(loop_plain)
+    elif mode == "markers":
+        measure(loop_region)
+    elif mode == "profiler":
+        from torch.profiler import ProfilerActivity, profile
+
+        with profile(activities=[ProfilerActivity.CPU, ProfilerActivity.CUDA]):
+            measure(loop_rf)
+    elif mode in ("cupti", "cupti-all", "cupti-kernel", "cupti-objects"):
+        from argus_lab.backends.base import RunContext
+        from argus_lab.backends.cupti_backend import CuptiCollector
+        from argus_lab.regions import Recorder
+
+        coll = CuptiCollector()
+        settings: dict[str, Any] = {"api_records": "all" if mode == "cupti-all" else "launch"}
+        if mode == "cupti-kernel":  # CUPTI's own cost: kernel records only, no API, no external ids
+            settings["kinds"] = ["CONCURRENT_KERNEL"]
+        if mode == "cupti-objects":  # cupti-python's buffer callback (one Python object per record)
+            settings["buffers"] = "python"
+        coll.start(RunContext("loop", ("gpu.time",), settings, out))
+        with Recorder("loop", coll.hooks()):
+            measure(loop_region)
+        coll.stop()
+        t0 = time.perf_counter()
+        ev = coll.evidence(Recorder("x").columns())
+        ev_s = time.perf_counter() - t0
+        n = sum(len(c.get("start", c.get("correlation_id", []))) for c in coll.raw.values())
+        extra = {
+            "records": n,
+            "decode_s": coll.decode_s,
+            "records_per_s_decode": n / coll.decode_s if coll.decode_s else None,
+            "evidence_s": ev_s,
+            "kernels": len(ev["kernels"]["name"]),
+            "dropped": coll.dropped,
+            "completed_during_run": coll.completed_during_run,
+            "flush_s": coll.flush_s,
+            "per_family": {f: len(next(iter(c.values()), [])) for f, c in coll.raw.items()},
+            "attributed": sum(1 for i in ev["kernels"]["instance_id"] if i),
+        }
+    fig = {"median_ms": median(times), "rounds_ms": times, **extra}
+    print(f"[loop {mode}] {json.dumps(fig, default=str)}")
+    data = json.loads((out / "figures.json").read_text()) if (out / "figures.json").exists() else {}
+    data.setdefault(f"loop:{mode}", []).append(fig)
+    (out / "figures.json").write_text(json.dumps(data, indent=1, default=str))
+
+
+# ----------------------------------------------------------------------------------------------------------------
+def run_ncu(out: Path) -> None:
+    """argus-lab run end to end on the nested example, then a plain ncu run of the same kernels to compare."""
+    store = out / "data" / "e2e.duckdb"
+    signals = ",".join(
+        ["gpu.time", "gpu.span", "gpu.kernels", "gpu.launch_overhead", "compile.registers", "sys.sm_clock", "sys.power"]
+        + [f"hw:{m}" for m in HW]
+    )
+    cmd = [
+        sys.executable,
+        "-m",
+        "argus_lab.cli",
+        "run",
+        str(EXAMPLES / "nested_torch.py"),
+        "--signals",
+        signals,
+        "--repeat",
+        "2",
+        "--warmup",
+        "1",
+        "--scope",
+        "outer/**",
+        "--store",
+        str(store),
+    ]
+    print("[ncu] $ " + " ".join(cmd))
+    t0 = time.perf_counter()
+    res = subprocess.run(cmd, capture_output=True, text=True, check=False, cwd=ROOT)
+    print(res.stdout[-6000:])
+    print(res.stderr[-3000:])
+    print(f"[ncu] argus-lab run exit={res.returncode} in {time.perf_counter() - t0:.1f}s")
+    reports = sorted(store.parent.glob("e2e.duckdb.runs/*/report.ncu-rep"))
+    print(f"[ncu] reports: {[str(r) for r in reports]}")
+    for log in sorted(store.parent.glob("e2e.duckdb.runs/*/*.log")):
+        text = log.read_text(errors="replace")
+        print(f"[ncu] --- {log.name} ({log.parent.name}) tail:\n" + "\n".join(text.splitlines()[-15:]))
+    # plain ncu run of the same script (no argus recorder; the regions still push NVTX ranges)
+    from argus_lab.backends.ncu_backend import find_ncu
+    from argus_lab.backends.ncu_parse import read_report
+
+    plain = out / "data" / "ncu" / "plain.ncu-rep"
+    plain.parent.mkdir(parents=True, exist_ok=True)
+    metrics = [
+        "gpu__time_duration.sum",
+        "dram__bytes_read.sum",
+        "smsp__inst_executed.sum",
+        "launch__registers_per_thread",
+    ]
+    pcmd = [
+        find_ncu(),
+        "--metrics",
+        ",".join(metrics),
+        "--nvtx",
+        "--nvtx-include",
+        "argus@outer/",
+        "--clock-control",
+        "base",
+        "--cache-control",
+        "all",
+        "--export",
+        str(plain),
+        "--force-overwrite",
+        sys.executable,
+        str(EXAMPLES / "nested_torch.py"),
+    ]
+    print("[ncu] $ " + " ".join(pcmd))
+    pres = subprocess.run(pcmd, capture_output=True, text=True, check=False, cwd=ROOT)
+    print("[ncu] plain exit", pres.returncode, pres.stdout[-1500:], pres.stderr[-1500:])
+    ver = subprocess.run([find_ncu(), "--version"], capture_output=True, text=True, check=False)
+    print("[ncu] version:", ver.stdout.strip().splitlines()[-1:] if ver.stdout else ver.stderr)
+    fig: dict[str, Any] = {"argus_exit": res.returncode, "plain_exit": pres.returncode}
+    if plain.exists() and reports:
+        pk = read_report(plain, metrics)
+        ak = [k for r in reports for k in read_report(r, []) if any(m in k.metrics for m in metrics)]
+        cmp: dict[str, Any] = {}
+        for m in metrics:
+            for name in sorted({k.mangled for k in pk}):
+                pv = [k.metrics[m][0] for k in pk if k.mangled == name and isinstance(k.metrics[m][0], float)]
+                av = [
+                    k.metrics[m][0]
+                    for k in ak
+                    if k.mangled == name and m in k.metrics and isinstance(k.metrics[m][0], float)
+                ]
+                if pv and av:
+                    p, a = median(pv), median(av)  # type: ignore[arg-type]
+                    cmp[f"{m} | {name[:50]}"] = {"plain": p, "argus": a, "rel_diff": (a - p) / p if p else None}
+        fig["compare"] = cmp
+        for k, v in cmp.items():
+            print(f"[ncu] {k:90s} plain={v['plain']:.6g} argus={v['argus']:.6g} rel={v['rel_diff']}")
+        shutil.copy(reports[0], out / "data" / "ncu" / "argus.ncu-rep")
+        kk = read_report(reports[0], [])
+        seen = [(k.path, k.instance_index, k.instance_inferred, k.ordinal, k.name[:30]) for k in kk]
+        print(f"[ncu] argus report kernels: {seen}")
+    merge_figures(out, "ncu", fig)
+    show = subprocess.run(
+        [sys.executable, "-m", "argus_lab.cli", "show", "--store", str(store), "--provenance"],
+        capture_output=True,
+        text=True,
+        check=False,
+        cwd=ROOT,
+    )
+    print("[ncu] argus-lab show:\n" + show.stdout[-5000:] + show.stderr[-2000:])
+
+
+# ----------------------------------------------------------------------------------------------------------------
+def run_ncu_fixture(out: Path) -> None:
+    """A small .ncu-rep for CI: Triton kernels in nested regions, through NcuLauncher (payload on)."""
+    from argus_lab.backends.base import RunContext
+    from argus_lab.backends.ncu_backend import NcuLauncher
+    from argus_lab.backends.ncu_parse import read_report_isolated, to_json
+
+    folder = out / "data" / "ncu" / "triton_nested"
+    folder.mkdir(parents=True, exist_ok=True)
+    metrics = ["gpu__time_duration.sum", "dram__bytes_read.sum", "smsp__inst_executed.sum", "launch__grid_size"]
+    ctx = RunContext("fixture", tuple(f"hw:{m}" for m in metrics), {"nvtx_include": ["argus@outer/"]}, folder)
+    launcher = NcuLauncher()
+    cmd = launcher.command(ctx, [sys.executable, str(EXAMPLES / "triton_nested.py")])
+    print("[ncu-fixture] $ " + " ".join(cmd))
+    res = subprocess.run(cmd, capture_output=True, text=True, check=False, cwd=ROOT)
+    print(f"[ncu-fixture] exit {res.returncode}", res.stdout[-800:], res.stderr[-800:])
+    ev = launcher.evidence(ctx, {"instance_id": []})
+    nk = ev["ncu_kernels"]
+    print(
+        f"[ncu-fixture] kernels: {list(zip(nk['path'], nk['instance_index'], nk['ordinal'], nk['name'], strict=True))}"
+    )
+    (folder / "expected.json").write_text(json.dumps(to_json(read_report_isolated(folder / "report.ncu-rep", metrics))))
+    print(f"[ncu-fixture] report bytes: {(folder / 'report.ncu-rep').stat().st_size}")
+    # the failure messages: a workload that fails under ncu, and a filter that matches nothing
+    bad = folder / "bad"
+    bad.mkdir(exist_ok=True)
+    bctx = RunContext("bad", ("hw:gpu__time_duration.sum",), {}, bad)
+    bcmd = launcher.command(bctx, [sys.executable, "-c", "import sys; sys.exit(3)"])
+    bres = subprocess.run(bcmd, capture_output=True, text=True, check=False, cwd=ROOT)
+    try:
+        launcher.evidence(bctx, {"instance_id": []})
+    except Exception as exc:
+        print(f"[ncu-fixture] failing workload (exit {bres.returncode}) -> {type(exc).__name__}: {exc}")
+    shutil.copy(bad / "ncu.log", folder / "failing_workload.ncu.log")
+    none = folder / "none"
+    none.mkdir(exist_ok=True)
+    nctx = RunContext("none", ("hw:gpu__time_duration.sum",), {"nvtx_include": ["argus@nosuchregion/"]}, none)
+    nres = subprocess.run(
+        launcher.command(nctx, [sys.executable, str(EXAMPLES / "triton_nested.py")]),
+        capture_output=True,
+        text=True,
+        check=False,
+        cwd=ROOT,
+    )
+    try:
+        launcher.evidence(nctx, {"instance_id": []})
+    except Exception as exc:
+        print(f"[ncu-fixture] filter matching nothing (exit {nres.returncode}) -> {type(exc).__name__}: {exc}")
+    shutil.copy(none / "ncu.log", folder / "no_kernels.ncu.log")
+
+
+PM_SITE = "/tmp/argus-pm-site"
+
+
+def run_pm(out: Path) -> None:
+    """PM sampling with a private cupti-python 13.4 install (imported before torch)."""
+    import cupti
+
+    from argus_lab.backends.base import RunContext
+    from argus_lab.backends.pm_backend import PmSampler, installed_version
+
+    print(f"[pm] cupti from {cupti.__file__} version {installed_version()}")
+    import torch
+
+    from argus_lab.regions import Recorder, region
+
+    a = torch.randn(4096, 4096, device="cuda")
+    a @ a
+    torch.cuda.synchronize()
+    results: dict[str, Any] = {}
+    for label, metrics, mset in (
+        ("single", ["sm__cycles_active.avg", "dram__throughput.avg.pct_of_peak_sustained_elapsed"], None),
+        ("triage", ["sm__cycles_active.avg"], "TriageCompute"),
+    ):
+        pm = PmSampler()
+        try:
+            pm.start(
+                RunContext("pm", tuple(f"pm:{m}" for m in metrics), {"metric_set": mset, "interval_ns": 200_000}, out)
+            )
+        except Exception as exc:
+            print(f"[pm] {label}: start failed: {type(exc).__name__}: {exc}")
+            results[label] = f"start failed: {exc}"
+            continue
+        rec = Recorder("pm")
+        with rec:
+            for _ in range(5):
+                with region("mm"):
+                    for _ in range(10):
+                        a @ a
+                torch.cuda.synchronize()
+        pm.stop()
+        ev = pm.evidence(rec.columns())
+        smp = ev["samples"]
+        t = smp["t_ns"]
+        print(
+            f"[pm] {label}: samples={len(t)} counts={pm.counts} host={pm.host_ns} "
+            f"first={t[:2]} last={t[-2:]} values={list(zip(smp['signal'][:4], smp['value'][:4], strict=True))}"
+        )
+        per: dict[str, list[float]] = {}
+        for sig, val in zip(ev["metrics"]["signal"], ev["metrics"]["value"], strict=True):
+            per.setdefault(sig, []).append(val)
+        print(f"[pm] {label}: per-instance means {per}")
+        results[label] = {"samples": len(t), "counts": pm.counts}
+        folder = out / "data" / "pm"
+        folder.mkdir(parents=True, exist_ok=True)
+        from argus_lab.shards import write_table
+
+        write_table(folder / f"samples-{label}.parquet", smp)
+        write_table(folder / f"instances-{label}.parquet", rec.columns())
+    merge_figures(out, "pm", results)
+
+
+# ----------------------------------------------------------------------------------------------------------------
+def run_steps(steps: list[list[str]]) -> int:
+    bad = 0
+    for cmd in steps:
+        t0 = time.perf_counter()
+        res = subprocess.run(cmd, check=False, timeout=400)
+        print(f"=== {' '.join(cmd[2:-1])}: exit {res.returncode} in {time.perf_counter() - t0:.1f}s", flush=True)
+        bad += res.returncode != 0
+    return bad
+
+
+def run_timing(out: Path) -> int:
+    """Only the timing figures: CUDA events vs CUPTI (interleaved) and the launch-bound loop per mode."""
+    out.mkdir(parents=True, exist_ok=True)
+    me = [sys.executable, str(Path(__file__).resolve())]
+    steps: list[list[str]] = []
+    for _ in range(3):
+        steps += [[*me, "events", "none", str(out)], [*me, "events", "cupti", str(out)]]
+    for _ in range(3):
+        steps += [[*me, "loop", m, str(out)] for m in ("plain", "markers", "cupti", "cupti-kernel", "profiler")]
+    bad = run_steps(steps)
+    report(out)
+    return 1 if bad else 0
+
+
+def run_all(out: Path) -> int:
+    out.mkdir(parents=True, exist_ok=True)
+    me = [sys.executable, str(Path(__file__).resolve())]
+    steps: list[list[str]] = [[*me, "case", c, str(out)] for c in CASES]
+    for _ in range(2):
+        steps += [[*me, "events", "none", str(out)], [*me, "events", "cupti", str(out)]]
+    steps.append([*me, "profiler", str(out)])
+    for _ in range(2):
+        modes = ("plain", "markers", "cupti", "cupti-all", "cupti-kernel", "cupti-objects", "profiler")
+        steps += [[*me, "loop", m, str(out)] for m in modes]
+    steps.append([*me, "ncu-fixture", str(out)])
+    steps.append([*me, "ncu", str(out)])
+    if os.path.isdir(PM_SITE):
+        steps.append([*me, "pm", str(out)])
+    bad = 0
+    for cmd in steps:
+        t0 = time.perf_counter()
+        res = subprocess.run(cmd, check=False, timeout=400)
+        print(f"=== {' '.join(cmd[2:-1])}: exit {res.returncode} in {time.perf_counter() - t0:.1f}s", flush=True)
+        bad += res.returncode != 0
+    report(out)
+    return 1 if bad else 0
+
+
+def _as_list(v: Any) -> list[Any]:
+    if v is None:
+        return []
+    return v if isinstance(v, list) else [v]
+
+
+def report(out: Path) -> None:
+    """The key figures, from figures.json."""
+    path = out / "figures.json"
+    if not path.exists():
+        print("no figures recorded")
+        return
+    f = json.loads(path.read_text())
+    print("\n================ GPU correctness (H200) ================")
+    runs0 = _as_list(f.get("events:none"))
+    runs1 = _as_list(f.get("events:cupti"))
+    for region in ("gemm", "chain"):
+        e_none = [r[region]["median_ns"] for r in runs0 if region in r]
+        e_tool = [
+            r[f"{region}:cuda_events_with_cupti"]["median_ns"] for r in runs1 if f"{region}:cuda_events_with_cupti" in r
+        ]
+        for sig in ("gpu.time", "gpu.span"):
+            c = [r[f"{region}:{sig}"]["median_ns"] for r in runs1 if f"{region}:{sig}" in r]
+            if e_none and c:
+                e, cc = median(e_none), median(c)
+                print(
+                    f"{region:6s} {sig:9s} {cc / 1e3:9.1f} us (CUPTI, {len(c)} processes) vs CUDA events no tool "
+                    f"{e / 1e3:9.1f} us ({len(e_none)} processes): {100 * (cc - e) / e:+.2f} %"
+                )
+            if e_tool and c:
+                pairs = [100 * (a - b) / b for a, b in zip(c, e_tool, strict=False)]
+                shown = [f"{p:+.2f} %" for p in pairs]
+                print(f"{region:6s} {sig:9s} vs CUDA events in the same CUPTI run, per process: {shown}")
+        if e_none:
+            print(f"{region:6s} CUDA events, no tool, per process (us): {[round(x / 1e3, 1) for x in e_none]}")
+        if e_tool:
+            print(f"{region:6s} CUDA events with CUPTI on, per process (us): {[round(x / 1e3, 1) for x in e_tool]}")
+    prof = f.get("profiler", {})
+    for case, counts in prof.items():
+        print(f"torch.profiler kernels per record_function [{case}]: {counts}")
+    for key in sorted(k for k in f if k.startswith("loop:")):
+        meds = [r["median_ms"] for r in f[key]]
+        print(f"{key:15s} median ms per 300-iteration loop, per process: {[round(m, 2) for m in meds]}")
+    ncu = f.get("ncu", {})
+    for k, v in (ncu.get("compare") or {}).items():
+        print(f"ncu {k}: plain {v['plain']:.6g} argus {v['argus']:.6g} rel {v['rel_diff']}")
+
+
+def main(argv: list[str]) -> int:
+    if not argv:
+        print(__doc__)
+        return 2
+    cmd, rest = argv[0], argv[1:]
+    try:
+        if cmd == "all":
+            return run_all(Path(rest[0]))
+        if cmd == "timing":
+            return run_timing(Path(rest[0]))
+        if cmd == "case":
+            run_case(rest[0], Path(rest[1]))
+        elif cmd == "events":
+            run_events(rest[0], Path(rest[1]))
+        elif cmd == "profiler":
+            run_profiler(Path(rest[0]))
+        elif cmd == "loop":
+            run_loop(rest[0], Path(rest[1]))
+        elif cmd == "ncu":
+            run_ncu(Path(rest[0]))
+        elif cmd == "ncu-fixture":
+            run_ncu_fixture(Path(rest[0]))
+        elif cmd == "pm":
+            if "--inner" in rest:
+                run_pm(Path(rest[0]))
+            else:
+                env = dict(os.environ, PYTHONPATH=os.pathsep.join([PM_SITE, os.environ.get("PYTHONPATH", "")]))
+                cmd2 = [sys.executable, str(Path(__file__).resolve()), "pm", rest[0], "--inner"]
+                return subprocess.run(cmd2, env=env, check=False).returncode
+        elif cmd == "report":
+            report(Path(rest[0]))
+        else:
+            print(__doc__)
+            return 2
+    except Exception:
+        traceback.print_exc()
+        return 1
+    return 0
+
+
+if __name__ == "__main__":
+    os.environ.setdefault("PYTHONUNBUFFERED", "1")
+    sys.exit(main(sys.argv[1:]))

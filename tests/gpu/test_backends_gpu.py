@@ -1,0 +1,177 @@
+"""GPU tests of the backends (run on the H200 through scripts/gpu-check; deselected elsewhere)."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+import textwrap
+import time
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from argus_lab.backends.base import RunContext
+from argus_lab.regions import Recorder, region
+
+pytestmark = pytest.mark.gpu
+
+ROOT = Path(__file__).resolve().parents[2]
+
+
+def _nested(torch: Any, a: Any, b: Any) -> None:
+    with region("outer"):
+        c = a @ b
+        with region("inner"):
+            torch.relu(c).add_(a)
+
+
+def test_cupti_tags_kernels_with_their_region_instance(tmp_path: Path) -> None:
+    torch = pytest.importorskip("torch")
+    from argus_lab.backends.cupti_backend import CuptiCollector
+
+    a = torch.randn(1024, 1024, device="cuda")
+    b = torch.randn(1024, 1024, device="cuda")
+    _nested(torch, a, b)
+    torch.cuda.synchronize()
+    coll = CuptiCollector()
+    coll.start(RunContext("t", ("gpu.time",), {}, tmp_path))
+    rec = Recorder("t", coll.hooks())
+    with rec:
+        for _ in range(3):
+            _nested(torch, a, b)
+    coll.stop()
+    inst = rec.columns()
+    ev = coll.evidence(inst)
+    k = ev["kernels"]
+    path_of = dict(zip(inst["instance_id"], inst["path"], strict=True))
+    inner = [i for i in k["instance_id"] if i and path_of[i] == "outer/inner"]
+    assert len(inner) == 2 * 3  # relu + add per instance
+    outer_only = [i for i in k["instance_id"] if i and path_of[i] == "outer"]
+    assert len(outer_only) >= 3  # the matmul kernel(s)
+    assert coll.layouts, f"raw activity buffers were not used: {coll.notes}"
+    assert coll.dropped == 0
+    assert coll.completed_during_run == 0
+    m = ev["metrics"]
+    n_outer = [
+        v
+        for i, s, v in zip(m["instance_id"], m["signal"], m["value"], strict=True)
+        if s == "gpu.kernels" and i and path_of[i] == "outer"
+    ]
+    assert len(n_outer) == 3
+    assert all(v == len(outer_only) / 3 + 2 for v in n_outer)
+    assert all(s < e for s, e in zip(k["start_ns"], k["end_ns"], strict=True))
+    assert all(r > 0 for r, kind in zip(k["registers"], k["kind"], strict=True) if kind == "kernel")
+
+
+def test_cupti_refuses_a_second_collector(tmp_path: Path) -> None:
+    pytest.importorskip("torch")
+    from argus_lab.backends.cupti_backend import CuptiCollector
+    from argus_lab.errors import CollectorBusyError
+
+    first = CuptiCollector()
+    first.start(RunContext("a", (), {}, tmp_path))
+    try:
+        with pytest.raises(CollectorBusyError, match="already active"):
+            CuptiCollector().start(RunContext("b", (), {}, tmp_path))
+    finally:
+        first.stop()
+
+
+def test_cupti_says_torch_profiler_holds_cupti(tmp_path: Path) -> None:
+    code = textwrap.dedent(
+        """
+        import torch
+        from pathlib import Path
+        from argus_lab.backends.base import RunContext
+        from argus_lab.backends.cupti_backend import CuptiCollector
+        from argus_lab.errors import CollectorBusyError
+        x = torch.ones(8, device="cuda")
+        with torch.profiler.profile(activities=[torch.profiler.ProfilerActivity.CUDA]):
+            try:
+                CuptiCollector().start(RunContext("p", (), {}, Path(".")))
+            except CollectorBusyError as exc:
+                print("BUSY:", exc)
+        """
+    )
+    res = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=False, cwd=ROOT)
+    assert "BUSY:" in res.stdout, res.stdout + res.stderr
+    assert "torch.profiler" in res.stdout
+
+
+def test_nvml_samples_every_signal(tmp_path: Path) -> None:
+    from argus_lab.backends.nvml_backend import SIGNALS, NvmlSampler
+
+    s = NvmlSampler()
+    s.start(RunContext("n", (), {"interval_s": 0.01}, tmp_path))
+    t0 = time.time_ns()
+    time.sleep(0.2)
+    t1 = time.time_ns()
+    s.stop()
+    ev = s.evidence({"instance_id": [1], "start_ns": [t0], "end_ns": [t1]})
+    assert set(ev["samples"]["signal"]) == set(SIGNALS)
+    assert len(ev["samples"]["t_ns"]) >= 6 * 5
+    assert {"start", "end"} <= set(s.clocks)
+    assert {m for m in ev["metrics"]["signal"]} == set(SIGNALS)
+
+
+def test_compiler_facts_of_a_triton_kernel(tmp_path: Path) -> None:
+    torch = pytest.importorskip("torch")
+    pytest.importorskip("triton")
+    sys.path.insert(0, str(ROOT / "examples" / "gpu"))
+    import triton_add
+
+    from argus_lab.backends.compiler_backend import CompilerCollector
+
+    state = triton_add.setup(1 << 16)
+    k = triton_add.step(state)
+    torch.cuda.synchronize()
+    c = CompilerCollector()
+    c.start(RunContext("c", (), {}, tmp_path))
+    c.stop()
+    facts = {f.name: f for f in c.facts}
+    f = facts["scaled_add_kernel"]
+    assert f.registers == k.n_regs
+    assert f.binary_hash == k.metadata.hash
+    assert f.sass_instructions is not None and f.sass_instructions > 10
+    assert f.sass_mix is not None and f.sass_mix.get("global_memory", 0) >= 3
+
+
+def test_ncu_launcher_profiles_the_regions_kernels(tmp_path: Path) -> None:
+    from argus_lab.backends.ncu_backend import NcuLauncher
+
+    script = tmp_path / "w.py"
+    script.write_text(
+        textwrap.dedent(
+            """
+            import torch
+            from argus_lab.regions import Recorder, region
+            a = torch.randn(512, 512, device="cuda")
+            torch.relu(a)
+            with Recorder("w"):
+                for _ in range(2):
+                    with region("outer"):
+                        b = a @ a
+                        with region("inner"):
+                            torch.relu(b).add_(a)
+            torch.cuda.synchronize()
+            """
+        )
+    )
+    ctx = RunContext(
+        "ncu1",
+        ("hw:gpu__time_duration.sum", "hw:launch__registers_per_thread"),
+        {"nvtx_include": ["argus@outer/inner/"]},
+        tmp_path,
+    )
+    launcher = NcuLauncher()
+    cmd = launcher.command(ctx, [sys.executable, str(script)])
+    res = subprocess.run(cmd, capture_output=True, text=True, check=False, cwd=ROOT, timeout=300)
+    assert res.returncode == 0, res.stdout[-2000:] + res.stderr[-2000:]
+    ev = launcher.evidence(ctx, {"instance_id": []})
+    nk = ev["ncu_kernels"]
+    assert nk["path"] == ["outer/inner"] * 4
+    assert nk["instance_index"] == [0, 0, 1, 1]
+    assert nk["instance_inferred"] == [False] * 4
+    assert nk["ordinal"] == [0, 1, 0, 1]
+    assert set(ev["metrics"]["signal"]) == {"hw:gpu__time_duration.sum", "hw:launch__registers_per_thread"}

@@ -1,0 +1,289 @@
+"""The server extension's REST handlers, against a real Jupyter server (pytest-jupyter) and real stores.
+
+The store is written by a real host-clock measurement; a second store adds GPU-shaped rows (kernels,
+``hw:`` counters, ``compile.*`` facts) that are labelled synthetic, to exercise the drill-down columns on a
+machine without a GPU.
+"""
+
+from __future__ import annotations
+
+import json
+import shutil
+import time
+from pathlib import Path
+from typing import Any
+
+import pytest
+import tornado.httpclient
+
+import argus_lab
+from argus_lab.store import Store
+
+
+@pytest.fixture(scope="module")
+def measured_store(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """A store with one real host-clock measurement of step -> attn, mlp."""
+    path = tmp_path_factory.mktemp("measured") / "argus.duckdb"
+
+    @argus_lab.region("step")
+    def step() -> None:
+        with argus_lab.region("attn"):
+            time.sleep(0.003)
+        with argus_lab.region("mlp"):
+            time.sleep(0.001)
+
+    argus_lab.measure(step, signals="host.wall,host.cpu", repeat=3, warmup=1, store=str(path))
+    return path
+
+
+@pytest.fixture
+def jp_server_config() -> dict[str, Any]:
+    return {"ServerApp": {"jpserver_extensions": {"argus_lab": True}, "allow_unauthenticated_access": False}}
+
+
+@pytest.fixture
+def root_store(jp_root_dir: Path, measured_store: Path) -> str:
+    """The measured store copied into the server root, as its root-relative path."""
+    sub = jp_root_dir / "work"
+    sub.mkdir()
+    shutil.copy(measured_store, sub / "argus.duckdb")
+    return "work/argus.duckdb"
+
+
+async def get(jp_fetch: Any, endpoint: str, **params: str) -> Any:
+    response = await jp_fetch("argus-lab", endpoint, params=params)
+    assert response.code == 200
+    return json.loads(response.body)
+
+
+async def error(jp_fetch: Any, endpoint: str, **params: str) -> tuple[int, str]:
+    with pytest.raises(tornado.httpclient.HTTPClientError) as info:
+        await jp_fetch("argus-lab", endpoint, params=params)
+    body = info.value.response.body if info.value.response is not None else b"{}"
+    return info.value.code, json.loads(body or b"{}").get("message", "")
+
+
+async def test_stores_lists_store_files_under_root(jp_fetch: Any, root_store: str, jp_root_dir: Path) -> None:
+    (jp_root_dir / ".hidden").mkdir()
+    shutil.copy(jp_root_dir / root_store, jp_root_dir / ".hidden" / "x.duckdb")
+    data = await get(jp_fetch, "stores")
+    assert [s["path"] for s in data["stores"]] == [root_store]
+    assert data["stores"][0]["size"] > 0
+
+
+async def test_sessions_runs_and_run_detail(jp_fetch: Any, root_store: str) -> None:
+    sessions = await get(jp_fetch, "sessions", store=root_store)
+    assert len(sessions) == 1
+    assert sessions[0]["runs"] == 1
+    runs = await get(jp_fetch, "runs", store=root_store, session=sessions[0]["session_id"])
+    assert [(r["status"], r["backends"]) for r in runs] == [("ok", ["host"])]
+    assert "host.wall" in runs[0]["signals"]
+    detail = await get(jp_fetch, "run", store=root_store, run=runs[0]["run_id"])
+    assert detail["run"]["reps_done"] == 4
+    assert detail["run"]["versions"]["argus_lab"]
+    provenance = {p["backend"]: p for p in detail["provenance"]}
+    assert provenance["host"]["clocks"]["host_clock"] == "CLOCK_REALTIME"
+    assert provenance["host"]["timestamps"] == "measured"
+    assert "plan: 1 run(s)" in detail["plan"]["text"]
+    assert [r["run_id"] for r in detail["plan_runs"]] == [runs[0]["run_id"]]
+    assert await get(jp_fetch, "runs", store=root_store, session="no-such-session") == []
+
+
+async def test_regions_have_share_of_time(jp_fetch: Any, root_store: str) -> None:
+    regions = {r["path"]: r for r in await get(jp_fetch, "regions", store=root_store)}
+    assert set(regions) == {"step", "step/attn", "step/mlp"}
+    assert regions["step"]["share"] == pytest.approx(1.0)
+    attn, mlp = regions["step/attn"], regions["step/mlp"]
+    assert attn["share_signal"] == "host.wall"
+    # attn sleeps 3 ms and mlp 1 ms inside a step of about 4 ms
+    assert 0.5 < attn["share"] < 0.95
+    assert 0.1 < mlp["share"] < 0.45
+    assert attn["share"] > mlp["share"]
+    assert attn["instances"] == 4  # warm-up included in the count, not in the share
+
+
+async def test_region_drill_down(jp_fetch: Any, root_store: str) -> None:
+    detail = await get(jp_fetch, "region", store=root_store, path="step/attn")
+    assert detail["path"] == "step/attn"
+    assert len(detail["instances"]) == 4
+    assert sum(1 for i in detail["instances"] if i["warmup"]) == 1
+    assert all(i["values"]["host.wall"] >= 3e6 for i in detail["instances"])
+    signals = {s["signal"]: s for s in detail["summary"]}
+    assert signals["host.wall"]["n"] == 3
+    assert signals["host.wall"]["median"] >= 3e6
+    assert detail["kernels"] == []
+    code, message = await error(jp_fetch, "region", store=root_store, path="never/ran")
+    assert code == 404
+    assert "refresh" in message
+
+
+async def test_region_drill_down_gpu_columns(jp_fetch: Any, root_store: str, jp_root_dir: Path) -> None:
+    store = Store(jp_root_dir / root_store)
+    run_id, iid = store.rows("SELECT run_id, instance_id FROM region_instances WHERE path = 'step/attn' LIMIT 1")[0]
+    # synthetic GPU-shaped rows (no GPU on the test machine): two launches of one kernel, a counter, a fact
+    store.write(
+        {
+            "kernels": {
+                "run_id": [run_id, run_id],
+                "instance_id": [iid, iid],
+                "name": ["gemm_kernel", "gemm_kernel"],
+                "start_ns": [100, 400],
+                "end_ns": [300, 500],
+                "registers": [64, 64],
+            },
+            "metrics": {
+                "run_id": [run_id, run_id],
+                "instance_id": [iid, None],
+                "kernel_key": ["ncu/step/attn/0/0/gemm_kernel", "bin:gemm_kernel:abc"],
+                "signal": ["hw:dram__bytes_read.sum", "compile.registers"],
+                "value": [1024.0, 64.0],
+                "unit": ["byte", "register/thread"],
+                "attribution": ["ordinal", "exact"],
+                "backend": ["ncu", "compiler"],
+            },
+            "attributions": {
+                "run_id": [run_id],
+                "evidence": ["kernel"],
+                "evidence_id": ["k1"],
+                "instance_id": [iid],
+                "class": ["exact"],
+                "weight": [1.0],
+                "reason": ["external correlation id"],
+            },
+        }
+    )
+    detail = await get(jp_fetch, "region", store=root_store, path="step/attn", run=run_id)
+    assert detail["kernels"][0]["name"] == "gemm_kernel"
+    assert detail["kernels"][0]["launches"] == 2
+    assert detail["kernels"][0]["total_ns"] == 300
+    assert [c["signal"] for c in detail["counters"]] == ["hw:dram__bytes_read.sum"]
+    assert [(f["signal"], f["value"]) for f in detail["facts"]] == [("compile.registers", 64.0)]
+    assert detail["attributions"][0]["class"] == "exact"
+
+
+async def test_plan_preview(jp_fetch: Any) -> None:
+    body = json.dumps({"signals": "host.wall,host.cpu", "scope": "step/*", "repeat": 3, "warmup": 1})
+    response = await jp_fetch("argus-lab", "plan", method="POST", body=body)
+    data = json.loads(response.body)
+    assert data["explain"].startswith("plan: 1 run(s)")
+    assert data["plan"]["runs"][0]["backends"] == ["host"]
+    assert data["plan"]["request"]["repeat"] == 3
+
+
+@pytest.mark.parametrize(
+    ("body", "needle"),
+    [
+        ({"signals": "host.wal"}, "host.wall"),  # the closest known name
+        ({"signals": "host.wall", "scope": "instances=x:"}, "scope"),
+        ({"signals": "host.wall", "repeat": "5; DROP TABLE runs"}, "repeat"),
+        ({"signals": 3}, "signals"),
+    ],
+)
+async def test_plan_preview_bad_input(jp_fetch: Any, body: dict[str, Any], needle: str) -> None:
+    with pytest.raises(tornado.httpclient.HTTPClientError) as info:
+        await jp_fetch("argus-lab", "plan", method="POST", body=json.dumps(body))
+    assert info.value.code == 400
+    assert info.value.response is not None
+    assert needle in json.loads(info.value.response.body)["message"]
+
+
+async def test_signals_catalog(jp_fetch: Any) -> None:
+    names = {s["name"]: s for s in (await get(jp_fetch, "signals"))["signals"]}
+    assert names["host.wall"]["needs_gpu"] is False
+    assert names["gpu.time"]["needs_gpu"] is True
+
+
+@pytest.mark.parametrize("token", ["", "token not-the-token"])
+@pytest.mark.parametrize("endpoint", ["stores", "sessions", "runs", "run", "regions", "region", "signals", "plan"])
+async def test_request_without_token_is_refused(jp_fetch: Any, root_store: str, endpoint: str, token: str) -> None:
+    method, body = ("POST", json.dumps({"signals": "host.wall"})) if endpoint == "plan" else ("GET", None)
+    with pytest.raises(tornado.httpclient.HTTPClientError) as info:
+        await jp_fetch(
+            "argus-lab",
+            endpoint,
+            params={"store": root_store, "path": "step", "run": "x"},
+            headers={"Authorization": token},
+            method=method,
+            body=body,
+        )
+    assert info.value.code == 403
+
+
+@pytest.mark.parametrize(
+    "store",
+    [
+        "../outside.duckdb",
+        "/etc/passwd",
+        "work/../../outside.duckdb",
+        "work/argus.duckdb\x00.txt",
+        "work/notes.txt",
+        "link/outside.duckdb",
+        "",
+    ],
+)
+async def test_store_paths_outside_root_are_refused(
+    jp_fetch: Any, root_store: str, jp_root_dir: Path, store: str
+) -> None:
+    outside = jp_root_dir.parent / "outside.duckdb"
+    shutil.copy(jp_root_dir / root_store, outside)
+    (jp_root_dir / "work" / "notes.txt").write_text("not a store")
+    (jp_root_dir / "link").symlink_to(jp_root_dir.parent)
+    code, message = await error(jp_fetch, "runs", store=store)
+    assert code == 400
+    assert "store" in message
+
+
+@pytest.mark.parametrize(
+    "hostile",
+    [
+        "step' OR '1'='1",
+        "step/attn'; DROP TABLE runs; --",
+        "%",
+        "*",
+        '" UNION SELECT * FROM meta --',
+        "../../../../etc/passwd",
+        "\u202estep",
+    ],
+)
+async def test_hostile_query_values_are_harmless(
+    jp_fetch: Any, root_store: str, jp_root_dir: Path, hostile: str
+) -> None:
+    code, _ = await error(jp_fetch, "region", store=root_store, path=hostile)
+    assert code == 404
+    assert await get(jp_fetch, "runs", store=root_store, session=hostile) == []
+    code, _ = await error(jp_fetch, "run", store=root_store, run=hostile)
+    assert code == 404
+    # nothing was changed: the store still has its one run and its three region paths
+    store = Store(jp_root_dir / root_store)
+    assert store.rows("SELECT count(*) FROM runs") == [(1,)]
+    assert len(await get(jp_fetch, "regions", store=root_store)) == 3
+
+
+async def test_store_that_is_not_duckdb(jp_fetch: Any, jp_root_dir: Path) -> None:
+    (jp_root_dir / "broken.duckdb").write_text("this is not a database")
+    code, message = await error(jp_fetch, "runs", store="broken.duckdb")
+    assert code == 409
+    assert "not a DuckDB evidence store" in message or "broken.duckdb" in message
+
+
+async def test_too_long_parameter(jp_fetch: Any, root_store: str) -> None:
+    code, _ = await error(jp_fetch, "region", store=root_store, path="x" * 5000)
+    assert code == 400
+
+
+def test_every_verb_is_authenticated() -> None:
+    """The check Jupyter server runs at start-up (it warns about handlers that skip authentication)."""
+    from jupyter_server.serverapp import ServerWebApplication
+
+    from argus_lab.server.handlers import HANDLERS
+
+    missing = [m for name, cls in HANDLERS for m in ServerWebApplication._check_handler_auth(None, name, cls)]  # type: ignore[arg-type]
+    assert missing == []
+    assert len(HANDLERS) == 8
+
+
+def test_extension_entry_points() -> None:
+    assert argus_lab._jupyter_server_extension_points() == [{"module": "argus_lab"}]
+    assert argus_lab._jupyter_labextension_paths() == [{"src": "labextension", "dest": "argus-lab"}]
+    config = Path(__file__).parents[2] / "jupyter-config" / "server-config" / "argus_lab.json"
+    assert json.loads(config.read_text()) == {"ServerApp": {"jpserver_extensions": {"argus_lab": True}}}

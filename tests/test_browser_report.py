@@ -1,0 +1,264 @@
+"""Exported reports and the quickstart's HTML export in headless Debian chromium, with the network blocked.
+
+Checks: the timeline draws, a click on a region drills down, zooming refines an aggregated timeline, no request
+leaves the page, and hostile region/kernel names (tests/views_synthetic.py) never execute.  Screenshots go to
+/tmp/argus_browser_*.png for a human to look at.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import shutil
+from collections.abc import Callable
+from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
+from typing import Any
+
+import pytest
+import views_synthetic as vs
+
+from argus_lab.report import Report
+from argus_lab.views.html import export
+
+CHROMIUM = "/usr/bin/chromium"
+FLAGS = [
+    "--no-sandbox",
+    "--disable-gpu",
+    "--disable-background-networking",
+    "--disable-component-update",
+    "--disable-sync",
+    "--no-first-run",
+    "--disable-quic",
+]
+ROOT = Path(__file__).resolve().parent.parent
+InBrowser = Callable[[Callable[[Any], None]], None]
+
+pytestmark = [
+    pytest.mark.browser,
+    pytest.mark.skipif(
+        not os.path.exists(CHROMIUM), reason=f"needs Debian's chromium at {CHROMIUM} (apt-get install chromium)"
+    ),
+]
+
+
+@pytest.fixture
+def in_browser() -> Callable[[Callable[[Any], None]], None]:
+    """Run ``body(browser)`` with a fresh chromium, in a thread of its own.
+
+    Playwright's sync API refuses a thread with a running asyncio loop, which other tests (pytest-jupyter) can
+    leave behind; a worker thread has none.
+    """
+    sync_api = pytest.importorskip("playwright.sync_api", reason="needs the playwright Python package")
+
+    def run(body: Callable[[Any], None]) -> None:
+        def work() -> None:
+            with sync_api.sync_playwright() as p:
+                b = p.chromium.launch(executable_path=CHROMIUM, args=FLAGS)
+                try:
+                    body(b)
+                finally:
+                    b.close()
+
+        with ThreadPoolExecutor(max_workers=1) as pool:
+            pool.submit(work).result()
+
+    return run
+
+
+class Page:
+    """A page that aborts and records every request that is not file://, and records script errors."""
+
+    def __init__(self, browser: Any) -> None:
+        self.page = browser.new_page(viewport={"width": 1300, "height": 900})
+        self.requests: list[str] = []
+        self.errors: list[str] = []
+        self.page.route("**/*", self._route)
+        self.page.on("pageerror", lambda e: self.errors.append(str(e)))
+
+    def _route(self, route: Any) -> None:
+        url = route.request.url
+        if url.startswith(("file:", "data:", "blob:", "about:")):
+            route.continue_()
+        else:
+            self.requests.append(url)
+            route.abort()
+
+    def check_clean(self) -> None:
+        assert self.requests == [], f"the page tried the network: {self.requests}"
+        assert self.errors == [], f"script errors: {self.errors}"
+        assert self.page.evaluate("window.__argus_xss") is None, "an injected name executed"
+
+
+_FIND_BAR = """([root, laneText]) => {
+  // the centre of the first timeline bar that is on screen (and on the lane labelled laneText, if given)
+  const scope = root ? document.querySelector(root) : document;
+  let laneY = null;
+  if (laneText) {
+    const t = [...scope.querySelectorAll('.argus-timeline g.ytick text')].find(e => e.textContent.includes(laneText));
+    if (!t) return null;
+    const r = t.getBoundingClientRect(); laneY = r.y + r.height / 2;
+  }
+  for (const p of scope.querySelectorAll('.argus-timeline g.trace.bars g.point path')) {
+    const b = p.getBoundingClientRect();
+    const y = b.y + b.height / 2;
+    if (b.width > 3 && b.x > 220 && b.x + b.width < 1280 && (laneY === null || Math.abs(y - laneY) < 5)) {
+      return [b.x + b.width / 2, y];
+    }
+  }
+  return null;
+}"""
+
+
+def _click_first_bar(page: Any, root: str = "", lane: str = "") -> None:
+    """Click the first timeline bar that is on screen (the view may open on the measured repetitions)."""
+    page.locator(f"{root} .argus-timeline g.trace.bars g.point path".strip()).first.wait_for(
+        state="attached", timeout=10_000
+    )
+    xy = page.evaluate(_FIND_BAR, [root, lane])
+    if xy is None:
+        pytest.fail(f"no timeline bar is on screen{' on lane ' + lane if lane else ''}")
+    page.mouse.click(xy[0], xy[1])
+
+
+def test_exported_report_draws_drills_down_and_stays_offline(in_browser: InBrowser, tmp_path: Path) -> None:
+    report = Report(vs.write_store(tmp_path / "s.duckdb"), ["r-timing", "r-ncu"])
+    out = export(report, tmp_path / "report.html")
+
+    def body(browser: Any) -> None:
+        pg = Page(browser)
+        page = pg.page
+        page.goto(out.as_uri())
+        page.get_by_role("button", name="Timeline").click()
+        page.locator(".argus-timeline .main-svg").first.wait_for(timeout=10_000)
+        assert page.locator(".argus-timeline g.trace.bars").count() >= 3  # host regions and kernels
+        _click_first_bar(page, "#argus-report")
+        title = page.locator(".argus-drill-title")
+        title.wait_for(timeout=5_000)
+        assert title.inner_text().startswith("region decode")
+        assert page.locator(".argus-drill table").count() >= 5
+        page.screenshot(path="/tmp/argus_browser_export_timeline.png", full_page=True)
+        # the hostile names are shown as text
+        page.get_by_role("button", name="Counters").click()
+        assert page.get_by_text(f"bin:{vs.XSS_KERNEL}:abc").count() == 1
+        page.get_by_role("button", name="Regions").click()
+        page.get_by_text(f"decode/{vs.XSS_REGION}", exact=True).first.click()
+        assert page.locator(".argus-drill-title").inner_text() == f"region decode/{vs.XSS_REGION}"
+        page.get_by_role("button", name="Attribution").click()
+        page.locator(".argus-pane .main-svg >> visible=true").first.wait_for(timeout=5_000)
+        page.screenshot(path="/tmp/argus_browser_export_attribution.png", full_page=True)
+        pg.check_clean()
+        page.close()
+
+    in_browser(body)
+
+
+def test_aggregated_timeline_refines_on_zoom(in_browser: InBrowser, tmp_path: Path) -> None:
+    report = Report(vs.write_store(tmp_path / "big.duckdb", n_kernels=25_000), ["r-timing"])
+    out = export(report, tmp_path / "big.html")
+
+    def body(browser: Any) -> None:
+        pg = Page(browser)
+        page = pg.page
+        page.goto(out.as_uri())
+        page.get_by_role("button", name="Timeline").click()
+        info = page.locator(".argus-timeline").locator("xpath=preceding-sibling::div[1]")
+        info.wait_for(timeout=10_000)
+        page.locator(".argus-timeline .main-svg").first.wait_for(timeout=10_000)
+        before = info.inner_text()
+        assert "25000 kernel record(s) aggregated" in before
+        level_before = int(re.search(r"level (\d+) of", before).group(1))  # type: ignore[union-attr]
+        zoom = (
+            "() => { const d = document.querySelector('.argus-timeline'); const r = d.layout.xaxis.range;"
+            " const a = r[0] + 0.3 * (r[1] - r[0]);"
+            " return Plotly.relayout(d, {'xaxis.range': [a, a + (r[1] - r[0]) / 100]}); }"
+        )
+        page.evaluate(zoom)
+        page.wait_for_function(
+            "(b) => document.querySelector('.argus-timeline').previousElementSibling.textContent !== b", arg=before
+        )
+        after = info.inner_text()
+        level_after = int(re.search(r"level (\d+) of", after).group(1))  # type: ignore[union-attr]
+        assert level_after > level_before  # finer bins for the narrower window
+        drawn = int(re.search(r"(\d+) bins drawn", after).group(1))  # type: ignore[union-attr]
+        assert drawn > 0
+        page.screenshot(path="/tmp/argus_browser_zoomed.png", full_page=True)
+        pg.check_clean()
+        page.close()
+
+    in_browser(body)
+
+
+def test_quickstart_html_export_is_interactive_offline(in_browser: InBrowser, tmp_path: Path) -> None:
+    nbformat = pytest.importorskip("nbformat")
+    from nbclient import NotebookClient
+
+    from argus_lab.views.notebook_html import notebook_to_html
+
+    work = tmp_path / "notebooks"
+    work.mkdir()
+    shutil.copy(ROOT / "notebooks" / "quickstart.ipynb", work / "quickstart.ipynb")
+    nb = nbformat.read(work / "quickstart.ipynb", as_version=4)
+    os.environ["ARGUS_STORE"] = str(tmp_path / "quickstart.duckdb")
+    try:
+        NotebookClient(nb, timeout=300, kernel_name="python3", resources={"metadata": {"path": str(work)}}).execute()
+    finally:
+        os.environ.pop("ARGUS_STORE", None)
+    page_file = tmp_path / "quickstart.html"
+    page_file.write_text(notebook_to_html(nb), encoding="utf-8")
+
+    def body(browser: Any) -> None:
+        pg = Page(browser)
+        page = pg.page
+        page.goto(page_file.as_uri())
+        first = page.locator(".argus-report").first
+        first.wait_for(timeout=10_000)
+        first.get_by_role("button", name="Timeline").click()
+        _click_first_bar(page, ".argus-report-host")
+        title = first.locator(".argus-drill-title")
+        title.wait_for(timeout=5_000)
+        assert title.inner_text().startswith("region decode")
+        page.screenshot(path="/tmp/argus_browser_quickstart.png", full_page=False)
+        first.screenshot(path="/tmp/argus_browser_quickstart_report.png")
+        pg.check_clean()
+        page.close()
+
+    in_browser(body)
+
+
+H200_STORE = ROOT / "tests" / "data" / "notebooks" / "gpu_walkthrough_h200.duckdb"
+
+
+@pytest.mark.skipif(not H200_STORE.exists(), reason="the recorded H200 walkthrough store is not in tests/data")
+def test_recorded_h200_kernel_click_drills_into_its_region(in_browser: InBrowser, tmp_path: Path) -> None:
+    from argus_lab.store import Store
+
+    path = tmp_path / "h200.duckdb"
+    shutil.copy(H200_STORE, path)
+    store = Store(path)
+    ids = [r[0] for r in store.rows("SELECT run_id FROM runs ORDER BY started_ns")]
+    out = export(Report(store, ids), tmp_path / "h200.html")
+
+    def body(browser: Any) -> None:
+        pg = Page(browser)
+        page = pg.page
+        page.goto(out.as_uri())
+        page.get_by_role("button", name="Timeline").click()
+        page.locator(".argus-timeline .main-svg").first.wait_for(timeout=10_000)
+        # zoom on the last attention instance, then click one of its kernels on the GPU lane
+        page.evaluate(
+            "() => { const d = document.querySelector('.argus-timeline');"
+            " const t = d.data.filter(x => x.name === 'decode/layer/attn')[0]; const i = t.base.length - 1;"
+            " return Plotly.relayout(d, {'xaxis.range': [t.base[i] - t.x[i] * 0.05, t.base[i] + t.x[i] * 1.05]}); }"
+        )
+        page.wait_for_timeout(300)
+        _click_first_bar(page, lane="GPU 0 stream")
+        title = page.locator(".argus-drill-title")
+        title.wait_for(timeout=5_000)
+        assert title.inner_text().startswith("region decode/layer/attn · instance ")
+        assert page.locator(".argus-drill").get_by_text("hw:dram__bytes_read.sum").count() >= 1
+        page.screenshot(path="/tmp/argus_browser_h200_kernel_click.png", full_page=True)
+        pg.check_clean()
+        page.close()
+
+    in_browser(body)

@@ -1,0 +1,97 @@
+"""The argus-lab command line, run as a real process against a real store."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from argus_lab.cli import main
+
+ROOT = Path(__file__).parent.parent
+
+
+def _cli(*args: str, cwd: Path | None = None) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [sys.executable, "-m", "argus_lab.cli", *args],
+        capture_output=True,
+        text=True,
+        cwd=cwd or ROOT,
+        check=False,
+        timeout=120,
+    )
+
+
+def test_run_then_show_round_trip(store_path: Path) -> None:
+    run = _cli(
+        "run",
+        "examples/nested.py",
+        "--signals",
+        "host.wall,host.cpu",
+        "--repeat",
+        "3",
+        "--warmup",
+        "1",
+        "--store",
+        str(store_path),
+    )
+    assert run.returncode == 0, run.stderr
+    assert "decode/layer/attn" in run.stdout
+    assert "host.wall" in run.stdout
+    show = _cli("show", "--store", str(store_path), "--provenance")
+    assert show.returncode == 0, show.stderr
+    table = [ln for ln in show.stdout.splitlines() if ln.startswith("decode/layer/attn ") and "host.wall" in ln]
+    assert table, show.stdout
+    assert " 12 " in table[0]  # 3 repetitions x 4 layers
+    assert "provenance:" in show.stdout
+    assert "versions: python" in show.stdout
+
+
+def test_unknown_signal_suggests_close_names(store_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    code = main(["run", "examples/nested.py", "--signals", "host.wal", "--store", str(store_path)])
+    err = capsys.readouterr().err
+    assert code == 2
+    assert "unknown signal 'host.wal'" in err
+    assert "'host.wall'" in err
+    assert not store_path.exists()
+
+
+def test_missing_script(store_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    code = main(["run", "no/such/script.py", "--store", str(store_path)])
+    assert code == 2
+    assert "does not exist" in capsys.readouterr().err
+
+
+def test_failing_script_exit_status_and_stored_failure(store_path: Path) -> None:
+    run = _cli(
+        "run", "tests/workloads/raises_on_third.py", "--repeat", "4", "--warmup", "0", "--store", str(store_path)
+    )
+    assert run.returncode == 1
+    assert "failed" in run.stdout
+    assert "boom in repetition 2" in run.stdout
+    show = _cli("show", "--store", str(store_path))
+    assert "work" in show.stdout
+    assert "failed" in show.stdout
+
+
+def test_show_unknown_run(store_path: Path) -> None:
+    _cli("run", "examples/nested.py", "--repeat", "1", "--store", str(store_path))
+    show = _cli("show", "--store", str(store_path), "--run", "r-nope")
+    assert show.returncode == 2
+    assert "no run 'r-nope'" in show.stderr
+
+
+def test_show_without_store(tmp_path: Path) -> None:
+    show = _cli("show", "--store", str(tmp_path / "none.duckdb"))
+    assert show.returncode == 2
+    assert "run a measurement first" in show.stderr
+
+
+def test_help_explains_every_option_with_an_example() -> None:
+    out = _cli("run", "--help").stdout
+    for option in ("--signals", "--repeat", "--warmup", "--scope", "--store", "--on-error"):
+        assert option in out
+    assert "examples:" in out
+    assert "e.g." in out

@@ -1,0 +1,103 @@
+"""The DuckDB evidence store: schema versions, bad paths, bulk writes and two writing processes."""
+
+from __future__ import annotations
+
+import multiprocessing
+import os
+from pathlib import Path
+
+import duckdb
+import pytest
+
+from argus_lab.errors import SchemaVersionError, StoreError
+from argus_lab.store import SCHEMA_VERSION, Store
+
+
+def _instances(run: str, n: int, start: int = 0) -> dict[str, list[object]]:
+    return {
+        "run_id": [run] * n,
+        "instance_id": list(range(start + 1, start + n + 1)),
+        "path": ["a"] * n,
+        "start_ns": [10] * n,
+        "end_ns": [20] * n,
+    }
+
+
+def test_new_store_gets_the_current_schema(store_path: Path) -> None:
+    Store(store_path).write({"region_instances": _instances("r1", 3)})
+    con = duckdb.connect(str(store_path), read_only=True)
+    assert con.execute("SELECT value FROM meta WHERE key='schema_version'").fetchone() == (str(SCHEMA_VERSION),)
+    assert con.execute("SELECT count(*) FROM region_instances").fetchone() == (3,)
+    con.close()
+
+
+def test_newer_schema_is_refused_with_the_fix(store_path: Path) -> None:
+    Store(store_path).write({"region_instances": _instances("r1", 1)})
+    con = duckdb.connect(str(store_path))
+    con.execute("UPDATE meta SET value = ? WHERE key = 'schema_version'", [str(SCHEMA_VERSION + 1)])
+    con.close()
+    with pytest.raises(SchemaVersionError, match=r"newer than this argus_lab understands.*pip install -U"):
+        Store(store_path).rows("SELECT 1")
+
+
+def test_a_foreign_duckdb_file_is_refused(store_path: Path) -> None:
+    con = duckdb.connect(str(store_path))
+    con.execute("CREATE TABLE t (x INT)")
+    con.close()
+    with pytest.raises(SchemaVersionError, match="not an argus_lab store"):
+        Store(store_path).write({"region_instances": _instances("r1", 1)})
+
+
+def test_a_file_that_is_not_duckdb_is_refused(store_path: Path) -> None:
+    store_path.write_text("hello")
+    with pytest.raises(StoreError, match="evidence store"):
+        Store(store_path).write({"region_instances": _instances("r1", 1)})
+
+
+def test_unwritable_location_says_how_to_fix(tmp_path: Path) -> None:
+    locked = tmp_path / "ro"
+    locked.mkdir()
+    locked.chmod(0o500)
+    try:
+        if os.access(locked, os.W_OK):  # root ignores permissions: use a path below a file instead
+            target = tmp_path / "file"
+            target.write_text("")
+            path = target / "store.duckdb"
+        else:
+            path = locked / "store.duckdb"
+        with pytest.raises(StoreError, match=r"choose a writable location with --store"):
+            Store(path).write({"region_instances": _instances("r1", 1)})
+    finally:
+        locked.chmod(0o700)
+
+
+def test_reading_a_missing_store(store_path: Path) -> None:
+    with pytest.raises(StoreError, match="run a measurement first"):
+        Store(store_path).rows("SELECT 1")
+
+
+def test_failed_transaction_writes_nothing(store_path: Path) -> None:
+    store = Store(store_path)
+    store.write({"region_instances": _instances("r0", 1)})
+    with pytest.raises(duckdb.Error):
+        store.write({"region_instances": _instances("r1", 2), "runs": {"run_id": ["x"], "plan_index": ["nan?"]}})
+    assert store.rows("SELECT count(*) FROM region_instances") == [(1,)]
+
+
+def _writer(path: str, run: str, batches: int) -> None:
+    store = Store(path)
+    for b in range(batches):
+        store.write({"region_instances": _instances(run, 50, start=b * 50)})
+
+
+def test_two_processes_writing_one_store_lose_nothing(store_path: Path) -> None:
+    Store(store_path).write({"region_instances": _instances("seed", 1)})
+    ctx = multiprocessing.get_context("spawn")
+    procs = [ctx.Process(target=_writer, args=(str(store_path), f"p{i}", 20)) for i in range(2)]
+    for p in procs:
+        p.start()
+    for p in procs:
+        p.join(120)
+        assert p.exitcode == 0
+    rows = Store(store_path).rows("SELECT run_id, count(*) FROM region_instances GROUP BY run_id ORDER BY run_id")
+    assert rows == [("p0", 1000), ("p1", 1000), ("seed", 1)]
