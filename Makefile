@@ -3,8 +3,9 @@ PY ?= python3
 VENV := .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
+JLPM := PATH="$(CURDIR)/$(BIN):$$PATH" $(CURDIR)/$(BIN)/jlpm
 
-.PHONY: demo test lint cli-demo bench clean
+.PHONY: demo test lint ext cli-demo bench clean
 
 $(STAMP): pyproject.toml
 	test -x $(BIN)/python || $(PY) -m venv $(VENV)
@@ -26,13 +27,21 @@ lint: $(STAMP)
 	$(BIN)/ruff format --check argus_lab tests bench scripts
 	$(BIN)/mypy
 
-# Tests: lint + type check + unit/integration tests + notebooks.
-test: lint
+# JupyterLab extension: node packages from the committed extension/yarn.lock (immutable), build into
+# argus_lab/labextension (the browser tests need it), then the TypeScript unit tests (jest).
+ext: $(STAMP)
+	cd extension && PLAYWRIGHT_SKIP_BROWSER_DOWNLOAD=1 $(JLPM) install --immutable
+	cd extension && $(JLPM) build
+	cd extension && $(JLPM) test
+
+# Tests: lint + type check + extension build and jest + unit/integration/server/browser tests + notebooks.
+test: lint ext
 	$(BIN)/python -m pytest -q tests
 	$(BIN)/python -m pytest -q --nbval-lax --nbval-current-env -p no:cacheprovider notebooks
 
 bench: $(STAMP)
-	$(BIN)/python bench/run_all.py
+	$(BIN)/python bench/region_bench.py
+	$(BIN)/python bench/plan_bench.py
 
 clean:
-	rm -rf $(VENV) argus.duckdb argus.duckdb.lock
+	rm -rf $(VENV) argus.duckdb argus.duckdb.lock argus.duckdb.runs extension/node_modules extension/lib argus_lab/labextension

@@ -21,7 +21,7 @@ RUNS = "CREATE OR REPLACE TEMP TABLE _j_runs AS SELECT DISTINCT unnest(?::VARCHA
 
 INSTANCES = """
 CREATE OR REPLACE TEMP TABLE _j_inst AS
-SELECT i.run_id, i.instance_id, i.path, coalesce(i.parent_instance_id, 0) AS parent_id, i.repetition,
+SELECT i.run_id, i.instance_id, i.region_id, i.path, coalesce(i.parent_instance_id, 0) AS parent_id, i.repetition,
        i.thread_id, i.start_ns, i.end_ns, coalesce(i.warmup, false) AS warmup,
        (row_number() OVER (PARTITION BY i.run_id, i.repetition, i.path ORDER BY i.start_ns, i.instance_id) - 1)
            ::INTEGER AS rep_index
@@ -481,8 +481,8 @@ pairs AS (
            coalesce(o.rep_index, r.rep_index) AS rep_index
     FROM other oth
     CROSS JOIN r
-    FULL OUTER JOIN o ON o.run_id = oth.run_id AND o.path = r.path AND o.repetition = r.repetition
-                     AND o.rep_index = r.rep_index
+    FULL OUTER JOIN o ON o.run_id = oth.run_id AND o.region_id IS NOT DISTINCT FROM r.region_id AND o.path = r.path
+                     AND o.repetition = r.repetition AND o.rep_index = r.rep_index
 )
 SELECT p.run_id, p.instance_id, p.ref_run_id, p.ref_instance_id, p.path, p.repetition, p.rep_index,
        CASE WHEN bad.reason IS NOT NULL THEN 'mismatch'  -- evidence of this run disagrees with the reference

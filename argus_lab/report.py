@@ -365,7 +365,8 @@ def _run_row(r: tuple[Any, ...]) -> RunRow:
     (run_id, idx, status, backends, signals, reps, warm, done, secs, workload, command, cause, reason, vers, env,
      host, settings) = r  # fmt: skip
     return RunRow(
-        run_id, idx, status, tuple(backends or ()), tuple(signals or ()), reps, warm, done or 0, secs,
+        run_id, idx or 0, status or "", tuple(backends or ()), tuple(signals or ()), reps or 0, warm or 0,
+        done or 0, secs,
         workload or "", command or "", cause or "", reason or "", json.loads(vers or "{}"), json.loads(env or "{}"),
         host or "", json.loads(settings or "{}"),
     )  # fmt: skip

@@ -176,7 +176,10 @@ def test_report_on_recorded_evidence(store: Store) -> None:
     assert kernel.shares == pytest.approx({"exact": 6 / 9, "unattributed": 3 / 9})  # torch.cos outside, per rep
     trace = rep.trace("tail", "gpu.time")
     assert trace and all(t["timestamps"].startswith("measured") for t in trace)
-    json.loads(rep.to_json())
+    import jsonschema
+
+    schema = json.loads((Path(__file__).parent.parent / "docs" / "report-json.schema.json").read_text())
+    jsonschema.validate(json.loads(rep.to_json()), schema)
 
 
 @functools.cache

@@ -264,3 +264,13 @@ def test_bundle_of_the_recorded_h200_walkthrough(tmp_path: Path) -> None:
     groups = data["tables"]["kernel_groups"]
     names = [r[groups["columns"].index("name")] for r in groups["rows"]]
     assert any(n.startswith("nvjet_sm90") for n in names)  # cuBLAS kernels of the H200
+
+
+def test_panel_names_only_the_gpu_signals_it_cannot_collect(monkeypatch: pytest.MonkeyPatch) -> None:
+    from argus_lab.views import panel as panel_module
+
+    monkeypatch.setattr(panel_module, "gpu_available", lambda: False)
+    p = panel_module.SignalPanel(selected=("host.wall", "gpu.time"))
+    assert "need a GPU" in p.status.value
+    assert "gpu.time" in p.status.value.split("need a GPU")[1]
+    assert "host.wall" not in p.status.value.split("need a GPU")[1]

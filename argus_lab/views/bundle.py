@@ -39,11 +39,11 @@ FORMAT = "argus.report/1"
 class BundleLimits:
     """How many detail rows a bundle embeds (the notebook output is kept small; exports may carry more)."""
 
-    instances: int = 2_000
-    values: int = 5_000
-    kernel_groups: int = 500
-    kernels: int = 1_000
-    counters: int = 3_000
+    instances: int = 500
+    values: int = 1_000
+    kernel_groups: int = 300
+    kernels: int = 200
+    counters: int = 500
     attribution: int = 2_000
     ambiguous: int = 300
     provenance: int = 200

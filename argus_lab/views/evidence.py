@@ -49,13 +49,20 @@ def _col(have: set[str], name: str, alias: str = "", prefix: str = "") -> str:
     return f"{ref} AS {alias or name}"
 
 
-def query(store: Store, sql: str, ids: list[str], limit: int, count_sql: str) -> Table:
-    """Run ``sql`` (with ``?`` = run ids, then the limit) and ``count_sql`` (run ids) into a :class:`Table`."""
+def query(store: Store, sql: str, ids: list[str], limit: int) -> Table:
+    """Run ``sql`` (``?`` = the run ids, then the row limit: it ends in ``LIMIT ?``) into a :class:`Table`.
+
+    ``total`` counts the rows the same query gives without the limit.
+    """
+    body = sql.rstrip()
+    if not body.endswith("LIMIT ?"):
+        msg = "internal: a detail query must end in `LIMIT ?`"
+        raise ValueError(msg)
     with store.connect() as con:
         res = con.execute(sql, [ids, limit])
         cols = tuple(d[0] for d in res.description)
         rows = tuple(tuple(r) for r in res.fetchall())
-        total_row = con.execute(count_sql, [ids]).fetchone()
+        total_row = con.execute(f"SELECT count(*) FROM ({body[: -len('LIMIT ?')]})", [ids]).fetchone()
     return Table(cols, rows, int(total_row[0]) if total_row else len(rows))
 
 
@@ -70,7 +77,7 @@ def instances(store: Store, ids: list[str], limit: int) -> Table:
                r.kind, r.module, r.file, r.line
         FROM region_instances i LEFT JOIN regions r ON r.region_id = i.region_id
         WHERE i.{IN_RUNS} ORDER BY i.run_id, i.start_ns LIMIT ?"""
-    return query(store, sql, ids, limit, f"SELECT count(*) FROM region_instances WHERE {IN_RUNS}")
+    return query(store, sql, ids, limit)
 
 
 def kernel_groups(store: Store, ids: list[str], limit: int) -> Table:
@@ -86,8 +93,7 @@ def kernel_groups(store: Store, ids: list[str], limit: int) -> Table:
                string_agg(DISTINCT k.run_id, ',') AS runs
         FROM kernels k LEFT JOIN region_instances i ON i.run_id = k.run_id AND i.instance_id = k.instance_id
         WHERE k.{IN_RUNS} GROUP BY ALL ORDER BY total_ns DESC LIMIT ?"""
-    count = f"SELECT count(*) FROM (SELECT DISTINCT instance_id, name FROM kernels WHERE {IN_RUNS})"
-    return query(store, sql, ids, limit, count)
+    return query(store, sql, ids, limit)
 
 
 def kernel_rows(store: Store, ids: list[str], limit: int) -> Table:
@@ -99,7 +105,7 @@ def kernel_rows(store: Store, ids: list[str], limit: int) -> Table:
                k.registers, {_col(have, "kind", prefix="k.")}
         FROM kernels k LEFT JOIN region_instances i ON i.run_id = k.run_id AND i.instance_id = k.instance_id
         WHERE k.{IN_RUNS} ORDER BY k.run_id, k.start_ns LIMIT ?"""
-    return query(store, sql, ids, limit, f"SELECT count(*) FROM kernels WHERE {IN_RUNS}")
+    return query(store, sql, ids, limit)
 
 
 def counters(store: Store, ids: list[str], limit: int) -> Table:
@@ -111,8 +117,7 @@ def counters(store: Store, ids: list[str], limit: int) -> Table:
         WHERE m.{IN_RUNS} AND m.kernel_key IS NOT NULL
         ORDER BY CASE WHEN m.signal LIKE 'hw:%' THEN 0 WHEN m.signal LIKE 'compile.%' THEN 1 ELSE 2 END,
                  m.signal, path, m.kernel_key LIMIT ?"""
-    count = f"SELECT count(*) FROM metrics WHERE {IN_RUNS} AND kernel_key IS NOT NULL"
-    return query(store, sql, ids, limit, count)
+    return query(store, sql, ids, limit)
 
 
 def instance_values(store: Store, ids: list[str], limit: int) -> Table:
@@ -123,8 +128,7 @@ def instance_values(store: Store, ids: list[str], limit: int) -> Table:
         FROM metrics m JOIN region_instances i ON i.run_id = m.run_id AND i.instance_id = m.instance_id
         WHERE m.{IN_RUNS} AND m.kernel_key IS NULL
         ORDER BY i.path, m.signal, coalesce(i.warmup, false) DESC, i.instance_index LIMIT ?"""
-    count = f"SELECT count(*) FROM metrics WHERE {IN_RUNS} AND kernel_key IS NULL AND instance_id IS NOT NULL"
-    return query(store, sql, ids, limit, count)
+    return query(store, sql, ids, limit)
 
 
 def attribution_summary(store: Store, ids: list[str], limit: int) -> Table:
@@ -135,8 +139,7 @@ def attribution_summary(store: Store, ids: list[str], limit: int) -> Table:
         FROM metrics m LEFT JOIN region_instances i ON i.run_id = m.run_id AND i.instance_id = m.instance_id
         WHERE m.{IN_RUNS} AND NOT coalesce(i.warmup, false) AND m.signal NOT LIKE 'compile.%'
         GROUP BY ALL ORDER BY path, m.signal, class LIMIT ?"""
-    count = f"SELECT count(*) FROM metrics WHERE {IN_RUNS}"
-    return query(store, sql, ids, limit, count)
+    return query(store, sql, ids, limit)
 
 
 def evidence_classes(store: Store, ids: list[str], limit: int) -> Table:
@@ -146,8 +149,7 @@ def evidence_classes(store: Store, ids: list[str], limit: int) -> Table:
                sum(a.weight) AS weight
         FROM attributions a LEFT JOIN region_instances i ON i.run_id = a.run_id AND i.instance_id = a.instance_id
         WHERE a.{IN_RUNS} GROUP BY ALL ORDER BY path, a.evidence, a.class LIMIT ?"""
-    count = f"SELECT count(*) FROM attributions WHERE {IN_RUNS}"
-    return query(store, sql, ids, limit, count)
+    return query(store, sql, ids, limit)
 
 
 def ambiguous_items(store: Store, ids: list[str], limit: int) -> Table:
@@ -160,16 +162,14 @@ def ambiguous_items(store: Store, ids: list[str], limit: int) -> Table:
         FROM attributions a LEFT JOIN region_instances i ON i.run_id = a.run_id AND i.instance_id = a.instance_id
         WHERE a.{IN_RUNS} AND a.class IN ('ambiguous', 'mismatch', 'unattributed')
         GROUP BY a.run_id, a.evidence, a.evidence_id, a.class ORDER BY a.class, a.evidence_id LIMIT ?"""
-    count = f"""SELECT count(*) FROM (SELECT DISTINCT run_id, evidence_id FROM attributions
-                WHERE {IN_RUNS} AND class IN ('ambiguous', 'mismatch', 'unattributed'))"""
-    return query(store, sql, ids, limit, count)
+    return query(store, sql, ids, limit)
 
 
 def provenance(store: Store, ids: list[str], limit: int) -> Table:
     """Provenance rows: backend, version, settings, clocks, whether timestamps are measured."""
     sql = f"""SELECT provenance_id, run_id, backend, backend_version, settings, clocks, timestamps
               FROM provenance WHERE {IN_RUNS} ORDER BY run_id, backend LIMIT ?"""
-    return query(store, sql, ids, limit, f"SELECT count(*) FROM provenance WHERE {IN_RUNS}")
+    return query(store, sql, ids, limit)
 
 
 def run_list(store: Store, limit: int = 200) -> Table:

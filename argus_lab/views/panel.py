@@ -167,13 +167,15 @@ class SignalPanel:
         except ArgusError as exc:
             self.status.value = f"<span style='color:#a33'>{html_text(exc)}</span>"
             return
-        missing = sorted({s for r in the_plan.runs if r.needs_gpu and not self.here for s in r.signals})
+        from argus_lab.signals import lookup
+
+        missing = [] if self.here else [s for r in the_plan.runs for s in r.signals if lookup(s).needs_gpu]
         parts = [f"<b>{len(self.selected())} signal(s) &rarr; {len(the_plan.runs)} run(s)</b>"]
         parts += [f"conflict: {html_text(c)}" for c in self.conflicts()]
         if missing:
             parts.append(
-                "<span style='color:#a33'>not collectable on this machine (no GPU; those runs will be stored as "
-                f"skipped): {html_text(', '.join(missing))}</span>"
+                "<span style='color:#a33'>need a GPU, so this machine will not collect them (the report says so): "
+                f"{html_text(', '.join(missing))}</span>"
             )
         self.status.value = "<br>".join(parts)
 

@@ -7,7 +7,10 @@ machine without a GPU.
 
 from __future__ import annotations
 
+import asyncio
+import fcntl
 import json
+import os
 import shutil
 import time
 from pathlib import Path
@@ -18,6 +21,10 @@ import tornado.httpclient
 
 import argus_lab
 from argus_lab.store import Store
+
+# jupyter_server_terminals' websocket handler warns at every server start; the argus handlers are checked by
+# test_every_verb_is_authenticated with the same rule the server applies.
+pytestmark = pytest.mark.filterwarnings(r"ignore:Extension endpoints without[\s\S]*GET of TermSocket registered")
 
 
 @pytest.fixture(scope="module")
@@ -287,3 +294,23 @@ def test_extension_entry_points() -> None:
     assert argus_lab._jupyter_labextension_paths() == [{"src": "labextension", "dest": "argus-lab"}]
     config = Path(__file__).parents[2] / "jupyter-config" / "server-config" / "argus_lab.json"
     assert json.loads(config.read_text()) == {"ServerApp": {"jpserver_extensions": {"argus_lab": True}}}
+
+
+async def test_locked_store_does_not_stall_the_server(jp_fetch: Any, root_store: str, jp_root_dir: Path) -> None:
+    """A kernel writing the store holds its lock; the read waits in a worker thread, other requests go on."""
+    lock_path = jp_root_dir / (root_store + ".lock")
+    fd = os.open(lock_path, os.O_RDWR | os.O_CREAT, 0o666)
+    fcntl.flock(fd, fcntl.LOCK_EX)  # what Store.write holds while a measurement writes
+    try:
+        waiting = asyncio.ensure_future(get(jp_fetch, "runs", store=root_store))
+        await asyncio.sleep(0.3)
+        assert not waiting.done()
+        t0 = time.monotonic()
+        stores = await get(jp_fetch, "stores")
+        assert time.monotonic() - t0 < 2.0
+        assert stores["stores"][0]["path"] == root_store
+    finally:
+        fcntl.flock(fd, fcntl.LOCK_UN)
+        os.close(fd)
+    runs = await asyncio.wait_for(waiting, timeout=10)
+    assert len(runs) == 1
