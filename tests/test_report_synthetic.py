@@ -196,6 +196,10 @@ def test_diff_marks_only_changes_beyond_noise(tmp_path: Path) -> None:
     assert d.to_polars().height == len(d.rows)
     assert json.loads(json.dumps(d.to_json()))["rule"] == d.rule
     assert not any(math.isnan(r.change or 0.0) for r in d.rows)
+    # against a report with no runs every value is gone, and the other way round new; both count as changes
+    gone = a.diff(Report(st, []))
+    assert {r.verdict for r in gone.rows} == {"gone"} and len(gone.changed) == len(gone.rows)
+    assert {r.verdict for r in Report(st, []).diff(a).rows} == {"new"}
 
 
 def test_join_counts_are_stable_under_rerun(store: Store) -> None:

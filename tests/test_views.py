@@ -274,3 +274,16 @@ def test_panel_names_only_the_gpu_signals_it_cannot_collect(monkeypatch: pytest.
     assert "need a GPU" in p.status.value
     assert "gpu.time" in p.status.value.split("need a GPU")[1]
     assert "host.wall" not in p.status.value.split("need a GPU")[1]
+
+
+def test_notebook_html_template_loads_nothing_from_the_network() -> None:
+    import nbformat
+
+    from argus_lab.views.notebook_html import ArgusHTMLExporter, notebook_to_html
+
+    nb = nbformat.v4.new_notebook()
+    nb.cells = [nbformat.v4.new_markdown_cell("# t"), nbformat.v4.new_code_cell("1 + 1")]
+    page = notebook_to_html(nb)
+    assert page.count("jp-CodeCell") >= 1 and "<h1" in page
+    assert re.findall(r"<script[^>]*\bsrc=", page) == []  # no require.js, MathJax or widget manager
+    assert ArgusHTMLExporter().template_name == "argus"

@@ -269,47 +269,54 @@
         {key: 'value', label: 'value', unit: function (r) { return r.unit; }},
         {key: 'attribution', label: 'attribution'}, {key: 'backend', label: 'backend'},
         {key: 'run_id', label: 'origin run'}], vals, {maxRows: maxRows}));
-      if (instance != null) {
-        var own = (T.kernels || []).filter(function (r) { return r.instance_id === instance && r.path === path; });
-        section(drillEl, 'kernels of this instance', table(b, [{key: 'name', label: 'kernel'},
-          {key: 'start_ns', label: 'start (ns, CLOCK_REALTIME)'}, {key: 'duration_ns', label: 'duration', unit: 'ns'},
-          {key: 'stream_id', label: 'stream'}, {key: 'registers', label: 'registers'},
-          {key: 'correlation_id', label: 'correlation id'}, {key: 'run_id', label: 'run'}], own,
-        {maxRows: maxRows, empty: 'none embedded (the bundle carries the first ' + (bundle.tables && bundle.tables.kernels
-          ? bundle.tables.kernels.shown : 0) + ' kernel records; the rest stay in the store)'}));
+      var hasDevice = total('kernels') > 0 || total('counters') > 0 || (J.counters || []).length > 0
+        || (J.compiler || []).length > 0;
+      if (!hasDevice) {
+        drillEl.appendChild(b.el('div', 'argus-note', 'no kernels, counters or compiler facts in these runs '
+          + '(host signals only)'));
+      } else {
+        if (instance != null) {
+          var own = (T.kernels || []).filter(function (r) { return r.instance_id === instance && r.path === path; });
+          section(drillEl, 'kernels of this instance', table(b, [{key: 'name', label: 'kernel'},
+            {key: 'start_ns', label: 'start (ns, CLOCK_REALTIME)'}, {key: 'duration_ns', label: 'duration', unit: 'ns'},
+            {key: 'stream_id', label: 'stream'}, {key: 'registers', label: 'registers'},
+            {key: 'correlation_id', label: 'correlation id'}, {key: 'run_id', label: 'run'}], own,
+          {maxRows: maxRows, empty: 'none embedded (the bundle carries the first ' + (bundle.tables && bundle.tables.kernels
+            ? bundle.tables.kernels.shown : 0) + ' kernel records; the rest stay in the store)'}));
+        }
+        var kg = (T.kernel_groups || []).filter(function (r) { return r.path === path; });
+        section(drillEl, 'kernels', table(b, [
+          {key: 'name', label: 'kernel'}, {key: 'kind', label: 'kind'}, {key: 'count', label: 'count'},
+          {key: 'total_ns', label: 'total', unit: 'ns'}, {key: 'mean_ns', label: 'mean', unit: 'ns'},
+          {key: 'registers', label: 'registers'}, {key: 'grid', label: 'grid'}, {key: 'block', label: 'block'},
+          {key: 'runs', label: 'origin run'}], kg, {maxRows: maxRows, sortKey: 'total_ns', sortDir: -1,
+          empty: 'no kernel records for this region'}));
+        var names = {};
+        kg.forEach(function (r) { names[r.name] = true; });
+        var rc = (J.counters || []).filter(function (r) { return r.path === path; });
+        section(drillEl, 'counters', table(b, regionCounterCols(), rc, {maxRows: maxRows,
+          empty: 'no hardware counters for this region'}));
+        var ko = (J.kernels || []).filter(function (r) { return r.path === path; });
+        section(drillEl, 'kernels by ordinal, with their counters', table(b, kernelOrdinalCols(), ko,
+          {maxRows: maxRows, empty: 'no kernels joined for this region'}));
+        var ctr = (T.counters || []).filter(function (r) {
+          return r.path === path && !/^compile\./.test(r.signal);
+        });
+        section(drillEl, 'per-kernel values', table(b, counterCols(), ctr, {maxRows: maxRows,
+          empty: 'no per-kernel values for this region'}));
+        var cf = (J.compiler || []).filter(function (r) {
+          return String(r.paths || '').split(/,\s*/).indexOf(path) >= 0 || names[r.name];
+        });
+        var facts = (T.counters || []).filter(function (r) {
+          if (!/^compile\./.test(r.signal)) return false;
+          if (r.path === path) return true;
+          var key = String(r.kernel_key || '');
+          return Object.keys(names).some(function (n) { return n && key.indexOf(n) >= 0; });
+        });
+        section(drillEl, 'compiler facts', cf.length || !facts.length
+          ? table(b, compilerCols(), cf, {maxRows: maxRows, empty: 'no compiler facts for the kernels of this region'})
+          : table(b, counterCols(), facts, {maxRows: maxRows}));
       }
-      var kg = (T.kernel_groups || []).filter(function (r) { return r.path === path; });
-      section(drillEl, 'kernels', table(b, [
-        {key: 'name', label: 'kernel'}, {key: 'kind', label: 'kind'}, {key: 'count', label: 'count'},
-        {key: 'total_ns', label: 'total', unit: 'ns'}, {key: 'mean_ns', label: 'mean', unit: 'ns'},
-        {key: 'registers', label: 'registers'}, {key: 'grid', label: 'grid'}, {key: 'block', label: 'block'},
-        {key: 'runs', label: 'origin run'}], kg, {maxRows: maxRows, sortKey: 'total_ns', sortDir: -1,
-        empty: 'no kernel records for this region'}));
-      var names = {};
-      kg.forEach(function (r) { names[r.name] = true; });
-      var rc = (J.counters || []).filter(function (r) { return r.path === path; });
-      section(drillEl, 'counters', table(b, regionCounterCols(), rc, {maxRows: maxRows,
-        empty: 'no hardware counters for this region'}));
-      var ko = (J.kernels || []).filter(function (r) { return r.path === path; });
-      section(drillEl, 'kernels by ordinal, with their counters', table(b, kernelOrdinalCols(), ko,
-        {maxRows: maxRows, empty: 'no kernels joined for this region'}));
-      var ctr = (T.counters || []).filter(function (r) {
-        return r.path === path && !/^compile\./.test(r.signal);
-      });
-      section(drillEl, 'per-kernel values', table(b, counterCols(), ctr, {maxRows: maxRows,
-        empty: 'no per-kernel values for this region'}));
-      var cf = (J.compiler || []).filter(function (r) {
-        return String(r.paths || '').split(/,\s*/).indexOf(path) >= 0 || names[r.name];
-      });
-      var facts = (T.counters || []).filter(function (r) {
-        if (!/^compile\./.test(r.signal)) return false;
-        if (r.path === path) return true;
-        var key = String(r.kernel_key || '');
-        return Object.keys(names).some(function (n) { return n && key.indexOf(n) >= 0; });
-      });
-      section(drillEl, 'compiler facts', cf.length || !facts.length
-        ? table(b, compilerCols(), cf, {maxRows: maxRows, empty: 'no compiler facts for the kernels of this region'})
-        : table(b, counterCols(), facts, {maxRows: maxRows}));
       var runIds = {};
       inst.forEach(function (r) { runIds[r.run_id] = true; });
       summ.forEach(function (r) { String(r.runs || '').split(',').forEach(function (x) { if (x) runIds[x] = true; }); });

@@ -20,15 +20,41 @@ def template_dir() -> str:
     return str(resources.files("argus_lab").joinpath("templates"))
 
 
+def exporter_class() -> type:
+    """``ArgusHTMLExporter``: nbconvert's HTML exporter with the ``argus`` template (for the entry point
+    ``nbconvert.exporters: argus-html``, so that ``jupyter nbconvert --to argus-html NB.ipynb`` works)."""
+    from nbconvert import HTMLExporter
+    from traitlets import default
+
+    class ArgusHTMLExporter(HTMLExporter):
+        """HTML without CDN scripts (require.js, MathJax, widget manager)."""
+
+        export_from_notebook = "HTML (argus, offline)"
+
+        @default("template_name")
+        def _argus_template_name(self) -> str:
+            return TEMPLATE
+
+        @default("extra_template_basedirs")
+        def _argus_template_dirs(self) -> list[str]:
+            return [template_dir()]
+
+    return ArgusHTMLExporter
+
+
+def __getattr__(name: str) -> Any:
+    if name == "ArgusHTMLExporter":  # imported lazily: nbconvert is heavy
+        return exporter_class()
+    msg = f"module {__name__!r} has no attribute {name!r}"
+    raise AttributeError(msg)
+
+
 def notebook_to_html(notebook: str | Path | Any) -> str:
     """The HTML page of ``notebook`` (a path or an ``nbformat`` node), with its outputs as they are."""
     import nbformat
-    from nbconvert import HTMLExporter
-    from traitlets.config import Config
 
-    nb = nbformat.read(str(notebook), as_version=4) if isinstance(notebook, str | Path) else notebook  # type: ignore[no-untyped-call]
-    config = Config()
-    config.TemplateExporter.extra_template_basedirs = [template_dir()]
-    exporter = HTMLExporter(config=config, template_name=TEMPLATE)  # type: ignore[no-untyped-call]
+    read: Any = nbformat.read
+    nb = read(str(notebook), as_version=4) if isinstance(notebook, str | Path) else notebook
+    exporter = exporter_class()()
     body, _ = exporter.from_notebook_node(nb)
     return str(body)
