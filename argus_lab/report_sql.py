@@ -136,7 +136,9 @@ SELECT f.name, coalesce(f.source, 'compiler'), f.registers, f.local_words, f.sha
 FROM kernel_facts f LEFT JOIN per USING (name)
 WHERE f.run_id {IN_RUNS}
 UNION ALL
-SELECT name, 'cupti launch record', registers, spill_words, smem, NULL, NULL, NULL, '', run_id, coalesce(paths, '')
+SELECT name, 'cupti launch record', registers, spill_words, smem, NULL, NULL, NULL,
+       'warps, stages, SASS mix: the launch record has no compiler metadata and the binary is not extracted',
+       run_id, coalesce(paths, '')
 FROM per
 ORDER BY 1, 2
 """

@@ -91,7 +91,18 @@ def counters(rows: Sequence[CounterRow]) -> str:
 
 def compiler(rows: Sequence[CompilerRow]) -> str:
     """Compiler facts per kernel function and where it ran."""
-    header = ("kernel", "source", "registers", "spill words", "shared", "warps", "stages", "SASS", "ran in")
+    header = (
+        "kernel",
+        "source",
+        "registers",
+        "spill words",
+        "shared",
+        "warps",
+        "stages",
+        "SASS",
+        "ran in",
+        "not available",
+    )
     body = [
         (
             _short(r.name, 50),
@@ -102,7 +113,8 @@ def compiler(rows: Sequence[CompilerRow]) -> str:
             _int(r.num_warps),
             _int(r.num_stages),
             _int(r.sass_instructions),
-            r.paths or r.unavailable or "-",
+            r.paths or "-",
+            r.unavailable or "-",
         )
         for r in rows
     ]

@@ -14,6 +14,8 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
+from argus_lab.backends.rows import empty_metrics
+
 _FUNC = re.compile(r"^\s*Function\s*:\s*(\S+)")
 # an instruction line: `/*0040*/  @!P0 LDG.E.128 R4, [R2.64] ;` (cuobjdump/nvdisasm) or
 # `--:-:2:-:1\t@!P1 LDG.E.128 R16, desc[UR4][R20.64];` (Triton's own disassembly: control codes first)
@@ -221,20 +223,7 @@ _SIGNALS = (
 
 def metric_rows(facts: Sequence[KernelFacts], run_id: str, provenance_id: str = "") -> dict[str, list[Any]]:
     """Rows of the ``metrics`` table for the known numbers (``kernel_key`` = ``bin:<name>:<hash>``)."""
-    out: dict[str, list[Any]] = {
-        k: []
-        for k in (
-            "run_id",
-            "instance_id",
-            "kernel_key",
-            "signal",
-            "value",
-            "unit",
-            "attribution",
-            "backend",
-            "provenance_id",
-        )
-    }
+    out: dict[str, list[Any]] = empty_metrics()
     for f in facts:
         for sig, attr, unit in _SIGNALS:
             v = getattr(f, attr)

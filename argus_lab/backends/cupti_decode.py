@@ -23,6 +23,8 @@ from typing import Any
 
 import numpy as np
 
+from argus_lab.backends.rows import empty_metrics
+
 CUSTOM2 = 5
 """``ExternalCorrelationKind.CUSTOM2``: the kind argus_lab pushes region instance ids with."""
 KIND_DRIVER = 4
@@ -563,20 +565,7 @@ def instance_metrics(
     """
     inst_ids = np.asarray(instances.get("instance_id", []), dtype=np.int64)
     parents = np.asarray(instances.get("parent_instance_id", []), dtype=np.int64)
-    out: dict[str, list[Any]] = {
-        k: []
-        for k in (
-            "run_id",
-            "instance_id",
-            "kernel_key",
-            "signal",
-            "value",
-            "unit",
-            "attribution",
-            "backend",
-            "provenance_id",
-        )
-    }
+    out: dict[str, list[Any]] = empty_metrics()
 
     def emit(iids: np.ndarray, signal: str, values: np.ndarray, unit: str, keys: Sequence[Any] | None = None) -> None:
         m = len(iids)

@@ -3,9 +3,11 @@
 from __future__ import annotations
 
 from collections.abc import Sequence
+from typing import Any
 
 from argus_lab.backends import BACKENDS
 from argus_lab.backends.base import BackendInfo, Columns, Evidence, RunContext
+from argus_lab.backends.rows import empty_metrics
 from argus_lab.regions import BoundaryHook
 
 _UNITS = {"host.wall": "ns", "host.cpu": "ns"}
@@ -41,14 +43,12 @@ class HostCollector:
             "host.cpu": [float(c) for c in instances["cpu_ns"]],
         }
         prov = f"{ctx.run_id}:host"
-        cols: dict[str, list[object]] = {
-            k: []
-            for k in ("run_id", "instance_id", "signal", "value", "unit", "attribution", "backend", "provenance_id")
-        }
+        cols: dict[str, list[Any]] = empty_metrics()
         for sig in wanted:
             n = len(ids)
             cols["run_id"] += [ctx.run_id] * n
             cols["instance_id"] += ids
+            cols["kernel_key"] += [None] * n
             cols["signal"] += [sig] * n
             cols["value"] += values[sig]
             cols["unit"] += [_UNITS[sig]] * n

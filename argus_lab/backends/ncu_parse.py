@@ -17,6 +17,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from argus_lab.backends.rows import empty_metrics
 from argus_lab.errors import BackendUnavailableError
 
 NVTX_DOMAIN = "argus"
@@ -174,20 +175,7 @@ def metric_rows(kernels: Sequence[NcuKernel], run_id: str, provenance_id: str = 
     ``instance_id`` stays NULL (ncu runs in another process: the join matches these rows to timing-run
     instances by ``kernel_key`` = ``ncu/<path>/<instance index>/<ordinal>/<mangled name>``, class ordinal).
     """
-    out: dict[str, list[Any]] = {
-        k: []
-        for k in (
-            "run_id",
-            "instance_id",
-            "kernel_key",
-            "signal",
-            "value",
-            "unit",
-            "attribution",
-            "backend",
-            "provenance_id",
-        )
-    }
+    out: dict[str, list[Any]] = empty_metrics()
     for k in kernels:
         key = kernel_key(k)
         for m, (v, unit) in k.metrics.items():

@@ -14,6 +14,7 @@ from typing import Any
 
 from argus_lab.backends import BACKENDS
 from argus_lab.backends.base import Columns, Evidence, RunContext
+from argus_lab.backends.rows import empty_metrics
 from argus_lab.errors import BackendUnavailableError
 from argus_lab.regions import BoundaryHook
 
@@ -60,20 +61,7 @@ def window_metrics(samples: Columns, instances: Columns, run_id: str, provenance
     """
     import numpy as np
 
-    out: dict[str, list[Any]] = {
-        k: []
-        for k in (
-            "run_id",
-            "instance_id",
-            "kernel_key",
-            "signal",
-            "value",
-            "unit",
-            "attribution",
-            "backend",
-            "provenance_id",
-        )
-    }
+    out: dict[str, list[Any]] = empty_metrics()
     sig = np.asarray(samples.get("signal", []), dtype=object)
     t = np.asarray(samples.get("t_ns", []), dtype=np.int64)
     v = np.asarray(samples.get("value", []), dtype=np.float64)
