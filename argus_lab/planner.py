@@ -283,6 +283,7 @@ class Plan:
     naive_runs: int = 0
     naive_cost: float = 0.0
     pass_source: str = ""
+    pass_assumed: tuple[str, ...] = ()
 
     @property
     def cost(self) -> float:
@@ -343,6 +344,11 @@ class Plan:
         )
         if self.pass_source:
             lines.append(f"pass counts: {self.pass_source}")
+        if self.pass_assumed:
+            lines.append(
+                f"not in the pass table: {', '.join(self.pass_assumed)}; each is assumed to need as many passes as "
+                "the costliest recorded counter (on a GPU, a live count replaces this estimate)"
+            )
         return "\n".join(lines)
 
     def to_dict(self) -> dict[str, Any]:
@@ -355,6 +361,7 @@ class Plan:
             "naive_runs": self.naive_runs,
             "naive_cost": self.naive_cost,
             "pass_source": self.pass_source,
+            "pass_assumed": list(self.pass_assumed),
         }
 
     def to_json(self) -> str:
@@ -373,6 +380,7 @@ class Plan:
             naive_runs=int(data.get("naive_runs", 0)),
             naive_cost=float(data.get("naive_cost", 0.0)),
             pass_source=str(data.get("pass_source", "")),
+            pass_assumed=tuple(data.get("pass_assumed", ())),
         )
 
 
@@ -646,7 +654,14 @@ def plan(request: Request, passes: PassModel | None = None) -> Plan:
         naive_runs=len(request.signals),
         naive_cost=round(naive_cost, 3),
         pass_source=model.source if model is not None else "",
+        pass_assumed=_assumed(model, [_metric(s.name) for s in request.signals if s.backend in counters]),
     )
+
+
+def _assumed(model: Any, metrics: Sequence[str]) -> tuple[str, ...]:
+    """The metrics a table-based pass model has no record of (their pass count is a conservative guess)."""
+    known = getattr(model, "known", None)
+    return tuple(m for m in metrics if known is not None and not known(m))
 
 
 @dataclass

@@ -511,3 +511,14 @@ def test_settings_default_and_round_trip() -> None:
     assert (s.max_passes_per_run, s.replay_mode, s.clock_control, s.cache_control) == (16, "kernel", "base", "all")
     req = Request.build("host.wall", max_passes_per_run=4, cache_control="none")
     assert Request.from_dict(json.loads(json.dumps(req.to_dict()))) == req
+
+
+def test_counters_missing_from_the_pass_table_are_named_in_the_explanation() -> None:
+    if not RECORDED.exists():
+        pytest.skip("the recorded H200 pass table is not in tests/data")
+    model = TablePassModel.load(RECORDED)
+    the_plan = plan(Request.build("hw:launch__grid_size,hw:dram__bytes_read.sum"), passes=model)
+    assert the_plan.pass_assumed == ("launch__grid_size",)
+    text = the_plan.explain()
+    assert "not in the pass table: launch__grid_size" in text
+    assert Plan.from_json(the_plan.to_json()).pass_assumed == ("launch__grid_size",)
