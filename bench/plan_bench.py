@@ -77,7 +77,7 @@ def main(argv: list[str] | None = None) -> int:
 
     print("## Planner\n")
     print(f"Machine: {machine()}; measured {time.strftime('%Y-%m-%d', time.gmtime())}.  ")
-    print(f"Command: `.venv/bin/python bench/plan_bench.py --table {args.table.relative_to(ROOT)}`.  ")
+    print(f"Command: `.venv/bin/python bench/plan_bench.py --table {args.table.resolve().relative_to(ROOT)}`.  ")
     print(f"Pass table: {warm_model.label}{' (SYNTHETIC: the H200 table is not recorded yet)' * warm_model.synthetic}.")
     print()
     print(
