@@ -7,7 +7,8 @@ The rule (:data:`RULE`), per region path and signal, on the per-instance inclusi
   test (normal approximation with tie correction) gives ``p < ALPHA`` **and** the medians differ by at least
   :data:`MIN_CHANGE` of the base median (so that a tiny but consistent shift in millions of instances is not
   called a change);
-* with fewer values the change is not judged (``verdict = "too few values"``): no noise estimate exists;
+* with fewer values, or so few that even two completely separated samples could not reach ``p < ALPHA`` (3 against
+  3 cannot, 6 against 6 can), the change is not judged (``verdict = "too few values"``);
 * a value present in one report only is ``new`` or ``gone``.
 """
 
@@ -29,8 +30,8 @@ ALPHA = 0.01
 MIN_N = 3
 MIN_CHANGE = 0.01
 RULE = (
-    f"significant = two-sided Mann-Whitney U p < {ALPHA} over per-instance values (>= {MIN_N} per side) "
-    f"and |median change| >= {MIN_CHANGE:.0%} of the base median"
+    f"significant = two-sided Mann-Whitney U p < {ALPHA} over per-instance values (>= {MIN_N} per side, and "
+    f"enough that p < {ALPHA} is reachable) and |median change| >= {MIN_CHANGE:.0%} of the base median"
 )
 
 Key = tuple[str, str]
@@ -81,6 +82,13 @@ def mann_whitney(a: Sequence[float] | np.ndarray, b: Sequence[float] | np.ndarra
     return float(u1), float(min(1.0, p))
 
 
+def min_p(n1: int, n2: int) -> float:
+    """The smallest p :func:`mann_whitney` can give for samples of these sizes (complete separation, no ties)."""
+    n = n1 + n2
+    z = (n1 * n2 / 2.0 - 0.5) / math.sqrt(n1 * n2 * (n + 1) / 12.0)
+    return math.erfc(z / math.sqrt(2.0))
+
+
 def compare(
     base: Mapping[Key, np.ndarray], other: Mapping[Key, np.ndarray], units: Mapping[Key, str]
 ) -> tuple[DiffRow, ...]:
@@ -102,7 +110,7 @@ def compare(
             continue
         ma, mb = float(np.median(a)), float(np.median(b))
         change = (mb / ma - 1.0) if ma != 0 else (0.0 if mb == 0 else None)
-        if len(a) < MIN_N or len(b) < MIN_N:
+        if len(a) < MIN_N or len(b) < MIN_N or min_p(len(a), len(b)) >= ALPHA:
             rows.append(DiffRow(key[0], key[1], unit, ma, mb, change, None, len(a), len(b), False, "too few values"))
             continue
         _, p = mann_whitney(a, b)

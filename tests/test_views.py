@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import re
+from collections.abc import Callable
 from pathlib import Path
 
 import numpy as np
@@ -193,9 +194,38 @@ def test_compare_view(store_path: Path, tmp_path: Path) -> None:
     view = compare(a, b)
     row = next(r for r in view.rows if r["path"] == "work" and r["signal"] == "host.wall")
     assert row["ratio"] > 2
+    assert row["verdict"] == "too few values"  # 3 instances a side: the noise rule will not call it
     assert "B / A" in view.text()
     fig = view.figure()
     assert len(fig.data) == 2
+    html = view._repr_mimebundle_()["text/html"]
+    assert '<details class="argus-drill"><summary>work:' in html  # a click on the region opens its drill-down
+    assert a.runs[0].run_id in view.drilldown_html("work")
+    assert b.runs[0].run_id in view.drilldown_html("work")
+
+
+def test_compare_view_marks_changes_beyond_noise_and_escapes_names(store_path: Path) -> None:
+    from argus_lab.views import compare
+
+    hostile = "<img src=x onerror=window.__argus_xss=1>"
+
+    def make(n: int) -> Callable[[], None]:
+        @argus_lab.region(hostile)
+        def work() -> None:
+            sum(range(n))
+
+        return work
+
+    a = argus_lab.measure(make(2_000), "host.wall", repeat=8, warmup=1, store=str(store_path))
+    b = argus_lab.measure(make(400_000), "host.wall", repeat=8, warmup=1, store=str(store_path))
+    view = compare(a, b)
+    (row,) = [r for r in view.rows if r["signal"] == "host.wall"]
+    assert row["verdict"] == "higher"
+    assert row["significant"]
+    assert view.text().splitlines()[4].startswith("*")  # two head lines, the header, the rule, then the row
+    html = view._repr_mimebundle_()["text/html"]
+    assert hostile not in html
+    assert "&lt;img src=x onerror=window.__argus_xss=1&gt;" in html
 
 
 def test_timeline_and_ambiguity_figures(synthetic_report: Report) -> None:

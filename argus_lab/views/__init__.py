@@ -85,7 +85,7 @@ def ambiguity(report: Report) -> go.Figure:
 
 def compare(a: Report, b: Report, signal: str = "") -> Any:
     """Two reports side by side: median per region and signal, and the ratio b/a."""
-    from argus_lab.views.charts import CompareView
+    from argus_lab.views.comparison import CompareView
 
     return CompareView(a, b, signal)
 
