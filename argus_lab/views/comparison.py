@@ -115,8 +115,8 @@ class CompareView:
         cols, rows = self._cells()
         paths = list(dict.fromkeys(r["path"] for r in self.rows))
         details = "".join(
-            f'<details class="argus-drill"><summary>{html_text(p)}: signals per instance, kernels, counters, compiler facts, '
-            f"runs</summary>{self.drilldown_html(p)}</details>"
+            f'<details class="argus-drill"><summary>{html_text(p)}: signals per instance, kernels, counters, '
+            f"compiler facts, runs</summary>{self.drilldown_html(p)}</details>"
             for p in paths
         )
         head = "<br>".join(html_text(line) for line in self._head().splitlines())
