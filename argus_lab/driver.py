@@ -69,7 +69,7 @@ def drive(
                 if after_repetition is not None:
                     rows = recorder.rows[sent:]
                     sent += len(rows)
-                    after_repetition(rep, _columns(rows, run_id, warmup, recorder.rank))
+                    after_repetition(rep, _columns(rows, run_id, warmup, recorder.rank, recorder.thread_names))
     except KeyboardInterrupt:
         status, cause = "interrupted", f"interrupted by the user after {done} of {warmup + repeat} repetitions"
     except BaseException as exc:  # the user's workload may raise anything; it is recorded, not lost
@@ -78,14 +78,14 @@ def drive(
         cause = f"{type(exc).__name__}: {exc} (after {done} of {warmup + repeat} repetitions)\n" + "".join(tb[-6:])
     finally:
         if after_repetition is not None and len(recorder.rows) > sent:  # the partial repetition, if any
-            after_repetition(done, _columns(recorder.rows[sent:], run_id, warmup, recorder.rank))
+            after_repetition(done, _columns(recorder.rows[sent:], run_id, warmup, recorder.rank, recorder.thread_names))
         for c in reversed(started):
             try:
                 c.stop()
             except Exception as exc:
                 status = "failed" if status == "ok" else status
                 cause += f"\n{c.info.name} failed to stop: {exc}"
-    instances = _columns(recorder.rows, run_id, warmup, recorder.rank)
+    instances = _columns(recorder.rows, run_id, warmup, recorder.rank, recorder.thread_names)
     parts: list[Evidence] = [{"region_instances": instances, "regions": regions_columns(recorder.regions.values())}]
     for c in started:
         try:
@@ -96,7 +96,9 @@ def drive(
     return RunOutcome(status, cause.strip(), done, merge_evidence(parts))
 
 
-def _columns(rows: Sequence[tuple[Any, ...]], run_id: str, warmup: int, rank: int = 0) -> dict[str, list[Any]]:
+def _columns(
+    rows: Sequence[tuple[Any, ...]], run_id: str, warmup: int, rank: int = 0, names: Mapping[int, str] | None = None
+) -> dict[str, list[Any]]:
     cols: dict[str, list[Any]] = {name: [] for name in INSTANCE_FIELDS}
     if rows:
         for name, col in zip(INSTANCE_FIELDS, zip(*rows, strict=True), strict=True):
@@ -104,6 +106,7 @@ def _columns(rows: Sequence[tuple[Any, ...]], run_id: str, warmup: int, rank: in
     n = len(cols["instance_id"])
     cols["run_id"] = [run_id] * n
     cols["rank"] = [rank] * n
+    cols["thread_name"] = [(names or {}).get(t, "") for t in cols["thread_id"]]
     cols["warmup"] = [rep < warmup for rep in cols["repetition"]]
     return cols
 

@@ -166,6 +166,7 @@ class Recorder:
         self.repetition = 0
         self.rows: list[tuple[Any, ...]] = []
         self.regions: dict[str, Region] = {}
+        self.thread_names: dict[int, str] = {}
         # Instance ids stay unique across the ranks of a multi-process run: rank r numbers from r * 2**40 + 1.
         self.rank = _env_rank()
         self._ids = itertools.count((self.rank << 40) + 1)
@@ -261,6 +262,10 @@ class RegionMarker:
             return self
         if self._rid not in rec.regions:
             rec.regions[self._rid] = self.region
+        if not stack:  # the outermost region of this thread: remember the thread's name (once per thread)
+            ident = threading.get_ident()
+            if ident not in rec.thread_names:
+                rec.thread_names[ident] = threading.current_thread().name
         counter = rec._index.get(path)
         if counter is None:
             counter = rec._index.setdefault(path, itertools.count())

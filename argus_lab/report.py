@@ -139,11 +139,15 @@ class Report:
         self.provenance: tuple[ProvenanceRow, ...] = ()
         self._values: dict[tuple[str, str], np.ndarray] = {}
         self._units: dict[tuple[str, str], str] = {}
+        self.scopes: dict[str, str] = {}
+        """The scope of each run's request (canonical text; ``""`` = everything); the tables cover only it."""
+        self._scope_sql: str | None = None
         if not ids:
             return
         self.provenance = rt.read_provenance(self.store, ids)
+        self.scopes, self._scope_sql = rt.read_scopes(self.store, ids)
         if joined:
-            summary = rt.read_summary(self.store, ids)
+            summary = rt.read_summary(self.store, ids, self._scope_sql)
             self.regions = summary.regions
             self.counters = rt.with_settings(summary.counters, self.provenance)
             self._values, self._units = summary.values, summary.units
@@ -157,7 +161,7 @@ class Report:
     @functools.cached_property
     def kernels(self) -> tuple[KernelRow, ...]:
         """The per-kernel table (read on first use: it is the one table that scans every kernel record)."""
-        return rt.read_kernels(self.store, list(self.run_ids)) if self._joined_ok else ()
+        return rt.read_kernels(self.store, list(self.run_ids), self._scope_sql) if self._joined_ok else ()
 
     @functools.cached_property
     def compiler(self) -> tuple[CompilerRow, ...]:
@@ -266,7 +270,9 @@ class Report:
 
     def text(self) -> str:
         """The whole report as text."""
-        parts = [self.region_table()]
+        scopes = sorted({s for s in self.scopes.values() if s})
+        parts = [f"scope: {'; or '.join(scopes)} (instances outside it are left out)", ""] if scopes else []
+        parts.append(self.region_table())
         for title, rows, render in (
             ("kernels", self.kernels, self.kernel_table),
             ("counters", self.counters, self.counter_table),

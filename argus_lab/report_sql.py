@@ -9,6 +9,22 @@ from __future__ import annotations
 
 IN_RUNS = "IN (SELECT unnest(?::VARCHAR[]))"
 
+SCOPE_RUNS = f"""
+SELECT r.run_id, q.spec FROM runs r LEFT JOIN requests q ON q.request_id = r.request_id WHERE r.run_id {IN_RUNS}
+"""
+RUN_PATHS = f"""
+SELECT run_id, path, count(*) FILTER (WHERE coalesce(warmup, false)) FROM region_instances WHERE run_id {IN_RUNS}
+GROUP BY run_id, path
+"""
+
+
+def scoped(sql: str, predicate: str | None) -> str:
+    """``sql`` with its scope markers replaced by ``predicate`` over the alias ``i`` (or removed)."""
+    return sql.replace("/*SCOPE*/", f"AND {predicate}" if predicate else "").replace(
+        "/*SCOPE_OR*/", f"OR {predicate}" if predicate else "OR TRUE"
+    )
+
+
 # one value per (instance, signal) with the instance's path; warm-up instances left out.  A signal that several
 # runs supplied is reported from its run of record: not a replaying run (ncu perturbs host time), lowest plan index.
 VALUES = f"""
@@ -17,7 +33,7 @@ WITH v AS (
            v.backend, v.provenance_id, v.w_exact, v.w_ordinal, v.w_temporal, v.w_ambiguous, v.w_mismatch
     FROM instance_values v
     JOIN region_instances i ON i.run_id = v.run_id AND i.instance_id = v.instance_id
-    WHERE v.run_id {IN_RUNS} AND NOT coalesce(i.warmup, false)
+    WHERE v.run_id {IN_RUNS} AND NOT coalesce(i.warmup, false) /*SCOPE*/
 ), src AS (  -- which runs supplied which (path, signal): a few rows
     SELECT v.path, v.signal, v.run_id, any_value(r.plan_index) AS plan_index,
            any_value(list_has_any(coalesce(r.backends, []), ?::VARCHAR[])) AS replay
@@ -70,7 +86,7 @@ WITH ex AS (
            k.name, k.end_ns - k.start_ns AS dur, 1.0 AS weight, k.kernel_key, k.start_ns, 'exact' AS class,
            k.grid_x, k.grid_y, k.grid_z, k.block_x, k.block_y, k.block_z, k.registers, coalesce(i.warmup, false) AS warm
     FROM kernels k JOIN region_instances i ON i.run_id = k.run_id AND i.instance_id = k.instance_id
-    WHERE k.run_id {IN_RUNS} AND k.kind = 'kernel'
+    WHERE k.run_id {IN_RUNS} AND k.kind = 'kernel' /*SCOPE*/
 ), other_k AS (  -- kernels without a recorded instance (an integer anti join, before any string key is touched)
     SELECT k.* FROM kernels k ANTI JOIN region_instances i ON i.run_id = k.run_id AND i.instance_id = k.instance_id
     WHERE k.run_id {IN_RUNS} AND k.kind = 'kernel'
@@ -83,7 +99,7 @@ WITH ex AS (
     FROM other_k k
     JOIN attributions a ON a.run_id = k.run_id AND a.evidence_id = k.kernel_key
     LEFT JOIN region_instances i ON i.run_id = a.run_id AND i.instance_id = a.instance_id
-    WHERE a.evidence = 'kernel' AND a.class <> 'exact'
+    WHERE a.evidence = 'kernel' AND a.class <> 'exact' AND (i.instance_id IS NULL /*SCOPE_OR*/)
 ), o AS (SELECT * FROM ex UNION ALL SELECT * FROM other),
 g AS (  -- an ambiguous kernel has n rows of weight 1/n: launches = sum of weights
     SELECT run_id, path, ordinal, name, round(sum(weight))::BIGINT AS launches,

@@ -215,7 +215,25 @@ class RegionSummary:
     units: dict[tuple[str, str], str]
 
 
-def read_summary(store: Store, ids: list[str]) -> RegionSummary:
+def read_scopes(store: Store, ids: list[str]) -> tuple[dict[str, str], str | None]:
+    """The scope of each run's request (canonical text) and the SQL predicate that applies them (``None``: all)."""
+    import json
+
+    from argus_lab.scope import Scope
+    from argus_lab.scope_sql import predicate
+
+    scopes: dict[str, Scope] = {}
+    for run_id, spec in store.rows(q.SCOPE_RUNS, [ids]):
+        text = (json.loads(spec) if spec else {}).get("scope", "")
+        scopes[run_id] = Scope.parse(text or "")
+    paths: dict[str, dict[str, int]] = {}
+    if not all(s.is_everything for s in scopes.values()):
+        for run_id, path, warm in store.rows(q.RUN_PATHS, [ids]):
+            paths.setdefault(run_id, {})[path] = int(warm)
+    return {r: str(s) for r, s in scopes.items()}, predicate(scopes, paths)
+
+
+def read_summary(store: Store, ids: list[str], scope: str | None = None) -> RegionSummary:
     """Region rows (not ``hw:``/``pm:``), counter rows (``hw:``/``pm:``) and per-instance values.
 
     The per-instance values (:data:`report_sql.VALUES`) are collected once into a temporary table of a private
@@ -226,7 +244,8 @@ def read_summary(store: Store, ids: list[str]) -> RegionSummary:
     with store.connect() as con:
         cur = con.cursor()
         try:
-            cur.execute(f"CREATE OR REPLACE TEMP TABLE _r_values AS {q.VALUES}", [ids, REPLAY_BACKENDS])
+            values_sql = q.scoped(q.VALUES, scope)
+            cur.execute(f"CREATE OR REPLACE TEMP TABLE _r_values AS {values_sql}", [ids, REPLAY_BACKENDS])
             rows = cur.execute(q.REGIONS, [list(NON_ADDITIVE), list(LEVEL_UNITS)]).fetchall()
             lists = cur.execute(
                 "SELECT path, signal, list(inclusive) FILTER (WHERE inclusive IS NOT NULL), any_value(unit) "
@@ -271,13 +290,13 @@ def with_settings(counters: Sequence[CounterRow], prov: Sequence[ProvenanceRow])
     return tuple(out)
 
 
-def read_kernels(store: Store, ids: list[str]) -> tuple[KernelRow, ...]:
+def read_kernels(store: Store, ids: list[str], scope: str | None = None) -> tuple[KernelRow, ...]:
     """Per-kernel rows with the ncu counters matched to them by ordinal."""
     counters: dict[tuple[str, str, int, str], dict[str, tuple[float, str]]] = {}
     for run, path, ordinal, name, signal, value, unit in store.rows(q.KERNEL_COUNTERS, [ids]):
         counters.setdefault((run, path, int(ordinal), name), {})[signal] = (float(value), unit or "")
     out = []
-    for r in store.rows(q.KERNELS, [ids, ids]):
+    for r in store.rows(q.scoped(q.KERNELS, scope), [ids, ids]):
         run, path, ordinal, name = r[0], r[1], r[2], r[3]
         key = (run, path, int(ordinal), name) if ordinal is not None else None
         out.append(

@@ -101,3 +101,17 @@ def test_two_processes_writing_one_store_lose_nothing(store_path: Path) -> None:
         assert p.exitcode == 0
     rows = Store(store_path).rows("SELECT run_id, count(*) FROM region_instances GROUP BY run_id ORDER BY run_id")
     assert rows == [("p0", 1000), ("p1", 1000), ("seed", 1)]
+
+
+def test_columns_added_within_the_schema_version_are_added_to_an_older_store(store_path: Path) -> None:
+    Store(store_path).write({"region_instances": _instances("r1", 1)})
+    con = duckdb.connect(str(store_path))
+    con.execute("ALTER TABLE region_instances DROP COLUMN thread_name")  # a store written before the column
+    con.close()
+    store = Store(store_path)
+    assert store.rows("SELECT count(*) FROM region_instances") == [(1,)]  # a read first: nothing changes
+    store.write({"region_instances": {**_instances("r2", 1), "thread_name": ["loader"]}})
+    assert store.rows("SELECT run_id, thread_name FROM region_instances ORDER BY run_id") == [
+        ("r1", None),
+        ("r2", "loader"),
+    ]

@@ -19,7 +19,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from argus_lab.errors import SchemaVersionError, StoreError
-from argus_lab.store.schema import DDL, SCHEMA_VERSION, TABLES
+from argus_lab.store.schema import DDL, SCHEMA_VERSION, TABLES, column_types
 
 if TYPE_CHECKING:
     import duckdb
@@ -47,6 +47,7 @@ class Store:
         self._depth = 0
         self._read_only = False
         self._checked = False
+        self._migrated = False  # tables and columns of this schema version added (done by the first write)
 
     def __repr__(self) -> str:
         return f"Store({str(self.path)!r})"
@@ -82,7 +83,7 @@ class Store:
                 con = self._open(write)
                 self._con, self._read_only, self._depth = con, not write, 1
                 try:
-                    if not self._checked:
+                    if not self._checked or (write and not self._migrated):
                         self._check_schema(con, write)
                     yield con
                 finally:
@@ -152,7 +153,7 @@ class Store:
             for stmt in DDL:
                 con.execute(stmt)
             con.execute("INSERT INTO meta VALUES ('schema_version', ?)", [str(SCHEMA_VERSION)])
-            self._checked = True
+            self._checked = self._migrated = True
             return
         row = con.execute("SELECT value FROM meta WHERE key = 'schema_version'").fetchone()
         version = int(row[0]) if row else -1
@@ -169,9 +170,18 @@ class Store:
                 "it was not written by argus_lab: pass another --store path"
             )
             raise SchemaVersionError(msg)
-        if write:  # add tables introduced within this version
+        if write:  # add the tables and columns introduced within this version (additive only)
             for stmt in DDL:
                 con.execute(stmt)
+            have = {
+                (t, c)
+                for t, c in con.execute("SELECT table_name, column_name FROM information_schema.columns").fetchall()
+            }
+            for table in TABLES:
+                for name, sql_type in column_types(table):
+                    if (table, name) not in have:
+                        con.execute(f'ALTER TABLE {table} ADD COLUMN "{name}" {sql_type}')
+            self._migrated = True
         self._checked = True
 
     # -- writing ----------------------------------------------------------------------------------

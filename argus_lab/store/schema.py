@@ -30,7 +30,7 @@ TABLES: dict[str, str] = {
     "region_instances": (
         "run_id VARCHAR, instance_id BIGINT, region_id VARCHAR, path VARCHAR, instance_index INTEGER, "
         "parent_instance_id BIGINT, repetition INTEGER, pid INTEGER, thread_id UBIGINT, start_ns BIGINT, "
-        "end_ns BIGINT, cpu_ns BIGINT, error VARCHAR, warmup BOOLEAN, rank INTEGER"
+        "end_ns BIGINT, cpu_ns BIGINT, error VARCHAR, warmup BOOLEAN, rank INTEGER, thread_name VARCHAR"
     ),
     # One value of one signal.  instance_id is NULL for values that belong to no region instance
     # (device-wide samples, facts about a binary); kernel_key links per-kernel values.
@@ -110,3 +110,12 @@ def _split(cols: str) -> list[str]:
             cur += ch
     out.append(cur)
     return [c for c in out if c.strip()]
+
+
+def column_types(table: str) -> list[tuple[str, str]]:
+    """``(name, SQL type)`` of each column of ``table`` in schema order."""
+    out = []
+    for part in _split(TABLES[table]):
+        name, _, rest = part.strip().partition(" ")
+        out.append((name, rest.replace("PRIMARY KEY", "").strip()))
+    return out
