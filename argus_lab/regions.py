@@ -98,11 +98,21 @@ _local = threading.local()
 _active: list[Recorder | None] = [None]  # the process's collector slot (one recorder at a time)
 
 
-def _stack() -> list[_Frame]:
+class _Stack(list[_Frame]):
+    """A thread's open regions, innermost last; it also keeps the thread's id (read once per thread)."""
+
+    __slots__ = ("ident",)
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.ident = threading.get_ident()
+
+
+def _stack() -> _Stack:
     try:
         return _local.stack  # type: ignore[no-any-return, unused-ignore]
     except AttributeError:
-        _local.stack = []
+        _local.stack = _Stack()
         return _local.stack  # type: ignore[no-any-return, unused-ignore]
 
 
@@ -262,10 +272,8 @@ class RegionMarker:
             return self
         if self._rid not in rec.regions:
             rec.regions[self._rid] = self.region
-        if not stack:  # the outermost region of this thread: remember the thread's name (once per thread)
-            ident = threading.get_ident()
-            if ident not in rec.thread_names:
-                rec.thread_names[ident] = threading.current_thread().name
+        if not stack and stack.ident not in rec.thread_names:  # remember the thread's name, once per thread
+            rec.thread_names[stack.ident] = threading.current_thread().name
         counter = rec._index.get(path)
         if counter is None:
             counter = rec._index.setdefault(path, itertools.count())
@@ -310,7 +318,7 @@ class RegionMarker:
                 stack[-1][_IID] if stack else 0,
                 rec.repetition,
                 rec._pid,
-                threading.get_ident(),
+                stack.ident,
                 t0,
                 t1,
                 cpu,
@@ -329,7 +337,7 @@ class RegionMarker:
         return wrapper  # type: ignore[return-value]
 
 
-def _raise_misuse(marker: RegionMarker, stack: list[_Frame]) -> None:
+def _raise_misuse(marker: RegionMarker, stack: _Stack) -> None:
     name = marker.region.name
     if not stack:
         msg = (
