@@ -22,7 +22,7 @@ def test_torchrun_prefix_gets_no_python() -> None:
 
 def test_two_gloo_ranks_merge_into_one_store(store_path: Path) -> None:
     pytest.importorskip("torch.distributed", reason="torch is needed for the gloo multi-rank test")
-    launch = (sys.executable, "-m", "torch.distributed.run", "--nproc-per-node", "2", "--master-port", "29517")
+    launch = (sys.executable, "-m", "torch.distributed.run", "--standalone", "--nproc-per-node", "2")
     report = argus_lab.measure(
         str(WORKLOADS / "gloo_ranks.py"), "host.wall", repeat=3, warmup=1, store=str(store_path), launch=launch
     )
@@ -36,3 +36,20 @@ def test_two_gloo_ranks_merge_into_one_store(store_path: Path) -> None:
     assert store.rows("SELECT count(DISTINCT region_id) FROM region_instances") == [(3,)]
     rows = {(r.path, r.signal): r for r in report.regions}
     assert rows["step/allreduce", "host.wall"].instances == 6  # 3 measured repetitions x 2 ranks
+
+
+def test_a_scope_selects_ranks(store_path: Path) -> None:
+    pytest.importorskip("torch.distributed", reason="torch is needed for the gloo multi-rank test")
+    launch = (sys.executable, "-m", "torch.distributed.run", "--standalone", "--nproc-per-node", "2")
+    report = argus_lab.measure(
+        str(WORKLOADS / "gloo_ranks.py"),
+        "host.wall",
+        repeat=2,
+        warmup=0,
+        scope="step/**; ranks=1",
+        store=str(store_path),
+        launch=launch,
+    )
+    rows = {(r.path, r.signal): r for r in report.regions}
+    assert rows["step/allreduce", "host.wall"].instances == 2  # rank 1 only; both ranks are in the store
+    assert Store(store_path).rows("SELECT count(DISTINCT rank) FROM region_instances") == [(2,)]
