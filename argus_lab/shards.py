@@ -13,6 +13,7 @@ from pathlib import Path
 from typing import Any
 
 from argus_lab.backends.base import Evidence
+from argus_lab.backends.rows import jsonable_columns
 
 STATUS_FILE = "status.json"
 
@@ -20,13 +21,7 @@ STATUS_FILE = "status.json"
 def _table(cols: Mapping[str, Sequence[Any]]) -> Any:
     import pyarrow as pa
 
-    data: dict[str, Sequence[Any]] = {}
-    for key, col in cols.items():
-        if any(isinstance(v, dict | list) for v in col[:1]) and key not in {"backends", "signals"}:
-            data[key] = [json.dumps(v) for v in col]
-        else:
-            data[key] = col
-    return pa.table(data)
+    return pa.table(jsonable_columns(cols))
 
 
 def write_table(path: Path, cols: Mapping[str, Sequence[Any]]) -> None:

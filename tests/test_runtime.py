@@ -124,3 +124,17 @@ def test_host_run_with_an_attached_gpu_backend_runs_the_host_part(
     assert res.status == "partial"
     assert "compile.registers need compiler" in res.cause
     assert store.rows("SELECT count(*) FROM metrics WHERE signal = 'host.wall'") == [(6,)]
+
+
+def test_shards_keep_json_text_and_dicts_apart(tmp_path: Path) -> None:
+    """Merged evidence mixes dicts and JSON text in one column; the child's shards must not encode text twice."""
+    import json
+
+    import pyarrow.parquet as pq
+
+    from argus_lab import shards
+
+    shards.write_table(tmp_path / "t.parquet", {"settings": ['{"a": 1}', {"b": 2}], "backends": [["x"], ["y"]]})
+    got = pq.read_table(tmp_path / "t.parquet").to_pydict()
+    assert [json.loads(v) for v in got["settings"]] == [{"a": 1}, {"b": 2}]
+    assert got["backends"] == [["x"], ["y"]]

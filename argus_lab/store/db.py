@@ -9,7 +9,6 @@ store queue on the lock instead of failing, and nothing is lost.
 from __future__ import annotations
 
 import fcntl
-import json
 import os
 import threading
 import time
@@ -18,6 +17,7 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from argus_lab.backends.rows import jsonable_columns
 from argus_lab.errors import SchemaVersionError, StoreError
 from argus_lab.store.schema import DDL, SCHEMA_VERSION, TABLES, column_types
 
@@ -196,7 +196,7 @@ class Store:
                     if name not in TABLES:
                         msg = f"internal: unknown store table {name!r}"
                         raise StoreError(msg)
-                    tbl = data if isinstance(data, pa.Table) else pa.table(_jsonable(data))
+                    tbl = data if isinstance(data, pa.Table) else pa.table(jsonable_columns(data))
                     if tbl.num_rows == 0:
                         continue
                     con.register("_argus_in", tbl)
@@ -226,17 +226,3 @@ class Store:
             res: Any = con.execute(sql, list(params))
             tbl = res.fetch_arrow_table() if hasattr(res, "fetch_arrow_table") else res.arrow()
             return tbl.read_all() if hasattr(tbl, "read_all") else tbl
-
-
-_JSON_COLUMNS = frozenset({"settings", "clocks", "spec", "env", "versions"})
-
-
-def _jsonable(data: Columns) -> dict[str, Sequence[Any]]:
-    out: dict[str, Sequence[Any]] = {}
-    for key, col in data.items():
-        if col and (isinstance(col[0], dict | list) or key in _JSON_COLUMNS) and key not in {"backends", "signals"}:
-            # JSON columns: collectors give dicts or JSON text, mixed once their evidence is merged
-            out[key] = [json.dumps(v) if isinstance(v, dict | list) else v for v in col]
-        else:
-            out[key] = col
-    return out
