@@ -13,9 +13,10 @@ $(STAMP): pyproject.toml
 	$(BIN)/python -m pip install -q -e '.[test]'
 	touch $(STAMP)
 
-# Main job: JupyterLab on the quickstart notebook, store at ./argus.duckdb.
+# Main job: JupyterLab on the quickstart notebook, store at ./argus.duckdb (as root, JupyterLab needs --allow-root).
 demo: $(STAMP)
-	$(BIN)/jupyter lab notebooks/quickstart.ipynb
+	ARGUS_STORE="$(CURDIR)/argus.duckdb" $(BIN)/jupyter lab $$([ "$$(id -u)" = 0 ] && echo --allow-root) \
+	  notebooks/quickstart.ipynb
 
 # The command line on the example script, then the stored table read back.
 cli-demo: $(STAMP)
