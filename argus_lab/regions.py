@@ -215,12 +215,6 @@ class Recorder:
         return _active[0] is self
 
     # -- data -------------------------------------------------------------------------------------
-    def next_instance(self, path: str) -> tuple[int, int]:
-        counter = self._index.get(path)
-        if counter is None:
-            counter = self._index.setdefault(path, itertools.count())
-        return next(self._ids), next(counter)
-
     def columns(self) -> dict[str, list[Any]]:
         """The finished instances as columns named after :class:`InstanceRow` fields."""
         rows = list(self.rows)

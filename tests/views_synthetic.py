@@ -14,6 +14,7 @@ from typing import Any
 
 import numpy as np
 
+from argus_lab.backends.rows import empty_metrics
 from argus_lab.store import Store
 
 XSS_REGION = "<img src=x onerror=window.__argus_xss=1>"
@@ -141,20 +142,7 @@ def write_store(path: Path, n_kernels: int = 40) -> Store:
         kern["context_id"].append(1)
         kern["stream_id"].append(7 if k % 2 else 13)
         kern["registers"].append(96)
-    metrics: dict[str, list[Any]] = {
-        k: []
-        for k in [
-            "run_id",
-            "instance_id",
-            "kernel_key",
-            "signal",
-            "value",
-            "unit",
-            "attribution",
-            "backend",
-            "provenance_id",
-        ]
-    }
+    metrics: dict[str, list[Any]] = empty_metrics()
 
     def metric(run: str, iid_: Any, key: Any, sig: str, val: float, unit: str, attr: str, backend: str) -> None:
         for name, v in zip(metrics, (run, iid_, key, sig, val, unit, attr, backend, f"pv-{backend}"), strict=True):

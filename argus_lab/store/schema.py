@@ -89,11 +89,6 @@ TABLES: dict[str, str] = {
 DDL: tuple[str, ...] = tuple(f"CREATE TABLE IF NOT EXISTS {name} ({cols})" for name, cols in TABLES.items())
 
 
-def columns(table: str) -> list[str]:
-    """The column names of ``table`` in schema order."""
-    return [part.strip().split(" ", 1)[0] for part in _split(TABLES[table])]
-
-
 def _split(cols: str) -> list[str]:
     out: list[str] = []
     depth = 0
