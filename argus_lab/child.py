@@ -12,8 +12,9 @@ import os
 import sys
 from pathlib import Path
 
-from argus_lab import shards
+from argus_lab import clock_sync, shards
 from argus_lab.backends import load_backend
+from argus_lab.clock_sync import Phase
 from argus_lab.driver import drive
 from argus_lab.workload import Workload
 
@@ -27,9 +28,12 @@ def main(argv: list[str] | None = None) -> int:
     spec = json.loads(Path(args[0]).read_text())
     os.environ["ARGUS_CHILD"] = "1"
     folder = Path(spec["out_dir"])
-    if int(os.environ.get("WORLD_SIZE", "1") or 1) > 1:  # one of several ranks: a shard folder of its own
+    ranks = int(os.environ.get("WORLD_SIZE", "1") or 1)
+    if ranks > 1:  # one of several ranks: a shard folder of its own
         folder = folder / f"rank-{os.environ.get('RANK', '0')}"
     folder.mkdir(parents=True, exist_ok=True)
+    if ranks > 1:  # this rank's host-clock offset against rank 0, before the workload runs
+        _clock_offset(folder, spec["run_id"], "before")
     workload = Workload.from_dict(spec["workload"])
     if workload.kind == "script":
         os.chdir(workload.cwd)
@@ -47,9 +51,20 @@ def main(argv: list[str] | None = None) -> int:
     )
     shards.write_evidence(folder, outcome.evidence)
     shards.write_status(folder, outcome.status, outcome.cause, outcome.reps_done)
+    # and after it (drift), once the status is written (a rank killed while it waits keeps its run); a rank
+    # whose workload did not finish tells rank 0 not to wait for it
+    if ranks > 1:
+        skip = "" if outcome.status == "ok" else f"the workload did not finish on this rank ({outcome.status})"
+        _clock_offset(folder, spec["run_id"], "after", skip)
     if outcome.cause:
         print(outcome.cause, file=sys.stderr)
     return 0 if outcome.status == "ok" else 1
+
+
+def _clock_offset(folder: Path, run_id: str, phase: Phase, skip: str = "") -> None:
+    """Estimate this rank's clock offset (the estimate never raises) and write it as a provenance row at once."""
+    offset = clock_sync.estimate(run_id, phase, skip=skip)
+    shards.write_part(folder, "provenance", f"clock-{phase}", offset.provenance_columns(run_id))
 
 
 if __name__ == "__main__":

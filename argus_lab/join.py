@@ -27,7 +27,8 @@ one transaction, for the given runs:
 ``instance_values``
     per region instance and signal: ``inclusive`` (the instance and its nested instances) and ``exclusive``
     (the instance alone; NULL for non-additive signals such as ``gpu.span``), the unit, and the weight of each
-    attribution class behind the value.
+    attribution class behind the value.  Runs with several ranks also get ``rank.start_lag`` and
+    ``rank.end_lag`` per instance (:mod:`argus_lab.skew_sql`: lags behind the earliest rank, on rank 0's clock).
 
 ``instance_matches``
     every instance of the other runs matched to the reference (timing) run by (path, repetition, index of
@@ -47,7 +48,9 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
+from argus_lab import comm_sql as comm
 from argus_lab import join_sql as q
+from argus_lab import skew_sql
 from argus_lab.store import Store
 
 if TYPE_CHECKING:
@@ -56,8 +59,8 @@ if TYPE_CHECKING:
 CLASSES: tuple[str, ...] = ("exact", "ordinal", "temporal", "ambiguous", "unattributed", "mismatch")
 """The attribution classes, most certain first."""
 
-NON_ADDITIVE: tuple[str, ...] = ("gpu.span",)
-"""Instance signals whose exclusive value is undefined (a span does not subtract)."""
+NON_ADDITIVE: tuple[str, ...] = ("gpu.span", *skew_sql.SIGNALS)
+"""Instance signals whose exclusive value is undefined (a span or a lag does not subtract)."""
 
 LEVEL_UNITS: tuple[str, ...] = ("W", "MHz", "C", "%", "pct", "percent", "ratio")
 """Units of sampled *levels* (time-weighted mean over an instance); other sampled values are split by share."""
@@ -129,6 +132,11 @@ def _attribute(con: duckdb.DuckDBPyConnection, ids: list[str]) -> str | None:
         con.execute(stmt)
     for stmt in (q.KERNEL_EXCLUSIVE, q.KERNEL_SIGNALS, q.KERNEL_VALUES, q.SPAN_VALUES):
         con.execute(stmt)
+    # communication kernels: overlap with compute, exposed time
+    con.execute(comm.COMM_RUNS, {"pattern": comm.COMM_KERNEL_PATTERN})
+    if _count(con, comm.HAS_COMM_RUNS):
+        for stmt in comm.STATEMENTS:
+            con.execute(stmt, {"pattern": comm.COMM_KERNEL_PATTERN} if "$pattern" in stmt else None)
     # time samples
     con.execute(q.SAMPLES)
     if _count(con, "SELECT count(*) FROM _j_s"):
@@ -157,6 +165,7 @@ def _attribute(con: duckdb.DuckDBPyConnection, ids: list[str]) -> str | None:
     # per-instance values the backends stored, for signals not derived above; the instances themselves
     con.execute(q.INSTANCE_METRICS, [list(NON_ADDITIVE)])
     con.execute(q.INSTANCE_ATTRIBUTIONS)
+    skew_sql.derive(con)  # multi-rank runs: rank.start_lag / rank.end_lag on rank 0's clock
     return ref
 
 

@@ -76,7 +76,8 @@ SELECT k.run_id, coalesce(k.kind, 'kernel') AS kind,
        coalesce(k.kernel_key, concat_ws('/', k.device_id, k.context_id, k.correlation_id, k.start_ns)) AS key,
        k.instance_id AS carried, k.name, k.start_ns, k.end_ns, coalesce(k.graph_id, 0) AS graph_id,
        coalesce(k.thread_id, 0) AS thread_id, coalesce(nullif(k.api_start_ns, 0), k.start_ns) AS q,
-       coalesce(k.bytes, 0) AS bytes, k.correlation_id
+       coalesce(k.bytes, 0) AS bytes, k.correlation_id, coalesce(k.device_id, 0) AS device_id,
+       coalesce(k.rank, 0) AS rank
 FROM kernels k
 WHERE k.run_id IN (SELECT run_id FROM _j_runs)
 """

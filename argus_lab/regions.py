@@ -148,7 +148,7 @@ class _Nvtx:
         self.pop = self.domain.pop_range
 
 
-def _env_rank() -> int:
+def env_rank() -> int:
     """This process's rank as set by torchrun and similar launchers (``RANK``), 0 when unset."""
     text = os.environ.get("RANK", "0").strip() or "0"
     return int(text) if text.isdigit() else 0
@@ -178,7 +178,7 @@ class Recorder:
         self.regions: dict[str, Region] = {}
         self.thread_names: dict[int, str] = {}
         # Instance ids stay unique across the ranks of a multi-process run: rank r numbers from r * 2**40 + 1.
-        self.rank = _env_rank()
+        self.rank = env_rank()
         self._ids = itertools.count((self.rank << 40) + 1)
         self._index: dict[str, Iterator[int]] = {}
         self._pid = os.getpid()

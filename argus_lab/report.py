@@ -13,6 +13,8 @@ connection, so it can be displayed, printed or exported later.  Its tables:
 ``attribution``  per evidence kind: the share that is exact/ordinal/temporal/ambiguous/unattributed/mismatch
 ``matches``      instance matching of each run against the reference (timing) run
 ``clocks``       clocks, power and temperature seen during the runs
+``ranks``        multi-rank runs: per region path the cross-rank skew of its occurrences (median, max)
+``clock_offsets`` each rank's host-clock offset against rank 0, before and after the workload, with uncertainty
 ``provenance``   every backend's provenance record (run, backend and version, settings, clocks, timestamps)
 ``runs``         the runs with status, backends, commands and versions
 
@@ -25,7 +27,7 @@ from __future__ import annotations
 import functools
 import json
 from dataclasses import asdict, dataclass
-from typing import TYPE_CHECKING, Any, Literal
+from typing import TYPE_CHECKING, Any, Literal, get_args
 
 from argus_lab import report_tables as rt
 from argus_lab import report_text as txt
@@ -34,12 +36,14 @@ from argus_lab.errors import StoreError
 from argus_lab.report_sql import JOINED, TRACE
 from argus_lab.report_tables import (
     AttributionRow,
+    ClockOffsetRow,
     ClockRow,
     CompilerRow,
     CounterRow,
     KernelRow,
     MatchRow,
     ProvenanceRow,
+    RankRow,
     RegionRow,
 )
 from argus_lab.store import Store, queries
@@ -49,9 +53,6 @@ if TYPE_CHECKING:
     import polars as pl
 
 TableName = Literal[
-    "regions", "kernels", "counters", "compiler", "attribution", "matches", "clocks", "provenance", "runs"
-]
-TABLES: tuple[TableName, ...] = (
     "regions",
     "kernels",
     "counters",
@@ -61,17 +62,22 @@ TABLES: tuple[TableName, ...] = (
     "clocks",
     "provenance",
     "runs",
-)
+    "ranks",
+    "clock_offsets",
+]
+TABLES: tuple[TableName, ...] = get_args(TableName)
 
 __all__ = [
     "TABLES",
     "AttributionRow",
+    "ClockOffsetRow",
     "ClockRow",
     "CompilerRow",
     "CounterRow",
     "KernelRow",
     "MatchRow",
     "ProvenanceRow",
+    "RankRow",
     "RegionRow",
     "Report",
     "RunRow",
@@ -137,6 +143,8 @@ class Report:
         self.matches: tuple[MatchRow, ...] = ()
         self.clocks: tuple[ClockRow, ...] = ()
         self.provenance: tuple[ProvenanceRow, ...] = ()
+        self.ranks: tuple[RankRow, ...] = ()
+        self.clock_offsets: tuple[ClockOffsetRow, ...] = ()
         self._values: dict[tuple[str, str], np.ndarray] = {}
         self._units: dict[tuple[str, str], str] = {}
         self.scopes: dict[str, str] = {}
@@ -145,6 +153,7 @@ class Report:
         if not ids:
             return
         self.provenance = rt.read_provenance(self.store, ids)
+        self.clock_offsets = rt.clock_offsets(self.provenance)
         self.scopes, self._scope_sql = rt.read_scopes(self.store, ids)
         if joined:
             summary = rt.read_summary(self.store, ids, self._scope_sql)
@@ -155,6 +164,7 @@ class Report:
             self.attribution = rt.read_attribution(self.provenance)
             self.matches = rt.read_matches(self.store, ids)
             self.clocks = rt.read_clocks(self.store, ids)
+            self.ranks = rt.read_ranks(self.store, ids, self._scope_sql)
         else:
             self.regions = tuple(RegionRow(*r) for r in self.store.rows(queries.REGION_SUMMARY, [ids]))
 
@@ -214,6 +224,10 @@ class Report:
         """The attribution summary as text."""
         return txt.attribution(self.attribution)
 
+    def rank_table(self) -> str:
+        """Cross-rank skew per region and the clock offsets behind it, as text."""
+        return txt.ranks(self.ranks, self.clock_offsets)
+
     def runs_table(self) -> str:
         """One line per run with status, backends and provenance."""
         header = ("#", "run", "status", "backends", "reps", "seconds", "why a separate run")
@@ -245,6 +259,7 @@ class Report:
                 if a.shares.get(cls, 0.0) > 0:
                     out.append(f"{a.evidence} evidence ({a.signals}): {100 * a.shares[cls]:.1f}% {cls}")
         out.extend(txt.matches(self.matches))
+        out.extend(rt.rank_coverage([(r.run_id, r.signals) for r in self.runs], self.ranks, self.clock_offsets))
         return out
 
     def provenance_text(self) -> str:
@@ -278,6 +293,7 @@ class Report:
             ("counters", self.counters, self.counter_table),
             ("compiler facts", self.compiler, self.compiler_table),
             ("attribution", self.attribution, self.attribution_table),
+            ("ranks (skew of each occurrence: its largest lag over the ranks)", self.ranks, self.rank_table),
         ):
             if rows:
                 parts += ["", f"{title}:", render()]

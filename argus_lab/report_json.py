@@ -46,6 +46,8 @@ def build(report: Report) -> dict[str, Any]:
         "matches": [clean(r) for r in report.matches],
         "clocks_seen": [clean(r) for r in report.clocks],
         "provenance": [clean(r) for r in report.provenance],
+        "ranks": [clean(r) for r in report.ranks],
+        "clock_offsets": [clean(r) for r in report.clock_offsets],
         "coverage": report.coverage(),
         "rules": {
             "diff": RULE,

@@ -27,6 +27,7 @@ def scoped(sql: str, predicate: str | None) -> str:
 
 # one value per (instance, signal) with the instance's path; warm-up instances left out.  A signal that several
 # runs supplied is reported from its run of record: not a replaying run (ncu perturbs host time), lowest plan index.
+# Runs of repeated requests at that same plan position are repeats of one measurement: their instances pool.
 VALUES = f"""
 WITH v AS (
     SELECT i.path, v.signal, v.run_id, v.instance_id, i.repetition, i.start_ns, v.inclusive, v.exclusive, v.unit,
@@ -35,11 +36,12 @@ WITH v AS (
     JOIN region_instances i ON i.run_id = v.run_id AND i.instance_id = v.instance_id
     WHERE v.run_id {IN_RUNS} AND NOT coalesce(i.warmup, false) /*SCOPE*/
 ), src AS (  -- which runs supplied which (path, signal): a few rows
-    SELECT v.path, v.signal, v.run_id, any_value(r.plan_index) AS plan_index,
-           any_value(list_has_any(coalesce(r.backends, []), ?::VARCHAR[])) AS replay
+    SELECT v.path, v.signal, v.run_id,
+           any_value(CASE WHEN list_has_any(coalesce(r.backends, []), ?::VARCHAR[]) THEN 1 ELSE 0 END)
+               * 1000000 + coalesce(any_value(r.plan_index), 0) AS position
     FROM v LEFT JOIN runs r ON r.run_id = v.run_id GROUP BY v.path, v.signal, v.run_id
-), pick AS (
-    SELECT path, signal, arg_min(run_id, (replay, plan_index, run_id)) AS run_id FROM src GROUP BY path, signal
+), pick AS (  -- the best-placed run; runs at the same plan position of repeated requests pool their instances
+    SELECT path, signal, run_id FROM src QUALIFY position = min(position) OVER (PARTITION BY path, signal)
 )
 SELECT v.* FROM v SEMI JOIN pick USING (path, signal, run_id)
 """

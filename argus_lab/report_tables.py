@@ -168,6 +168,47 @@ class MatchRow:
     difference: str
 
 
+@dataclass(frozen=True)
+class RankRow:
+    """Cross-rank skew of one region path (multi-rank runs): over its occurrences, where an occurrence is the
+    same (run, repetition, n-th instance of the path on each rank) on every rank and its skew is its largest
+    lag (``rank.start_lag`` / ``rank.end_lag``) over the ranks, on rank 0's clock."""
+
+    path: str
+    ranks: int
+    occurrences: int
+    start_skew_median: float | None
+    start_skew_max: float | None
+    end_skew_median: float | None
+    end_skew_max: float | None
+    last_to_start: int | None
+    """The rank that most often entered last."""
+    last_to_end: int | None
+    """The rank that most often left last."""
+    runs: str
+    unit: str = "ns"
+
+
+@dataclass(frozen=True)
+class ClockOffsetRow:
+    """One rank's host-clock offset against rank 0 in one phase (``before``/``after`` the workload).
+
+    ``rank-0 time = rank time + offset_ns``, within ``± uncertainty_ns``; ``status`` is ``reference`` (rank 0),
+    ``estimated`` or ``not estimated`` (then ``reason`` says why and the rank's lags are uncorrected).
+    """
+
+    run_id: str
+    rank: int
+    phase: str
+    status: str
+    offset_ns: int | None
+    uncertainty_ns: int | None
+    round_trip_ns: int | None
+    samples: int
+    reason: str
+    provenance_id: str
+
+
 EVIDENCE_SIGNALS = {
     "instance": "host.*",
     "kernel": "gpu.time, gpu.kernels, gpu.span",
@@ -307,6 +348,65 @@ def read_kernels(store: Store, ids: list[str], scope: str | None = None) -> tupl
             )
         )  # fmt: skip
     return tuple(out)
+
+
+def read_ranks(store: Store, ids: list[str], scope: str | None = None) -> tuple[RankRow, ...]:
+    """Per region path of the multi-rank runs: ranks, occurrences, start and end skew (median, max)."""
+    from argus_lab.skew_sql import RANKS
+
+    return tuple(
+        RankRow(
+            path, int(ranks), int(occ), _num(smed), _num(smax), _num(emed), _num(emax),
+            None if last_s is None else int(last_s), None if last_e is None else int(last_e), runs or "",
+        )
+        for path, ranks, occ, smed, smax, emed, emax, last_s, last_e, runs in store.rows(q.scoped(RANKS, scope), [ids])
+    )  # fmt: skip
+
+
+def clock_offsets(provenance: Sequence[ProvenanceRow]) -> tuple[ClockOffsetRow, ...]:
+    """The ranks' clock offsets, from the ``clock`` provenance records the ranks wrote."""
+    out = []
+    for p in provenance:
+        if p.backend != "clock":
+            continue
+        st = p.settings
+        out.append(
+            ClockOffsetRow(
+                p.run_id, int(st.get("rank", -1)), str(st.get("phase", "")), str(st.get("status", "")),
+                st.get("offset_ns"), st.get("uncertainty_ns"), st.get("round_trip_ns"), int(st.get("samples") or 0),
+                str(st.get("reason") or ""), p.provenance_id,
+            )
+        )  # fmt: skip
+    return tuple(sorted(out, key=lambda o: (o.run_id, o.rank, o.phase != "before")))
+
+
+def rank_coverage(
+    requested: Sequence[tuple[str, tuple[str, ...]]], ranks: Sequence[RankRow], offsets: Sequence[ClockOffsetRow]
+) -> list[str]:
+    """Sentences about rank lags that were asked for but cannot be given, and offsets that were not estimated.
+
+    ``requested`` holds (run id, signals) of each run.
+    """
+    from argus_lab.skew_sql import SIGNALS
+
+    out = []
+    asked = sorted({s for _, sigs in requested for s in sigs if s in SIGNALS})
+    if asked and not ranks:
+        out.append(
+            f"{', '.join(asked)}: no run of this report has more than one rank; launch the workload on several "
+            "ranks, e.g. `--launch 'torchrun --nproc-per-node 2'` (Python: launch='torchrun --nproc-per-node 2')"
+        )
+    for o in offsets:
+        if o.status == "not estimated":
+            out.append(
+                f"run {o.run_id} rank {o.rank}: clock offset not estimated ({o.phase} the workload): {o.reason}; "
+                "its rank lags use its clock as it is (exact on one host, not across hosts)"
+            )
+    return out
+
+
+def _num(v: Any) -> float | None:
+    return None if v is None else float(v)
 
 
 def read_compiler(store: Store, ids: list[str]) -> tuple[CompilerRow, ...]:

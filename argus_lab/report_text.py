@@ -6,11 +6,13 @@ from collections.abc import Sequence
 
 from argus_lab.report_tables import (
     AttributionRow,
+    ClockOffsetRow,
     ClockRow,
     CompilerRow,
     CounterRow,
     KernelRow,
     MatchRow,
+    RankRow,
     RegionRow,
     describe,
 )
@@ -148,6 +150,42 @@ def matches(rows: Sequence[MatchRow]) -> list[str]:
         for r in rows
         if r.status != "match"
     ]
+
+
+def ranks(rows: Sequence[RankRow], offsets: Sequence[ClockOffsetRow]) -> str:
+    """Cross-rank skew per region (median and max over occurrences) and the clock offsets behind it."""
+    header = ("region", "ranks", "occurrences", "start skew", "max", "end skew", "max", "last in", "last out")
+    body = [
+        (
+            r.path,
+            str(r.ranks),
+            str(r.occurrences),
+            fmt(r.start_skew_median, r.unit),
+            fmt(r.start_skew_max, r.unit),
+            fmt(r.end_skew_median, r.unit),
+            fmt(r.end_skew_max, r.unit),
+            _rank(r.last_to_start),
+            _rank(r.last_to_end),
+        )
+        for r in rows
+    ]
+    lines = [table(header, body), "clock offsets against rank 0 (rank-0 time = rank time + offset):"]
+    for o in offsets:
+        if o.status == "estimated":
+            what = (
+                f"{fmt(o.offset_ns, 'ns')} ± {fmt(o.uncertainty_ns, 'ns')} "
+                f"(best round trip {fmt(o.round_trip_ns, 'ns')} of {o.samples} samples)"
+            )
+        elif o.status == "reference":
+            what = "0 (reference)" + (f"; {o.reason}" if o.reason else "")
+        else:
+            what = f"not estimated: {o.reason}"
+        lines.append(f"  {o.run_id} rank {o.rank} {o.phase}: {what}")
+    return "\n".join(lines)
+
+
+def _rank(v: int | None) -> str:
+    return "-" if v is None else f"rank {v}"
 
 
 def _int(v: int | None) -> str:

@@ -2,7 +2,9 @@
 
 A child process never opens the DuckDB store: it writes one ``instances-<rep>.parquet`` per finished
 repetition (so a process that dies keeps what it finished), ``ev-<table>.parquet`` for each evidence table at
-the end, and ``status.json``.  The parent ingests the folder into the store in one transaction.
+the end, and ``status.json``.  Rows written at other moments go to ``ev-<table>.<part>.parquet`` (a rank's
+clock offsets, :func:`write_part`): they land in the same table.  The parent ingests the folder into the
+store in one transaction.
 """
 
 from __future__ import annotations
@@ -46,6 +48,11 @@ def write_evidence(folder: Path, evidence: Evidence) -> None:
         write_table(folder / f"ev-{table}.parquet", cols)
 
 
+def write_part(folder: Path, table: str, part: str, cols: Mapping[str, Sequence[Any]]) -> None:
+    """Rows of one store table written apart from the evidence (``ev-<table>.<part>.parquet``)."""
+    write_table(folder / f"ev-{table}.{part}.parquet", cols)
+
+
 def write_status(folder: Path, status: str, cause: str, reps_done: int) -> None:
     """The child's last word."""
     (folder / STATUS_FILE).write_text(json.dumps({"status": status, "cause": cause, "reps_done": reps_done}))
@@ -67,7 +74,7 @@ def read_folder(folder: Path) -> tuple[dict[str, Any], dict[str, Any] | None]:
         for p in sorted(leaf.glob("instances-*.parquet")):
             parts.setdefault("region_instances", []).append(pq.read_table(p))
         for p in sorted(leaf.glob("ev-*.parquet")):
-            parts.setdefault(p.stem[3:], []).append(pq.read_table(p))
+            parts.setdefault(p.stem[3:].split(".")[0], []).append(pq.read_table(p))
     tables = {name: pa.concat_tables(ts, promote_options="default") for name, ts in parts.items()}
     statuses = []
     for leaf in leaves:

@@ -62,6 +62,9 @@ CATALOG: dict[str, Signal] = {
     for s in (
         _s("host.wall", "ns", "host", "wall-clock time from region entry to exit on the host"),
         _s("host.cpu", "ns", "host", "CPU time the region's thread spent inside the region"),
+        # derived by the join from the host clocks of multi-rank runs (free with any host run under torchrun)
+        _s("rank.start_lag", "ns", "host", "how much later this rank entered the region than the first rank"),
+        _s("rank.end_lag", "ns", "host", "how much later this rank left the region than the first rank"),
         _s("gpu.time", "ns", "cupti", "sum of the durations of the kernels the region launched"),
         _s("gpu.span", "ns", "cupti", "first kernel start to last kernel end of the region's kernels"),
         _s("gpu.kernels", "count", "cupti", "number of kernels the region launched"),
@@ -70,6 +73,20 @@ CATALOG: dict[str, Signal] = {
         _s("gpu.memcpy_time", "ns", "cupti", "device time of the region's memcpy operations"),
         _s("gpu.memset_bytes", "byte", "cupti", "bytes set by the region's memset operations"),
         _s("gpu.kernel_time", "ns", "cupti", "duration of one kernel", "kernel"),
+        _s("comm.time", "ns", "cupti", "sum of the durations of the region's communication (NCCL) kernels"),
+        _s("comm.kernels", "count", "cupti", "number of communication (NCCL) kernels the region launched"),
+        _s(
+            "comm.overlap",
+            "ns",
+            "cupti",
+            "time the region's communication kernels ran while compute kernels ran on the same device",
+        ),
+        _s(
+            "comm.exposed",
+            "ns",
+            "cupti",
+            "time the region's communication kernels ran with no compute kernel on the device",
+        ),
         _s("compile.registers", "register/thread", "compiler", "registers per thread of a kernel", "binary"),
         _s(
             "compile.spills",

@@ -3,7 +3,10 @@
 
     python scripts/gpu_record.py all OUT          # everything below, each mode in its own process
     python scripts/gpu_record.py case NAME OUT    # one recording workload under cupti + nvml + compiler
-    python scripts/gpu_record.py events MODE OUT  # gpu.time vs CUDA events (MODE: none | cupti)
+    python scripts/gpu_record.py events MODE OUT  # gpu.time vs CUDA events (MODE: none | cupti | abab)
+    python scripts/gpu_record.py nccl-probe OUT   # one-rank NCCL group: NCCL's kernels under CUPTI
+    python scripts/gpu_record.py overlap-study OUT  # nccl_overlap.py: serial vs overlapped steps, 3 processes
+    python scripts/gpu_record.py loop-abab cupti|profiler OUT  # launch-bound loop, all phases in one process
     python scripts/gpu_record.py profiler OUT     # kernel counts per record_function (torch.profiler)
     python scripts/gpu_record.py loop MODE OUT    # launch-bound loop (plain|markers|cupti|cupti-kernel|profiler ...)
     python scripts/gpu_record.py timing OUT       # only the timing figures, several processes each
@@ -217,7 +220,8 @@ def summarize_case(name: str, ev: dict[str, Any]) -> None:
 
 
 # ----------------------------------------------------------------------------------------------------------------
-def events_workload() -> tuple[Any, Any]:
+def events_workload() -> dict[str, Any]:
+    """The regions timed against CUDA events, each a callable opening its region (name = key)."""
     import torch
 
     import argus_lab
@@ -228,6 +232,8 @@ def events_workload() -> tuple[Any, Any]:
     c = torch.empty_like(a)
     x = torch.randn(1 << 25, device="cuda")
     y = torch.empty_like(x)
+    big = torch.randn(1 << 28, device="cuda")  # 1 GiB: memory-bound kernels of about 0.5 ms
+    big_out = torch.empty_like(big)
 
     def gemm() -> None:
         with argus_lab.region("gemm"):
@@ -241,7 +247,12 @@ def events_workload() -> tuple[Any, Any]:
                 torch.add(y, x, out=y)
                 y.relu_()
 
-    return gemm, chain
+    def stream() -> None:
+        with argus_lab.region("stream"):
+            for _ in range(3):
+                torch.mul(big, 1.0001, out=big_out)
+
+    return {"gemm": gemm, "chain": chain, "stream": stream}
 
 
 def _sm_clock() -> float:
@@ -254,42 +265,43 @@ def _sm_clock() -> float:
         return float("nan")
 
 
-def run_events(mode: str, out: Path) -> None:
-    """gpu.time/gpu.span (CUPTI) vs CUDA events around the same regions.
+SPACER_CYCLES = 600_000  # about 0.3-0.4 ms of GPU work queued before the start event
 
-    ``none``: CUDA events with no tool attached.  ``cupti``: the CUPTI timing run, with CUDA events recorded
-    around the same regions too (same process, same GPU state).  Both warm the GPU up for 1.5 s first so the
-    clocks have left their idle state.
+
+def _events_pass(work: dict[str, Any], iters: int, res: dict[str, list[float]]) -> None:
+    """Time every region with CUDA events, ``iters`` times, in two variants.
+
+    ``<name>``: the GPU is idle when the start event is recorded (events also count the host's launch latency of
+    the first kernel).  ``<name>@queued``: a sleep kernel is queued first, so the start event, the region's kernels
+    and the end event reach the GPU back to back (events count GPU time only, plus inter-kernel gaps).
     """
     import torch
 
-    gemm, chain = events_workload()
-    iters = 30
-    t_end = time.perf_counter() + 1.5
+    for _ in range(iters):
+        for name, fn in work.items():
+            for queued in (False, True):
+                e0, e1 = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+                if queued:
+                    torch.cuda._sleep(SPACER_CYCLES)
+                e0.record()
+                fn()
+                e1.record()
+                torch.cuda.synchronize()
+                res.setdefault(f"{name}@queued" if queued else name, []).append(e0.elapsed_time(e1) * 1e6)
+
+
+def _warm_up(work: dict[str, Any], seconds: float = 1.5) -> None:
+    import torch
+
+    t_end = time.perf_counter() + seconds
     while time.perf_counter() < t_end:
-        gemm()
-        chain()
+        for fn in work.values():
+            fn()
         torch.cuda.synchronize()
-    res: dict[str, list[float]] = {"gemm": [], "chain": []}
 
-    def timed(fn: Any, name: str) -> None:
-        e0, e1 = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
-        e0.record()
-        fn()
-        e1.record()
-        torch.cuda.synchronize()
-        res[name].append(e0.elapsed_time(e1) * 1e6)  # ns
 
-    clock0 = _sm_clock()
-    if mode == "none":
-        for _ in range(iters):
-            timed(gemm, "gemm")
-            timed(chain, "chain")
-        fig = {k: {"median_ns": median(v), "n": len(v)} for k, v in res.items()}
-        fig["sm_clock_mhz"] = {"start": clock0, "end": _sm_clock()}  # type: ignore[dict-item]
-        print(f"[events none] cuda events: {json.dumps(fig)}")
-        _append_figure(out, "events:none", fig)
-        return
+def _cupti_pass(work: dict[str, Any], iters: int, out: Path) -> tuple[dict[str, list[float]], dict[str, list[float]]]:
+    """One CUPTI timing run over :func:`_events_pass`: (gpu.time/gpu.span per region variant, CUDA events)."""
     from argus_lab.backends.base import RunContext
     from argus_lab.backends.cupti_backend import CuptiCollector
     from argus_lab.regions import Recorder
@@ -297,26 +309,76 @@ def run_events(mode: str, out: Path) -> None:
     coll = CuptiCollector()
     coll.start(RunContext("events", ("gpu.time",), {}, out))
     rec = Recorder("events", coll.hooks())
+    events: dict[str, list[float]] = {}
     with rec:
-        for _ in range(iters):
-            timed(gemm, "gemm")
-            timed(chain, "chain")
+        _events_pass(work, iters, events)
     coll.stop()
     inst = rec.columns()
     ev = coll.evidence(inst)
-    path_of = dict(zip(inst["instance_id"], inst["path"], strict=True))
+    # instances of one region come in order: idle, queued, idle, queued ...
+    variant: dict[Any, str] = {}
+    seen: dict[str, int] = {}
+    for iid, path in zip(inst["instance_id"], inst["path"], strict=True):
+        k = seen.get(path, 0)
+        seen[path] = k + 1
+        variant[iid] = f"{path}@queued" if k % 2 else path
     vals: dict[str, list[float]] = {}
     m = ev["metrics"]
     for iid, sig, val in zip(m["instance_id"], m["signal"], m["value"], strict=True):
         if iid is None or sig not in ("gpu.time", "gpu.span"):
             continue
-        vals.setdefault(f"{path_of[iid]}:{sig}", []).append(val)
-    summary: dict[str, Any] = {k: {"median_ns": median(v), "n": len(v)} for k, v in vals.items()}
-    for k, v in res.items():
-        summary[f"{k}:cuda_events_with_cupti"] = {"median_ns": median(v), "n": len(v)}
-    summary["sm_clock_mhz"] = {"start": clock0, "end": _sm_clock()}
-    print(f"[events cupti] {json.dumps(summary)}")
-    _append_figure(out, "events:cupti", summary)
+        vals.setdefault(f"{variant[iid]}:{sig}", []).append(val)
+    return vals, events
+
+
+def _medians(d: dict[str, list[float]]) -> dict[str, Any]:
+    return {k: {"median_ns": median(v), "n": len(v)} for k, v in d.items()}
+
+
+def run_events(mode: str, out: Path) -> None:
+    """gpu.time/gpu.span (CUPTI) vs CUDA events around the same regions.
+
+    ``none``: CUDA events with no tool attached.  ``cupti``: the CUPTI timing run, with CUDA events recorded
+    around the same regions too (same process, same GPU state).  ``abab``: both in one process, alternating in
+    rounds; between CUPTI rounds ``cupti.finalize()`` detaches CUPTI, so the "none" rounds run with no tool
+    attached while sharing the process's GPU state.  All warm the GPU up for 1.5 s first.
+    """
+    work = events_workload()
+    iters = 30
+    _warm_up(work)
+    clock0 = _sm_clock()
+    if mode == "none":
+        res: dict[str, list[float]] = {}
+        _events_pass(work, iters, res)
+        fig = _medians(res)
+        fig["sm_clock_mhz"] = {"start": clock0, "end": _sm_clock()}
+        print(f"[events none] cuda events: {json.dumps(fig)}")
+        _append_figure(out, "events:none", fig)
+        return
+    if mode == "cupti":
+        vals, events = _cupti_pass(work, iters, out)
+        summary = _medians(vals)
+        for k, v in events.items():
+            summary[f"{k}:cuda_events_with_cupti"] = {"median_ns": median(v), "n": len(v)}
+        summary["sm_clock_mhz"] = {"start": clock0, "end": _sm_clock()}
+        print(f"[events cupti] {json.dumps(summary)}")
+        _append_figure(out, "events:cupti", summary)
+        return
+    if mode != "abab":
+        raise SystemExit(f"unknown events mode {mode!r}: none, cupti or abab")
+    from cupti import cupti
+
+    rounds: list[dict[str, Any]] = []
+    for r in range(6):
+        res = {}
+        _events_pass(work, 10, res)
+        vals, events = _cupti_pass(work, 10, out)
+        cupti.finalize()  # detach: the next round's "none" pass runs with no tool attached
+        row = {"none": _medians(res), "cupti": _medians(vals), "cupti_events": _medians(events)}
+        row["sm_clock_mhz"] = _sm_clock()
+        rounds.append(row)
+        print(f"[events abab] round {r}: {json.dumps(row)}")
+    _append_figure(out, "events:abab", {"rounds": rounds, "sm_clock_start": clock0})
 
 
 def _append_figure(out: Path, key: str, value: Any) -> None:
@@ -380,20 +442,246 @@ def kernels_per_annotation(trace: dict[str, Any]) -> dict[str, list[int]]:
 
 
 # ----------------------------------------------------------------------------------------------------------------
-def run_loop(mode: str, out: Path) -> None:
-    """Launch-bound loop: 300 iterations of four tiny elementwise ops, one region per iteration."""
+LOOP_KINDS: dict[str, list[str]] = {
+    "cupti-kernel": ["CONCURRENT_KERNEL"],  # CUPTI's own cost: kernel records only, no API, no external ids
+    "cupti-k-ec": ["CONCURRENT_KERNEL", "EXTERNAL_CORRELATION"],
+    "cupti-k-ec-rt": ["CONCURRENT_KERNEL", "EXTERNAL_CORRELATION", "RUNTIME"],
+    "cupti-k-ec-drv": ["CONCURRENT_KERNEL", "EXTERNAL_CORRELATION", "DRIVER"],
+    "cupti-k-rt-drv": ["CONCURRENT_KERNEL", "RUNTIME", "DRIVER"],
+}
+LOOP_MODES = ("plain", "markers", "cupti", "cupti-kernel", "profiler")
+DRIVER_CBIDS_KINDS = ["CONCURRENT_KERNEL", "RUNTIME", "EXTERNAL_CORRELATION"]
+
+
+def run_driver_attr(mode: str, out: Path) -> None:
+    """Triton (driver API launch) and PyTorch (runtime launch) kernels under ``driver_api=MODE``: attribution."""
+    import torch
+
+    from argus_lab.backends.base import RunContext
+    from argus_lab.backends.cupti_backend import CuptiCollector
+    from argus_lab.regions import Recorder
+
+    mods = [load_example("triton_add"), load_example("nested_torch")]
+    states = [m.setup() for m in mods]
+    for m, st in zip(mods, states, strict=True):
+        m.step(st)
+    torch.cuda.synchronize()
+    coll = CuptiCollector()
+    settings: dict[str, Any] = {} if mode == "kind" else {"kinds": DRIVER_CBIDS_KINDS}
+    coll.start(RunContext("attr", ("gpu.time",), settings, out))
+    if mode == "cbids":  # the experiment of 2026-11-29: driver callbacks switched on one by one, no DRIVER kind
+        from cupti import cupti
+
+        for name, cbid in cupti.driver_api_trace_cbid.__members__.items():
+            if 0 < int(cbid) < 0x7FFFFFFF and ("Launch" in name or "Memcpy" in name):
+                cupti.activity_enable_driver_api(int(cbid), 1)
+    rec = Recorder("attr", coll.hooks())
+    with rec:
+        for _ in range(3):
+            for m, st in zip(mods, states, strict=True):
+                m.step(st)
+    coll.stop()
+    inst = rec.columns()
+    ev = coll.evidence(inst)
+    path_of = dict(zip(inst["instance_id"], inst["path"], strict=True))
+    a = ev["attributions"]
+    classes: dict[str, int] = {}
+    for cls in a.get("attribution", []):
+        classes[cls] = classes.get(cls, 0) + 1
+    k = ev["kernels"]
+    per_region: dict[str, int] = {}
+    for iid in k["instance_id"]:
+        key = str(path_of.get(iid))
+        per_region[key] = per_region.get(key, 0) + 1
+    fig = {
+        "records": {f: len(next(iter(c.values()), [])) for f, c in coll.raw.items()},
+        "attribution": classes,
+        "kernels_per_region": per_region,
+    }
+    print(f"[driver-attr {mode}] {json.dumps(fig)}")
+    _append_figure(out, f"driver-attr:{mode}", fig)
+
+
+def run_nccl_probe(out: Path) -> None:
+    """One-rank NCCL process group on this GPU: which kernels NCCL launches, and that CUPTI attributes them."""
+    import torch
+    import torch.distributed as dist
+
+    import argus_lab
+    from argus_lab.backends.base import RunContext
+    from argus_lab.backends.cupti_backend import CuptiCollector
+    from argus_lab.regions import Recorder
+
+    os.environ.setdefault("MASTER_ADDR", "127.0.0.1")
+    os.environ.setdefault("MASTER_PORT", "29533")
+    os.environ.setdefault("NCCL_NVLS_ENABLE", "0")
+    torch.cuda.set_device(0)
+    dist.init_process_group("nccl", rank=0, world_size=1, device_id=torch.device("cuda", 0))
+    t = torch.randn(1 << 22, device="cuda")
+    dist.all_reduce(t)
+    torch.cuda.synchronize()
+    coll = CuptiCollector()
+    coll.start(RunContext("nccl", ("gpu.time",), {}, out))
+    rec = Recorder("nccl", coll.hooks())
+    with rec:
+        for _ in range(3):
+            with argus_lab.region("step"):
+                with argus_lab.region("allreduce"):
+                    dist.all_reduce(t)
+                    dist.all_reduce(t, op=dist.ReduceOp.AVG)
+                with argus_lab.region("compute"):
+                    t.mul_(0.5)
+    coll.stop()
+    inst = rec.columns()
+    ev = coll.evidence(inst)
+    k = ev["kernels"]
+    path_of = dict(zip(inst["instance_id"], inst["path"], strict=True))
+    rows = [
+        (kind, name, path_of.get(iid), stream, end - start)
+        for kind, name, iid, stream, start, end in zip(
+            k["kind"], k["name"], k["instance_id"], k["stream_id"], k["start_ns"], k["end_ns"], strict=True
+        )
+    ]
+    for r in rows:
+        print(f"[nccl] {r}")
+    dist.destroy_process_group()
+    _append_figure(out, "nccl_probe", {"kernels": rows, "nccl": list(torch.cuda.nccl.version())})
+
+
+OVERLAP_CONFIGS: dict[str, dict[str, str]] = {  # name -> the example's settings (environment)
+    "serial": {"NCCL_OVERLAP_STEP": "serial"},
+    "overlapped": {"NCCL_OVERLAP_STEP": "overlapped"},
+    "overlapped-high": {"NCCL_OVERLAP_STEP": "overlapped", "NCCL_OVERLAP_PRIORITY": "high"},
+}
+OVERLAP_SIGNALS = "host.wall,gpu.time,gpu.span,comm.time,comm.kernels,comm.overlap,comm.exposed"
+
+
+def run_overlap_study(out: Path, processes: int = 3) -> None:
+    """examples/gpu/nccl_overlap.py in train mode, one configuration after another, ``processes`` rounds.
+
+    One store per configuration (``OUT/data/overlap/<name>.duckdb``), one request per process; the stores are
+    packed into ``OUT/overlap-stores.tgz``.
+    """
+    folder = out / "data" / "overlap"
+    folder.mkdir(parents=True, exist_ok=True)
+    for p in range(processes):
+        for i, (name, settings) in enumerate(OVERLAP_CONFIGS.items()):
+            env = dict(os.environ, NCCL_OVERLAP_MODE="train", MASTER_PORT=str(29600 + 10 * p + i), **settings)
+            cmd = [
+                sys.executable, "-m", "argus_lab.cli", "run", str(EXAMPLES / "nccl_overlap.py"),
+                "--signals", OVERLAP_SIGNALS, "--repeat", "5", "--warmup", "1",
+                "--store", str(folder / f"{name}.duckdb"),
+            ]  # fmt: skip
+            t0 = time.perf_counter()
+            res = subprocess.run(cmd, env=env, capture_output=True, text=True, check=False, timeout=300)
+            keep = ("train ", "serial/allreduce ", "overlapped/allreduce ", "serial/compute ", "overlapped/compute ")
+            lines = [ln for ln in res.stdout.splitlines() if ln.startswith(keep)]
+            secs = time.perf_counter() - t0
+            print(f"=== overlap {name} process {p}: exit {res.returncode} in {secs:.1f}s")
+            print("\n".join(lines) if res.returncode == 0 else res.stdout[-1500:] + res.stderr[-1500:])
+    subprocess.run(["tar", "czf", str(out / "overlap-stores.tgz"), "-C", str(folder), "."], check=False)
+
+
+def launch_bound_body() -> tuple[Any, Any]:
+    """One iteration of the launch-bound loop (four tiny elementwise kernels) and the region marking it."""
     import torch
 
     import argus_lab
 
     x = torch.randn(1024, device="cuda")
-    it = argus_lab.region("it")
 
     def body() -> None:
         y = x * 2
         y = y + 1
         y = torch.relu(y)
         y.sin_()
+
+    return body, argus_lab.region("it")
+
+
+LOOP_ABAB_CUPTI: dict[str, dict[str, Any]] = {  # phase -> collector settings
+    "cupti": {},
+    "cupti-32mib": {"buffer_bytes": 32 << 20},  # a smaller activity buffer (fewer fresh pages)
+    "cupti-no-driver": {"kinds": ["CONCURRENT_KERNEL", "RUNTIME", "EXTERNAL_CORRELATION"]},
+    "cupti-kernel": {"kinds": ["CONCURRENT_KERNEL"]},
+}
+
+
+def run_loop_abab(which: str, out: Path, rounds: int = 6) -> None:
+    """The launch-bound loop, every phase in one process, in rotation (cancels process-to-process noise).
+
+    ``which=cupti``: phases plain, markers and the CUPTI variants of :data:`LOOP_ABAB_CUPTI`, ``cupti.finalize()``
+    after each CUPTI phase; ``which=profiler``: phases plain and torch.profiler (+ record_function); ``which=all``:
+    every phase, torch.profiler included.  Each phase
+    times 5 loops (after 2 untimed) and keeps their median; the figure per phase is the median over rounds of its
+    ratio to the plain phase of the same round.
+    """
+    import torch
+
+    from argus_lab.backends.base import RunContext
+    from argus_lab.backends.cupti_backend import CuptiCollector
+    from argus_lab.regions import Recorder
+
+    body, it = launch_bound_body()
+
+    def loop(marked: bool, rf: bool = False) -> None:
+        from torch.profiler import record_function
+
+        for _ in range(300):
+            if rf:
+                with record_function("it"):
+                    body()
+            elif marked:
+                with it:
+                    body()
+            else:
+                body()
+
+    def timed(marked: bool, rf: bool = False) -> float:
+        ts = []
+        for r in range(7):
+            torch.cuda.synchronize()
+            t0 = time.perf_counter()
+            loop(marked, rf)
+            torch.cuda.synchronize()
+            if r >= 2:
+                ts.append((time.perf_counter() - t0) * 1e3)
+        return median(ts)
+
+    timed(False)
+    per: dict[str, list[float]] = {}
+    for _ in range(rounds):
+        row = {"plain": timed(False)}
+        if which in ("profiler", "all"):
+            from torch.profiler import ProfilerActivity, profile
+
+            with profile(activities=[ProfilerActivity.CPU, ProfilerActivity.CUDA], acc_events=True):
+                row["profiler"] = timed(True, rf=True)
+        if which != "profiler":
+            from cupti import cupti
+
+            row["markers"] = timed(True)
+            for phase, settings in LOOP_ABAB_CUPTI.items():
+                coll = CuptiCollector()
+                coll.start(RunContext("loop", ("gpu.time",), settings, out))
+                with Recorder("loop", () if phase == "cupti-no-hooks" else coll.hooks()):
+                    row[phase] = timed(True)
+                coll.stop()
+                cupti.finalize()
+        for k, v in row.items():
+            per.setdefault(k, []).append(v)
+    ratios = {k: median([a / b for a, b in zip(v, per["plain"], strict=True)]) for k, v in per.items()}
+    fig = {"ms": per, "ratio_to_plain": ratios}
+    print(f"[loop-abab {which}] ratio to plain (median over {rounds} rounds): {json.dumps(ratios)}")
+    print(f"[loop-abab {which}] ms per loop: {json.dumps({k: [round(x, 2) for x in v] for k, v in per.items()})}")
+    _append_figure(out, f"loop-abab:{which}", fig)
+
+
+def run_loop(mode: str, out: Path) -> None:
+    """Launch-bound loop: 300 iterations of four tiny elementwise ops, one region per iteration."""
+    import torch
+
+    body, it = launch_bound_body()
 
     def loop_plain() -> None:
         for _ in range(300):
@@ -435,19 +723,20 @@ def run_loop(mode: str, out: Path) -> None:
 
         with profile(activities=[ProfilerActivity.CPU, ProfilerActivity.CUDA]):
             measure(loop_rf)
-    elif mode in ("cupti", "cupti-all", "cupti-kernel", "cupti-objects"):
+    elif mode.startswith("cupti"):
         from argus_lab.backends.base import RunContext
         from argus_lab.backends.cupti_backend import CuptiCollector
         from argus_lab.regions import Recorder
 
         coll = CuptiCollector()
         settings: dict[str, Any] = {"api_records": "all" if mode == "cupti-all" else "launch"}
-        if mode == "cupti-kernel":  # CUPTI's own cost: kernel records only, no API, no external ids
-            settings["kinds"] = ["CONCURRENT_KERNEL"]
+        if mode in LOOP_KINDS:  # a subset of the activity kinds (the cost of each family)
+            settings["kinds"] = LOOP_KINDS[mode]
         if mode == "cupti-objects":  # cupti-python's buffer callback (one Python object per record)
             settings["buffers"] = "python"
         coll.start(RunContext("loop", ("gpu.time",), settings, out))
-        with Recorder("loop", coll.hooks()):
+        hooks = () if mode == "cupti-nohooks" else coll.hooks()
+        with Recorder("loop", hooks):
             measure(loop_region)
         coll.stop()
         t0 = time.perf_counter()
@@ -694,21 +983,30 @@ def run_steps(steps: list[list[str]]) -> int:
     bad = 0
     for cmd in steps:
         t0 = time.perf_counter()
-        res = subprocess.run(cmd, check=False, timeout=400)
+        res = subprocess.run([*PIN, *cmd], check=False, timeout=400)
         print(f"=== {' '.join(cmd[2:-1])}: exit {res.returncode} in {time.perf_counter() - t0:.1f}s", flush=True)
         bad += res.returncode != 0
     return bad
 
 
+# The timing processes run on a fixed set of CPUs (GPU_RECORD_CPUS, e.g. "2-5"): on the shared GPU machine the
+# same loop read 8.4 or 12.5 ms depending on where a process landed.
+PIN = ["taskset", "-c", os.environ["GPU_RECORD_CPUS"]] if os.environ.get("GPU_RECORD_CPUS") else []
+
+
 def run_timing(out: Path) -> int:
-    """Only the timing figures: CUDA events vs CUPTI (interleaved) and the launch-bound loop per mode."""
+    """Only the timing figures: CUDA events vs CUPTI (separate processes, interleaved, and alternating rounds in
+    one process) and the launch-bound loop per mode (interleaved)."""
     out.mkdir(parents=True, exist_ok=True)
     me = [sys.executable, str(Path(__file__).resolve())]
-    steps: list[list[str]] = []
-    for _ in range(3):
+    pairs = int(os.environ.get("TIMING_PAIRS", "5"))
+    loops = int(os.environ.get("TIMING_LOOPS", "3"))
+    steps: list[list[str]] = [[*me, "driver-attr", m, str(out)] for m in ("kind", "cbids")]
+    steps += [[*me, "events", "abab", str(out)]] if pairs else []
+    for _ in range(pairs):
         steps += [[*me, "events", "none", str(out)], [*me, "events", "cupti", str(out)]]
-    for _ in range(3):
-        steps += [[*me, "loop", m, str(out)] for m in ("plain", "markers", "cupti", "cupti-kernel", "profiler")]
+    for _ in range(loops):
+        steps += [[*me, "loop", m, str(out)] for m in LOOP_MODES]
     bad = run_steps(steps)
     report(out)
     return 1 if bad else 0
@@ -746,7 +1044,7 @@ def _as_list(v: Any) -> list[Any]:
 
 def report(out: Path) -> None:
     """The key figures, from figures.json."""
-    path = out / "figures.json"
+    path = out if out.is_file() else out / "figures.json"
     if not path.exists():
         print("no figures recorded")
         return
@@ -754,27 +1052,43 @@ def report(out: Path) -> None:
     print("\n================ GPU correctness (H200) ================")
     runs0 = _as_list(f.get("events:none"))
     runs1 = _as_list(f.get("events:cupti"))
-    for region in ("gemm", "chain"):
+    regions = sorted({k for r in runs0 for k in r if k != "sm_clock_mhz"})
+    for region in regions:
         e_none = [r[region]["median_ns"] for r in runs0 if region in r]
-        e_tool = [
-            r[f"{region}:cuda_events_with_cupti"]["median_ns"] for r in runs1 if f"{region}:cuda_events_with_cupti" in r
-        ]
+        key_tool = f"{region}:cuda_events_with_cupti"
+        e_tool = [r[key_tool]["median_ns"] for r in runs1 if key_tool in r]
         for sig in ("gpu.time", "gpu.span"):
             c = [r[f"{region}:{sig}"]["median_ns"] for r in runs1 if f"{region}:{sig}" in r]
             if e_none and c:
                 e, cc = median(e_none), median(c)
                 print(
-                    f"{region:6s} {sig:9s} {cc / 1e3:9.1f} us (CUPTI, {len(c)} processes) vs CUDA events no tool "
+                    f"{region:13s} {sig:9s} {cc / 1e3:9.1f} us (CUPTI, {len(c)} processes) vs CUDA events no tool "
                     f"{e / 1e3:9.1f} us ({len(e_none)} processes): {100 * (cc - e) / e:+.2f} %"
                 )
             if e_tool and c:
                 pairs = [100 * (a - b) / b for a, b in zip(c, e_tool, strict=False)]
                 shown = [f"{p:+.2f} %" for p in pairs]
-                print(f"{region:6s} {sig:9s} vs CUDA events in the same CUPTI run, per process: {shown}")
+                print(f"{region:13s} {sig:9s} vs CUDA events in the same CUPTI run, per process: {shown}")
         if e_none:
-            print(f"{region:6s} CUDA events, no tool, per process (us): {[round(x / 1e3, 1) for x in e_none]}")
+            print(f"{region:13s} CUDA events, no tool, per process (us): {[round(x / 1e3, 1) for x in e_none]}")
         if e_tool:
-            print(f"{region:6s} CUDA events with CUPTI on, per process (us): {[round(x / 1e3, 1) for x in e_tool]}")
+            print(f"{region:13s} CUDA events with CUPTI on, per process (us): {[round(x / 1e3, 1) for x in e_tool]}")
+    for run in _as_list(f.get("events:abab")):
+        rounds = run["rounds"]
+        names = sorted(rounds[0]["none"]) if rounds else []
+        print(f"-- one process, {len(rounds)} rounds alternating no tool / CUPTI (cupti.finalize between):")
+        for name in names:
+            none = [r["none"][name]["median_ns"] for r in rounds]
+            for sig in ("gpu.time", "gpu.span"):
+                tool = [r["cupti"].get(f"{name}:{sig}", {}).get("median_ns") for r in rounds]
+                pairs = [100 * (t - e) / e for t, e in zip(tool, none, strict=True) if t is not None]
+                if not pairs:
+                    continue
+                print(
+                    f"{name:13s} {sig:9s} {median([t for t in tool if t]) / 1e3:9.1f} us vs events no tool "
+                    f"{median(none) / 1e3:9.1f} us: median of per-round differences {median(pairs):+.2f} % "
+                    f"(rounds: {', '.join(f'{p:+.2f}' for p in pairs)})"
+                )
     prof = f.get("profiler", {})
     for case, counts in prof.items():
         print(f"torch.profiler kernels per record_function [{case}]: {counts}")
@@ -800,6 +1114,14 @@ def main(argv: list[str]) -> int:
             run_case(rest[0], Path(rest[1]))
         elif cmd == "events":
             run_events(rest[0], Path(rest[1]))
+        elif cmd == "loop-abab":
+            run_loop_abab(rest[0], Path(rest[1]))
+        elif cmd == "overlap-study":
+            run_overlap_study(Path(rest[0]))
+        elif cmd == "driver-attr":
+            run_driver_attr(rest[0], Path(rest[1]))
+        elif cmd == "nccl-probe":
+            run_nccl_probe(Path(rest[0]))
         elif cmd == "profiler":
             run_profiler(Path(rest[0]))
         elif cmd == "loop":

@@ -47,6 +47,8 @@ class Kern:
     kind: str = "kernel"
     nbytes: int = 0
     n: int = 0
+    device: int = 0
+    rank: int = 0
 
 
 @dataclass
@@ -62,6 +64,7 @@ class SynthRun:
     host_metrics: bool = True
     repetitions: int = 1
     warmup: int = 0
+    signals: Sequence[str] = ("host.wall", "gpu.time")
 
 
 def write(store: Store, runs: Sequence[SynthRun], request_id: str = "q-synth") -> None:
@@ -76,7 +79,7 @@ def write(store: Store, runs: Sequence[SynthRun], request_id: str = "q-synth") -
                 "plan_index": [r.plan_index],
                 "variant": [""],
                 "backends": [list(r.backends)],
-                "signals": [["host.wall", "gpu.time"]],
+                "signals": [list(r.signals)],
                 "settings": [json.dumps({})],
                 "workload": ["synthetic"],
                 "command": ["synthetic (tests/join_synth.py)"],
@@ -159,7 +162,8 @@ def write(store: Store, runs: Sequence[SynthRun], request_id: str = "q-synth") -
                 "name": [k.name for k in ks],
                 "start_ns": [T0 + k.start for k in ks],
                 "end_ns": [T0 + k.end for k in ks],
-                "device_id": [0] * len(ks),
+                "device_id": [k.device for k in ks],
+                "rank": [k.rank for k in ks],
                 "context_id": [1] * len(ks),
                 "stream_id": [k.stream for k in ks],
                 "graph_id": [k.graph for k in ks],

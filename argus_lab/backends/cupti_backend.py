@@ -27,7 +27,7 @@ from argus_lab.backends import BACKENDS
 from argus_lab.backends import cupti_decode as dec
 from argus_lab.backends.base import Columns, Evidence, RunContext
 from argus_lab.errors import BackendUnavailableError, CollectorBusyError
-from argus_lab.regions import BoundaryHook
+from argus_lab.regions import BoundaryHook, env_rank
 
 DEFAULT_BUFFER_BYTES = 512 << 20
 """Size of the activity buffer handed to CUPTI (holds ~2.5 M kernel or ~13 M API records)."""
@@ -473,8 +473,10 @@ class CuptiCollector:
             "clocks": [{"start_ns": self.started_ns, "stop_ns": self.stopped_ns}],
             "timestamps": ["measured (CUPTI, CLOCK_REALTIME ns)"],
         }
+        rows = dec.store_kernels(kernels)
+        rows["rank"] = [env_rank()] * len(rows["name"])  # ranks of a multi-rank run may share device numbers
         ev: Evidence = {
-            "kernels": dec.store_kernels(kernels),
+            "kernels": rows,
             "metrics": metrics,
             "attributions": attributions,
             "provenance": prov,

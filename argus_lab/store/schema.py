@@ -45,7 +45,7 @@ TABLES: dict[str, str] = {
         "block_x INTEGER, block_y INTEGER, block_z INTEGER, registers INTEGER, static_smem INTEGER, "
         "dynamic_smem INTEGER, local_mem INTEGER, graph_id BIGINT, graph_node_id BIGINT, kind VARCHAR, "
         "bytes BIGINT, thread_id UBIGINT, api_start_ns BIGINT, api_end_ns BIGINT, kernel_key VARCHAR, "
-        "ordinal INTEGER"
+        "ordinal INTEGER, rank INTEGER"
     ),
     # Nsight Compute kernels (one per profiled action): NVTX region path, instance index, ordinal in it.
     "ncu_kernels": (

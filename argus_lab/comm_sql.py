@@ -1,0 +1,143 @@
+"""Communication signals of the join: NCCL kernels, their overlap with compute, exposed communication.
+
+Run by :mod:`argus_lab.join` after the kernel attribution (it reads the join's temporary tables ``_j_k``,
+``_j_ke``, ``_j_ka``, ``_j_anc``, ``_j_inst`` and ``_j_prov``).  Definitions, per region instance and inclusive of
+its descendants:
+
+``comm.time``
+    Sum of the durations of the communication kernels the region launched (weighted like ``gpu.time``).
+``comm.kernels``
+    How many communication kernels it launched.
+``comm.overlap``
+    Time during which at least one of its communication kernels ran while some compute kernel (any kernel that
+    is not communication, launched by any region or none) ran on the same device.
+``comm.exposed``
+    Time during which its communication kernels ran with no compute kernel on the device: the communication
+    the step waits for.  ``comm.overlap + comm.exposed`` is the union of its communication kernels' intervals.
+
+A kernel is communication when its name matches :data:`COMM_KERNEL_PATTERN` (NCCL's device kernels, including
+the one-rank reduction NCCL runs when a group has a single rank).  Intervals are merged per device (rank and
+device number: ranks on different hosts share device numbers) before they are intersected, so concurrent
+communication kernels (several NCCL channels or streams) count once.
+"""
+
+from __future__ import annotations
+
+COMM_KERNEL_PATTERN = r"(?i)nccl|onerankreduce"
+"""Kernel names that are communication (a regular expression, DuckDB ``regexp_matches`` syntax)."""
+
+COMM_SIGNALS = ("comm.time", "comm.kernels", "comm.overlap", "comm.exposed")
+
+# runs that get communication values: those with a communication kernel, or that asked for a comm.* signal
+COMM_RUNS = """
+CREATE OR REPLACE TEMP TABLE _j_crun AS
+SELECT DISTINCT run_id FROM _j_k WHERE kind = 'kernel' AND regexp_matches(name, $pattern)
+UNION
+SELECT run_id FROM runs
+WHERE run_id IN (SELECT run_id FROM _j_runs) AND ',' || array_to_string(signals, ',') LIKE '%,comm.%'
+"""
+
+HAS_COMM_RUNS = "SELECT count(*) FROM _j_crun"
+
+# every attributed communication kernel with its instance, class and weight
+COMM_KERNELS = """
+CREATE OR REPLACE TEMP TABLE _j_ck AS
+WITH k AS (
+    SELECT run_id, key, rank, device_id FROM _j_k
+    WHERE kind = 'kernel' AND run_id IN (SELECT run_id FROM _j_crun) AND regexp_matches(name, $pattern)
+)
+SELECT e.run_id, e.key, k.rank, k.device_id, e.instance_id, 'exact' AS class, 1.0::DOUBLE AS weight,
+       e.start_ns, e.end_ns
+FROM _j_ke e JOIN k ON k.run_id = e.run_id AND k.key = e.key
+UNION ALL
+SELECT a.run_id, a.key, k.rank, k.device_id, a.instance_id, a.class, a.weight, a.start_ns, a.end_ns
+FROM _j_ka a JOIN k ON k.run_id = a.run_id AND k.key = a.key
+WHERE a.instance_id IS NOT NULL
+"""
+
+# compute kernels merged into disjoint busy intervals per (run, device)
+COMPUTE_BUSY = """
+CREATE OR REPLACE TEMP TABLE _j_cbusy AS
+WITH c AS (
+    SELECT run_id, rank, device_id, start_ns, end_ns FROM _j_k
+    WHERE kind = 'kernel' AND run_id IN (SELECT run_id FROM _j_crun) AND NOT regexp_matches(name, $pattern)
+      AND end_ns > start_ns
+), o AS (
+    SELECT *, max(end_ns) OVER (PARTITION BY run_id, rank, device_id ORDER BY start_ns, end_ns
+                                ROWS BETWEEN UNBOUNDED PRECEDING AND 1 PRECEDING) AS reach
+    FROM c
+), g AS (
+    SELECT *, sum(CASE WHEN reach IS NULL OR start_ns > reach THEN 1 ELSE 0 END)
+                  OVER (PARTITION BY run_id, rank, device_id ORDER BY start_ns, end_ns ROWS UNBOUNDED PRECEDING)
+                  AS grp
+    FROM o
+)
+SELECT run_id, rank, device_id, min(start_ns) AS s, max(end_ns) AS e FROM g GROUP BY run_id, rank, device_id, grp
+"""
+
+# each instance's communication kernels (its own and its descendants'), merged per device
+COMM_BUSY = """
+CREATE OR REPLACE TEMP TABLE _j_cmbusy AS
+WITH c AS (
+    SELECT DISTINCT a.run_id, a.ancestor_id AS instance_id, ck.rank, ck.device_id, ck.key, ck.start_ns, ck.end_ns
+    FROM _j_ck ck JOIN _j_anc a ON a.run_id = ck.run_id AND a.instance_id = ck.instance_id
+    WHERE ck.end_ns > ck.start_ns
+), o AS (
+    SELECT *, max(end_ns) OVER (PARTITION BY run_id, instance_id, rank, device_id ORDER BY start_ns, end_ns
+                                ROWS BETWEEN UNBOUNDED PRECEDING AND 1 PRECEDING) AS reach
+    FROM c
+), g AS (
+    SELECT *, sum(CASE WHEN reach IS NULL OR start_ns > reach THEN 1 ELSE 0 END)
+                  OVER (PARTITION BY run_id, instance_id, rank, device_id ORDER BY start_ns, end_ns
+                        ROWS UNBOUNDED PRECEDING) AS grp
+    FROM o
+)
+SELECT run_id, instance_id, rank, device_id, min(start_ns) AS s, max(end_ns) AS e
+FROM g GROUP BY run_id, instance_id, rank, device_id, grp
+"""
+
+COMM_VALUES = """
+INSERT INTO instance_values
+WITH x AS (  -- exclusive: the instance's own communication kernels
+    SELECT run_id, instance_id, sum(weight * (end_ns - start_ns)) AS dur, sum(weight) AS w FROM _j_ck GROUP BY ALL
+), inc AS (
+    SELECT a.run_id, a.ancestor_id AS instance_id,
+           sum(ck.weight * (ck.end_ns - ck.start_ns)) AS dur, sum(ck.weight) AS w, count(*) AS n,
+           coalesce(sum(ck.weight) FILTER (WHERE ck.class = 'exact'), 0) AS w_exact,
+           coalesce(sum(ck.weight) FILTER (WHERE ck.class = 'temporal'), 0) AS w_temporal,
+           coalesce(sum(ck.weight) FILTER (WHERE ck.class = 'ambiguous'), 0) AS w_ambiguous
+    FROM _j_ck ck JOIN _j_anc a ON a.run_id = ck.run_id AND a.instance_id = ck.instance_id
+    GROUP BY ALL
+), busy AS (
+    SELECT run_id, instance_id, sum(e - s) AS union_ns FROM _j_cmbusy GROUP BY ALL
+), ov AS (
+    SELECT m.run_id, m.instance_id, sum(least(m.e, c.e) - greatest(m.s, c.s)) AS overlap_ns
+    FROM _j_cmbusy m JOIN _j_cbusy c
+      ON c.run_id = m.run_id AND c.rank = m.rank AND c.device_id = m.device_id AND c.s < m.e AND c.e > m.s
+    GROUP BY ALL
+), v AS (
+    SELECT i.run_id, i.instance_id, s.signal, s.unit,
+           CASE s.signal WHEN 'comm.time' THEN coalesce(inc.dur, 0)
+                         WHEN 'comm.kernels' THEN coalesce(inc.w, 0)
+                         WHEN 'comm.overlap' THEN coalesce(ov.overlap_ns, 0)
+                         ELSE coalesce(busy.union_ns, 0) - coalesce(ov.overlap_ns, 0) END AS inclusive,
+           CASE s.signal WHEN 'comm.time' THEN coalesce(x.dur, 0)
+                         WHEN 'comm.kernels' THEN coalesce(x.w, 0) END AS exclusive,
+           coalesce(inc.n, 0) AS n, coalesce(inc.w_exact, 0) AS w_exact, coalesce(inc.w_temporal, 0) AS w_temporal,
+           coalesce(inc.w_ambiguous, 0) AS w_ambiguous
+    FROM _j_inst i
+    JOIN _j_crun r ON r.run_id = i.run_id
+    CROSS JOIN (VALUES ('comm.time', 'ns'), ('comm.kernels', 'count'), ('comm.overlap', 'ns'),
+                       ('comm.exposed', 'ns')) AS s(signal, unit)
+    LEFT JOIN inc ON inc.run_id = i.run_id AND inc.instance_id = i.instance_id
+    LEFT JOIN x ON x.run_id = i.run_id AND x.instance_id = i.instance_id
+    LEFT JOIN busy ON busy.run_id = i.run_id AND busy.instance_id = i.instance_id
+    LEFT JOIN ov ON ov.run_id = i.run_id AND ov.instance_id = i.instance_id
+)
+SELECT v.run_id, v.instance_id, v.signal, v.inclusive, v.exclusive, v.unit, v.n, v.w_exact, 0, v.w_temporal,
+       v.w_ambiguous, 0, 'cupti', pv.provenance_id
+FROM v JOIN _j_prov pv ON pv.run_id = v.run_id AND pv.backend = 'cupti'
+"""
+
+STATEMENTS = (COMM_KERNELS, COMPUTE_BUSY, COMM_BUSY, COMM_VALUES)
+"""Run in this order after :data:`COMM_RUNS`; those naming ``$pattern`` with ``{"pattern": COMM_KERNEL_PATTERN}``."""

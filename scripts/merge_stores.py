@@ -1,0 +1,55 @@
+#!/usr/bin/env python3
+"""Merge argus_lab stores of the same schema version into one (used to keep recorded evidence in one file).
+
+    python scripts/merge_stores.py OUT.duckdb IN1.duckdb IN2.duckdb ...
+
+Rows are copied table by table; rows whose primary key is already there (schema metadata, a shared session)
+are kept once.  A store of another schema version is refused.
+"""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT))
+
+from argus_lab.store import Store  # noqa: E402
+from argus_lab.store.schema import SCHEMA_VERSION, TABLES  # noqa: E402
+
+
+def merge(out: Path, inputs: list[Path]) -> None:
+    if out.exists():
+        raise SystemExit(f"{out} exists; pass a new path for the merged store")
+    store = Store(out)
+    store.write({})  # creates the schema
+    with store.connect(write=True) as con:
+        for i, src in enumerate(inputs):
+            alias = f"src{i}"
+            con.execute(f"ATTACH '{src}' AS {alias} (READ_ONLY)")
+            row = con.execute(f"SELECT value FROM {alias}.meta WHERE key = 'schema_version'").fetchone()
+            if row is None or str(row[0]) != str(SCHEMA_VERSION):
+                raise SystemExit(f"{src}: schema version {row[0] if row else '?'}, expected {SCHEMA_VERSION}")
+            listed = con.execute(f"SELECT table_name FROM duckdb_tables() WHERE database_name = '{alias}'").fetchall()
+            have = {r[0] for r in listed}
+            for table in TABLES:
+                if table not in have:
+                    continue
+                cols = [r[0] for r in con.execute(f"DESCRIBE {alias}.{table}").fetchall()]
+                names = ", ".join(f'"{c}"' for c in cols)
+                keyed = con.execute(
+                    "SELECT count(*) FROM duckdb_constraints() WHERE database_name = current_database() "
+                    "AND table_name = ? AND constraint_type = 'PRIMARY KEY'",
+                    [table],
+                ).fetchone()
+                verb = "INSERT OR IGNORE" if keyed and keyed[0] else "INSERT"
+                con.execute(f"{verb} INTO main.{table} ({names}) SELECT {names} FROM {alias}.{table}")
+            con.execute(f"DETACH {alias}")
+
+
+if __name__ == "__main__":
+    if len(sys.argv) < 3:
+        print(__doc__)
+        sys.exit(2)
+    merge(Path(sys.argv[1]), [Path(p) for p in sys.argv[2:]])
