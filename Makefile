@@ -28,10 +28,11 @@ lint: $(STAMP)
 	$(BIN)/ruff format --check argus_lab tests bench scripts
 	$(BIN)/mypy
 
-# JupyterLab extension: node packages from the committed extension/yarn.lock (immutable), build into
+# JupyterLab extension: node packages from the committed extension/yarn.lock (immutable), eslint + prettier, build into
 # argus_lab/labextension (the browser tests need it), then the TypeScript unit tests (jest).
 ext: $(STAMP)
 	cd extension && PLAYWRIGHT_SKIP_BROWSER_DOWNLOAD=1 $(JLPM) install --immutable
+	cd extension && $(JLPM) lint
 	cd extension && $(JLPM) build
 	cd extension && $(JLPM) test
 

@@ -150,14 +150,15 @@ export async function requestAPI<T>(
     throw new ServerConnection.NetworkError(error as TypeError);
   }
   const text = await response.text();
-  let data: any = null;
+  let data: unknown = null;
   try {
     data = text ? JSON.parse(text) : null;
   } catch {
     data = null;
   }
   if (!response.ok) {
-    const message = (data && data.message) || `${response.status} ${response.statusText}`;
+    const reason = typeof data === 'object' && data !== null && 'message' in data ? data.message : undefined;
+    const message = reason || `${response.status} ${response.statusText}`;
     throw new ArgusRequestError(`argus-lab/${endpoint}: ${message}`, response.status);
   }
   return data as T;

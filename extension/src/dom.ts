@@ -1,11 +1,7 @@
 /** Small DOM helpers: every text reaches the page through textContent (names from the store are untrusted). */
 import { Row } from './api';
 
-export function el<K extends keyof HTMLElementTagNameMap>(
-  tag: K,
-  cls = '',
-  text?: string
-): HTMLElementTagNameMap[K] {
+export function el<K extends keyof HTMLElementTagNameMap>(tag: K, cls = '', text?: string): HTMLElementTagNameMap[K] {
   const node = document.createElement(tag);
   if (cls) {
     node.className = cls;

@@ -137,7 +137,10 @@ export class ArgusPanel extends Widget {
     field('Signals', this._signals, DEFAULT_SIGNALS);
     this._addSignal.addEventListener('change', () => {
       const name = this._addSignal.value;
-      const have = this._signals.value.split(',').map(x => x.trim()).filter(x => x);
+      const have = this._signals.value
+        .split(',')
+        .map(x => x.trim())
+        .filter(x => x);
       if (name && !have.includes(name)) {
         this._signals.value = [...have, name].join(',');
       }
@@ -296,8 +299,11 @@ export class ArgusPanel extends Widget {
       { title: 'seconds', value: r => (typeof r.seconds === 'number' ? r.seconds.toFixed(2) : '-'), numeric: true },
       { title: 'started', value: r => formatTime(r.started_ns) }
     ];
-    const t = table(cols, this.runs as unknown as Row[], 'jp-ArgusPanel-runTable', row =>
-      void this.showRun(String(row.run_id))
+    const t = table(
+      cols,
+      this.runs as unknown as Row[],
+      'jp-ArgusPanel-runTable',
+      row => void this.showRun(String(row.run_id))
     );
     t.querySelectorAll('tbody tr').forEach((tr, i) => {
       const run = this.runs[i];
@@ -317,8 +323,11 @@ export class ArgusPanel extends Widget {
       { title: 'share', value: r => formatShare(r.share as number | null), numeric: true },
       { title: 'mean', value: r => formatNs(r.mean), numeric: true }
     ];
-    const t = table(cols, this.regions as unknown as Row[], 'jp-ArgusPanel-regionTable', row =>
-      void this.showRegion(String(row.path))
+    const t = table(
+      cols,
+      this.regions as unknown as Row[],
+      'jp-ArgusPanel-regionTable',
+      row => void this.showRegion(String(row.path))
     );
     t.querySelectorAll('tbody tr').forEach((tr, i) => {
       if (this.regions[i]) {
@@ -352,7 +361,12 @@ export class ArgusPanel extends Widget {
       { k: 'workload', v: d.run.workload },
       { k: 'command', v: d.run.command },
       { k: 'host', v: `${d.run.host} (pid ${d.run.pid})` },
-      { k: 'versions', v: Object.entries(d.run.versions || {}).map(([a, b]) => `${a} ${b}`).join(', ') },
+      {
+        k: 'versions',
+        v: Object.entries(d.run.versions || {})
+          .map(([a, b]) => `${a} ${b}`)
+          .join(', ')
+      },
       { k: 'settings', v: formatDict(d.run.settings) || '(defaults)' }
     ];
     box.appendChild(
@@ -421,8 +435,7 @@ export class ArgusPanel extends Widget {
     };
     const signals = Array.from(new Set(d.instances.flatMap(i => Object.keys((i.values as Row) || {})))).sort();
     const runIds = new Set([...d.summary, ...d.instances].map(r => String(r.run_id)));
-    const runCol: IColumn[] =
-      runIds.size > 1 ? [{ title: 'run', value: r => String(r.run_id), nowrap: true }] : [];
+    const runCol: IColumn[] = runIds.size > 1 ? [{ title: 'run', value: r => String(r.run_id), nowrap: true }] : [];
     if (runIds.size === 1) {
       box.appendChild(el('div', 'jp-ArgusPanel-note', `from run ${Array.from(runIds)[0]}`));
     }
@@ -660,7 +673,9 @@ export class ArgusPanel extends Widget {
       this._runButton.disabled = false;
       this._stopButton.disabled = true;
     }
-    log.push(outcome.status === 'ok' ? 'done: the result is in the store' : `failed: ${outcome.error ?? outcome.status}`);
+    log.push(
+      outcome.status === 'ok' ? 'done: the result is in the store' : `failed: ${outcome.error ?? outcome.status}`
+    );
     show();
     this._progress.classList.toggle('jp-ArgusPanel-error', outcome.status !== 'ok');
     if (this.store !== target.rel) {

@@ -48,20 +48,21 @@ export function notebookHooks(panel: NotebookPanel): INotebookHooks {
       const future = kernel.requestExecute({ code, silent: false, store_history: false, allow_stdin: false });
       let error = '';
       future.onIOPub = (msg: KernelMessage.IIOPubMessage) => {
-        const type = msg.header.msg_type;
-        const content = msg.content as any;
-        if (type === 'stream') {
-          onOutput({ text: String(content.text) });
-        } else if (type === 'display_data' || type === 'update_display_data' || type === 'execute_result') {
-          onOutput({ data: content.data as Record<string, unknown> });
-        } else if (type === 'error') {
-          error = `${content.ename}: ${content.evalue}`;
+        if (KernelMessage.isStreamMsg(msg)) {
+          onOutput({ text: String(msg.content.text) });
+        } else if (
+          KernelMessage.isDisplayDataMsg(msg) ||
+          KernelMessage.isUpdateDisplayDataMsg(msg) ||
+          KernelMessage.isExecuteResultMsg(msg)
+        ) {
+          onOutput({ data: msg.content.data });
+        } else if (KernelMessage.isErrorMsg(msg)) {
+          error = `${msg.content.ename}: ${msg.content.evalue}`;
           onOutput({ text: error });
         }
       };
       const reply = await future.done;
-      const status = (reply.content as any).status as string;
-      return { status, error: error || undefined };
+      return { status: reply.content.status, error: error || undefined };
     },
     interrupt: async () => {
       await panel.sessionContext.session?.kernel?.interrupt();
@@ -75,11 +76,7 @@ const plugin: JupyterFrontEndPlugin<void> = {
   autoStart: true,
   requires: [INotebookTracker],
   optional: [ICommandPalette],
-  activate: (
-    app: JupyterFrontEnd,
-    tracker: INotebookTracker,
-    palette: ICommandPalette | null
-  ) => {
+  activate: (app: JupyterFrontEnd, tracker: INotebookTracker, palette: ICommandPalette | null) => {
     const client = new ArgusClient(app.serviceManager.serverSettings);
     const panel = new ArgusPanel(client, () => (tracker.currentWidget ? notebookHooks(tracker.currentWidget) : null));
     panel.title.icon = argusIcon;

@@ -48,7 +48,7 @@ describe('kernel code', () => {
     const lines = code.split('\n');
     expect(lines[0]).toBe('import argus_lab.magics as __argus_magics');
     const last = lines[lines.length - 1];
-    expect(last.startsWith("get_ipython().run_cell_magic('argus', \"-s host.wall -n 3 -w 1 --store s.duckdb\", ")).toBe(
+    expect(last.startsWith(`get_ipython().run_cell_magic('argus', "-s host.wall -n 3 -w 1 --store s.duckdb", `)).toBe(
       true
     );
     // the body is one Python string literal (JSON syntax) holding one %%argus_region call per cell

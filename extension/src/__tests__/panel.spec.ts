@@ -4,7 +4,6 @@ import { regionCells } from '../model';
 import { ArgusPanel, IKernelOutput, INotebookHooks, REPORT_MIME } from '../panel';
 import bundle from './fixtures/report-bundle.json';
 
-
 const run = (id: string, status: string, started: number): IRunInfo => ({
   run_id: id,
   session_id: 's-1',
@@ -260,7 +259,7 @@ describe('the Argus panel', () => {
     client.runList = [run('r-2', 'ok', 1.8e18), ...client.runList];
     expect(await panel.runInKernel()).toBe(true);
     expect(nb.executed).toHaveLength(1);
-    expect(nb.executed[0]).toContain("run_cell_magic('argus_region', \\\"mlp\\\", \\\"z = 3\\\")");
+    expect(nb.executed[0]).toContain(`run_cell_magic('argus_region', \\"mlp\\", \\"z = 3\\")`);
     expect(nb.executed[0]).not.toContain('attn');
     expect(nb.executed[0]).toContain('--store /root/work/argus.duckdb');
     const progress = panel.node.querySelector('.jp-ArgusPanel-progress')?.textContent ?? '';

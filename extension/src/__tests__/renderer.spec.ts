@@ -1,13 +1,18 @@
+import { IRenderMime } from '@jupyterlab/rendermime-interfaces';
 import extension, { MIME_TYPE, rendererFactory } from '../index';
 import { drawReport } from '../report';
 import bundle from './fixtures/report-bundle.json';
 
-
-function model(data: unknown): any {
-  return { data: { [MIME_TYPE]: data }, metadata: {}, trusted: false, setData: () => undefined };
+/** A MIME model holding `data` (any value, the renderer must cope with what is not a report). */
+function model(data: unknown): IRenderMime.IMimeModel {
+  const mimeData = { [MIME_TYPE]: data } as IRenderMime.IMimeModel['data'];
+  return { data: mimeData, metadata: {}, trusted: false, setData: () => undefined };
 }
 
-function clone(x: unknown): any {
+/** The renderer options the tests need (only the MIME type is read). */
+const OPTIONS = { mimeType: MIME_TYPE } as IRenderMime.IRendererOptions;
+
+function clone<T>(x: T): T {
   return JSON.parse(JSON.stringify(x));
 }
 
@@ -19,7 +24,7 @@ describe('the MIME renderer', () => {
   });
 
   it('draws a recorded report bundle with the shared renderer', async () => {
-    const r = rendererFactory.createRenderer({ mimeType: MIME_TYPE } as any);
+    const r = rendererFactory.createRenderer(OPTIONS);
     await r.renderModel(model(bundle));
     const text = r.node.textContent ?? '';
     expect(text).toContain('nested step');
@@ -34,16 +39,16 @@ describe('the MIME renderer', () => {
     const b = clone(bundle);
     b.regions[0].path = evil;
     b.title = `<script>window.__pwned=2</script>`;
-    const r = rendererFactory.createRenderer({ mimeType: MIME_TYPE } as any);
+    const r = rendererFactory.createRenderer(OPTIONS);
     await r.renderModel(model(b));
     expect(r.node.querySelector('img')).toBeNull();
     expect(r.node.querySelector('script')).toBeNull();
     expect(r.node.textContent).toContain(evil);
-    expect((window as any).__pwned).toBeUndefined();
+    expect((window as Window & { __pwned?: unknown }).__pwned).toBeUndefined();
   });
 
   it('says so when the output is not a report object', async () => {
-    const r = rendererFactory.createRenderer({ mimeType: MIME_TYPE } as any);
+    const r = rendererFactory.createRenderer(OPTIONS);
     await r.renderModel(model('not an object'));
     expect(r.node.textContent).toMatch(/cannot draw this report/);
   });
