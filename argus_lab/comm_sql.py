@@ -23,6 +23,11 @@ communication kernels (several NCCL channels or streams) count once.
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    import duckdb
+
 COMM_KERNEL_PATTERN = r"(?i)nccl|onerankreduce"
 """Kernel names that are communication (a regular expression, DuckDB ``regexp_matches`` syntax)."""
 
@@ -55,46 +60,45 @@ FROM _j_ka a JOIN k ON k.run_id = a.run_id AND k.key = a.key
 WHERE a.instance_id IS NOT NULL
 """
 
-# compute kernels merged into disjoint busy intervals per (run, device)
-COMPUTE_BUSY = """
-CREATE OR REPLACE TEMP TABLE _j_cbusy AS
-WITH c AS (
-    SELECT run_id, rank, device_id, start_ns, end_ns FROM _j_k
-    WHERE kind = 'kernel' AND run_id IN (SELECT run_id FROM _j_crun) AND NOT regexp_matches(name, $pattern)
-      AND end_ns > start_ns
+
+def merged_intervals(table: str, source: str, keys: str) -> str:
+    """``CREATE TEMP TABLE table``: the intervals (``start_ns``, ``end_ns``) of ``source`` merged into disjoint
+    ``[s, e)`` per ``keys`` (a running maximum of the ends starts a new group where a start lies beyond it)."""
+    return f"""
+CREATE OR REPLACE TEMP TABLE {table} AS
+WITH c AS ({source}
 ), o AS (
-    SELECT *, max(end_ns) OVER (PARTITION BY run_id, rank, device_id ORDER BY start_ns, end_ns
+    SELECT *, max(end_ns) OVER (PARTITION BY {keys} ORDER BY start_ns, end_ns
                                 ROWS BETWEEN UNBOUNDED PRECEDING AND 1 PRECEDING) AS reach
     FROM c
 ), g AS (
     SELECT *, sum(CASE WHEN reach IS NULL OR start_ns > reach THEN 1 ELSE 0 END)
-                  OVER (PARTITION BY run_id, rank, device_id ORDER BY start_ns, end_ns ROWS UNBOUNDED PRECEDING)
-                  AS grp
+                  OVER (PARTITION BY {keys} ORDER BY start_ns, end_ns ROWS UNBOUNDED PRECEDING) AS grp
     FROM o
 )
-SELECT run_id, rank, device_id, min(start_ns) AS s, max(end_ns) AS e FROM g GROUP BY run_id, rank, device_id, grp
+SELECT {keys}, min(start_ns) AS s, max(end_ns) AS e FROM g GROUP BY {keys}, grp
 """
 
-# each instance's communication kernels (its own and its descendants'), merged per device
-COMM_BUSY = """
-CREATE OR REPLACE TEMP TABLE _j_cmbusy AS
-WITH c AS (
+
+# compute kernels merged into disjoint busy intervals per (run, rank, device)
+COMPUTE_BUSY = merged_intervals(
+    "_j_cbusy",
+    """
+    SELECT run_id, rank, device_id, start_ns, end_ns FROM _j_k
+    WHERE kind = 'kernel' AND run_id IN (SELECT run_id FROM _j_crun) AND NOT regexp_matches(name, $pattern)
+      AND end_ns > start_ns""",
+    "run_id, rank, device_id",
+)
+
+# each instance's communication kernels (its own and its descendants'), merged per (rank, device)
+COMM_BUSY = merged_intervals(
+    "_j_cmbusy",
+    """
     SELECT DISTINCT a.run_id, a.ancestor_id AS instance_id, ck.rank, ck.device_id, ck.key, ck.start_ns, ck.end_ns
     FROM _j_ck ck JOIN _j_anc a ON a.run_id = ck.run_id AND a.instance_id = ck.instance_id
-    WHERE ck.end_ns > ck.start_ns
-), o AS (
-    SELECT *, max(end_ns) OVER (PARTITION BY run_id, instance_id, rank, device_id ORDER BY start_ns, end_ns
-                                ROWS BETWEEN UNBOUNDED PRECEDING AND 1 PRECEDING) AS reach
-    FROM c
-), g AS (
-    SELECT *, sum(CASE WHEN reach IS NULL OR start_ns > reach THEN 1 ELSE 0 END)
-                  OVER (PARTITION BY run_id, instance_id, rank, device_id ORDER BY start_ns, end_ns
-                        ROWS UNBOUNDED PRECEDING) AS grp
-    FROM o
+    WHERE ck.end_ns > ck.start_ns""",
+    "run_id, instance_id, rank, device_id",
 )
-SELECT run_id, instance_id, rank, device_id, min(start_ns) AS s, max(end_ns) AS e
-FROM g GROUP BY run_id, instance_id, rank, device_id, grp
-"""
 
 COMM_VALUES = """
 INSERT INTO instance_values
@@ -140,4 +144,14 @@ FROM v JOIN _j_prov pv ON pv.run_id = v.run_id AND pv.backend = 'cupti'
 """
 
 STATEMENTS = (COMM_KERNELS, COMPUTE_BUSY, COMM_BUSY, COMM_VALUES)
-"""Run in this order after :data:`COMM_RUNS`; those naming ``$pattern`` with ``{"pattern": COMM_KERNEL_PATTERN}``."""
+
+
+def derive(con: duckdb.DuckDBPyConnection) -> None:
+    """Write the communication values of the join's runs (call after the kernel attribution)."""
+    params = {"pattern": COMM_KERNEL_PATTERN}
+    con.execute(COMM_RUNS, params)
+    row = con.execute(HAS_COMM_RUNS).fetchone()
+    if not row or not row[0]:
+        return
+    for stmt in STATEMENTS:  # DuckDB refuses parameters a statement does not name
+        con.execute(stmt, params if "$pattern" in stmt else None)

@@ -133,10 +133,7 @@ def _attribute(con: duckdb.DuckDBPyConnection, ids: list[str]) -> str | None:
     for stmt in (q.KERNEL_EXCLUSIVE, q.KERNEL_SIGNALS, q.KERNEL_VALUES, q.SPAN_VALUES):
         con.execute(stmt)
     # communication kernels: overlap with compute, exposed time
-    con.execute(comm.COMM_RUNS, {"pattern": comm.COMM_KERNEL_PATTERN})
-    if _count(con, comm.HAS_COMM_RUNS):
-        for stmt in comm.STATEMENTS:
-            con.execute(stmt, {"pattern": comm.COMM_KERNEL_PATTERN} if "$pattern" in stmt else None)
+    comm.derive(con)
     # time samples
     con.execute(q.SAMPLES)
     if _count(con, "SELECT count(*) FROM _j_s"):

@@ -512,11 +512,7 @@ def run_nccl_probe(out: Path) -> None:
     from argus_lab.backends.cupti_backend import CuptiCollector
     from argus_lab.regions import Recorder
 
-    os.environ.setdefault("MASTER_ADDR", "127.0.0.1")
-    os.environ.setdefault("MASTER_PORT", "29533")
-    os.environ.setdefault("NCCL_NVLS_ENABLE", "0")
-    torch.cuda.set_device(0)
-    dist.init_process_group("nccl", rank=0, world_size=1, device_id=torch.device("cuda", 0))
+    load_example("nccl_overlap").init()  # the one-rank NCCL group of examples/gpu/nccl_overlap.py
     t = torch.randn(1 << 22, device="cuda")
     dist.all_reduce(t)
     torch.cuda.synchronize()
@@ -544,7 +540,6 @@ def run_nccl_probe(out: Path) -> None:
     ]
     for r in rows:
         print(f"[nccl] {r}")
-    dist.destroy_process_group()
     _append_figure(out, "nccl_probe", {"kernels": rows, "nccl": list(torch.cuda.nccl.version())})
 
 
@@ -1026,12 +1021,7 @@ def run_all(out: Path) -> int:
     steps.append([*me, "ncu", str(out)])
     if os.path.isdir(PM_SITE):
         steps.append([*me, "pm", str(out)])
-    bad = 0
-    for cmd in steps:
-        t0 = time.perf_counter()
-        res = subprocess.run(cmd, check=False, timeout=400)
-        print(f"=== {' '.join(cmd[2:-1])}: exit {res.returncode} in {time.perf_counter() - t0:.1f}s", flush=True)
-        bad += res.returncode != 0
+    bad = run_steps(steps)
     report(out)
     return 1 if bad else 0
 
