@@ -296,7 +296,7 @@ def estimate(
     try:
         import datetime
 
-        from torch.distributed import TCPStore  # type: ignore[attr-defined]
+        from torch.distributed import TCPStore  # type: ignore[attr-defined, unused-ignore]
     except Exception as exc:
         return ClockOffset.missing(rank, world, phase, f"torch.distributed is not importable ({_short(exc)})")
     try:
