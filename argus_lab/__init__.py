@@ -8,101 +8,58 @@ Public API::
     print(argus_lab.plan("host.wall,hw:dram__bytes_read.sum").explain())
     store = argus_lab.open_store("argus.duckdb")
 
-Heavy modules (the store, reports, views) are imported on first use, so that importing argus_lab inside a
-measured process stays cheap.
+Every name is imported on first use (PEP 562), so that ``import argus_lab.regions`` inside a measured process
+stays cheap: it loads neither the store nor reports nor views.  The code is laid out by stage, upstream to
+downstream (docs/architecture.md): regions -> plan -> run -> backends -> join -> store -> report -> views -> faces.
 """
 
 from __future__ import annotations
 
-import shlex
+import importlib
 from typing import TYPE_CHECKING, Any
 
-from argus_lab.regions import Region, current_path, region
-
 if TYPE_CHECKING:
-    from argus_lab.planner import Plan
-    from argus_lab.report import Report
-    from argus_lab.runtime import OnError
-    from argus_lab.store import Store
+    from argus_lab import plan as plan
+    from argus_lab.faces.measure import measure as measure
+    from argus_lab.faces.measure import open_store as open_store
+    from argus_lab.plan import DEFAULT_SIGNALS as DEFAULT_SIGNALS
+    from argus_lab.regions import Region as Region
+    from argus_lab.regions import current_path as current_path
+    from argus_lab.regions import region as region
+    from argus_lab.report import Report as Report
 
 __version__ = "0.1.0"
-DEFAULT_SIGNALS = "host.wall,host.cpu"
+
+_PUBLIC: dict[str, tuple[str, str | None]] = {
+    "region": ("argus_lab.regions", "region"),
+    "Region": ("argus_lab.regions", "Region"),
+    "current_path": ("argus_lab.regions", "current_path"),
+    "plan": ("argus_lab.plan", None),  # the package, callable: argus_lab.plan("host.wall").explain()
+    "DEFAULT_SIGNALS": ("argus_lab.plan", "DEFAULT_SIGNALS"),
+    "measure": ("argus_lab.faces.measure", "measure"),
+    "open_store": ("argus_lab.faces.measure", "open_store"),
+    "Report": ("argus_lab.report", "Report"),
+}
 
 
-def plan(signals: str | list[str] = DEFAULT_SIGNALS, *, scope: str = "", repeat: int = 5, warmup: int = 1) -> Plan:
-    """Plan a measurement of ``signals`` without running it."""
-    from argus_lab.planner import Request
-    from argus_lab.planner import plan as make_plan
-
-    return make_plan(Request.build(signals, scope=scope, repeat=repeat, warmup=warmup))
-
-
-def measure(
-    target: Any,
-    signals: str | list[str] = DEFAULT_SIGNALS,
-    *,
-    repeat: int = 5,
-    warmup: int = 1,
-    scope: str = "",
-    store: str | Store | None = None,
-    args: tuple[str, ...] = (),
-    on_error: OnError = "continue",
-    launch: str | tuple[str, ...] = (),
-) -> Report:
-    """Plan and run a measurement of ``target``; return its :class:`Report`.
-
-    Parameters
-    ----------
-    target
-        A callable taking no arguments, a script path, or ``"module:function"``.
-    signals
-        Signal names, comma-separated or a list (``argus-lab signals`` lists them).
-    repeat, warmup
-        Measured repetitions, and repetitions run first and marked as warm-up.
-    scope
-        Which region instances the request covers (see docs/scopes.md).
-    store
-        The evidence store (default ``./argus.duckdb`` or ``$ARGUS_STORE``).
-    on_error
-        ``"continue"`` runs the remaining runs after a failed one; ``"stop"`` stops the plan.
-    launch
-        A multi-process launcher prefix, e.g. ``"torchrun --nproc-per-node 2"``: every rank is measured and
-        the ranks' evidence merges into one store with the rank in each region instance.
-    """
-    from argus_lab.report import Report
-    from argus_lab.runtime import execute, terminal_progress
-    from argus_lab.store import Store
-    from argus_lab.workload import Workload
-
-    workload = Workload.from_target(target, args)
-    the_plan = plan(signals, scope=scope, repeat=repeat, warmup=warmup)
-    st = store if isinstance(store, Store) else Store(store)
-    prefix = tuple(shlex.split(launch)) if isinstance(launch, str) else tuple(launch)
-    execution = execute(the_plan, workload, st, on_error=on_error, progress=terminal_progress(), launch=prefix)
-    return Report(st, execution.run_ids)
+def __getattr__(name: str) -> Any:
+    where = _PUBLIC.get(name)
+    if where is None:
+        msg = f"module 'argus_lab' has no attribute {name!r}"
+        raise AttributeError(msg)
+    module = importlib.import_module(where[0])
+    return module if where[1] is None else getattr(module, where[1])
 
 
-def open_store(path: str | None = None) -> Store:
-    """The evidence store at ``path`` (default ``./argus.duckdb`` or ``$ARGUS_STORE``)."""
-    from argus_lab.store import Store
-
-    return Store(path)
+def __dir__() -> list[str]:
+    return sorted([*globals(), *_PUBLIC])
 
 
 def load_ipython_extension(ipython: Any) -> None:
     """``%load_ext argus_lab``: register the argus magics (imported only now)."""
-    from argus_lab.magics import load
+    from argus_lab.faces.magics import load
 
     load(ipython)
-
-
-def __getattr__(name: str) -> Any:
-    if name == "Report":
-        from argus_lab.report import Report
-
-        return Report
-    msg = f"module 'argus_lab' has no attribute {name!r}"
-    raise AttributeError(msg)
 
 
 # -- Jupyter integration (kept tiny: the server code is imported only when the server loads it) ------------
@@ -115,7 +72,7 @@ def _jupyter_server_extension_points() -> list[dict[str, str]]:
 
 
 def _load_jupyter_server_extension(server_app: Any) -> None:
-    from argus_lab.server.routes import setup_handlers
+    from argus_lab.faces.server.routes import setup_handlers
 
     setup_handlers(server_app.web_app)
     server_app.log.info("argus_lab: evidence-store REST handlers registered under /argus-lab/")

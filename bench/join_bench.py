@@ -25,8 +25,8 @@ import time
 from pathlib import Path
 
 from argus_lab import join
-from argus_lab import report_tables as rt
 from argus_lab.report import Report
+from argus_lab.report import rows as rt
 from argus_lab.store import Store
 
 T0 = 1_795_938_194_000_000_000

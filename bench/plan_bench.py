@@ -21,8 +21,8 @@ import sys
 import time
 from pathlib import Path
 
-from argus_lab.passes import TablePassModel
-from argus_lab.planner import Request, plan
+from argus_lab.plan import Request, plan
+from argus_lab.plan.passes import TablePassModel
 
 ROOT = Path(__file__).resolve().parent.parent
 RECORDED = ROOT / "tests" / "data" / "ncu_passes_gh100.json"

@@ -98,13 +98,13 @@ def merge_figures(out: Path, key: str, value: Any) -> None:
 def run_case(name: str, out: Path) -> None:
     import torch
 
-    from argus_lab.backends import cupti_decode as dec
-    from argus_lab.backends.compiler_backend import CompilerCollector
-    from argus_lab.backends.cupti_backend import CuptiCollector
-    from argus_lab.backends.nvml_backend import NvmlSampler
-    from argus_lab.driver import drive
+    from argus_lab.backends.compiler.collector import CompilerCollector
+    from argus_lab.backends.cupti import decode as dec
+    from argus_lab.backends.cupti.collector import CuptiCollector
+    from argus_lab.backends.nvml import NvmlSampler
+    from argus_lab.run.driver import drive
+    from argus_lab.run.workload import Workload
     from argus_lab.store import Store
-    from argus_lab.workload import Workload
 
     module, reps = CASES[name]
     mod = load_example(module)
@@ -131,11 +131,11 @@ def run_case(name: str, out: Path) -> None:
     print(f"[case {name}] status={outcome.status} reps={outcome.reps_done} wall={wall:.2f}s {outcome.cause[:500]}")
     dec.save_raw(cupti.raw, folder / "cupti")
     if cupti.buffers:
-        from argus_lab.backends.cupti_backend import save_buffers
+        from argus_lab.backends.cupti.collector import save_buffers
 
         save_buffers(cupti.buffers, cupti.layouts, cupti.raw, folder / "buffers")
     if name == "triton":
-        from argus_lab.backends.compiler_backend import compiled_kernels, cuobjdump_sass
+        from argus_lab.backends.compiler.collector import compiled_kernels, cuobjdump_sass
 
         for k in compiled_kernels():
             kname = k.metadata.name
@@ -146,7 +146,7 @@ def run_case(name: str, out: Path) -> None:
             meta = {"n_regs": k.n_regs, "n_spills": k.n_spills, "metadata": k.metadata._asdict()}
             (folder / f"{kname}.meta.json").write_text(json.dumps(meta, default=str, indent=1))
     ev = outcome.evidence
-    from argus_lab.shards import write_table
+    from argus_lab.run.shards import write_table
 
     write_table(folder / "instances.parquet", ev["region_instances"])
     if "samples" in ev:
@@ -302,9 +302,9 @@ def _warm_up(work: dict[str, Any], seconds: float = 1.5) -> None:
 
 def _cupti_pass(work: dict[str, Any], iters: int, out: Path) -> tuple[dict[str, list[float]], dict[str, list[float]]]:
     """One CUPTI timing run over :func:`_events_pass`: (gpu.time/gpu.span per region variant, CUDA events)."""
-    from argus_lab.backends.base import RunContext
-    from argus_lab.backends.cupti_backend import CuptiCollector
+    from argus_lab.backends.cupti.collector import CuptiCollector
     from argus_lab.regions import Recorder
+    from argus_lab.run.protocols import RunContext
 
     coll = CuptiCollector()
     coll.start(RunContext("events", ("gpu.time",), {}, out))
@@ -457,9 +457,9 @@ def run_driver_attr(mode: str, out: Path) -> None:
     """Triton (driver API launch) and PyTorch (runtime launch) kernels under ``driver_api=MODE``: attribution."""
     import torch
 
-    from argus_lab.backends.base import RunContext
-    from argus_lab.backends.cupti_backend import CuptiCollector
+    from argus_lab.backends.cupti.collector import CuptiCollector
     from argus_lab.regions import Recorder
+    from argus_lab.run.protocols import RunContext
 
     mods = [load_example("triton_add"), load_example("nested_torch")]
     states = [m.setup() for m in mods]
@@ -508,9 +508,9 @@ def run_nccl_probe(out: Path) -> None:
     import torch.distributed as dist
 
     import argus_lab
-    from argus_lab.backends.base import RunContext
-    from argus_lab.backends.cupti_backend import CuptiCollector
+    from argus_lab.backends.cupti.collector import CuptiCollector
     from argus_lab.regions import Recorder
+    from argus_lab.run.protocols import RunContext
 
     load_example("nccl_overlap").init()  # the one-rank NCCL group of examples/gpu/nccl_overlap.py
     t = torch.randn(1 << 22, device="cuda")
@@ -563,7 +563,7 @@ def run_overlap_study(out: Path, processes: int = 3) -> None:
         for i, (name, settings) in enumerate(OVERLAP_CONFIGS.items()):
             env = dict(os.environ, NCCL_OVERLAP_MODE="train", MASTER_PORT=str(29600 + 10 * p + i), **settings)
             cmd = [
-                sys.executable, "-m", "argus_lab.cli", "run", str(EXAMPLES / "nccl_overlap.py"),
+                sys.executable, "-m", "argus_lab.faces.cli", "run", str(EXAMPLES / "nccl_overlap.py"),
                 "--signals", OVERLAP_SIGNALS, "--repeat", "5", "--warmup", "1",
                 "--store", str(folder / f"{name}.duckdb"),
             ]  # fmt: skip
@@ -613,9 +613,9 @@ def run_loop_abab(which: str, out: Path, rounds: int = 6) -> None:
     """
     import torch
 
-    from argus_lab.backends.base import RunContext
-    from argus_lab.backends.cupti_backend import CuptiCollector
+    from argus_lab.backends.cupti.collector import CuptiCollector
     from argus_lab.regions import Recorder
+    from argus_lab.run.protocols import RunContext
 
     body, it = launch_bound_body()
 
@@ -719,9 +719,9 @@ def run_loop(mode: str, out: Path) -> None:
         with profile(activities=[ProfilerActivity.CPU, ProfilerActivity.CUDA]):
             measure(loop_rf)
     elif mode.startswith("cupti"):
-        from argus_lab.backends.base import RunContext
-        from argus_lab.backends.cupti_backend import CuptiCollector
+        from argus_lab.backends.cupti.collector import CuptiCollector
         from argus_lab.regions import Recorder
+        from argus_lab.run.protocols import RunContext
 
         coll = CuptiCollector()
         settings: dict[str, Any] = {"api_records": "all" if mode == "cupti-all" else "launch"}
@@ -768,7 +768,7 @@ def run_ncu(out: Path) -> None:
     cmd = [
         sys.executable,
         "-m",
-        "argus_lab.cli",
+        "argus_lab.faces.cli",
         "run",
         str(EXAMPLES / "nested_torch.py"),
         "--signals",
@@ -794,8 +794,8 @@ def run_ncu(out: Path) -> None:
         text = log.read_text(errors="replace")
         print(f"[ncu] --- {log.name} ({log.parent.name}) tail:\n" + "\n".join(text.splitlines()[-15:]))
     # plain ncu run of the same script (no argus recorder; the regions still push NVTX ranges)
-    from argus_lab.backends.ncu_backend import find_ncu
-    from argus_lab.backends.ncu_parse import read_report
+    from argus_lab.backends.ncu.launcher import find_ncu
+    from argus_lab.backends.ncu.parse import read_report
 
     plain = out / "data" / "ncu" / "plain.ncu-rep"
     plain.parent.mkdir(parents=True, exist_ok=True)
@@ -852,7 +852,7 @@ def run_ncu(out: Path) -> None:
         print(f"[ncu] argus report kernels: {seen}")
     merge_figures(out, "ncu", fig)
     show = subprocess.run(
-        [sys.executable, "-m", "argus_lab.cli", "show", "--store", str(store), "--provenance"],
+        [sys.executable, "-m", "argus_lab.faces.cli", "show", "--store", str(store), "--provenance"],
         capture_output=True,
         text=True,
         check=False,
@@ -864,9 +864,9 @@ def run_ncu(out: Path) -> None:
 # ----------------------------------------------------------------------------------------------------------------
 def run_ncu_fixture(out: Path) -> None:
     """A small .ncu-rep for CI: Triton kernels in nested regions, through NcuLauncher (payload on)."""
-    from argus_lab.backends.base import RunContext
-    from argus_lab.backends.ncu_backend import NcuLauncher
-    from argus_lab.backends.ncu_parse import read_report_isolated, to_json
+    from argus_lab.backends.ncu.launcher import NcuLauncher
+    from argus_lab.backends.ncu.parse import read_report_isolated, to_json
+    from argus_lab.run.protocols import RunContext
 
     folder = out / "data" / "ncu" / "triton_nested"
     folder.mkdir(parents=True, exist_ok=True)
@@ -919,8 +919,8 @@ def run_pm(out: Path) -> None:
     """PM sampling with a private cupti-python 13.4 install (imported before torch)."""
     import cupti
 
-    from argus_lab.backends.base import RunContext
-    from argus_lab.backends.pm_backend import PmSampler, installed_version
+    from argus_lab.backends.pm import PmSampler, installed_version
+    from argus_lab.run.protocols import RunContext
 
     print(f"[pm] cupti from {cupti.__file__} version {installed_version()}")
     import torch
@@ -966,7 +966,7 @@ def run_pm(out: Path) -> None:
         results[label] = {"samples": len(t), "counts": pm.counts}
         folder = out / "data" / "pm"
         folder.mkdir(parents=True, exist_ok=True)
-        from argus_lab.shards import write_table
+        from argus_lab.run.shards import write_table
 
         write_table(folder / f"samples-{label}.parquet", smp)
         write_table(folder / f"instances-{label}.parquet", rec.columns())

@@ -95,12 +95,12 @@ def record(name: str, fn: Callable[[], None], out: Path) -> None:
     """Run ``fn`` once under CUPTI + host clocks and save the raw CUPTI records and the instances."""
     import torch
 
-    from argus_lab.backends import cupti_decode as dec
-    from argus_lab.backends.cupti_backend import CuptiCollector
-    from argus_lab.backends.host_backend import HostCollector
-    from argus_lab.driver import drive
-    from argus_lab.shards import write_table
-    from argus_lab.workload import Workload
+    from argus_lab.backends.cupti import decode as dec
+    from argus_lab.backends.cupti.collector import CuptiCollector
+    from argus_lab.backends.host import HostCollector
+    from argus_lab.run.driver import drive
+    from argus_lab.run.shards import write_table
+    from argus_lab.run.workload import Workload
 
     fn()  # compile, cuBLAS handles, caching allocator: outside the run
     torch.cuda.synchronize()

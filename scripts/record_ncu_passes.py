@@ -16,7 +16,7 @@ count depends on the metric set and the chip, not on the kernel).  Invocations r
 budget (``--budget``, default 150 s) stops launching new ones so the whole script ends within 3 minutes, and the
 table lists what was skipped.  Metrics ncu rejects are listed under ``failed`` with ncu's message.
 
-The table (JSON, read by :class:`argus_lab.passes.TablePassModel`) holds ``metrics`` (passes alone),
+The table (JSON, read by :class:`argus_lab.plan.passes.TablePassModel`) holds ``metrics`` (passes alone),
 ``combinations`` (``[{"name", "metrics", "passes"}]``), ``failed``, ``skipped``, the device, ncu and driver
 versions, the command line and how long each invocation took.  Standard library only.
 """

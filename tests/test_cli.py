@@ -8,14 +8,14 @@ from pathlib import Path
 
 import pytest
 
-from argus_lab.cli import main
+from argus_lab.faces.cli import main
 
 ROOT = Path(__file__).parent.parent
 
 
 def _cli(*args: str, cwd: Path | None = None) -> subprocess.CompletedProcess[str]:
     return subprocess.run(
-        [sys.executable, "-m", "argus_lab.cli", *args],
+        [sys.executable, "-m", "argus_lab.faces.cli", *args],
         capture_output=True,
         text=True,
         cwd=cwd or ROOT,

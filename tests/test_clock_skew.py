@@ -1,4 +1,4 @@
-"""Cross-rank clock offsets (argus_lab.clock_sync) and region skew (argus_lab.skew_sql): unit tests of the offset
+"""Cross-rank clock offsets (argus_lab.run.clock_sync) and region skew (argus_lab.join.skew): unit tests of the offset
 arithmetic and the ping-pong protocol on a fake store, the skew SQL on a SYNTHETIC store with an injected offset,
 and real torchrun + gloo runs on the CPU."""
 
@@ -15,9 +15,9 @@ from typing import Any
 import pytest
 
 import argus_lab
-from argus_lab.clock_sync import ClockOffset, Endpoint, Sample, best_sample, endpoint_from_env, exchange
 from argus_lab.join import attribute_request
 from argus_lab.report import Report
+from argus_lab.run.clock_sync import ClockOffset, Endpoint, Sample, best_sample, endpoint_from_env, exchange
 from argus_lab.store import Store
 
 WORKLOADS = Path(__file__).parent / "workloads"

@@ -13,7 +13,8 @@ from pathlib import Path
 
 import pytest
 
-from argus_lab import comm_sql, join
+from argus_lab import join
+from argus_lab.join import comm as comm_sql
 from argus_lab.store import Store
 from tests.join_synth import Inst, Kern, SynthRun, values, write
 

@@ -7,8 +7,8 @@ from pathlib import Path
 
 import pyarrow.parquet as pq
 
-from argus_lab.backends import compiler_facts as cf
-from argus_lab.backends import cupti_decode as dec
+from argus_lab.backends.compiler import facts as cf
+from argus_lab.backends.cupti import decode as dec
 
 DATA = Path(__file__).parent / "data" / "gpu"
 SASS = DATA / "sass"

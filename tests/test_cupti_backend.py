@@ -7,9 +7,9 @@ from pathlib import Path
 
 import pytest
 
-from argus_lab.backends import cupti_backend as cb
-from argus_lab.backends.base import RunContext
+from argus_lab.backends.cupti import collector as cb
 from argus_lab.errors import BackendUnavailableError, CollectorBusyError
+from argus_lab.run.protocols import RunContext
 
 
 def has_driver() -> bool:

@@ -10,7 +10,7 @@ import numpy as np
 import pyarrow.parquet as pq
 import pytest
 
-from argus_lab.backends import cupti_decode as dec
+from argus_lab.backends.cupti import decode as dec
 
 CASES = Path(__file__).parent / "data" / "gpu" / "cases"
 ALL = ("nested", "triton", "two_streams", "graph", "backward", "edge")

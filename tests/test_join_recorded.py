@@ -16,7 +16,7 @@ import pyarrow.parquet as pq
 import pytest
 
 from argus_lab import join
-from argus_lab.backends import cupti_decode as dec
+from argus_lab.backends.cupti import decode as dec
 from argus_lab.report import Report
 from argus_lab.store import Store
 
@@ -187,7 +187,7 @@ def ncu_kernels() -> tuple[Any, ...]:
     """The kernels of the recorded ncu report as ``ncu_parse.read_report`` read them on the H200
     (``triton_nested.expected.json``; reading the report here would need ncu_report imported before duckdb,
     which crashes otherwise)."""
-    from argus_lab.backends.ncu_parse import NcuKernel
+    from argus_lab.backends.ncu.parse import NcuKernel
 
     doc = json.loads((DATA / "gpu" / "ncu" / "triton_nested.expected.json").read_text())
     return tuple(NcuKernel(**{**k, "metrics": {m: tuple(v) for m, v in k["metrics"].items()}}) for k in doc)
@@ -195,7 +195,7 @@ def ncu_kernels() -> tuple[Any, ...]:
 
 def load_ncu(store: Store, run_id: str, plan_index: int) -> None:
     """The recorded Nsight Compute report of triton_nested.py as run ``run_id``."""
-    from argus_lab.backends import ncu_parse
+    from argus_lab.backends.ncu import parse as ncu_parse
 
     ks = ncu_kernels()
     settings = {"replay_mode": "kernel", "clock_control": "base", "cache_control": "all"}
@@ -286,7 +286,7 @@ def test_ncu_report_mismatches_a_run_with_another_kernel_order(joined: Store) ->
 
 
 def test_compiler_facts_of_the_recorded_triton_kernel(tmp_path: Path) -> None:
-    from argus_lab.backends import compiler_facts as cf
+    from argus_lab.backends.compiler import facts as cf
 
     sass = DATA / "gpu" / "sass"
     meta = json.loads((sass / "scaled_add_kernel.meta.json").read_text())

@@ -7,7 +7,7 @@ from typing import Any
 
 import pytest
 
-from argus_lab.magics import ArgusMagics, measure_line
+from argus_lab.faces.magics import ArgusMagics, measure_line
 
 
 @pytest.fixture(scope="module")
@@ -117,7 +117,7 @@ def test_child_replay_runs_setup_then_cell(ip: Any, magics: ArgusMagics, monkeyp
     assert res.success
     rep = ip.user_ns["child"]
     assert rep.runs[0].status == "ok", rep.runs[0].cause
-    assert rep.runs[0].command.startswith(("python", "/")) or "argus_lab.child" in rep.runs[0].command
+    assert rep.runs[0].command.startswith(("python", "/")) or "argus_lab.run.child" in rep.runs[0].command
     assert next(r for r in rep.regions if r.path == "replayed").instances == 2
 
 

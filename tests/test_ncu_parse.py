@@ -9,9 +9,10 @@ from pathlib import Path
 
 import pytest
 
-from argus_lab.backends import ncu_backend, ncu_parse
-from argus_lab.backends.base import RunContext
+from argus_lab.backends.ncu import launcher as ncu_backend
+from argus_lab.backends.ncu import parse as ncu_parse
 from argus_lab.errors import BackendUnavailableError, WorkloadError
+from argus_lab.run.protocols import RunContext
 
 DATA = Path(__file__).parent / "data" / "gpu" / "ncu"
 REPORT = DATA / "triton_nested.ncu-rep"
@@ -100,7 +101,7 @@ def test_command_carries_metrics_replay_filters_and_controls(tmp_path: Path) -> 
         "nvtx_include": ["argus@outer/inner/"],
     }
     ctx = RunContext("r", ("hw:dram__bytes_read.sum",), settings, tmp_path)
-    cmd = launcher.command(ctx, ["python", "-m", "argus_lab.child", "spec.json"])
+    cmd = launcher.command(ctx, ["python", "-m", "argus_lab.run.child", "spec.json"])
     assert cmd[:2] == ["env", "ARGUS_NVTX_PAYLOAD=1"]
     assert cmd[cmd.index("--metrics") + 1] == "dram__bytes_read.sum,smsp__inst_executed.sum"
     assert cmd[cmd.index("--replay-mode") + 1] == "application"
@@ -109,7 +110,7 @@ def test_command_carries_metrics_replay_filters_and_controls(tmp_path: Path) -> 
     assert cmd[cmd.index("--nvtx-include") + 1] == "argus@outer/inner/"
     assert "--nvtx" in cmd
     assert cmd[cmd.index("--export") + 1] == str(tmp_path / "report.ncu-rep")
-    assert cmd[-4:] == ["python", "-m", "argus_lab.child", "spec.json"]
+    assert cmd[-4:] == ["python", "-m", "argus_lab.run.child", "spec.json"]
 
 
 def test_command_defaults_and_region_filters(tmp_path: Path) -> None:

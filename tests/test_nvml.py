@@ -8,9 +8,10 @@ from pathlib import Path
 import pyarrow.parquet as pq
 import pytest
 
-from argus_lab.backends import nvml_backend, pm_backend
-from argus_lab.backends.base import RunContext
+from argus_lab.backends import nvml as nvml_backend
+from argus_lab.backends import pm as pm_backend
 from argus_lab.errors import BackendUnavailableError
+from argus_lab.run.protocols import RunContext
 
 DATA = Path(__file__).parent / "data" / "gpu"
 

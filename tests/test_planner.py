@@ -13,13 +13,13 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from argus_lab import passes as passes_mod
-from argus_lab.backends import BACKENDS, conflict_reason
 from argus_lab.errors import PlanError, ScopeSyntaxError, UnknownSignalError
-from argus_lab.passes import AssumedPassModel, PassModel, TablePassModel, base_counter, default_pass_model
-from argus_lab.planner import Plan, PlanSettings, Request, min_conflict_free_groups, plan, split_counters
-from argus_lab.scope import Scope
-from argus_lab.signals import CATALOG, lookup, resolve
+from argus_lab.plan import Plan, PlanSettings, Request, min_conflict_free_groups, plan, split_counters
+from argus_lab.plan import passes as passes_mod
+from argus_lab.plan.backends import BACKENDS, conflict_reason
+from argus_lab.plan.catalog import CATALOG, lookup, resolve
+from argus_lab.plan.passes import AssumedPassModel, PassModel, TablePassModel, base_counter, default_pass_model
+from argus_lab.plan.scope import Scope
 
 DATA = Path(__file__).parent / "data"
 RECORDED = DATA / "ncu_passes_gh100.json"

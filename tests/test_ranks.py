@@ -8,15 +8,15 @@ from pathlib import Path
 import pytest
 
 import argus_lab
-from argus_lab.runtime import launch_command
+from argus_lab.run.runtime import launch_command
 from argus_lab.store import Store
 
 WORKLOADS = Path(__file__).parent / "workloads"
 
 
 def test_torchrun_prefix_gets_no_python() -> None:
-    cmd = launch_command(["torchrun", "--nproc-per-node", "2"], ["python", "-m", "argus_lab.child", "s.json"])
-    assert cmd == ["torchrun", "--nproc-per-node", "2", "--no-python", "python", "-m", "argus_lab.child", "s.json"]
+    cmd = launch_command(["torchrun", "--nproc-per-node", "2"], ["python", "-m", "argus_lab.run.child", "s.json"])
+    assert cmd == ["torchrun", "--nproc-per-node", "2", "--no-python", "python", "-m", "argus_lab.run.child", "s.json"]
     assert launch_command([], ["python"]) == ["python"]
 
 

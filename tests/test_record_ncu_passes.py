@@ -16,7 +16,7 @@ from types import ModuleType
 
 import pytest
 
-from argus_lab.passes import TablePassModel
+from argus_lab.plan.passes import TablePassModel
 
 SCRIPT = Path(__file__).parent.parent / "scripts" / "record_ncu_passes.py"
 

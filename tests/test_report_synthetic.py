@@ -12,9 +12,9 @@ from join_synth import Inst, Kern, SynthRun, write
 from test_join_synthetic import case_run, ncu_pair
 
 from argus_lab import join
-from argus_lab.diff import ALPHA, mann_whitney
 from argus_lab.report import TABLES, Report
-from argus_lab.report_json import SCHEMA
+from argus_lab.report.diff import ALPHA, mann_whitney
+from argus_lab.report.json import SCHEMA
 from argus_lab.store import Store
 
 DOCS = Path(__file__).resolve().parent.parent / "docs"

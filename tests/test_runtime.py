@@ -3,16 +3,23 @@
 from __future__ import annotations
 
 from pathlib import Path
+from typing import Any
 
 import pytest
 
 import argus_lab
-from argus_lab.planner import Plan, PlannedRun, Request
-from argus_lab.runtime import execute
+from argus_lab.faces.measure import run_plan
+from argus_lab.plan import Plan, PlannedRun, Request
+from argus_lab.run.runtime import Execution
+from argus_lab.run.workload import Workload
 from argus_lab.store import Store
-from argus_lab.workload import Workload
 
 WORKLOADS = Path(__file__).parent / "workloads"
+
+
+def execute(plan: Plan, workload: Workload, store: Store, **options: Any) -> Execution:
+    """The runtime as every face drives it: execute into the store, then join (:func:`run_plan`)."""
+    return run_plan(plan, workload, store, **options).execution
 
 
 def _host_plan(repeat: int = 3, warmup: int = 1) -> Plan:
@@ -69,7 +76,7 @@ def test_gpu_runs_are_skipped_with_the_reason_and_the_host_run_still_happens(
     store_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     monkeypatch.setenv("ARGUS_ASSUME_NO_GPU", "1")
-    argus_lab.machine.gpu_available.cache_clear()
+    argus_lab.run.machine.gpu_available.cache_clear()
     try:
         req = Request.build("host.wall,gpu.time")
         plan = Plan(
@@ -79,7 +86,7 @@ def test_gpu_runs_are_skipped_with_the_reason_and_the_host_run_still_happens(
         store = Store(store_path)
         ex = execute(plan, Workload.script(WORKLOADS / "nested.py"), store)
     finally:
-        argus_lab.machine.gpu_available.cache_clear()
+        argus_lab.run.machine.gpu_available.cache_clear()
     assert [r.status for r in ex.results] == ["ok", "skipped"]
     assert "gpu.time need cupti" in ex.results[1].cause
     assert "no NVIDIA GPU" in ex.results[1].cause
@@ -111,7 +118,7 @@ def test_host_run_with_an_attached_gpu_backend_runs_the_host_part(
     store_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     monkeypatch.setenv("ARGUS_ASSUME_NO_GPU", "1")
-    argus_lab.machine.gpu_available.cache_clear()
+    argus_lab.run.machine.gpu_available.cache_clear()
     try:
         plan = argus_lab.plan("host.wall,compile.registers", repeat=2, warmup=0)
         (run,) = plan.runs
@@ -119,7 +126,7 @@ def test_host_run_with_an_attached_gpu_backend_runs_the_host_part(
         store = Store(store_path)
         ex = execute(plan, Workload.script(WORKLOADS / "nested.py"), store)
     finally:
-        argus_lab.machine.gpu_available.cache_clear()
+        argus_lab.run.machine.gpu_available.cache_clear()
     (res,) = ex.results
     assert res.status == "partial"
     assert "compile.registers need compiler" in res.cause
@@ -132,7 +139,7 @@ def test_shards_keep_json_text_and_dicts_apart(tmp_path: Path) -> None:
 
     import pyarrow.parquet as pq
 
-    from argus_lab import shards
+    from argus_lab.run import shards
 
     shards.write_table(tmp_path / "t.parquet", {"settings": ['{"a": 1}', {"b": 2}], "backends": [["x"], ["y"]]})
     got = pq.read_table(tmp_path / "t.parquet").to_pydict()

@@ -9,7 +9,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from argus_lab.errors import ScopeSyntaxError
-from argus_lab.scope import EXAMPLE, IndexRange, IndexSet, Scope
+from argus_lab.plan.scope import EXAMPLE, IndexRange, IndexSet, Scope
 
 # -- a reference glob matcher written independently of the regex translation -------------------------
 

@@ -9,8 +9,8 @@ from pathlib import Path
 import duckdb
 
 import argus_lab
-from argus_lab.scope import Scope
-from argus_lab.scope_sql import predicate, quote
+from argus_lab.plan.scope import Scope
+from argus_lab.report.scope_sql import predicate, quote
 from argus_lab.store import Store
 
 

@@ -102,7 +102,7 @@ def test_export_refuses_a_non_html_path(synthetic_report: Report, tmp_path: Path
 
 
 def test_cli_export(synthetic_report: Report, tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
-    from argus_lab.cli import main
+    from argus_lab.faces.cli import main
 
     out = tmp_path / "cli.html"
     rc = main(["export", "--store", str(synthetic_report.store.path), str(out), "--run", "r-timing"])
@@ -239,7 +239,7 @@ def test_timeline_and_ambiguity_figures(synthetic_report: Report) -> None:
 
 
 def test_panel_plans_as_the_user_picks() -> None:
-    from argus_lab.views.panel import SignalPanel
+    from argus_lab.faces.panel import SignalPanel
 
     p = SignalPanel()
     assert p.selected() == ["host.wall"]
@@ -256,7 +256,7 @@ def test_panel_plans_as_the_user_picks() -> None:
 
 
 def test_panel_runs_its_target(store_path: Path) -> None:
-    from argus_lab.views.panel import SignalPanel
+    from argus_lab.faces.panel import SignalPanel
 
     @argus_lab.region("job")
     def job() -> None:
@@ -297,7 +297,7 @@ def test_bundle_of_the_recorded_h200_walkthrough(tmp_path: Path) -> None:
 
 
 def test_panel_names_only_the_gpu_signals_it_cannot_collect(monkeypatch: pytest.MonkeyPatch) -> None:
-    from argus_lab.views import panel as panel_module
+    from argus_lab.faces import panel as panel_module
 
     monkeypatch.setattr(panel_module, "gpu_available", lambda: False)
     p = panel_module.SignalPanel(selected=("host.wall", "gpu.time"))

@@ -17,8 +17,8 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from argus_lab.backends.rows import jsonable_columns
 from argus_lab.errors import SchemaVersionError, StoreError
+from argus_lab.run.columns import jsonable_columns
 from argus_lab.store.schema import DDL, SCHEMA_VERSION, TABLES, column_types
 
 if TYPE_CHECKING:

@@ -1,4 +1,4 @@
-"""Views of reports: the report bundle and its renderer, plotly figures, ipywidgets panels.
+"""Views of reports: the report bundle and its renderer, plotly figures, tables, standalone HTML.
 
 Everything here is imported lazily (never inside a measured process).  Entry points::
 
@@ -8,7 +8,9 @@ Everything here is imported lazily (never inside a measured process).  Entry poi
     views.timeline_figure(report)         # plotly figure of the first run's timeline
     views.ambiguity(report)               # attribution classes per region (plotly)
     views.compare(report_a, report_b)     # two reports side by side (plotly + table)
-    views.signal_panel(step)              # ipywidgets signal panel that plans and runs measurements of ``step``
+
+The ipywidgets signal panel, which plans and runs measurements, is a face: :mod:`argus_lab.faces.panel`
+(``%argus panel step``).
 """
 
 from __future__ import annotations
@@ -22,7 +24,6 @@ if TYPE_CHECKING:
 
     from argus_lab.report import Report
     from argus_lab.views.bundle import ReportView
-    from argus_lab.views.panel import SignalPanel
 
 OFFLINE_RENDERER = "argus_notebook"
 NOTEBOOK_RENDERER = f"plotly_mimetype+{OFFLINE_RENDERER}"
@@ -90,11 +91,4 @@ def compare(a: Report, b: Report, signal: str = "") -> Any:
     return CompareView(a, b, signal)
 
 
-def signal_panel(target: Any = None, store: str | None = None) -> SignalPanel:
-    """The signal-selection panel for measuring ``target`` (a callable taking no arguments)."""
-    from argus_lab.views.panel import SignalPanel
-
-    return SignalPanel(target=target, store=store)
-
-
-__all__ = ["ambiguity", "compare", "export", "init_notebook", "show", "signal_panel", "timeline_figure"]
+__all__ = ["ambiguity", "compare", "export", "init_notebook", "show", "timeline_figure"]

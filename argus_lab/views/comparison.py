@@ -28,7 +28,7 @@ class CompareView:
 
     ``rows`` holds one dict per region path and signal: ``path``, ``signal``, ``unit``, ``a``, ``b`` (medians),
     ``ratio`` (``b / a``), ``verdict`` (``higher``, ``lower``, ``same``, ``too few values``, ``new``, ``gone``)
-    and ``significant`` (the change exceeds run-to-run noise by the rule of :mod:`argus_lab.diff`).
+    and ``significant`` (the change exceeds run-to-run noise by the rule of :mod:`argus_lab.report.diff`).
     """
 
     def __init__(self, a: Report, b: Report, signal: str = "") -> None:

@@ -86,7 +86,7 @@ export function measureCode(cells: IRegionCell[], req: IMeasureRequest): string 
     .map(c => `get_ipython().run_cell_magic('argus_region', ${pyString(c.name)}, ${pyString(c.body)})`)
     .join('\n');
   return [
-    'import argus_lab.magics as __argus_magics',
+    'import argus_lab.faces.magics as __argus_magics',
     "if 'argus' not in get_ipython().magics_manager.magics['cell']:",
     '    __argus_magics.load(get_ipython())',
     'del __argus_magics',

@@ -11,8 +11,8 @@ from typing import Any
 
 import pytest
 
-from argus_lab.backends.base import RunContext
 from argus_lab.regions import Recorder, region
+from argus_lab.run.protocols import RunContext
 
 pytestmark = pytest.mark.gpu
 
@@ -28,7 +28,7 @@ def _nested(torch: Any, a: Any, b: Any) -> None:
 
 def test_cupti_tags_kernels_with_their_region_instance(tmp_path: Path) -> None:
     torch = pytest.importorskip("torch")
-    from argus_lab.backends.cupti_backend import CuptiCollector
+    from argus_lab.backends.cupti.collector import CuptiCollector
 
     a = torch.randn(1024, 1024, device="cuda")
     b = torch.randn(1024, 1024, device="cuda")
@@ -66,7 +66,7 @@ def test_cupti_tags_kernels_with_their_region_instance(tmp_path: Path) -> None:
 
 def test_cupti_refuses_a_second_collector(tmp_path: Path) -> None:
     pytest.importorskip("torch")
-    from argus_lab.backends.cupti_backend import CuptiCollector
+    from argus_lab.backends.cupti.collector import CuptiCollector
     from argus_lab.errors import CollectorBusyError
 
     first = CuptiCollector()
@@ -83,8 +83,8 @@ def test_cupti_says_torch_profiler_holds_cupti(tmp_path: Path) -> None:
         """
         import torch
         from pathlib import Path
-        from argus_lab.backends.base import RunContext
-        from argus_lab.backends.cupti_backend import CuptiCollector
+        from argus_lab.run.protocols import RunContext
+        from argus_lab.backends.cupti.collector import CuptiCollector
         from argus_lab.errors import CollectorBusyError
         x = torch.ones(8, device="cuda")
         with torch.profiler.profile(activities=[torch.profiler.ProfilerActivity.CUDA]):
@@ -100,7 +100,7 @@ def test_cupti_says_torch_profiler_holds_cupti(tmp_path: Path) -> None:
 
 
 def test_nvml_samples_every_signal(tmp_path: Path) -> None:
-    from argus_lab.backends.nvml_backend import SIGNALS, NvmlSampler
+    from argus_lab.backends.nvml import SIGNALS, NvmlSampler
 
     s = NvmlSampler()
     s.start(RunContext("n", (), {"interval_s": 0.01}, tmp_path))
@@ -121,7 +121,7 @@ def test_compiler_facts_of_a_triton_kernel(tmp_path: Path) -> None:
     sys.path.insert(0, str(ROOT / "examples" / "gpu"))
     import triton_add
 
-    from argus_lab.backends.compiler_backend import CompilerCollector
+    from argus_lab.backends.compiler.collector import CompilerCollector
 
     state = triton_add.setup(1 << 16)
     k = triton_add.step(state)
@@ -138,7 +138,7 @@ def test_compiler_facts_of_a_triton_kernel(tmp_path: Path) -> None:
 
 
 def test_ncu_launcher_profiles_the_regions_kernels(tmp_path: Path) -> None:
-    from argus_lab.backends.ncu_backend import NcuLauncher
+    from argus_lab.backends.ncu.launcher import NcuLauncher
 
     script = tmp_path / "w.py"
     script.write_text(

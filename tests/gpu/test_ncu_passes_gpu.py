@@ -10,8 +10,8 @@ from types import ModuleType
 
 import pytest
 
-from argus_lab.passes import TablePassModel
-from argus_lab.planner import Request, plan
+from argus_lab.plan import Request, plan
+from argus_lab.plan.passes import TablePassModel
 
 pytestmark = pytest.mark.gpu
 

@@ -282,7 +282,7 @@ def test_every_verb_is_authenticated() -> None:
     """The check Jupyter server runs at start-up (it warns about handlers that skip authentication)."""
     from jupyter_server.serverapp import ServerWebApplication
 
-    from argus_lab.server.handlers import HANDLERS
+    from argus_lab.faces.server.handlers import HANDLERS
 
     missing = [m for name, cls in HANDLERS for m in ServerWebApplication._check_handler_auth(None, name, cls)]  # type: ignore[arg-type]
     assert missing == []

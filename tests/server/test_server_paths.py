@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 
 import argus_lab
-from argus_lab.server.paths import MAX_DEPTH, StorePathError, find_stores, resolve_store
+from argus_lab.faces.server.paths import MAX_DEPTH, StorePathError, find_stores, resolve_store
 
 
 def test_listing_skips_hidden_deep_and_outside_files(tmp_path: Path) -> None:

@@ -46,7 +46,7 @@ describe('kernel code', () => {
     const cells = regionCells(['%%argus_region attn\nprint("hi \\"there\\"")', '%%argus_region mlp\ny = 1']);
     const code = measureCode(cells, { signals: 'host.wall', scope: '', repeat: 3, warmup: 1, store: 's.duckdb' });
     const lines = code.split('\n');
-    expect(lines[0]).toBe('import argus_lab.magics as __argus_magics');
+    expect(lines[0]).toBe('import argus_lab.faces.magics as __argus_magics');
     const last = lines[lines.length - 1];
     expect(last.startsWith(`get_ipython().run_cell_magic('argus', "-s host.wall -n 3 -w 1 --store s.duckdb", `)).toBe(
       true

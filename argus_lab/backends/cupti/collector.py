@@ -1,0 +1,576 @@
+"""CUPTI activity collector (cupti-python, global Activity API, never ``subscribe``).
+
+While a run records, every region boundary pushes/pops the region instance id as external correlation id of
+kind ``CUSTOM2``; every runtime/driver launch made inside the region then carries it.  The collector hands
+CUPTI one huge buffer so that no buffer completes while the workload runs (cupti-python turns each record
+of a completed buffer into a Python object holding the GIL, which is what slows traced programs down), flushes
+after synchronizing at stop, and decodes the records in bulk afterwards (:mod:`argus_lab.backends.cupti.decode`).
+
+This module runs inside measured processes: it imports numpy and cupti only, and those lazily.
+"""
+
+from __future__ import annotations
+
+import ctypes
+import importlib.metadata
+import os
+import re
+import sys
+import time
+from collections.abc import Callable, Sequence
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from argus_lab.backends.cupti import decode as dec
+from argus_lab.errors import BackendUnavailableError, CollectorBusyError
+from argus_lab.plan.backends import BACKENDS
+from argus_lab.regions import BoundaryHook, env_rank
+from argus_lab.run.protocols import Columns, Evidence, RunContext
+
+DEFAULT_BUFFER_BYTES = 512 << 20
+"""Size of the activity buffer handed to CUPTI (holds ~2.5 M kernel or ~13 M API records)."""
+
+_ACTIVE: list[CuptiCollector | None] = [None]
+
+# ActivityKind values (cupti.ActivityKind, stable C enum values)
+_KIND_FAMILY = {1: "memcpy", 2: "memset", 3: "kernel", 10: "kernel", 4: "api", 5: "api", 39: "external", 38: "sync"}
+_DTYPE_OF = {
+    "kernel": "activity_kernel10_dtype",
+    "memcpy": "activity_memcpy6_dtype",
+    "memset": "activity_memset4_dtype",
+    "api": "activity_api_dtype",
+    "external": "activity_external_correlation_dtype",
+    "sync": "activity_synchronization2_dtype",
+}
+
+
+def check_driver() -> None:
+    """Raise :class:`BackendUnavailableError` unless the CUDA driver library loads."""
+    try:
+        ctypes.CDLL("libcuda.so.1")
+    except OSError as exc:
+        msg = (
+            f"the CUPTI backend needs an NVIDIA GPU and driver, but libcuda.so.1 cannot be loaded ({exc}); "
+            "run on a machine with a GPU (e.g. through scripts/gpu-check), or request only host.* signals, "
+            "which work without a GPU"
+        )
+        raise BackendUnavailableError(msg) from None
+
+
+def check_cupti_free() -> None:
+    """Raise :class:`CollectorBusyError` when another CUPTI client visibly holds this process."""
+    inj = os.environ.get("CUDA_INJECTION64_PATH", "")
+    if inj:
+        msg = (
+            f"CUPTI is taken in this process: a profiling tool is injected (CUDA_INJECTION64_PATH={inj!r}, e.g. "
+            "ncu or nsys); the CUPTI timing run must run without it: unset CUDA_INJECTION64_PATH or let the planner "
+            "put ncu in its own run"
+        )
+        raise CollectorBusyError(msg)
+    torch = sys.modules.get("torch")
+    if torch is not None:
+        try:
+            busy = bool(torch.autograd.profiler._is_profiler_enabled)
+        except AttributeError:
+            busy = False
+        if busy:
+            msg = (
+                "CUPTI is taken in this process: torch.profiler is active; leave the `torch.profiler.profile` "
+                "block before measuring with gpu.* signals (they cannot share a run with torch.profiler)"
+            )
+            raise CollectorBusyError(msg)
+
+
+def activity_kinds(signals: Sequence[str], settings: Any) -> list[str]:
+    """The CUPTI activity kinds a run needs (names of ``cupti.ActivityKind`` members)."""
+    if settings.get("kinds"):  # explicit list (experiments: e.g. ["CONCURRENT_KERNEL"] alone)
+        return list(settings["kinds"])
+    kinds = ["CONCURRENT_KERNEL", "RUNTIME", "DRIVER", "EXTERNAL_CORRELATION"]
+    wants = set(signals)
+    if settings.get("memcpy", False) or wants & {"gpu.memcpy_bytes", "gpu.memcpy_time"}:
+        kinds.append("MEMCPY")
+    if settings.get("memset", False) or "gpu.memset_bytes" in wants:
+        kinds.append("MEMSET")
+    if settings.get("sync", False):
+        kinds.append("SYNCHRONIZATION")
+    return kinds
+
+
+def _versions() -> dict[str, str]:
+    out = {}
+    for dist in ("cupti-python", "nvidia-cuda-cupti", "torch", "triton"):
+        try:
+            out[dist] = importlib.metadata.version(dist)
+        except importlib.metadata.PackageNotFoundError:
+            continue
+    return out
+
+
+def mapped_libcupti() -> str:
+    """The libcupti file mapped into this process ('' if none)."""
+    try:
+        with open("/proc/self/maps") as fh:
+            for line in fh:
+                if "libcupti" in line:
+                    return line.split()[-1]
+    except OSError:
+        return ""
+    return ""
+
+
+def _synchronize() -> None:
+    torch = sys.modules.get("torch")
+    if torch is not None and torch.cuda.is_initialized():
+        for d in range(torch.cuda.device_count()):
+            torch.cuda.synchronize(d)
+        return
+    try:
+        ctypes.CDLL("libcuda.so.1").cuCtxSynchronize()
+    except (OSError, AttributeError):
+        return
+
+
+class _CorrelationHook:
+    """Pushes/pops the region instance id as external correlation id (kind CUSTOM2)."""
+
+    __slots__ = ("_pop", "_push")
+
+    def __init__(self) -> None:
+        self._push: Callable[[int, int], Any] | None = None
+        self._pop: Callable[[int], Any] | None = None
+
+    def bind(self, push: Callable[[int, int], Any] | None, pop: Callable[[int], Any] | None) -> None:
+        self._push, self._pop = push, pop
+
+    def enter(self, instance_id: int) -> None:
+        if self._push is not None:
+            self._push(dec.CUSTOM2, instance_id)
+
+    def exit(self, instance_id: int) -> None:
+        if self._pop is not None:
+            self._pop(dec.CUSTOM2)
+
+
+def decode_records(records: Sequence[Any]) -> dec.Raw:
+    """Group cupti-python record objects by family and turn them into raw columns in bulk.
+
+    Each record object wraps its bytes in the activity buffer (``_data``, a one-element structured array of
+    the package's ``activity_*_dtype``); the arrays of one family are concatenated once and split into
+    columns.  Kernel names are pointers into CUPTI's string table: each distinct pointer is read once.
+    """
+    from cupti import cupti
+
+    groups: dict[type, list[Any]] = {}
+    for r in records:
+        groups.setdefault(type(r), []).append(r)
+    parts: dict[str, list[dec.RawColumns]] = {f: [] for f in dec.FAMILY_FIELDS}
+    for recs in groups.values():
+        family = _KIND_FAMILY.get(int(recs[0].kind))
+        if family is None:
+            continue
+        dtype = getattr(cupti, _DTYPE_OF[family])
+        try:
+            arr = np.concatenate([r._data for r in recs]).view(np.ndarray)
+        except (AttributeError, ValueError, TypeError):
+            arr = _by_attributes(recs, dtype)
+        names = None
+        if family == "kernel":
+            if arr.dtype.names and "name" in arr.dtype.names and arr["name"].dtype.kind in "iu":
+                ptrs = arr["name"].astype(np.int64)
+                uniq, inv = np.unique(ptrs, return_inverse=True)
+                text = [ctypes.string_at(int(p)).decode("utf-8", "replace") if p else "" for p in uniq.tolist()]
+                names = [text[i] for i in inv.tolist()]
+            else:
+                names = [str(r.name) for r in recs]
+        parts[family].append(dec.from_structured(family, arr, names))
+    return {f: dec.concat_families(p, f) for f, p in parts.items()}
+
+
+def _by_attributes(recs: Sequence[Any], dtype: np.dtype) -> np.ndarray:
+    fields = [f for f in (dtype.names or ()) if f not in ("name", "padding", "padding3", "pad", "pad2", "reserved0")]
+    arr = np.zeros(len(recs), dtype=[(f, np.int64) for f in fields])
+    for f in fields:
+        try:
+            arr[f] = [int(getattr(r, f)) for r in recs]
+        except (AttributeError, TypeError, ValueError):
+            continue
+    return arr
+
+
+_REQ_T = ctypes.CFUNCTYPE(
+    None, ctypes.POINTER(ctypes.c_void_p), ctypes.POINTER(ctypes.c_size_t), ctypes.POINTER(ctypes.c_size_t)
+)
+_DONE_T = ctypes.CFUNCTYPE(None, ctypes.c_void_p, ctypes.c_uint32, ctypes.c_void_p, ctypes.c_size_t, ctypes.c_size_t)
+_KEEP_ALIVE: list[Any] = []  # CUPTI may call registered callbacks until another client re-registers
+
+
+class RawBuffers:
+    """Activity buffers handed to libcupti directly through ctypes, so records stay bytes until decoded.
+
+    cupti-python's own buffer callback turns every record into a Python object (6-18 us each); here CUPTI
+    fills numpy-owned memory and the completed callback only keeps a view of the filled part.  Decoding is
+    :func:`argus_lab.backends.cupti.decode.decode_buffers`.
+    """
+
+    def __init__(self, lib: Any, size: int) -> None:
+        self.lib = lib
+        self.size = size
+        self.pending: dict[int, tuple[np.ndarray, int]] = {}
+        self.filled: list[np.ndarray] = []
+        self.times: list[int] = []
+        self.errors: list[str] = []
+        self._req = _REQ_T(self._requested)
+        self._done = _DONE_T(self._completed)
+        _KEEP_ALIVE.append((self._req, self._done))
+        lib.cuptiActivityRegisterCallbacks.restype = ctypes.c_int
+        lib.cuptiActivityFlushAll.restype = ctypes.c_int
+        lib.cuptiActivityFlushAll.argtypes = [ctypes.c_uint32]
+        lib.cuptiActivityGetNextRecord.restype = ctypes.c_int
+        lib.cuptiActivityGetNextRecord.argtypes = [ctypes.c_void_p, ctypes.c_size_t, ctypes.POINTER(ctypes.c_void_p)]
+
+    def register(self) -> None:
+        rc = self.lib.cuptiActivityRegisterCallbacks(self._req, self._done)
+        if rc != 0:
+            msg = f"cuptiActivityRegisterCallbacks returned {rc}"
+            raise RuntimeError(msg)
+
+    def flush(self) -> None:
+        rc = self.lib.cuptiActivityFlushAll(1)  # CUPTI_ACTIVITY_FLAG_FLUSH_FORCED; ctypes releases the GIL
+        if rc != 0:
+            self.errors.append(f"cuptiActivityFlushAll returned {rc}")
+
+    def _requested(self, buf_pp: Any, size_p: Any, max_p: Any) -> None:
+        try:
+            arr = np.empty(self.size + 8, dtype=np.uint8)  # untouched pages cost no memory
+            addr = int(arr.ctypes.data)
+            aligned = (addr + 7) & ~7
+            self.pending[aligned] = (arr, aligned - addr)
+            buf_pp[0] = aligned
+            size_p[0] = self.size
+            max_p[0] = 0
+        except Exception as exc:
+            self.errors.append(f"buffer request failed: {exc}")
+            buf_pp[0] = None
+            size_p[0] = 0
+
+    def _completed(self, ctx: Any, stream: int, buf: int | None, size: int, valid: int) -> None:
+        self.times.append(time.time_ns())
+        entry = self.pending.pop(int(buf or 0), None)
+        if entry is None:
+            self.errors.append("CUPTI completed a buffer argus_lab did not hand out")
+            return
+        arr, off = entry
+        if valid:
+            self.filled.append(arr[off : off + valid])
+
+    def offsets_of(self, buf: np.ndarray) -> np.ndarray:
+        """Record offsets through ``cuptiActivityGetNextRecord`` (the slow, always-correct walk)."""
+        base = int(buf.ctypes.data)
+        rec = ctypes.c_void_p(None)
+        out: list[int] = []
+        while self.lib.cuptiActivityGetNextRecord(base, len(buf), ctypes.byref(rec)) == 0:
+            out.append(int(rec.value or 0) - base)
+        return np.asarray(out, dtype=np.int64)
+
+
+def _layouts(cupti: Any, kinds: Sequence[int]) -> dict[int, np.dtype]:
+    out = {}
+    for k in kinds:
+        family = _KIND_FAMILY.get(int(k))
+        if family is not None:
+            out[int(k)] = getattr(cupti, _DTYPE_OF[family])
+    return out
+
+
+_API_KEEP = re.compile(r"Launch|Memcpy|Memset|Synchronize|StreamWaitEvent|EventRecord")
+
+
+def filter_api_records(cupti: Any) -> int:
+    """Keep runtime/driver API records only for launches, copies, sets and synchronization.
+
+    Every other API call (``cudaGetDevice``, ``cudaStreamIsCapturing`` ...) would add an API record and one
+    external-correlation record per call while a region is open: about twenty records per kernel in PyTorch
+    code, which is what slows a launch-bound loop down.  Returns how many API kinds were switched off.
+    """
+    off = 0
+    for enum, enable in (
+        (cupti.runtime_api_trace_cbid, cupti.activity_enable_runtime_api),
+        (cupti.driver_api_trace_cbid, cupti.activity_enable_driver_api),
+    ):
+        for name, cbid in enum.__members__.items():
+            v = int(cbid)
+            if v <= 0 or v >= 0x7FFFFFFF or _API_KEEP.search(name):
+                continue
+            try:
+                enable(v, 0)
+                off += 1
+            except (cupti.cuptiError, RuntimeError, ValueError):
+                continue
+    return off
+
+
+class CuptiCollector:
+    """The CUPTI activity collector (see the module docstring)."""
+
+    info = BACKENDS["cupti"]
+
+    def __init__(self, buffer_bytes: int = DEFAULT_BUFFER_BYTES) -> None:
+        self.buffer_bytes = buffer_bytes
+        self._hook = _CorrelationHook()
+        self._records: list[Any] = []
+        self._completions: list[int] = []
+        self._kinds: list[int] = []
+        self._kind_names: list[str] = []
+        self._ctx: RunContext | None = None
+        self._stopping = False
+        self.raw: dec.Raw = {}
+        self.dropped = 0
+        self.started_ns = 0
+        self.stopped_ns = 0
+        self.completed_during_run = 0
+        self.decode_s = 0.0
+        self.flush_s = 0.0
+        self.libcupti = ""
+        self.notes: list[str] = []
+        self.api_kinds_off = 0
+        self.buffers: list[np.ndarray] = []
+        self.layouts: dict[int, np.dtype] = {}
+        self._raw_buffers: RawBuffers | None = None
+
+    # -- Collector protocol ---------------------------------------------------------------------
+    def hooks(self) -> Sequence[BoundaryHook]:
+        return (self._hook,)
+
+    def start(self, ctx: RunContext) -> None:
+        if _ACTIVE[0] is not None:
+            msg = (
+                "a CUPTI collector is already active in this process; stop it first "
+                "(one CUPTI activity client per process)"
+            )
+            raise CollectorBusyError(msg)
+        check_driver()
+        check_cupti_free()
+        try:
+            from cupti import cupti
+        except ImportError as exc:
+            msg = f"cupti-python is not installed ({exc}); install it with `pip install cupti-python==13.0.1`"
+            raise BackendUnavailableError(msg) from None
+        self._ctx = ctx
+        self._records, self._completions, self._stopping = [], [], False
+        settings = ctx.settings
+        self.buffer_bytes = int(settings.get("buffer_bytes", self.buffer_bytes))
+        self._kind_names = activity_kinds(ctx.signals, settings)
+        self._raw_buffers = None
+        self.api_kinds_off = 0
+        try:
+            cupti.get_timestamp()  # loads libcupti
+            if settings.get("buffers", "raw") == "raw":
+                try:
+                    self._raw_buffers = RawBuffers(
+                        ctypes.CDLL(mapped_libcupti() or "libcupti.so.13"), self.buffer_bytes
+                    )
+                    self._raw_buffers.register()
+                except (OSError, AttributeError, RuntimeError) as exc:
+                    self.notes.append(f"raw buffers unavailable ({exc}); using cupti-python's buffer callbacks")
+                    self._raw_buffers = None
+            if self._raw_buffers is None:
+                cupti.activity_register_callbacks(self._requested, self._completed)
+            self._kinds = []
+            for name in self._kind_names:
+                kind = getattr(cupti.ActivityKind, name)
+                cupti.activity_enable(kind)
+                self._kinds.append(kind)
+            if settings.get("api_records", "launch") == "launch":
+                self.api_kinds_off = filter_api_records(cupti)
+        except cupti.cuptiError as exc:
+            self._disable(cupti)
+            raise _busy_or_unavailable(exc) from None
+        except RuntimeError as exc:
+            self._disable(cupti)
+            msg = f"CUPTI could not start ({exc}); check that the NVIDIA driver works (`nvidia-smi`)"
+            raise BackendUnavailableError(msg) from None
+        self.libcupti = mapped_libcupti()
+        self._hook.bind(cupti.activity_push_external_correlation_id, cupti.activity_pop_external_correlation_id)
+        _ACTIVE[0] = self
+        self.started_ns = time.time_ns()
+
+    def stop(self) -> None:
+        if _ACTIVE[0] is not self:
+            return
+        from cupti import cupti
+
+        self._hook.bind(None, None)
+        raw_buffers = self._raw_buffers
+        layouts = _layouts(cupti, self._kinds)  # before _disable() forgets the kinds
+        try:
+            _synchronize()
+            self.stopped_ns = time.time_ns()
+            self._stopping = True
+            t0 = time.perf_counter()
+            if raw_buffers is not None:
+                raw_buffers.flush()
+            else:
+                cupti.activity_flush_all(cupti.ActivityFlag.FLUSH_FORCED)
+            self.flush_s = time.perf_counter() - t0
+            self.dropped = _dropped(cupti)
+        finally:
+            self._disable(cupti)
+            _ACTIVE[0] = None
+        t0 = time.perf_counter()
+        if raw_buffers is not None:
+            self.completed_during_run = sum(1 for t in raw_buffers.times if t < self.stopped_ns)
+            self.notes.extend(raw_buffers.errors)
+            self.buffers = list(raw_buffers.filled)
+            self.raw = dec.decode_buffers(self.buffers, layouts, _c_string, raw_buffers.offsets_of)
+            self.layouts = layouts
+            raw_buffers.filled = []
+        else:
+            self.completed_during_run = sum(1 for t in self._completions if t < self.stopped_ns)
+            records, self._records = self._records, []
+            self.raw = decode_records(records)
+            del records
+        self.decode_s = time.perf_counter() - t0
+
+    def evidence(self, instances: Columns) -> Evidence:
+        ctx = self._ctx
+        run_id = ctx.run_id if ctx is not None else ""
+        prov_id = f"{run_id}:cupti"
+        kernels = dec.widen_thread_ids(dec.kernel_table(self.raw, run_id), instances.get("thread_id", ()))
+        metrics = dec.instance_metrics(kernels, instances, run_id, prov_id)
+        attributions = dec.attributions(kernels, instances, run_id)
+        n_records = sum(dec.count(c) for c in self.raw.values())
+        settings = {
+            "kinds": self._kind_names,
+            "buffer_bytes": self.buffer_bytes,
+            "api": "global Activity API (no subscriber)",
+            "external_correlation_kind": "CUSTOM2",
+            "records": {f: dec.count(c) for f, c in self.raw.items()},
+            "dropped_records": self.dropped,
+            "buffers_completed_during_run": self.completed_during_run,
+            "buffers": "raw (ctypes, bulk numpy decode)" if self.layouts else "cupti-python record objects",
+            "api_records": f"launch/copy/set/sync only ({self.api_kinds_off} API kinds off)"
+            if self.api_kinds_off
+            else "all",
+            "flush_s": round(self.flush_s, 4),
+            "notes": self.notes,
+            "decode_s": round(self.decode_s, 4),
+            "decode_records_per_s": round(n_records / self.decode_s) if self.decode_s > 0 else None,
+            "libcupti": self.libcupti,
+            "summary": dec.summarize(kernels),
+        }
+        versions = _versions()
+        prov: dict[str, list[Any]] = {
+            "provenance_id": [prov_id],
+            "run_id": [run_id],
+            "backend": ["cupti"],
+            "backend_version": [
+                f"cupti-python {versions.get('cupti-python', '?')}; "
+                f"nvidia-cuda-cupti {versions.get('nvidia-cuda-cupti', '?')}"
+            ],
+            "settings": [settings],
+            "clocks": [{"start_ns": self.started_ns, "stop_ns": self.stopped_ns}],
+            "timestamps": ["measured (CUPTI, CLOCK_REALTIME ns)"],
+        }
+        rows = dec.store_kernels(kernels)
+        rows["rank"] = [env_rank()] * len(rows["name"])  # ranks of a multi-rank run may share device numbers
+        ev: Evidence = {
+            "kernels": rows,
+            "metrics": metrics,
+            "attributions": attributions,
+            "provenance": prov,
+        }
+        if ctx is not None and ctx.settings.get("keep_raw", False):
+            folder = Path(ctx.out_dir) / "cupti-raw"
+            files = dec.save_raw(self.raw, folder)
+            ev["artifacts"] = {
+                "run_id": [run_id] * len(files),
+                "kind": ["cupti-raw"] * len(files),
+                "path": [str(p) for p in files],
+                "sha256": [""] * len(files),
+                "bytes": [p.stat().st_size for p in files],
+                "note": ["raw CUPTI activity records (Parquet)"] * len(files),
+            }
+        return ev
+
+    # -- CUPTI callbacks ------------------------------------------------------------------------
+    def _requested(self) -> tuple[int, int]:
+        return self.buffer_bytes, 0
+
+    def _completed(self, records: Any) -> None:
+        # CUPTI's thread: keep a reference only (the records keep their buffer alive); decode after the run.
+        self._completions.append(time.time_ns())
+        self._records.extend(records)
+
+    def _disable(self, cupti: Any) -> None:
+        for kind in self._kinds:
+            try:
+                cupti.activity_disable(kind)
+            except (cupti.cuptiError, RuntimeError):
+                continue
+        self._kinds = []
+
+
+def _c_string(ptr: int) -> str:
+    return ctypes.string_at(ptr).decode("utf-8", "replace")
+
+
+def save_buffers(buffers: Sequence[np.ndarray], layouts: dict[int, np.dtype], raw: dec.Raw, folder: Path) -> None:
+    """Write raw activity buffers (``buffer<i>.bin``), their record layouts and the kernel names seen.
+
+    With these files :func:`argus_lab.backends.cupti.decode.decode_buffers` can be run without a GPU (tests).
+    """
+    import json
+
+    folder.mkdir(parents=True, exist_ok=True)
+    for i, b in enumerate(buffers):
+        (folder / f"buffer{i}.bin").write_bytes(b.tobytes())
+    names: dict[str, str] = {}
+    sizes = {k: d.itemsize for k, d in layouts.items()}
+    for b in buffers:
+        kinds, offs = dec.walk_records(b, sizes)
+        for k, d in layouts.items():
+            if _KIND_FAMILY.get(k) == "kernel":
+                ptrs = dec.field_columns(b, offs[kinds == k], d, ("name",))["name"]
+                names.update({str(p): _c_string(int(p)) for p in set(ptrs.tolist()) if p})
+    meta = {
+        "layouts": {str(k): _DTYPE_OF[_KIND_FAMILY[k]] for k in layouts},
+        "itemsize": {str(k): d.itemsize for k, d in layouts.items()},
+        "kernel_names": names,
+    }
+    (folder / "layouts.json").write_text(json.dumps(meta, indent=1))
+
+
+def _dropped(cupti: Any) -> int:
+    val = ctypes.c_size_t(0)
+    try:
+        cupti.activity_get_num_dropped_records(0, 0, ctypes.addressof(val))
+    except (cupti.cuptiError, RuntimeError, TypeError):
+        return -1
+    return int(val.value)
+
+
+def _busy_or_unavailable(exc: Exception) -> Exception:
+    status = getattr(exc, "status", None)
+    code = int(status) if status is not None else -1
+    if code == 39 or "MULTIPLE_SUBSCRIBERS" in str(exc):
+        msg = (
+            f"CUPTI is already taken in this process ({exc}): another profiler (torch.profiler/Kineto, Proton, "
+            "ncu or nsys) holds the one CUPTI client that driver 580 allows; measure gpu.* signals in a process "
+            "without it (leave the profiler's block, or for torch.profiler start Python with TEARDOWN_CUPTI=1)"
+        )
+        return CollectorBusyError(msg)
+    if code == 14 or "NOT_COMPATIBLE" in str(exc):
+        msg = (
+            f"CUPTI refused the global Activity API ({exc}): another client uses the per-subscriber *_v2 API in "
+            "this process; measure in a fresh process"
+        )
+        return CollectorBusyError(msg)
+    msg = f"CUPTI could not start tracing ({exc}); check the driver (`nvidia-smi`) and the cupti-python install"
+    return BackendUnavailableError(msg)
+
+
+def make() -> CuptiCollector:
+    """The backend object (see :func:`argus_lab.run.loader.load_backend`)."""
+    return CuptiCollector()

@@ -1,0 +1,724 @@
+"""Pure decoding and aggregation of CUPTI activity records (no CUPTI, no GPU needed).
+
+The CUPTI collector (:mod:`argus_lab.backends.cupti.collector`) turns the activity buffers into *raw columns*
+after the run: one dict of numpy arrays per record family (``kernel``, ``memcpy``, ``memset``, ``sync``,
+``api``, ``external``).  Everything here works on those columns in bulk, so it is tested in CI on raw
+records recorded on the H200 (``tests/data/cupti/*``) and on synthetic edge cases.
+
+Join rules (``docs`` of ``cuptiActivityPushExternalCorrelationId``):
+
+* every runtime/driver API record issued while an id is pushed is preceded by one external-correlation record
+  per kind; argus_lab pushes the region instance id with kind ``CUSTOM2`` (5), so a kernel's instance is the
+  ``external_id`` of the ``CUSTOM2`` record sharing its ``correlation_id``;
+* kernels replayed from a CUDA graph share the correlation id of their ``cudaGraphLaunch``;
+* kernels launched from a thread with no open region (autograd workers, data loaders) carry no id and are
+  stored as unattributed.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping, Sequence
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from argus_lab.backends.rows import empty_metrics
+
+CUSTOM2 = 5
+"""``ExternalCorrelationKind.CUSTOM2``: the kind argus_lab pushes region instance ids with."""
+KIND_DRIVER = 4
+KIND_RUNTIME = 5
+
+RawColumns = dict[str, np.ndarray]
+Raw = dict[str, RawColumns]
+
+FAMILY_FIELDS: dict[str, tuple[str, ...]] = {
+    "kernel": (
+        "start",
+        "end",
+        "device_id",
+        "context_id",
+        "stream_id",
+        "correlation_id",
+        "grid_x",
+        "grid_y",
+        "grid_z",
+        "block_x",
+        "block_y",
+        "block_z",
+        "registers_per_thread",
+        "static_shared_memory",
+        "dynamic_shared_memory",
+        "local_memory_per_thread",
+        "graph_id",
+        "graph_node_id",
+        "launch_type",
+    ),
+    "memcpy": (
+        "copy_kind",
+        "src_kind",
+        "dst_kind",
+        "bytes",
+        "start",
+        "end",
+        "device_id",
+        "context_id",
+        "stream_id",
+        "correlation_id",
+        "graph_id",
+        "graph_node_id",
+    ),
+    "memset": (
+        "value",
+        "bytes",
+        "start",
+        "end",
+        "device_id",
+        "context_id",
+        "stream_id",
+        "correlation_id",
+        "memory_kind",
+        "graph_id",
+        "graph_node_id",
+    ),
+    "sync": ("type", "start", "end", "correlation_id", "context_id", "stream_id", "cuda_event_id"),
+    "api": ("kind", "cbid", "start", "end", "process_id", "thread_id", "correlation_id", "return_value"),
+    "external": ("external_kind", "external_id", "correlation_id"),
+}
+"""The fields kept per record family (``kernel`` additionally has a ``name`` string column)."""
+
+COPY_KINDS = {
+    0: "unknown",
+    1: "HtoD",
+    2: "DtoH",
+    3: "HtoA",
+    4: "AtoH",
+    5: "AtoA",
+    6: "AtoD",
+    7: "DtoA",
+    8: "DtoD",
+    9: "HtoH",
+    10: "PtoP",
+}
+SYNC_TYPES = {
+    0: "unknown",
+    1: "event_synchronize",
+    2: "stream_wait_event",
+    3: "stream_synchronize",
+    4: "context_synchronize",
+}
+
+KERNEL_COLUMNS: tuple[str, ...] = (
+    "run_id",
+    "kind",
+    "kernel_key",
+    "correlation_id",
+    "instance_id",
+    "ordinal",
+    "name",
+    "start_ns",
+    "end_ns",
+    "device_id",
+    "context_id",
+    "stream_id",
+    "grid_x",
+    "grid_y",
+    "grid_z",
+    "block_x",
+    "block_y",
+    "block_z",
+    "registers",
+    "static_smem",
+    "dynamic_smem",
+    "local_mem",
+    "graph_id",
+    "graph_node_id",
+    "bytes",
+    "thread_id",
+    "api_start_ns",
+    "api_end_ns",
+    "api_kind",
+)
+"""Columns of the ``kernels`` store table produced by :func:`kernel_table`."""
+
+
+# --------------------------------------------------------------------------------------------------------------
+# raw columns: empty values, structured arrays, Parquet
+# --------------------------------------------------------------------------------------------------------------
+def empty_family(family: str) -> RawColumns:
+    """Empty columns for one record family."""
+    cols: RawColumns = {f: np.zeros(0, dtype=np.int64) for f in FAMILY_FIELDS[family]}
+    if family == "kernel":
+        cols["name"] = np.zeros(0, dtype=object)
+    return cols
+
+
+def from_structured(family: str, arr: np.ndarray, names: Sequence[str] | None = None) -> RawColumns:
+    """Columns of one family from a structured array of CUPTI records (cupti-python's ``activity_*_dtype``).
+
+    Fields missing from ``arr`` (an older record version) become zeros.  For kernels, ``names`` gives the
+    decoded kernel names in record order (the record itself holds only a pointer).
+    """
+    n = len(arr)
+    cols: RawColumns = {}
+    available = set(arr.dtype.names or ())
+    for f in FAMILY_FIELDS[family]:
+        cols[f] = arr[f].astype(np.int64) if f in available else np.zeros(n, dtype=np.int64)
+    if family == "kernel":
+        cols["name"] = np.asarray(list(names) if names is not None else [""] * n, dtype=object)
+    return cols
+
+
+def concat_families(parts: Sequence[RawColumns], family: str) -> RawColumns:
+    """Concatenate several column sets of one family."""
+    parts = [p for p in parts if len(next(iter(p.values()), ())) > 0]
+    if not parts:
+        return empty_family(family)
+    return {k: np.concatenate([p[k] for p in parts]) for k in parts[0]}
+
+
+def save_raw(raw: Raw, folder: str | Path) -> list[Path]:
+    """Write each record family as ``<folder>/<family>.parquet``; returns the files written."""
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    out = Path(folder)
+    out.mkdir(parents=True, exist_ok=True)
+    files = []
+    for family, cols in raw.items():
+        table = pa.table({k: (v.tolist() if v.dtype == object else v) for k, v in cols.items()})
+        path = out / f"{family}.parquet"
+        pq.write_table(table, path, compression="zstd")
+        files.append(path)
+    return files
+
+
+def load_raw(folder: str | Path) -> Raw:
+    """Read what :func:`save_raw` wrote (families without a file are empty)."""
+    import pyarrow.parquet as pq
+
+    raw: Raw = {}
+    for family in FAMILY_FIELDS:
+        path = Path(folder) / f"{family}.parquet"
+        if not path.exists():
+            raw[family] = empty_family(family)
+            continue
+        table = pq.read_table(path)
+        cols: RawColumns = {}
+        for name in table.column_names:
+            col = table.column(name)
+            cols[name] = np.asarray(col.to_pylist(), dtype=object) if name == "name" else col.to_numpy()
+        raw[family] = cols
+    return raw
+
+
+# --------------------------------------------------------------------------------------------------------------
+# raw activity buffers (the bytes CUPTI filled) -> columns, without one Python object per record
+# --------------------------------------------------------------------------------------------------------------
+KIND_FAMILY: dict[int, str] = {1: "memcpy", 2: "memset", 4: "api", 5: "api", 10: "kernel", 38: "sync", 39: "external"}
+"""``CUpti_ActivityKind`` values argus_lab decodes, and their record family."""
+
+
+def walk_records(buf: np.ndarray, sizes: Mapping[int, int]) -> tuple[np.ndarray, np.ndarray]:
+    """(kinds, byte offsets) of the records in a filled activity buffer.
+
+    Records lie back to back, each starting with its ``kind`` (uint32); ``sizes`` maps a kind to its record
+    size (the itemsize of cupti-python's ``activity_*_dtype`` for the CUPTI version in use).  Raises
+    ``ValueError`` on a kind without a size or when the walk does not end exactly at the end of the data
+    (the caller then falls back to ``cuptiActivityGetNextRecord``).
+    """
+    import struct
+
+    mv = np.ascontiguousarray(buf, dtype=np.uint8).data
+    unpack = struct.Struct("<I").unpack_from
+    n = len(mv)
+    kinds: list[int] = []
+    offs: list[int] = []
+    off = 0
+    table = [0] * (max(sizes, default=0) + 1)
+    for k, size in sizes.items():
+        table[k] = size
+    add_kind, add_off = kinds.append, offs.append
+    try:
+        while off < n:
+            (k,) = unpack(mv, off)
+            size = table[k]
+            if not size:
+                raise IndexError
+            add_kind(k)
+            add_off(off)
+            off += size
+    except IndexError:
+        msg = f"activity record of unknown kind at byte {off}"
+        raise ValueError(msg) from None
+    if off != n:
+        msg = f"activity records overran the buffer ({off} > {n} bytes)"
+        raise ValueError(msg)
+    return np.asarray(kinds, dtype=np.int64), np.asarray(offs, dtype=np.int64)
+
+
+def field_columns(buf: np.ndarray, offsets: np.ndarray, dtype: np.dtype, fields: Sequence[str]) -> RawColumns:
+    """Columns of ``fields`` for the records of one layout at ``offsets`` in ``buf`` (vectorized gather).
+
+    Each field is read through a typed view of the buffer at ``offset + field offset`` (fields of CUPTI
+    records are naturally aligned and records are 8-byte aligned), so no per-record Python runs.
+    """
+    u8 = np.ascontiguousarray(buf, dtype=np.uint8)
+    n8 = len(u8)
+    cols: RawColumns = {}
+    names: Mapping[str, Any] = dtype.fields or {}
+    for f in fields:
+        if f not in names:
+            cols[f] = np.zeros(len(offsets), dtype=np.int64)
+            continue
+        ftype, fo = names[f][0], names[f][1]
+        base = ftype.base
+        size = base.itemsize
+        if base.kind not in "iu" or size not in (1, 2, 4, 8):
+            cols[f] = np.zeros(len(offsets), dtype=np.int64)
+            continue
+        pos = offsets + fo
+        if len(pos) and (np.any(pos % size) or int(pos.max()) + size > n8):
+            msg = f"field {f!r} is not aligned or lies outside the buffer"
+            raise ValueError(msg)
+        view = u8[: n8 - n8 % size].view(np.dtype(f"<{base.kind}{size}"))
+        cols[f] = view[pos // size].astype(np.int64)
+    return cols
+
+
+def decode_buffers(
+    buffers: Sequence[np.ndarray],
+    layouts: Mapping[int, np.dtype],
+    name_of: Callable[[int], str],
+    offsets_of: Callable[[np.ndarray], np.ndarray] | None = None,
+) -> Raw:
+    """Raw columns of every record family from filled activity buffers (bulk; the records are never objects).
+
+    ``layouts`` maps each enabled kind to its record dtype; ``name_of`` turns a kernel-name pointer into text
+    (called once per distinct pointer).  When walking by record size fails and ``offsets_of`` is given, it
+    supplies the record offsets instead (``cuptiActivityGetNextRecord`` in the live process).
+    """
+    sizes = {k: d.itemsize for k, d in layouts.items()}
+    parts: dict[str, list[RawColumns]] = {f: [] for f in FAMILY_FIELDS}
+    for buf in buffers:
+        if len(buf) == 0:
+            continue
+        try:
+            kinds, offs = walk_records(buf, sizes)
+        except ValueError:
+            if offsets_of is None:
+                raise
+            offs = offsets_of(buf)
+            u32 = np.ascontiguousarray(buf, dtype=np.uint8)[: len(buf) - len(buf) % 4].view("<u4")
+            kinds = u32[offs // 4].astype(np.int64)
+        for kind in np.unique(kinds).tolist():
+            family = KIND_FAMILY.get(int(kind))
+            if family is None or int(kind) not in layouts:
+                continue
+            sel = offs[kinds == kind]
+            cols = field_columns(buf, sel, layouts[int(kind)], FAMILY_FIELDS[family])
+            if family == "api":
+                cols["kind"] = np.full(len(sel), int(kind), dtype=np.int64)
+            if family == "kernel":
+                ptr = field_columns(buf, sel, layouts[int(kind)], ("name",))["name"]
+                uniq, inv = np.unique(ptr, return_inverse=True)
+                text = np.asarray([name_of(int(p)) if p else "" for p in uniq.tolist()], dtype=object)
+                cols["name"] = text[inv] if len(uniq) else np.zeros(0, dtype=object)
+            parts[family].append(cols)
+    return {f: concat_families(p, f) for f, p in parts.items()}
+
+
+def count(cols: Mapping[str, np.ndarray]) -> int:
+    """Number of records in a column set."""
+    return len(next(iter(cols.values()))) if cols else 0
+
+
+# --------------------------------------------------------------------------------------------------------------
+# joins
+# --------------------------------------------------------------------------------------------------------------
+def _lookup(keys: np.ndarray, values: np.ndarray, query: np.ndarray, missing: int = 0) -> np.ndarray:
+    """Vectorized dict lookup: ``values[keys == q]`` for each q (``missing`` where absent; keys unique)."""
+    out = np.full(len(query), missing, dtype=np.int64)
+    if len(keys) == 0 or len(query) == 0:
+        return out
+    order = np.argsort(keys, kind="stable")
+    sk = keys[order]
+    pos = np.searchsorted(sk, query)
+    pos_c = np.minimum(pos, len(sk) - 1)
+    hit = sk[pos_c] == query
+    out[hit] = values[order][pos_c[hit]]
+    return out
+
+
+def instance_of(external: Mapping[str, np.ndarray], correlation_ids: np.ndarray) -> np.ndarray:
+    """The region instance id of each correlation id (0 = none) from ``CUSTOM2`` external records."""
+    if count(external) == 0:
+        return np.zeros(len(correlation_ids), dtype=np.int64)
+    sel = external["external_kind"] == CUSTOM2
+    corr = external["correlation_id"][sel].astype(np.int64)
+    ext = external["external_id"][sel].astype(np.int64)
+    corr_u, first = np.unique(corr, return_index=True)
+    return _lookup(corr_u, ext[first], correlation_ids.astype(np.int64))
+
+
+def launch_api(api: Mapping[str, np.ndarray], correlation_ids: np.ndarray) -> dict[str, np.ndarray]:
+    """The launching API call of each correlation id: start, end, thread id and kind (0 where absent).
+
+    With both runtime and driver tracing on, a runtime launch and its inner driver call may share a
+    correlation id; the longest record (the outer call) wins.
+    """
+    n = len(correlation_ids)
+    if count(api) == 0:
+        z = np.zeros(n, dtype=np.int64)
+        return {"start": z, "end": z.copy(), "thread_id": z.copy(), "kind": z.copy()}
+    corr = api["correlation_id"].astype(np.int64)
+    dur = api["end"].astype(np.int64) - api["start"].astype(np.int64)
+    order = np.lexsort((-dur, corr))  # by correlation id, longest first
+    corr_s = corr[order]
+    keep = np.ones(len(corr_s), dtype=bool)
+    keep[1:] = corr_s[1:] != corr_s[:-1]
+    idx = order[keep]
+    keys = corr[idx]
+    q = correlation_ids.astype(np.int64)
+    return {
+        "start": _lookup(keys, api["start"].astype(np.int64)[idx], q),
+        "end": _lookup(keys, api["end"].astype(np.int64)[idx], q),
+        "thread_id": _lookup(keys, api["thread_id"].astype(np.int64)[idx], q),
+        "kind": _lookup(keys, api["kind"].astype(np.int64)[idx], q),
+    }
+
+
+def kernel_table(raw: Raw, run_id: str) -> dict[str, np.ndarray]:
+    """Rows of the ``kernels`` store table: kernels, memcpy and memset operations (``kind`` column).
+
+    ``instance_id`` is the innermost region instance whose external id the launch carried (0 = none);
+    ``ordinal`` numbers a kernel within its instance in launch order (correlation id, then start: the order
+    Nsight Compute replays them in), -1 for copies and sets.  ``kernel_key`` is
+    ``<device>/<context>/<correlation>/<n>`` where ``n`` separates graph kernels sharing one launch.
+    """
+    parts: list[dict[str, np.ndarray]] = []
+    k = raw.get("kernel", empty_family("kernel"))
+    nk = count(k)
+    if nk:
+        parts.append(
+            {
+                "kind": np.full(nk, "kernel", dtype=object),
+                "name": k["name"].astype(object),
+                **{f: k[f].astype(np.int64) for f in ("start", "end", "device_id", "context_id", "stream_id")},
+                "correlation_id": k["correlation_id"].astype(np.int64),
+                "grid_x": k["grid_x"],
+                "grid_y": k["grid_y"],
+                "grid_z": k["grid_z"],
+                "block_x": k["block_x"],
+                "block_y": k["block_y"],
+                "block_z": k["block_z"],
+                "registers": k["registers_per_thread"],
+                "static_smem": k["static_shared_memory"],
+                "dynamic_smem": k["dynamic_shared_memory"],
+                "local_mem": k["local_memory_per_thread"],
+                "graph_id": k["graph_id"],
+                "graph_node_id": k["graph_node_id"],
+                "bytes": np.zeros(nk, dtype=np.int64),
+            }
+        )
+    for family in ("memcpy", "memset"):
+        m = raw.get(family, empty_family(family))
+        nm = count(m)
+        if not nm:
+            continue
+        if family == "memcpy":
+            names = np.asarray([f"memcpy {COPY_KINDS.get(int(c), str(int(c)))}" for c in m["copy_kind"]], dtype=object)
+        else:
+            names = np.full(nm, "memset", dtype=object)
+        z = np.zeros(nm, dtype=np.int64)
+        parts.append(
+            {
+                "kind": np.full(nm, family, dtype=object),
+                "name": names,
+                **{f: m[f].astype(np.int64) for f in ("start", "end", "device_id", "context_id", "stream_id")},
+                "correlation_id": m["correlation_id"].astype(np.int64),
+                **{f: z for f in ("grid_x", "grid_y", "grid_z", "block_x", "block_y", "block_z")},
+                **{f: z for f in ("registers", "static_smem", "dynamic_smem", "local_mem")},
+                "graph_id": m["graph_id"],
+                "graph_node_id": m["graph_node_id"],
+                "bytes": m["bytes"].astype(np.int64),
+            }
+        )
+    if not parts:
+        return {
+            c: np.zeros(0, dtype=object if c in ("run_id", "kind", "name", "kernel_key") else np.int64)
+            for c in KERNEL_COLUMNS
+        }
+    cols = {key: np.concatenate([p[key] for p in parts]) for key in parts[0]}
+    n = len(cols["kind"])
+    # launch order: correlation id, then device start (graph kernels share one correlation id)
+    order = np.lexsort((cols["start"], cols["correlation_id"]))
+    cols = {key: v[order] for key, v in cols.items()}
+    corr = cols["correlation_id"]
+    cols["instance_id"] = instance_of(raw.get("external", empty_family("external")), corr)
+    api = launch_api(raw.get("api", empty_family("api")), corr)
+    # n-th record sharing (context, correlation id)
+    same = np.zeros(n, dtype=np.int64)
+    if n > 1:
+        grp = np.ones(n, dtype=bool)
+        grp[1:] = (corr[1:] != corr[:-1]) | (cols["context_id"][1:] != cols["context_id"][:-1])
+        starts = np.flatnonzero(grp)
+        group_start = starts[np.cumsum(grp) - 1]
+        same = np.arange(n) - group_start
+    keys = np.asarray(
+        [
+            f"{d}/{c}/{r}/{s}"
+            for d, c, r, s in zip(
+                cols["device_id"].tolist(), cols["context_id"].tolist(), corr.tolist(), same.tolist(), strict=True
+            )
+        ],
+        dtype=object,
+    )
+    ordinal = np.full(n, -1, dtype=np.int64)
+    is_k = cols["kind"] == "kernel"
+    if is_k.any():
+        inst = cols["instance_id"][is_k]
+        # rank within instance in launch order (rows are already in launch order)
+        o = np.argsort(inst, kind="stable")
+        si = inst[o]
+        first = np.ones(len(si), dtype=bool)
+        first[1:] = si[1:] != si[:-1]
+        grp_start = np.flatnonzero(first)[np.cumsum(first) - 1]
+        rank = np.empty(len(si), dtype=np.int64)
+        rank[o] = np.arange(len(si)) - grp_start
+        ordinal[is_k] = rank
+    return {
+        "run_id": np.full(n, run_id, dtype=object),
+        "kind": cols["kind"],
+        "kernel_key": keys,
+        "correlation_id": corr,
+        "instance_id": cols["instance_id"],
+        "ordinal": ordinal,
+        "name": cols["name"],
+        "start_ns": cols["start"],
+        "end_ns": cols["end"],
+        "device_id": cols["device_id"],
+        "context_id": cols["context_id"],
+        "stream_id": cols["stream_id"],
+        "grid_x": cols["grid_x"],
+        "grid_y": cols["grid_y"],
+        "grid_z": cols["grid_z"],
+        "block_x": cols["block_x"],
+        "block_y": cols["block_y"],
+        "block_z": cols["block_z"],
+        "registers": cols["registers"],
+        "static_smem": cols["static_smem"],
+        "dynamic_smem": cols["dynamic_smem"],
+        "local_mem": cols["local_mem"],
+        "graph_id": cols["graph_id"],
+        "graph_node_id": cols["graph_node_id"],
+        "bytes": cols["bytes"],
+        "thread_id": api["thread_id"],
+        "api_start_ns": api["start"],
+        "api_end_ns": api["end"],
+        "api_kind": api["kind"],
+    }
+
+
+# --------------------------------------------------------------------------------------------------------------
+# per-instance aggregation
+# --------------------------------------------------------------------------------------------------------------
+def ancestors(instance_ids: np.ndarray, parent_ids: np.ndarray, query: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """Pairs (row index into ``query``, instance id) for each query instance and all its ancestors.
+
+    ``instance_ids``/``parent_ids`` are the run's region instances (parent 0 = top level); query ids that are
+    0 or unknown produce no pair.
+    """
+    rows: list[np.ndarray] = []
+    ids: list[np.ndarray] = []
+    idx = np.arange(len(query))
+    cur = query.astype(np.int64)
+    known = np.isin(cur, instance_ids)
+    idx, cur = idx[known], cur[known]
+    for _ in range(len(instance_ids) + 1):
+        live = cur != 0
+        idx, cur = idx[live], cur[live]
+        if len(cur) == 0:
+            break
+        rows.append(idx)
+        ids.append(cur)
+        cur = _lookup(instance_ids.astype(np.int64), parent_ids.astype(np.int64), cur)
+    if not rows:
+        return np.zeros(0, dtype=np.int64), np.zeros(0, dtype=np.int64)
+    return np.concatenate(rows), np.concatenate(ids)
+
+
+def instance_metrics(
+    kernels: Mapping[str, np.ndarray],
+    instances: Mapping[str, Sequence[Any]],
+    run_id: str,
+    provenance_id: str = "",
+) -> dict[str, list[Any]]:
+    """Rows of the ``metrics`` table: per region instance (inclusive of nested instances) and per kernel.
+
+    Per instance: ``gpu.time`` (sum of kernel durations), ``gpu.span`` (first kernel start to last kernel
+    end; only when the instance has kernels), ``gpu.kernels``, ``gpu.launch_overhead`` (host time of the
+    launching API calls, counted once per launch), ``gpu.memcpy_bytes``, ``gpu.memcpy_time`` and
+    ``gpu.memset_bytes``.  Every instance of the run gets ``gpu.kernels`` and ``gpu.time`` (0 when it launched
+    nothing).  Per kernel: ``gpu.kernel_time`` with ``kernel_key`` and the innermost instance.
+    """
+    inst_ids = np.asarray(instances.get("instance_id", []), dtype=np.int64)
+    parents = np.asarray(instances.get("parent_instance_id", []), dtype=np.int64)
+    out: dict[str, list[Any]] = empty_metrics()
+
+    def emit(iids: np.ndarray, signal: str, values: np.ndarray, unit: str, keys: Sequence[Any] | None = None) -> None:
+        m = len(iids)
+        out["run_id"].extend([run_id] * m)
+        out["instance_id"].extend([int(i) if i else None for i in iids.tolist()])
+        out["kernel_key"].extend(list(keys) if keys is not None else [None] * m)
+        out["signal"].extend([signal] * m)
+        out["value"].extend(np.asarray(values, dtype=np.float64).tolist())
+        out["unit"].extend([unit] * m)
+        out["attribution"].extend(["exact" if i else "unattributed" for i in iids.tolist()])
+        out["backend"].extend(["cupti"] * m)
+        out["provenance_id"].extend([provenance_id] * m)
+
+    kind = np.asarray(kernels["kind"], dtype=object)
+    start = np.asarray(kernels["start_ns"], dtype=np.int64)
+    end = np.asarray(kernels["end_ns"], dtype=np.int64)
+    iid = np.asarray(kernels["instance_id"], dtype=np.int64)
+    dur = end - start
+    is_k = kind == "kernel"
+    if is_k.any():
+        emit(
+            iid[is_k],
+            "gpu.kernel_time",
+            dur[is_k],
+            "ns",
+            np.asarray(kernels["kernel_key"], dtype=object)[is_k].tolist(),
+        )
+    if len(inst_ids) == 0:
+        return out
+    pos_of = {int(v): i for i, v in enumerate(inst_ids.tolist())}
+    n_inst = len(inst_ids)
+    row, anc = ancestors(inst_ids, parents, iid)
+    slot = np.asarray([pos_of[int(a)] for a in anc.tolist()], dtype=np.int64)
+
+    def agg(mask: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        sel = mask[row]
+        r, s = row[sel], slot[sel]
+        return r, s, np.bincount(s, minlength=n_inst)
+
+    r, s, n_k = agg(is_k)
+    t = np.bincount(s, weights=dur[r], minlength=n_inst)
+    first = np.full(n_inst, np.iinfo(np.int64).max, dtype=np.int64)
+    last = np.full(n_inst, np.iinfo(np.int64).min, dtype=np.int64)
+    np.minimum.at(first, s, start[r])
+    np.maximum.at(last, s, end[r])
+    emit(inst_ids, "gpu.kernels", n_k, "count")
+    emit(inst_ids, "gpu.time", t, "ns")
+    has = n_k > 0
+    emit(inst_ids[has], "gpu.span", (last - first)[has], "ns")
+    # launch overhead: one API call per (instance, correlation id)
+    api_s = np.asarray(kernels["api_start_ns"], dtype=np.int64)
+    api_e = np.asarray(kernels["api_end_ns"], dtype=np.int64)
+    corr = np.asarray(kernels["correlation_id"], dtype=np.int64)
+    launched = api_e > api_s
+    r2, s2, _ = agg(launched)
+    if len(r2):
+        pair = np.unique(np.stack([s2, corr[r2]], axis=1), axis=0, return_index=True)[1]
+        lo = np.bincount(s2[pair], weights=(api_e - api_s)[r2][pair], minlength=n_inst)
+        emit(inst_ids[has], "gpu.launch_overhead", lo[has], "ns")
+    nbytes = np.asarray(kernels["bytes"], dtype=np.int64)
+    for fam, sig_b, sig_t in (("memcpy", "gpu.memcpy_bytes", "gpu.memcpy_time"), ("memset", "gpu.memset_bytes", None)):
+        rm, sm, nm = agg(kind == fam)
+        if not len(rm):
+            continue
+        hit = nm > 0
+        emit(inst_ids[hit], sig_b, np.bincount(sm, weights=nbytes[rm], minlength=n_inst)[hit], "byte")
+        if sig_t:
+            emit(inst_ids[hit], sig_t, np.bincount(sm, weights=dur[rm], minlength=n_inst)[hit], "ns")
+    return out
+
+
+def attributions(
+    kernels: Mapping[str, np.ndarray], instances: Mapping[str, Sequence[Any]], run_id: str
+) -> dict[str, list[Any]]:
+    """Rows of the ``attributions`` table, one per kernel/copy/set.
+
+    ``exact`` when the launch carried a region instance id; the reason notes a kernel that was still running
+    after its region exited on the host (asynchronous execution, still the region's work).  ``unattributed``
+    when the launch carried no id; the reason names the launching thread and, when its host launch fell inside
+    region instances of other threads, how many (the usual autograd-backward case).
+    """
+    iid = np.asarray(kernels["instance_id"], dtype=np.int64)
+    end = np.asarray(kernels["end_ns"], dtype=np.int64)
+    api_s = np.asarray(kernels["api_start_ns"], dtype=np.int64)
+    tid = np.asarray(kernels["thread_id"], dtype=np.int64)
+    inst = np.asarray(instances.get("instance_id", []), dtype=np.int64)
+    i_end = np.asarray(instances.get("end_ns", []), dtype=np.int64)
+    i_start = np.asarray(instances.get("start_ns", []), dtype=np.int64)
+    i_tid = np.asarray(instances.get("thread_id", [0] * len(inst)), dtype=np.uint64).astype(np.int64)
+    exit_ns = _lookup(inst, i_end, iid, missing=0)
+    reasons: list[str] = []
+    classes: list[str] = []
+    for i, e, x, a, t in zip(iid.tolist(), end.tolist(), exit_ns.tolist(), api_s.tolist(), tid.tolist(), strict=True):
+        if i:
+            classes.append("exact")
+            if x and e > x:
+                reasons.append(f"external correlation id; ran {(e - x) / 1e3:.1f} us past the region's host exit")
+            else:
+                reasons.append("external correlation id")
+        else:
+            classes.append("unattributed")
+            # CUPTI reports the launching thread as pthread_self() truncated to 32 bits
+            open_then = (i_start <= a) & (a <= i_end) & ((i_tid & 0xFFFFFFFF) != (t & 0xFFFFFFFF))
+            inside = int(np.count_nonzero(open_then)) if a and len(inst) else 0
+            where = f" while {inside} region instance(s) were open on other threads" if inside else ""
+            who = f"thread {t}" if t else "an unknown thread"
+            reasons.append(f"launched by {who} with no region open on it{where}")
+    n = len(iid)
+    return {
+        "run_id": [run_id] * n,
+        "evidence": list(np.asarray(kernels["kind"], dtype=object).tolist()),
+        "evidence_id": list(np.asarray(kernels["kernel_key"], dtype=object).tolist()),
+        "instance_id": [int(i) if i else None for i in iid.tolist()],
+        "class": classes,
+        "weight": [1.0] * n,
+        "reason": reasons,
+    }
+
+
+def widen_thread_ids(kernels: dict[str, np.ndarray], instance_threads: Sequence[int]) -> dict[str, np.ndarray]:
+    """Replace CUPTI's 32-bit thread ids by the full ``threading.get_ident()`` of the region threads they match.
+
+    CUPTI reports the launching thread as ``pthread_self()`` truncated to 32 bits; region instances carry the
+    full value.  Threads that opened no region (autograd workers) keep CUPTI's value.
+    """
+    full = {int(t) & 0xFFFFFFFF: int(t) for t in instance_threads}
+    tid = kernels["thread_id"]
+    out = dict(kernels)
+    out["thread_id"] = np.asarray([full.get(int(t) & 0xFFFFFFFF, int(t)) for t in tid.tolist()], dtype=np.uint64)
+    return out
+
+
+def store_kernels(kernels: Mapping[str, np.ndarray]) -> dict[str, list[Any]]:
+    """The kernel table as plain lists for :meth:`argus_lab.store.Store.write` (instance 0 becomes NULL)."""
+    out: dict[str, list[Any]] = {}
+    for key, col in kernels.items():
+        if key == "api_kind":
+            continue
+        vals = col.tolist()
+        if key == "instance_id":
+            vals = [v if v else None for v in vals]
+        out[key] = vals
+    return out
+
+
+def summarize(kernels: Mapping[str, np.ndarray]) -> dict[str, int]:
+    """Counts for provenance and messages: records by kind and how many were attributed."""
+    kind = np.asarray(kernels["kind"], dtype=object)
+    iid = np.asarray(kernels["instance_id"], dtype=np.int64)
+    return {
+        "kernels": int(np.count_nonzero(kind == "kernel")),
+        "memcpy": int(np.count_nonzero(kind == "memcpy")),
+        "memset": int(np.count_nonzero(kind == "memset")),
+        "attributed": int(np.count_nonzero(iid != 0)),
+        "unattributed": int(np.count_nonzero(iid == 0)),
+    }

@@ -1,0 +1,1 @@
+"""The Nsight Compute backend: the launcher (:mod:`.launcher`) and the report reader (:mod:`.parse`)."""

@@ -1,0 +1,179 @@
+"""CUPTI PM sampling backend (``pm:<metric>``): device-wide counters sampled over time.
+
+``cupti.pm_sampling`` exists from cupti-python 13.3 on, which needs nvidia-cuda-cupti 13.3+; torch
+2.11+cu130 pins nvidia-cuda-cupti 13.0.85, so the supported install (cupti-python 13.0.1) lacks it.  This
+backend uses the module when it is importable and otherwise says which versions are needed.
+"""
+
+from __future__ import annotations
+
+import importlib
+import importlib.metadata
+import time
+from collections.abc import Sequence
+from typing import Any
+
+from argus_lab.backends.nvml import window_metrics
+from argus_lab.errors import BackendUnavailableError
+from argus_lab.plan.backends import BACKENDS
+from argus_lab.regions import BoundaryHook
+from argus_lab.run.protocols import Columns, Evidence, RunContext
+
+NEEDED = "cupti-python>=13.3 with nvidia-cuda-cupti>=13.3"
+
+
+def installed_version() -> str:
+    """The installed cupti-python version ('' when absent)."""
+    try:
+        return importlib.metadata.version("cupti-python")
+    except importlib.metadata.PackageNotFoundError:
+        return ""
+
+
+def pm_sampling_module() -> Any:
+    """``cupti.pm_sampling``, or :class:`BackendUnavailableError` naming the versions it needs."""
+    try:
+        return importlib.import_module("cupti.pm_sampling")
+    except ImportError:
+        have = installed_version() or "not installed"
+        msg = (
+            f"pm:* signals need CUPTI PM sampling, which cupti-python {have} lacks; it needs {NEEDED} "
+            "(torch 2.11+cu130 pins nvidia-cuda-cupti 13.0.85, so install them privately: "
+            "`pip install --no-deps --target DIR cupti-python==13.4.0 nvidia-cuda-cupti==13.4.*` and put DIR "
+            "first on PYTHONPATH in a process that does not load torch's libcupti), or use hw:* signals (ncu)"
+        )
+        raise BackendUnavailableError(msg) from None
+
+
+def pm_metrics(signals: Sequence[str]) -> list[str]:
+    """The metric names of the run's ``pm:`` signals."""
+    return [s[3:] for s in signals if s.startswith("pm:")]
+
+
+DEFAULT_INTERVAL_NS = 100_000
+DEFAULT_MAX_SAMPLES = 100_000
+
+
+class PmSampler:
+    """PM sampling collector over ``cupti.pm_sampling.Collector`` (cupti-python 13.3+).
+
+    Samples are device-wide windows (start/end timestamps) with one value per metric; they attribute to
+    region instances by time overlap (``temporal``).  CUPTI states the sample timestamps in ns; the
+    provenance records the host clock at start and stop, so the offset to ``CLOCK_REALTIME`` can be checked.
+    """
+
+    info = BACKENDS["pm"]
+
+    def __init__(self) -> None:
+        self._ctx: RunContext | None = None
+        self._collector: Any = None
+        self.metrics: list[str] = []
+        self.rows: list[tuple[int, int, int, str, float]] = []
+        self.host_ns: dict[str, int] = {}
+        self.device = 0
+        self.settings: dict[str, Any] = {}
+        self.counts: dict[str, int] = {}
+
+    def hooks(self) -> Sequence[BoundaryHook]:
+        return ()
+
+    def start(self, ctx: RunContext) -> None:
+        pm = pm_sampling_module()
+        self._ctx = ctx
+        s = dict(ctx.settings)
+        self.metrics = pm_metrics(ctx.signals) or list(s.get("metrics", ()))
+        if not self.metrics:
+            msg = "a PM sampling run needs at least one pm:<metric> signal, e.g. pm:sm__cycles_active.avg"
+            raise ValueError(msg)
+        self.device = int(s.get("device", 0))
+        self.settings = {
+            "sampling_interval_ns": int(s.get("interval_ns", DEFAULT_INTERVAL_NS)),
+            "hardware_buffer_size": int(s.get("hardware_buffer_size", 512 << 20)),
+            "max_samples": int(s.get("max_samples", DEFAULT_MAX_SAMPLES)),
+            "metric_set": s.get("metric_set"),
+        }
+        c = pm.Collector(self.device)
+        try:
+            c.enable()
+            c.configure(
+                metrics=self.metrics,
+                sampling_interval=self.settings["sampling_interval_ns"],
+                hardware_buffer_size=self.settings["hardware_buffer_size"],
+                single_pass_metric_set_name=self.settings["metric_set"],
+            )
+            self.host_ns["start"] = time.time_ns()
+            c.start()
+        except PermissionError as exc:
+            msg = (
+                f"PM sampling needs GPU performance counter access ({exc}); run as root or allow counters for all "
+                "users (NVreg_RestrictProfilingToAdminUsers=0)"
+            )
+            raise BackendUnavailableError(msg) from None
+        except (RuntimeError, ValueError) as exc:
+            msg = (
+                f"PM sampling could not start on device {self.device} with metrics {self.metrics} ({exc}); "
+                "PM sampling takes only metrics that fit one pass, e.g. from the set 'TriageCompute'"
+            )
+            raise BackendUnavailableError(msg) from None
+        self._collector = c
+
+    def stop(self) -> None:
+        c = self._collector
+        if c is None:
+            return
+        self._collector = None
+        try:
+            c.stop()
+            self.host_ns["stop"] = time.time_ns()
+            data = c.decode(self.settings["max_samples"])
+            names = list(data.metrics)
+            rows = []
+            for smp in data:
+                if not smp.start_timestamp:  # a window whose start CUPTI did not see (the first ones)
+                    continue
+                for name, value in zip(names, smp.metric_values, strict=False):
+                    rows.append((self.device, int(smp.start_timestamp), int(smp.end_timestamp), name, float(value)))
+            self.rows = rows
+            self.counts = {
+                "total": int(data.num_total_samples),
+                "populated": int(data.num_populated_samples),
+                "completed": int(data.num_completed_samples),
+            }
+        finally:
+            c.disable()
+
+    def evidence(self, instances: Columns) -> Evidence:
+        run_id = self._ctx.run_id if self._ctx is not None else ""
+        prov_id = f"{run_id}:pm"
+        samples = sample_columns(self.rows, run_id)
+        return {
+            "samples": samples,
+            "metrics": window_metrics(samples, instances, run_id, prov_id),
+            "provenance": {
+                "provenance_id": [prov_id],
+                "run_id": [run_id],
+                "backend": ["pm"],
+                "backend_version": [f"cupti-python {installed_version()} (cupti.pm_sampling)"],
+                "settings": [{**self.settings, "metrics": self.metrics, "samples": self.counts}],
+                "clocks": [{"host_ns": self.host_ns}],
+                "timestamps": ["measured (CUPTI PM sampling sample windows, ns)"],
+            },
+        }
+
+
+def sample_columns(rows: Sequence[tuple[int, int, int, str, float]], run_id: str) -> dict[str, list[Any]]:
+    """Rows of the ``samples`` table from (device, start_ns, end_ns, metric, value) tuples (``pm:`` signals)."""
+    return {
+        "run_id": [run_id] * len(rows),
+        "device_id": [r[0] for r in rows],
+        "signal": [f"pm:{r[3]}" for r in rows],
+        "t_ns": [r[1] for r in rows],
+        "t_end_ns": [r[2] for r in rows],
+        "value": [r[4] for r in rows],
+        "unit": [""] * len(rows),
+    }
+
+
+def make() -> PmSampler:
+    """The backend object (see :func:`argus_lab.run.loader.load_backend`)."""
+    return PmSampler()

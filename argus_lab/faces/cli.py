@@ -1,0 +1,226 @@
+"""The ``argus-lab`` command line: run, show, plan, signals."""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from collections.abc import Sequence
+
+from argus_lab.errors import ArgusError
+
+EPILOG = """examples:
+  argus-lab run examples/nested.py --signals host.wall,host.cpu --repeat 5 --store argus.duckdb
+  argus-lab run train.py --signals gpu.time,hw:dram__bytes_read.sum --scope 'decode/**; instances=2:' -- --steps 3
+  argus-lab show --store argus.duckdb --provenance
+  argus-lab plan --signals host.wall,gpu.time,hw:sm__throughput.avg.pct_of_peak_sustained_elapsed,compile.registers
+  argus-lab signals
+"""
+
+
+def _common(p: argparse.ArgumentParser) -> None:
+    p.add_argument(
+        "--store",
+        metavar="PATH",
+        default=None,
+        help="the DuckDB evidence store (default ./argus.duckdb or $ARGUS_STORE), e.g. --store runs.duckdb",
+    )
+
+
+def _request_args(p: argparse.ArgumentParser) -> None:
+    p.add_argument(
+        "--signals",
+        "-s",
+        default="host.wall,host.cpu",
+        metavar="LIST",
+        help="comma-separated signals (see `argus-lab signals`), e.g. --signals host.wall,gpu.time",
+    )
+    p.add_argument(
+        "--repeat",
+        "-n",
+        type=int,
+        default=5,
+        metavar="N",
+        help="measured repetitions of the workload (default 5), e.g. --repeat 10",
+    )
+    p.add_argument(
+        "--warmup",
+        "-w",
+        type=int,
+        default=1,
+        metavar="N",
+        help="repetitions run first and marked warm-up, left out of summaries (default 1)",
+    )
+    p.add_argument(
+        "--scope",
+        default="",
+        metavar="SCOPE",
+        help="which region instances to cover (docs/scopes.md), e.g. --scope 'decode/**; instances=2:'",
+    )
+
+
+def build_parser() -> argparse.ArgumentParser:
+    """The argument parser (exposed for tests and docs)."""
+    parser = argparse.ArgumentParser(
+        prog="argus-lab",
+        description="Measure semantic code regions: plan interference-free runs, collect, store in DuckDB, report.",
+        epilog=EPILOG,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
+    sub = parser.add_subparsers(dest="command", metavar="COMMAND")
+
+    run = sub.add_parser(
+        "run",
+        help="plan and run a measurement of a script, then print the region table",
+        epilog=EPILOG,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
+    run.add_argument(
+        "script",
+        help="the Python script to measure (or module:function), e.g. examples/nested.py; "
+        "arguments for the script follow `--`, e.g. `argus-lab run train.py -- --steps 3`",
+    )
+    _request_args(run)
+    _common(run)
+    run.add_argument(
+        "--on-error",
+        choices=("continue", "stop"),
+        default="continue",
+        help="after a failed run: run the remaining runs (continue, default) or stop",
+    )
+    run.add_argument(
+        "--launch",
+        default="",
+        metavar="PREFIX",
+        help="start the workload through a multi-process launcher and measure every rank, "
+        "e.g. --launch 'torchrun --nproc-per-node 2'",
+    )
+
+    show = sub.add_parser(
+        "show",
+        help="print the region table and runs stored in a store",
+        epilog=EPILOG,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
+    _common(show)
+    show.add_argument(
+        "--run",
+        action="append",
+        default=None,
+        metavar="RUN_ID",
+        help="report these runs (repeatable); default: the latest request's runs",
+    )
+    show.add_argument("--all", action="store_true", help="report every run in the store")
+    show.add_argument("--provenance", action="store_true", help="also print each run's command, versions, settings")
+
+    plan = sub.add_parser(
+        "plan",
+        help="print the plan for a request without running it",
+        epilog=EPILOG,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
+    _request_args(plan)
+    plan.add_argument("--json", action="store_true", help="print the plan as JSON")
+
+    sub.add_parser("signals", help="list every known signal with its unit and backend")
+    export = sub.add_parser("export", help="write a report as one standalone HTML file that opens offline")
+    _common(export)
+    export.add_argument("out", metavar="OUT.html", help="the HTML file to write, e.g. report.html")
+    export.add_argument("--run", action="append", default=None, metavar="RUN_ID", help="runs (default: latest request)")
+    export.add_argument("--title", default="", help="the report's title")
+    return parser
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """Entry point of ``argus-lab``; returns the exit status."""
+    parser = build_parser()
+    argv = list(sys.argv[1:] if argv is None else argv)
+    script_args: list[str] = []
+    if "--" in argv:  # everything after `--` goes to the measured script
+        cut = argv.index("--")
+        argv, script_args = argv[:cut], argv[cut + 1 :]
+    args = parser.parse_args(argv)
+    args.script_args = script_args
+    if args.command is None:
+        parser.print_help()
+        return 2
+    try:
+        if args.command == "run":
+            return _run(args)
+        if args.command == "show":
+            return _show(args)
+        if args.command == "plan":
+            return _plan(args)
+        if args.command == "export":
+            from argus_lab.views.html import export_cli
+
+            return export_cli(args.store, args.out, args.run, args.title)
+        return _signals()
+    except ArgusError as exc:
+        print(f"argus-lab: error: {exc}", file=sys.stderr)
+        return 2
+
+
+def _run(args: argparse.Namespace) -> int:
+    from argus_lab.faces.measure import plan, run_plan
+    from argus_lab.run.runtime import summarize, terminal_progress
+    from argus_lab.run.workload import Workload
+
+    script_args = tuple(args.script_args)
+    workload = Workload.from_target(args.script, script_args)
+    the_plan = plan(args.signals, scope=args.scope, repeat=args.repeat, warmup=args.warmup)
+    print(the_plan.explain(), end="\n\n")
+    done = run_plan(
+        the_plan, workload, args.store, on_error=args.on_error, progress=terminal_progress(), launch=args.launch
+    )
+    print(done.report.text())
+    print(f"\nstored in {done.report.store.path}\n{summarize(done.execution.results)}")
+    return 0 if done.execution.ok else 1
+
+
+def _show(args: argparse.Namespace) -> int:
+    from argus_lab.report import Report
+    from argus_lab.store import Store
+
+    store = Store(args.store)
+    run_ids = None
+    if args.all:
+        run_ids = [r[0] for r in store.rows("SELECT run_id FROM runs ORDER BY started_ns")]
+    elif args.run:
+        known = {r[0] for r in store.rows("SELECT run_id FROM runs")}
+        missing = [r for r in args.run if r not in known]
+        if missing:
+            print(
+                f"argus-lab: error: no run {missing[0]!r} in {store.path}; list runs with "
+                f"`argus-lab show --all --store {store.path}`",
+                file=sys.stderr,
+            )
+            return 2
+        run_ids = args.run
+    report = Report(store, run_ids)
+    print(report.text())
+    if args.provenance:
+        print("\nprovenance:\n" + report.provenance_text())
+    return 0
+
+
+def _plan(args: argparse.Namespace) -> int:
+    from argus_lab.faces.measure import plan
+
+    the_plan = plan(args.signals, scope=args.scope, repeat=args.repeat, warmup=args.warmup)
+    print(the_plan.to_json() if args.json else the_plan.explain())
+    return 0
+
+
+def _signals() -> int:
+    from argus_lab.plan.catalog import CATALOG, FAMILIES
+
+    width = max(len(n) for n in CATALOG)
+    for name, sig in CATALOG.items():
+        print(f"{name.ljust(width)}  {sig.unit:16} {sig.backend:9} {sig.description}")
+    for prefix, (backend, description) in FAMILIES.items():
+        print(f"{(prefix + '<metric>').ljust(width)}  {'':16} {backend:9} {description}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

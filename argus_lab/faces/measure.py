@@ -1,0 +1,98 @@
+"""The one facade that measures: plan -> execute -> join -> Report.
+
+Every face uses it: ``argus_lab.measure`` and ``argus_lab.plan``, the command line (``argus-lab run``), the
+``%%argus`` and ``%%argus_region`` magics and the signal panel.  The join runs here, where the runs end, so that
+a :class:`~argus_lab.report.Report` only ever reads.
+"""
+
+from __future__ import annotations
+
+import shlex
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from argus_lab.join import attribute_request
+from argus_lab.plan import DEFAULT_SIGNALS, Plan, plan_signals
+from argus_lab.report import Report
+from argus_lab.run.runtime import Execution, OnError, ProgressFn, execute, terminal_progress
+from argus_lab.run.workload import Workload
+from argus_lab.store import Store, StoreSink
+
+
+def plan(signals: str | list[str] = DEFAULT_SIGNALS, *, scope: str = "", repeat: int = 5, warmup: int = 1) -> Plan:
+    """Plan a measurement of ``signals`` without running it."""
+    return plan_signals(signals, scope=scope, repeat=repeat, warmup=warmup)
+
+
+@dataclass(frozen=True)
+class Measurement:
+    """What running a plan gave: every run's outcome and the report over the runs."""
+
+    execution: Execution
+    report: Report
+
+
+def open_store(store: str | Store | None = None) -> Store:
+    """The evidence store at ``store`` (default ``./argus.duckdb`` or ``$ARGUS_STORE``); a Store is kept as it is."""
+    return store if isinstance(store, Store) else Store(store)
+
+
+def run_plan(
+    the_plan: Plan,
+    workload: Workload,
+    store: str | Store | None = None,
+    *,
+    on_error: OnError = "continue",
+    progress: ProgressFn | None = None,
+    launch: str | Sequence[str] = (),
+    timeout_s: float | None = None,
+) -> Measurement:
+    """Execute ``the_plan`` on ``workload`` into ``store``, join the runs' evidence, and read the report."""
+    st = open_store(store)
+    prefix = tuple(shlex.split(launch)) if isinstance(launch, str) else tuple(launch)
+    execution = execute(
+        the_plan, workload, StoreSink(st), on_error=on_error, progress=progress, timeout_s=timeout_s, launch=prefix
+    )
+    attribute_request(st, execution.run_ids)  # the join runs where the runs end: attributions + instance values
+    return Measurement(execution, Report(st, execution.run_ids))
+
+
+def measure(
+    target: Any,
+    signals: str | list[str] = DEFAULT_SIGNALS,
+    *,
+    repeat: int = 5,
+    warmup: int = 1,
+    scope: str = "",
+    store: str | Store | None = None,
+    args: tuple[str, ...] = (),
+    on_error: OnError = "continue",
+    launch: str | tuple[str, ...] = (),
+) -> Report:
+    """Plan and run a measurement of ``target``; return its :class:`~argus_lab.report.Report`.
+
+    Parameters
+    ----------
+    target
+        A callable taking no arguments, a script path, or ``"module:function"``.
+    signals
+        Signal names, comma-separated or a list (``argus-lab signals`` lists them).
+    repeat, warmup
+        Measured repetitions, and repetitions run first and marked as warm-up.
+    scope
+        Which region instances the request covers (see docs/scopes.md).
+    store
+        The evidence store (default ``./argus.duckdb`` or ``$ARGUS_STORE``).
+    on_error
+        ``"continue"`` runs the remaining runs after a failed one; ``"stop"`` stops the plan.
+    launch
+        A multi-process launcher prefix, e.g. ``"torchrun --nproc-per-node 2"``: every rank is measured and
+        the ranks' evidence merges into one store with the rank in each region instance.
+    """
+    workload = Workload.from_target(target, args)
+    the_plan = plan(signals, scope=scope, repeat=repeat, warmup=warmup)
+    return run_plan(the_plan, workload, store, on_error=on_error, progress=terminal_progress(), launch=launch).report
+
+
+__all__ = ["Measurement", "measure", "open_store", "plan", "run_plan"]

@@ -1,0 +1,198 @@
+"""Authenticated REST handlers over the evidence stores under the Jupyter root (read-only).
+
+Every verb carries ``@tornado.web.authenticated``.  Store look-ups run in a worker thread
+(``asyncio.to_thread``) so that a store locked by a writing kernel never stalls the server's event loop.
+Errors answer with a JSON ``{"message": ...}`` that says how to fix the request.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+from typing import TYPE_CHECKING, Any
+
+import tornado.web
+from jupyter_server.base.handlers import APIHandler
+
+from argus_lab.errors import ArgusError
+from argus_lab.faces.server import evidence
+from argus_lab.faces.server.paths import StorePathError, find_stores, resolve_store
+
+if TYPE_CHECKING:
+    from collections.abc import Callable
+
+MAX_TEXT = 2000  # longest accepted request parameter
+
+
+class _Base(APIHandler):
+    """Shared plumbing: the server root, store resolution, JSON replies."""
+
+    @property
+    def root_dir(self) -> str:
+        root = self.settings.get("server_root_dir") or self.settings.get("root_dir") or "."
+        return str(root)
+
+    def text_arg(self, name: str, default: str | None = None) -> str | None:
+        value = self.get_argument(name, default)
+        if value is not None and len(value) > MAX_TEXT:
+            raise tornado.web.HTTPError(400, reason=f"the parameter {name} is longer than {MAX_TEXT} characters")
+        return value
+
+    def fail(self, status: int, message: str) -> None:
+        self.set_status(status)
+        self.finish(json.dumps({"message": message}))
+
+    async def answer(self, fn: Callable[..., Any], *args: Any) -> None:
+        """Resolve the ``store`` argument, run ``fn(store, *args)`` off the event loop, reply with its JSON."""
+        from argus_lab.store import Store
+
+        try:
+            path = resolve_store(self.root_dir, self.text_arg("store") or "")
+        except StorePathError as exc:
+            self.fail(400, str(exc))
+            return
+        try:
+            result = await asyncio.to_thread(fn, Store(path), *args)
+        except ArgusError as exc:
+            self.fail(409, str(exc))
+            return
+        if result is None:
+            self.fail(404, "nothing of that name in the store; refresh the panel")
+            return
+        self.finish(json.dumps(result, default=str))
+
+
+class StoresHandler(_Base):
+    """``GET stores``: the ``*.duckdb`` files under the server root."""
+
+    @tornado.web.authenticated
+    async def get(self) -> None:
+        found = await asyncio.to_thread(find_stores, self.root_dir)
+        self.finish(json.dumps({"root_dir": self.root_dir, "stores": [s.to_dict() for s in found]}))
+
+
+class SessionsHandler(_Base):
+    """``GET sessions?store=``."""
+
+    @tornado.web.authenticated
+    async def get(self) -> None:
+        await self.answer(evidence.sessions)
+
+
+class RunsHandler(_Base):
+    """``GET runs?store=[&session=]``."""
+
+    @tornado.web.authenticated
+    async def get(self) -> None:
+        await self.answer(evidence.runs, self.text_arg("session"))
+
+
+class RunHandler(_Base):
+    """``GET run?store=&run=``: status, provenance, plan."""
+
+    @tornado.web.authenticated
+    async def get(self) -> None:
+        run_id = self.text_arg("run")
+        if not run_id:
+            self.fail(400, "pass `run=<run id>` (the panel lists them)")
+            return
+        await self.answer(evidence.run_detail, run_id)
+
+
+class RegionsHandler(_Base):
+    """``GET regions?store=[&session=]``: region paths with their latest share of time."""
+
+    @tornado.web.authenticated
+    async def get(self) -> None:
+        await self.answer(evidence.regions, self.text_arg("session"))
+
+
+class RegionHandler(_Base):
+    """``GET region?store=&path=[&run=]``: the drill-down of one region path."""
+
+    @tornado.web.authenticated
+    async def get(self) -> None:
+        path = self.text_arg("path")
+        if not path:
+            self.fail(400, "pass `path=<region path>`, e.g. `path=decode/layer/attn`")
+            return
+        await self.answer(evidence.region_detail, path, self.text_arg("run") or None)
+
+
+class SignalsHandler(_Base):
+    """``GET signals``: the signal catalog (name, unit, backend, description, needs_gpu)."""
+
+    @tornado.web.authenticated
+    def get(self) -> None:
+        from argus_lab.plan.catalog import CATALOG
+
+        self.finish(
+            json.dumps(
+                {
+                    "signals": [
+                        {
+                            "name": s.name,
+                            "unit": s.unit,
+                            "backend": s.backend,
+                            "description": s.description,
+                            "needs_gpu": s.needs_gpu,
+                            "perturbation": s.perturbation,
+                        }
+                        for s in CATALOG.values()
+                    ]
+                }
+            )
+        )
+
+
+class PlanHandler(_Base):
+    """``POST plan`` with ``{"signals", "scope", "repeat", "warmup"}``: the plan and its explanation."""
+
+    @tornado.web.authenticated
+    async def post(self) -> None:
+        try:
+            body: Any = self.get_json_body() or {}
+        except tornado.web.HTTPError:
+            self.fail(400, "the body is not JSON; send {'signals': 'host.wall', 'scope': '', 'repeat': 5}")
+            return
+        if not isinstance(body, dict):
+            self.fail(400, "the body must be a JSON object such as {'signals': 'host.wall'}")
+            return
+        signals = body.get("signals", "")
+        scope = body.get("scope", "")
+        repeat, warmup = body.get("repeat", 5), body.get("warmup", 1)
+        if isinstance(signals, list) and all(isinstance(s, str) for s in signals):
+            signals = ",".join(signals)
+        if not isinstance(signals, str) or not isinstance(scope, str) or len(signals) + len(scope) > MAX_TEXT:
+            self.fail(400, "`signals` and `scope` must be short strings, e.g. 'host.wall,host.cpu' and 'step/*'")
+            return
+        if not (isinstance(repeat, int) and isinstance(warmup, int) and 1 <= repeat <= 10000 and 0 <= warmup <= 1000):
+            self.fail(400, "`repeat` must be an integer in 1..10000 and `warmup` in 0..1000")
+            return
+        try:
+            result = await asyncio.to_thread(_plan, signals, scope, repeat, warmup)
+        except ArgusError as exc:
+            self.fail(400, str(exc))
+            return
+        self.finish(json.dumps(result))
+
+
+def _plan(signals: str, scope: str, repeat: int, warmup: int) -> dict[str, Any]:
+    from argus_lab.faces.measure import plan
+    from argus_lab.plan.scope import Scope
+
+    Scope.parse(scope)  # a malformed scope is refused with its caret message before planning
+    planned = plan(signals, scope=scope, repeat=repeat, warmup=warmup)
+    return {"explain": planned.explain(), "plan": json.loads(planned.to_json())}
+
+
+HANDLERS: tuple[tuple[str, type[APIHandler]], ...] = (
+    ("stores", StoresHandler),
+    ("sessions", SessionsHandler),
+    ("runs", RunsHandler),
+    ("run", RunHandler),
+    ("regions", RegionsHandler),
+    ("region", RegionHandler),
+    ("signals", SignalsHandler),
+    ("plan", PlanHandler),
+)

@@ -1,0 +1,19 @@
+"""The join: the only place evidence becomes per-instance values.
+
+Attribution of every piece of evidence to region instances (:mod:`.attribution`, its SQL in
+:mod:`.attribution_sql`), communication kernels against compute (:mod:`.comm`), cross-rank skew (:mod:`.skew`).
+It works on a store's DuckDB connection but imports nothing of the store package (it is upstream of it): the
+caller hands it anything with ``connect(write=...)`` and ``rows(...)``.
+"""
+
+from argus_lab.join.attribution import (
+    CLASSES,
+    LEVEL_UNITS,
+    NON_ADDITIVE,
+    JoinSummary,
+    JoinTarget,
+    attribute_request,
+    joined_runs,
+)
+
+__all__ = ["CLASSES", "LEVEL_UNITS", "NON_ADDITIVE", "JoinSummary", "JoinTarget", "attribute_request", "joined_runs"]

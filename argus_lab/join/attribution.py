@@ -1,0 +1,232 @@
+"""The join: attributes every piece of evidence of some runs to region instances, and derives region values.
+
+:func:`attribute_request` runs where a plan's runs end (:func:`argus_lab.faces.measure.run_plan` calls it once they
+are stored) and writes, in
+one transaction, for the given runs:
+
+``attributions``
+    one row per (evidence, candidate instance) with a class, a weight and a reason:
+
+    * ``exact`` -- a CUPTI kernel/copy/set whose launch carried the instance's external correlation id
+      (CUDA-graph kernels share their launch's id; a kernel still running after the region's host exit stays
+      the region's); the region instance itself (host clocks); an ncu kernel matched to its own run's
+      instance by NVTX path and payload (instance index) when the request has no timing run; a compiler fact
+      of a kernel function that ran in a region.
+    * ``ordinal`` -- an ncu (replay) kernel matched to the timing run: the n-th kernel ncu profiled under a region
+      path is the n-th kernel the timing run launched under that path (which fixes the instance and the kernel
+      ordinal within it), verified by kernel name; also an ncu kernel placed by an instance index ncu's reader
+      inferred from path changes (no payload).
+    * ``temporal`` -- a time sample split over the instances its window overlaps (weight = overlapped share);
+      a kernel without an id whose launch fell inside exactly one open instance (e.g. autograd's backward
+      thread while the forward thread waits inside its region), or inside one on its own thread.
+    * ``ambiguous`` -- several instances were open on other threads at launch (or sample windows overlapped
+      instances of several threads): every candidate is kept, with weight ``1/n`` and the reason.
+    * ``unattributed`` -- outside every region (or carrying an id the run never recorded).
+    * ``mismatch`` -- the runs disagree: the ncu run's kernel sequence of an instance differs from the timing
+      run's (autotuning, JIT, a data-dependent branch); kept with the first difference, never forced.
+
+``instance_values``
+    per region instance and signal: ``inclusive`` (the instance and its nested instances) and ``exclusive``
+    (the instance alone; NULL for non-additive signals such as ``gpu.span``), the unit, and the weight of each
+    attribution class behind the value.  Runs with several ranks also get ``rank.start_lag`` and
+    ``rank.end_lag`` per instance (:mod:`argus_lab.join.skew`: lags behind the earliest rank, on rank 0's clock).
+
+``instance_matches``
+    every instance of the other runs matched to the reference (timing) run by (path, repetition, index of
+    the instance within its repetition): ``match``, ``mismatch`` or ``missing``.
+
+``provenance``
+    one row ``<run>:join`` per run with the rules' version and what was attributed.
+
+Everything is set-based SQL in DuckDB (:mod:`argus_lab.join.attribution_sql`): no Python loop touches a record.
+"""
+
+from __future__ import annotations
+
+import json
+import time
+from collections.abc import Sequence
+from contextlib import AbstractContextManager
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any, Protocol
+
+from argus_lab.join import attribution_sql as q
+from argus_lab.join import comm
+from argus_lab.join import skew as skew_sql
+
+if TYPE_CHECKING:
+    import duckdb
+
+
+class JoinTarget(Protocol):
+    """What the join needs of a store (:class:`argus_lab.store.Store` is one): a connection under its lock, and
+    rows of a read-only query."""
+
+    def connect(self, *, write: bool = False) -> AbstractContextManager[duckdb.DuckDBPyConnection]:
+        """A connection to the store's DuckDB file, held under the store's lock."""
+
+    def rows(self, sql: str, params: Sequence[Any] = ()) -> list[tuple[Any, ...]]:
+        """Rows of a query."""
+
+
+CLASSES: tuple[str, ...] = ("exact", "ordinal", "temporal", "ambiguous", "unattributed", "mismatch")
+"""The attribution classes, most certain first."""
+
+NON_ADDITIVE: tuple[str, ...] = ("gpu.span", *skew_sql.SIGNALS)
+"""Instance signals whose exclusive value is undefined (a span or a lag does not subtract)."""
+
+LEVEL_UNITS: tuple[str, ...] = ("W", "MHz", "C", "%", "pct", "percent", "ratio")
+"""Units of sampled *levels* (time-weighted mean over an instance); other sampled values are split by share."""
+
+
+@dataclass(frozen=True)
+class JoinSummary:
+    """What :func:`attribute_request` attributed."""
+
+    run_ids: tuple[str, ...]
+    reference_run: str | None
+    counts: dict[str, dict[str, int]]
+    """``{evidence kind: {class: rows}}``."""
+    seconds: float
+
+    def text(self) -> str:
+        """One line per evidence kind."""
+        lines = [f"join of {len(self.run_ids)} run(s) in {self.seconds:.3f} s (reference run {self.reference_run})"]
+        for ev, by in sorted(self.counts.items()):
+            lines.append(f"  {ev}: " + ", ".join(f"{c} {by[c]}" for c in CLASSES if c in by))
+        return "\n".join(lines)
+
+
+def attribute_request(store: JoinTarget, run_ids: Sequence[str]) -> JoinSummary:
+    """Attribute all evidence of ``run_ids`` and derive their instance values (replacing earlier results).
+
+    Call it once the runs are stored; calling it again (e.g. with more runs of the same request, so that
+    ncu kernels find their timing run) recomputes everything for the given runs.
+    """
+    t0 = time.perf_counter()
+    ids = list(dict.fromkeys(run_ids))
+    with store.connect(write=True) as con:
+        con.execute("BEGIN")
+        try:
+            ref = _attribute(con, ids)
+            summary = con.execute(q.SUMMARY).fetchall()
+            _provenance(con, ids, ref, summary, time.perf_counter() - t0)
+            con.execute("COMMIT")
+        except BaseException:
+            con.execute("ROLLBACK")
+            raise
+    counts: dict[str, dict[str, int]] = {}
+    for _, ev, cls, items, _, _ in summary:
+        if cls == "*":
+            continue
+        by = counts.setdefault(ev, {})
+        by[cls] = by.get(cls, 0) + int(items)
+    return JoinSummary(tuple(ids), ref, counts, time.perf_counter() - t0)
+
+
+def joined_runs(store: JoinTarget, run_ids: Sequence[str]) -> set[str]:
+    """Those of ``run_ids`` the join has already processed (they have a ``<run>:join`` provenance row)."""
+    rows = store.rows(
+        "SELECT run_id FROM provenance WHERE backend = 'join' AND run_id IN (SELECT unnest(?::VARCHAR[]))",
+        [list(run_ids)],
+    )
+    return {r[0] for r in rows}
+
+
+def _attribute(con: duckdb.DuckDBPyConnection, ids: list[str]) -> str | None:
+    con.execute(q.RUNS, [ids])
+    for stmt in (q.INSTANCES, q.ANCESTORS, q.TIMELINE, q.THREADS, q.PROVENANCE_IDS):
+        con.execute(stmt)
+    con.execute(q.DELETE_ATTRIBUTIONS, [list(q.EVIDENCE_KINDS)])
+    for stmt in q.DELETE_DERIVED:
+        con.execute(stmt)
+    # GPU activity records
+    for stmt in (q.KERNELS, q.KERNEL_EXACT, q.KERNEL_CANDIDATES, q.KERNEL_OTHER, *q.INSERT_KERNEL_ATTRIBUTIONS):
+        con.execute(stmt)
+    for stmt in (q.KERNEL_EXCLUSIVE, q.KERNEL_SIGNALS, q.KERNEL_VALUES, q.SPAN_VALUES):
+        con.execute(stmt)
+    # communication kernels: overlap with compute, exposed time
+    comm.derive(con)
+    # time samples
+    con.execute(q.SAMPLES)
+    if _count(con, "SELECT count(*) FROM _j_s"):
+        con.execute(q.SAMPLE_PIECES)
+        con.execute(q.SAMPLE_ATTRIBUTIONS)
+        con.execute(q.SAMPLE_VALUES, [list(LEVEL_UNITS)])
+    # Nsight Compute kernels, across runs
+    row = con.execute(q.REFERENCE_RUN).fetchone()
+    ref: str | None = row[0] if row else None
+    if _count(con, q.HAS_NCU):
+        if ref is not None:
+            con.execute(q.TIMING_SEQUENCE, [ref])
+            con.execute(q.NCU_MATCH)
+        else:
+            con.execute(q.NCU_OWN)
+        con.execute(q.NCU_ATTRIBUTIONS)
+        con.execute(q.NCU_VALUES)
+    else:
+        con.execute(q.NCU_NONE)
+    if ref is None and ids:
+        ref = _first_run(con, ids)
+    if ref is not None:
+        con.execute(q.INSTANCE_MATCHES, [ref, ref])
+    if _count(con, q.HAS_FACTS):
+        con.execute(q.COMPILER_ATTRIBUTIONS)
+    # per-instance values the backends stored, for signals not derived above; the instances themselves
+    con.execute(q.INSTANCE_METRICS, [list(NON_ADDITIVE)])
+    con.execute(q.INSTANCE_ATTRIBUTIONS)
+    skew_sql.derive(con)  # multi-rank runs: rank.start_lag / rank.end_lag on rank 0's clock
+    return ref
+
+
+def _first_run(con: duckdb.DuckDBPyConnection, ids: list[str]) -> str | None:
+    row = con.execute(
+        "SELECT run_id FROM runs WHERE run_id IN (SELECT run_id FROM _j_runs) ORDER BY plan_index, started_ns LIMIT 1"
+    ).fetchone()
+    return row[0] if row else (ids[0] if ids else None)
+
+
+def _count(con: duckdb.DuckDBPyConnection, sql: str) -> int:
+    row = con.execute(sql).fetchone()
+    return int(row[0]) if row else 0
+
+
+def _provenance(
+    con: duckdb.DuckDBPyConnection, ids: list[str], ref: str | None, summary: list[tuple[Any, ...]], secs: float
+) -> None:
+    by_run: dict[str, dict[str, dict[str, dict[str, float]]]] = {}
+    for run, ev, cls, items, weight, time_ns in summary:
+        entry = {"items": int(items), "weight": float(weight or 0.0)}
+        if time_ns is not None:
+            entry["time_ns"] = float(time_ns)
+        by_run.setdefault(run, {}).setdefault(ev, {})[cls] = entry
+    known = {r[0] for r in con.execute("SELECT run_id FROM runs WHERE run_id IN (SELECT * FROM _j_runs)").fetchall()}
+    rows: list[tuple[Any, ...]] = []
+    for run in ids:
+        if run not in known and run not in by_run:
+            continue
+        settings = {
+            "rules": f"argus_lab.join v{q.JOIN_VERSION}",
+            "reference_run": ref,
+            "runs_joined": ids,
+            "attributed": by_run.get(run, {}),
+            "seconds": round(secs, 4),
+            "sample_windows": "each sample stands for the time nearer to it than to its neighbours",
+            "level_units": list(LEVEL_UNITS),
+        }
+        rows.append(
+            (
+                f"{run}:join",
+                run,
+                "join",
+                f"argus_lab.join {q.JOIN_VERSION}",
+                json.dumps(settings, sort_keys=True),
+                "{}",
+                "derived (from the measured timestamps of the inputs; nothing synthesized)",
+            )
+        )
+    if rows:
+        con.executemany("INSERT INTO provenance VALUES (?, ?, ?, ?, ?, ?, ?)", rows)
+
+
+__all__ = ["CLASSES", "LEVEL_UNITS", "NON_ADDITIVE", "JoinSummary", "JoinTarget", "attribute_request", "joined_runs"]

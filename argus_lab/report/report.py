@@ -1,0 +1,405 @@
+"""The Report: what a measurement found, read back from the evidence store.
+
+A report is a view over some runs of a store (usually the runs of one request).  It reads its tables when
+built (the per-kernel and compiler tables, which scan every kernel record, on first use) and holds no
+connection, so it can be displayed, printed or exported later.  Its tables:
+
+``regions``      per region path and signal: inclusive and exclusive values, median and spread over instances and
+                 over repetitions, unit, attribution shares, provenance ids (:class:`RegionRow`)
+``kernels``      per (run, path, kernel ordinal, name): launches and durations, with ncu counters joined by
+                 ordinal (:class:`KernelRow`)
+``counters``     hardware counters (``hw:``/``pm:``) per region path, with the settings they were read under
+``compiler``     static kernel facts and the region paths that ran each kernel
+``attribution``  per evidence kind: the share that is exact/ordinal/temporal/ambiguous/unattributed/mismatch
+``matches``      instance matching of each run against the reference (timing) run
+``clocks``       clocks, power and temperature seen during the runs
+``ranks``        multi-rank runs: per region path the cross-rank skew of its occurrences (median, max)
+``clock_offsets`` each rank's host-clock offset against rank 0, before and after the workload, with uncertainty
+``provenance``   every backend's provenance record (run, backend and version, settings, clocks, timestamps)
+``runs``         the runs with status, backends, commands and versions
+
+Every table is available as polars (:meth:`Report.to_polars`) and in the JSON form for agents
+(:meth:`Report.to_json`, docs/report-json.md).  :meth:`Report.trace` runs the documented provenance query.
+"""
+
+from __future__ import annotations
+
+import functools
+import importlib
+import json
+from dataclasses import asdict, dataclass
+from typing import TYPE_CHECKING, Any, Literal, get_args
+
+from argus_lab.errors import StoreError
+from argus_lab.report import rows as rt
+from argus_lab.report import text as txt
+from argus_lab.report.diff import ReportDiff, compare
+from argus_lab.report.rows import (
+    AttributionRow,
+    ClockOffsetRow,
+    ClockRow,
+    CompilerRow,
+    CounterRow,
+    KernelRow,
+    MatchRow,
+    ProvenanceRow,
+    RankRow,
+    RegionRow,
+)
+from argus_lab.report.sql import JOINED, TRACE
+from argus_lab.store import Store, queries
+
+if TYPE_CHECKING:
+    import numpy as np
+    import polars as pl
+
+RENDERER = "argus_lab.views.bundle"
+"""The module whose ``mimebundle(report)`` displays a Report in Jupyter, named like a backend's implementation:
+the views are downstream of the report, so the report loads its renderer by name instead of importing it."""
+
+TableName = Literal[
+    "regions",
+    "kernels",
+    "counters",
+    "compiler",
+    "attribution",
+    "matches",
+    "clocks",
+    "provenance",
+    "runs",
+    "ranks",
+    "clock_offsets",
+]
+TABLES: tuple[TableName, ...] = get_args(TableName)
+
+__all__ = [
+    "TABLES",
+    "AttributionRow",
+    "ClockOffsetRow",
+    "ClockRow",
+    "CompilerRow",
+    "CounterRow",
+    "KernelRow",
+    "MatchRow",
+    "ProvenanceRow",
+    "RankRow",
+    "RegionRow",
+    "Report",
+    "RunRow",
+    "TableName",
+]
+
+
+@dataclass(frozen=True)
+class RunRow:
+    """One run and its provenance."""
+
+    run_id: str
+    plan_index: int
+    status: str
+    backends: tuple[str, ...]
+    signals: tuple[str, ...]
+    repetitions: int
+    warmup: int
+    reps_done: int
+    seconds: float | None
+    workload: str
+    command: str
+    cause: str
+    reason: str
+    versions: dict[str, str]
+    env: dict[str, str]
+    host: str
+    settings: dict[str, Any]
+
+
+class Report:
+    """Evidence of some runs of a store, summarised per region.
+
+    Parameters
+    ----------
+    store
+        The evidence store (a :class:`~argus_lab.store.Store` or a path).
+    run_ids
+        The runs to report on; default: the runs of the latest request in the store.
+    join
+        Run the join (:func:`argus_lab.join.attribute_request`) first for runs it has not processed yet
+        (:func:`argus_lab.faces.measure.run_plan` already does it after every plan).  A read-only store falls back to
+        the values the backends stored, and :meth:`coverage` says so.
+    """
+
+    def __init__(
+        self, store: Store | str, run_ids: tuple[str, ...] | list[str] | None = None, *, join: bool = True
+    ) -> None:
+        self.store = store if isinstance(store, Store) else Store(store)
+        if run_ids is None:
+            latest = self.store.rows(queries.LATEST_REQUEST)
+            run_ids = [r[0] for r in self.store.rows(queries.RUNS_OF_REQUEST, [latest[0][0]])] if latest else []
+        self.run_ids: tuple[str, ...] = tuple(run_ids)
+        ids = list(self.run_ids)
+        self.notes: list[str] = []
+        self.runs: tuple[RunRow, ...] = tuple(_run_row(r) for r in self.store.rows(queries.RUNS, [ids]))
+        self.errors: tuple[tuple[str, int, str], ...] = tuple(self.store.rows(queries.INSTANCE_ERRORS, [ids]))
+        joined = self._joined(ids, join)
+        self.regions: tuple[RegionRow, ...] = ()
+        self.counters: tuple[CounterRow, ...] = ()
+        self._joined_ok = False
+        self.attribution: tuple[AttributionRow, ...] = ()
+        self.matches: tuple[MatchRow, ...] = ()
+        self.clocks: tuple[ClockRow, ...] = ()
+        self.provenance: tuple[ProvenanceRow, ...] = ()
+        self.ranks: tuple[RankRow, ...] = ()
+        self.clock_offsets: tuple[ClockOffsetRow, ...] = ()
+        self._values: dict[tuple[str, str], np.ndarray] = {}
+        self._units: dict[tuple[str, str], str] = {}
+        self.scopes: dict[str, str] = {}
+        """The scope of each run's request (canonical text; ``""`` = everything); the tables cover only it."""
+        self._scope_sql: str | None = None
+        if not ids:
+            return
+        self.provenance = rt.read_provenance(self.store, ids)
+        self.clock_offsets = rt.clock_offsets(self.provenance)
+        self.scopes, self._scope_sql = rt.read_scopes(self.store, ids)
+        if joined:
+            summary = rt.read_summary(self.store, ids, self._scope_sql)
+            self.regions = summary.regions
+            self.counters = rt.with_settings(summary.counters, self.provenance)
+            self._values, self._units = summary.values, summary.units
+            self._joined_ok = True
+            self.attribution = rt.read_attribution(self.provenance)
+            self.matches = rt.read_matches(self.store, ids)
+            self.clocks = rt.read_clocks(self.store, ids)
+            self.ranks = rt.read_ranks(self.store, ids, self._scope_sql)
+        else:
+            self.regions = tuple(RegionRow(*r) for r in self.store.rows(queries.REGION_SUMMARY, [ids]))
+
+    @functools.cached_property
+    def kernels(self) -> tuple[KernelRow, ...]:
+        """The per-kernel table (read on first use: it is the one table that scans every kernel record)."""
+        return rt.read_kernels(self.store, list(self.run_ids), self._scope_sql) if self._joined_ok else ()
+
+    @functools.cached_property
+    def compiler(self) -> tuple[CompilerRow, ...]:
+        """Compiler facts per kernel function (read on first use)."""
+        return rt.read_compiler(self.store, list(self.run_ids)) if self._joined_ok else ()
+
+    def _joined(self, ids: list[str], join: bool) -> bool:
+        if not ids:
+            return False
+        from argus_lab.join import attribute_request
+
+        try:
+            done = {r[0] for r in self.store.rows(JOINED, [ids])}
+        except StoreError:
+            raise
+        except Exception as exc:  # a store written before the join existed (missing tables)
+            self.notes.append(f"this store has no join results ({exc}); showing the values the backends stored")
+            return False
+        known = {r.run_id for r in self.runs}
+        if known <= done:
+            return True
+        if not join:
+            self.notes.append("the join has not run on these runs; showing the values the backends stored")
+            return False
+        try:
+            attribute_request(self.store, ids)
+        except StoreError as exc:
+            self.notes.append(f"the join could not run ({exc}); showing the values the backends stored")
+            return False
+        return True
+
+    # -- text -------------------------------------------------------------------------------------
+    def region_table(self) -> str:
+        """The region table as text: path, signal, instances, median, spread, exclusive, attribution, run."""
+        return txt.regions(self.regions)
+
+    def kernel_table(self, limit: int = 40) -> str:
+        """The per-kernel table as text (the first ``limit`` rows)."""
+        return txt.kernels(self.kernels, limit)
+
+    def counter_table(self) -> str:
+        """Hardware counters per region as text."""
+        return txt.counters(self.counters)
+
+    def compiler_table(self) -> str:
+        """Compiler facts per kernel function as text."""
+        return txt.compiler(self.compiler)
+
+    def attribution_table(self) -> str:
+        """The attribution summary as text."""
+        return txt.attribution(self.attribution)
+
+    def rank_table(self) -> str:
+        """Cross-rank skew per region and the clock offsets behind it, as text."""
+        return txt.ranks(self.ranks, self.clock_offsets)
+
+    def runs_table(self) -> str:
+        """One line per run with status, backends and provenance."""
+        header = ("#", "run", "status", "backends", "reps", "seconds", "why a separate run")
+        rows = [
+            (
+                str(r.plan_index),
+                r.run_id,
+                r.status,
+                ",".join(r.backends),
+                f"{r.reps_done}/{r.repetitions + r.warmup}",
+                f"{r.seconds:.2f}" if r.seconds is not None else "-",
+                r.reason,
+            )
+            for r in self.runs
+        ]
+        return txt.table(header, rows)
+
+    def coverage(self) -> list[str]:
+        """Sentences about what was requested but not collected or not attributed, and why."""
+        out = []
+        for r in self.runs:
+            if r.status != "ok":
+                first = r.cause.splitlines()[0] if r.cause else r.status
+                out.append(f"run {r.plan_index} ({', '.join(r.signals)}): {r.status}: {first}")
+        out.extend(f"{path}: {n} instance(s) raised: {err}" for path, n, err in self.errors)
+        out.extend(self.notes)
+        for a in self.attribution:
+            for cls in ("unattributed", "ambiguous", "mismatch"):
+                if a.shares.get(cls, 0.0) > 0:
+                    out.append(f"{a.evidence} evidence ({a.signals}): {100 * a.shares[cls]:.1f}% {cls}")
+        out.extend(txt.matches(self.matches))
+        out.extend(rt.rank_coverage([(r.run_id, r.signals) for r in self.runs], self.ranks, self.clock_offsets))
+        return out
+
+    def provenance_text(self) -> str:
+        """The provenance of each run: command, versions, environment, settings, and each backend's record."""
+        lines = []
+        by_run: dict[str, list[ProvenanceRow]] = {}
+        for p in self.provenance:
+            by_run.setdefault(p.run_id, []).append(p)
+        for r in self.runs:
+            lines.append(f"run {r.plan_index} {r.run_id} on {r.host}: {r.command or r.workload}")
+            lines.append("  versions: " + ", ".join(f"{k} {v}" for k, v in r.versions.items()))
+            if r.env:
+                lines.append("  env: " + ", ".join(f"{k}={v}" for k, v in r.env.items()))
+            if r.settings:
+                lines.append("  settings: " + json.dumps(r.settings, sort_keys=True))
+            for p in by_run.get(r.run_id, []):
+                lines.append(f"  [{p.provenance_id}] {p.backend_version or p.backend}; timestamps: {p.timestamps}")
+                if p.clocks:
+                    lines.append("    clocks: " + json.dumps(p.clocks, sort_keys=True))
+        if self.clocks:
+            lines += ["clocks seen:", txt.clocks(self.clocks)]
+        return "\n".join(lines)
+
+    def text(self) -> str:
+        """The whole report as text."""
+        scopes = sorted({s for s in self.scopes.values() if s})
+        parts = [f"scope: {'; or '.join(scopes)} (instances outside it are left out)", ""] if scopes else []
+        parts.append(self.region_table())
+        for title, rows, render in (
+            ("kernels", self.kernels, self.kernel_table),
+            ("counters", self.counters, self.counter_table),
+            ("compiler facts", self.compiler, self.compiler_table),
+            ("attribution", self.attribution, self.attribution_table),
+            ("ranks (skew of each occurrence: its largest lag over the ranks)", self.ranks, self.rank_table),
+        ):
+            if rows:
+                parts += ["", f"{title}:", render()]
+        parts += ["", self.runs_table()]
+        cov = self.coverage()
+        if cov:
+            parts += ["", "missing coverage:", *(f"  {c}" for c in cov)]
+        return "\n".join(parts)
+
+    # -- machine-readable forms -------------------------------------------------------------------
+    def rows(self, table: TableName) -> tuple[Any, ...]:
+        """The rows of one table (dataclass values)."""
+        if table not in TABLES:
+            msg = f"unknown report table {table!r}; the tables are: {', '.join(TABLES)}"
+            raise ValueError(msg)
+        return tuple(getattr(self, table))
+
+    def to_polars(self, table: TableName = "regions") -> pl.DataFrame:
+        """One table as a polars DataFrame (``TABLES`` lists them); nested values become structs/lists."""
+        import polars as pl
+
+        from argus_lab.report.json import clean
+
+        rows = [clean(r) for r in self.rows(table)]
+        for r in rows:  # dict columns with varying keys (shares, counters, settings) travel as JSON text
+            for k, v in r.items():
+                if isinstance(v, dict):
+                    r[k] = json.dumps(v, sort_keys=True)
+        if not rows:
+            return pl.DataFrame()
+        return pl.DataFrame(rows, infer_schema_length=None)
+
+    def to_dict(self) -> dict[str, Any]:
+        """The JSON object for optimization agents (schema ``argus_lab.report-json/1``, docs/report-json.md)."""
+        from argus_lab.report.json import build
+
+        return build(self)
+
+    def to_json(self, indent: int | None = None) -> str:
+        """:meth:`to_dict` as JSON text."""
+        return json.dumps(self.to_dict(), indent=indent, sort_keys=False, allow_nan=False)
+
+    def trace(self, path: str, signal: str) -> list[dict[str, Any]]:
+        """Provenance of every instance value behind one region row: run, backend and version, settings,
+        clocks, timestamp kind, command and the join's rules (the query is ``report.sql.TRACE``)."""
+        cols = [
+            "run_id",
+            "instance_id",
+            "repetition",
+            "signal",
+            "inclusive",
+            "exclusive",
+            "unit",
+            "backend",
+            "w_exact",
+            "w_ordinal",
+            "w_temporal",
+            "w_ambiguous",
+            "w_mismatch",
+            "provenance_id",
+            "measured_in_run",
+            "backend_version",
+            "settings",
+            "clocks",
+            "timestamps",
+            "command",
+            "versions",
+            "host",
+            "join_rules",
+        ]
+        return [dict(zip(cols, r, strict=True)) for r in self.store.rows(TRACE, [list(self.run_ids), path, signal])]
+
+    def diff(self, other: Report) -> ReportDiff:
+        """What changed from this report (the base) to ``other`` beyond run-to-run noise (rule: diff.RULE)."""
+        units = {**other._units, **self._units}
+        return ReportDiff(self.run_ids, other.run_ids, compare(self._values, other._values, units))
+
+    def __str__(self) -> str:
+        return self.text()
+
+    def __repr__(self) -> str:
+        return f"<argus_lab.Report of {len(self.run_ids)} run(s), {len({r.path for r in self.regions})} region(s)>"
+
+    def _repr_mimebundle_(self, include: Any = None, exclude: Any = None) -> dict[str, Any]:
+        """The argus JSON, text and HTML fallback; the views own the look (:data:`RENDERER`)."""
+        renderer = importlib.import_module(RENDERER)
+        bundle: dict[str, Any] = renderer.mimebundle(self)
+        return bundle
+
+
+def _run_row(r: tuple[Any, ...]) -> RunRow:
+    (run_id, idx, status, backends, signals, reps, warm, done, secs, workload, command, cause, reason, vers, env,
+     host, settings) = r  # fmt: skip
+    return RunRow(
+        run_id, idx or 0, status or "", tuple(backends or ()), tuple(signals or ()), reps or 0, warm or 0,
+        done or 0, secs,
+        workload or "", command or "", cause or "", reason or "", json.loads(vers or "{}"), json.loads(env or "{}"),
+        host or "", json.loads(settings or "{}"),
+    )  # fmt: skip
+
+
+def asdicts(rows: tuple[Any, ...]) -> list[dict[str, Any]]:
+    """Rows of any report table as plain dicts."""
+    return [asdict(r) for r in rows]

@@ -1,0 +1,28 @@
+"""Columns of store tables as they travel from a run to the store: JSON columns and Arrow-ready values.
+
+Shared by the run's shards (:mod:`argus_lab.run.shards`) and the store's writer (:mod:`argus_lab.store.db`).
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+JSON_COLUMNS = frozenset({"settings", "clocks", "spec", "env", "versions"})
+"""Columns stored as JSON text; list columns ``backends`` and ``signals`` stay lists."""
+
+
+def jsonable_columns(data: Mapping[str, Sequence[Any]]) -> dict[str, Sequence[Any]]:
+    """Columns ready for Arrow: dicts and lists in JSON columns (or in any column led by one) become JSON text.
+
+    Merged evidence can mix dicts and JSON text in one column (one collector gives a dict, another text), so each
+    value is converted on its own and text is left as it is.
+    """
+    out: dict[str, Sequence[Any]] = {}
+    for key, col in data.items():
+        if col and (isinstance(col[0], dict | list) or key in JSON_COLUMNS) and key not in {"backends", "signals"}:
+            out[key] = [json.dumps(v) if isinstance(v, dict | list) else v for v in col]
+        else:
+            out[key] = col
+    return out

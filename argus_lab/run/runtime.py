@@ -1,0 +1,396 @@
+"""Executes a plan: each planned run in this process or in a child process, every outcome stored.
+
+* A run whose backends are all in-process collectors runs here (callables can only run here).
+* A run with a launcher backend (``ncu``) runs the workload in a child process (``python -m argus_lab.run.child``)
+  that the launcher wraps; the child writes Parquet shards which are read here and handed to the sink.
+* A run that needs a GPU on a machine without one is stored as ``skipped`` with the reason.
+* A run that fails (the workload raised, a backend could not start) or dies (the child was killed) is stored
+  with its cause and whatever it finished; the other runs go on (``on_error="continue"``) or the plan stops
+  (``on_error="stop"``; the remaining runs are stored as ``not run``).
+
+Everything goes to a :class:`~argus_lab.run.sink.Sink` (the store side implements it) as soon as a run ends.  The
+join is not run here: whoever drives the plan runs it where the runs end (:func:`argus_lab.faces.measure.run_plan`).
+"""
+
+from __future__ import annotations
+
+import functools
+import getpass
+import json
+import os
+import shlex
+import signal
+import subprocess
+import sys
+import time
+import uuid
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, replace
+from pathlib import Path
+from typing import Any, Literal
+
+from argus_lab.errors import ArgusError, PlanError
+from argus_lab.plan.backends import BACKENDS
+from argus_lab.plan.catalog import lookup
+from argus_lab.plan.model import Plan, PlannedRun
+from argus_lab.run import shards
+from argus_lab.run.driver import drive
+from argus_lab.run.loader import load_backend
+from argus_lab.run.machine import environment, gpu_available, hostname, no_gpu_reason, versions
+from argus_lab.run.protocols import RunContext
+from argus_lab.run.sink import Sink
+from argus_lab.run.workload import Workload
+
+OnError = Literal["continue", "stop"]
+
+
+@dataclass(frozen=True)
+class RunResult:
+    """The outcome of one planned run."""
+
+    run_id: str
+    index: int
+    status: str  # ok | partial (GPU backends left out) | failed | died | interrupted | skipped | not run
+    cause: str
+    reps_done: int
+    seconds: float
+
+
+@dataclass(frozen=True)
+class Execution:
+    """The outcome of a whole plan."""
+
+    session_id: str
+    request_id: str
+    results: tuple[RunResult, ...]
+
+    @property
+    def run_ids(self) -> tuple[str, ...]:
+        """Ids of every run of the plan, in plan order."""
+        return tuple(r.run_id for r in self.results)
+
+    @property
+    def ok(self) -> bool:
+        """Whether every executed run finished ok (skipped runs do not count as failures)."""
+        return all(r.status in ("ok", "skipped", "partial") for r in self.results)
+
+
+ProgressFn = Callable[[str, PlannedRun, RunResult | None], None]
+
+
+@functools.cache
+def _session_id() -> str:
+    return f"s-{time.strftime('%Y%m%d-%H%M%S')}-{uuid.uuid4().hex[:6]}"
+
+
+def session_columns(label: str = "") -> dict[str, list[Any]]:
+    """The ``sessions`` row of this process (a store keeps the first row written for a session id)."""
+    return {
+        "session_id": [_session_id()],
+        "created_ns": [time.time_ns()],
+        "host": [hostname()],
+        "user_name": [getpass.getuser()],
+        "argus_version": [versions().get("argus_lab", "")],
+        "cwd": [os.getcwd()],
+        "label": [label],
+    }
+
+
+def execute(
+    plan: Plan,
+    workload: Workload,
+    sink: Sink,
+    *,
+    on_error: OnError = "continue",
+    progress: ProgressFn | None = None,
+    timeout_s: float | None = None,
+    launch: Sequence[str] = (),
+) -> Execution:
+    """Execute every run of ``plan`` on ``workload``, handing each run's evidence to ``sink`` as soon as it ends.
+
+    ``launch`` is a command prefix that starts several processes (e.g. ``torchrun --nproc-per-node 2``); every
+    run is then a child run started through it, each rank writes its own shards, and they are merged here.
+    The join is left to the caller (it runs where the runs end: :func:`argus_lab.faces.measure.run_plan`).
+    """
+    if on_error not in ("continue", "stop"):
+        msg = f"on_error must be 'continue' or 'stop', got {on_error!r}"
+        raise PlanError(msg)
+    sessions = session_columns()
+    session_id = sessions["session_id"][0]
+    request_id = f"q-{uuid.uuid4().hex[:10]}"
+    plan_id = f"p-{uuid.uuid4().hex[:10]}"
+    sink.write(
+        {
+            "sessions": sessions,
+            "requests": {
+                "request_id": [request_id],
+                "session_id": [session_id],
+                "created_ns": [time.time_ns()],
+                "text": [_request_text(plan)],
+                "spec": [json.dumps(plan.request.to_dict(), sort_keys=True)],
+            },
+            "plans": {
+                "plan_id": [plan_id],
+                "request_id": [request_id],
+                "text": [plan.explain()],
+                "spec": [plan.to_json()],
+            },
+        }
+    )
+    results: list[RunResult] = []
+    stop = False
+    for run in plan.runs:
+        run_id = f"r-{uuid.uuid4().hex[:10]}"
+        if progress is not None:
+            progress("start", run, None)
+        _insert_run(sink, run, run_id, session_id, request_id, plan_id, workload)
+        if stop:
+            result = _finish(sink, run_id, run.index, "not run", "an earlier run failed and on_error='stop'", 0, 0.0)
+        else:
+            result = _execute_run(run, run_id, workload, sink, timeout_s, tuple(launch))
+        results.append(result)
+        if progress is not None:
+            progress("end", run, result)
+        if result.status == "interrupted":
+            raise KeyboardInterrupt
+        if result.status in ("failed", "died") and on_error == "stop":
+            stop = True
+    return Execution(session_id, request_id, tuple(results))
+
+
+def _request_text(plan: Plan) -> str:
+    r = plan.request
+    names = ",".join(s.name for s in r.signals)
+    return f"signals={names} scope={str(r.scope) or '*'} repeat={r.repeat} warmup={r.warmup}"
+
+
+def _insert_run(
+    sink: Sink, run: PlannedRun, run_id: str, session_id: str, request_id: str, plan_id: str, workload: Workload
+) -> None:
+    sink.write(
+        {
+            "runs": {
+                "run_id": [run_id],
+                "session_id": [session_id],
+                "request_id": [request_id],
+                "plan_id": [plan_id],
+                "plan_index": [run.index],
+                "variant": [run.variant],
+                "backends": [list(run.backends)],
+                "signals": [list(run.signals)],
+                "settings": [json.dumps({k: dict(v) for k, v in run.settings.items()}, sort_keys=True)],
+                "workload": [workload.describe()],
+                "command": [""],
+                "env": [json.dumps(environment())],
+                "versions": [json.dumps(versions())],
+                "status": ["running"],
+                "cause": [""],
+                "repetitions": [run.repeat],
+                "warmup": [run.warmup],
+                "reps_done": [0],
+                "started_ns": [time.time_ns()],
+                "host": [hostname()],
+                "pid": [os.getpid()],
+                "reason": [run.reason],
+            }
+        }
+    )
+
+
+def _finish(
+    sink: Sink, run_id: str, index: int, status: str, cause: str, reps: int, secs: float, command: str | None = None
+) -> RunResult:
+    sink.finish_run(run_id, status=status, cause=cause, reps_done=reps, ended_ns=time.time_ns(), command=command)
+    return RunResult(run_id, index, status, cause, reps, secs)
+
+
+def _execute_run(
+    run: PlannedRun,
+    run_id: str,
+    workload: Workload,
+    sink: Sink,
+    timeout_s: float | None,
+    launch: tuple[str, ...] = (),
+) -> RunResult:
+    t0 = time.monotonic()
+    if run.needs_gpu and not gpu_available():
+        needing = [b for b in run.backends if BACKENDS[b].needs_gpu]
+        rest = tuple(b for b in run.backends if b not in needing)
+        lost = tuple(s for s in run.signals if lookup(s).backend in needing)
+        cause = f"not collected: {', '.join(lost)} need {', '.join(needing)}, but {no_gpu_reason()}"
+        if not [b for b in rest if b not in run.attached]:
+            return _finish(sink, run_id, run.index, "skipped", cause, 0, 0.0)
+        kept = tuple(s for s in run.signals if s not in lost)
+        part = replace(run, backends=rest, signals=kept, attached=tuple(b for b in run.attached if b in rest))
+        result = _execute_run(part, run_id, workload, sink, timeout_s, launch)
+        if result.status != "ok":
+            return result
+        return _finish(sink, run_id, run.index, "partial", cause, result.reps_done, result.seconds)
+    forced = os.environ.get("ARGUS_FORCE_CHILD") == "1" and workload.can_run_in_child
+    if run.launcher is not None or launch or forced:
+        return _child_run(run, run_id, workload, sink, timeout_s, t0, launch)
+    return _in_process_run(run, run_id, workload, sink, t0)
+
+
+def _in_process_run(run: PlannedRun, run_id: str, workload: Workload, sink: Sink, t0: float) -> RunResult:
+    folder = sink.run_folder(run_id)
+    try:
+        collectors = [load_backend(b) for b in run.backends]
+    except ArgusError as exc:
+        return _finish(sink, run_id, run.index, "failed", str(exc), 0, time.monotonic() - t0)
+    outcome = drive(run_id, workload, collectors, run.signals, run.settings, run.repeat, run.warmup, folder)
+    sink.write(outcome.evidence)
+    return _finish(
+        sink,
+        run_id,
+        run.index,
+        outcome.status,
+        outcome.cause,
+        outcome.reps_done,
+        time.monotonic() - t0,
+        command=f"in-process: {workload.describe()}",
+    )
+
+
+def child_command(spec_path: Path) -> list[str]:
+    """The command that runs one child run."""
+    return [sys.executable, "-m", "argus_lab.run.child", str(spec_path)]
+
+
+def _child_run(
+    run: PlannedRun,
+    run_id: str,
+    workload: Workload,
+    sink: Sink,
+    timeout_s: float | None,
+    t0: float,
+    launch: tuple[str, ...] = (),
+) -> RunResult:
+    folder = sink.run_folder(run_id)
+    folder.mkdir(parents=True, exist_ok=True)
+    try:
+        spec = {
+            "run_id": run_id,
+            "workload": workload.to_dict(),
+            "collectors": [b for b in run.backends if not BACKENDS[b].launches_workload],
+            "signals": list(run.signals),
+            "settings": {k: dict(v) for k, v in run.settings.items()},
+            "repeat": run.repeat,
+            "warmup": run.warmup,
+            "out_dir": str(folder),
+        }
+    except ArgusError as exc:
+        return _finish(sink, run_id, run.index, "failed", str(exc), 0, time.monotonic() - t0)
+    spec_path = folder / "spec.json"
+    spec_path.write_text(json.dumps(spec, indent=1))
+    cmd = launch_command(launch, child_command(spec_path))
+    launcher: Any = None
+    ctx = RunContext(run_id, tuple(run.signals), {}, folder)
+    if run.launcher is not None:
+        ctx = RunContext(run_id, tuple(run.signals), run.settings.get(run.launcher, {}), folder)
+        try:
+            launcher = load_backend(run.launcher)
+            cmd = launcher.command(ctx, cmd)
+        except ArgusError as exc:
+            return _finish(sink, run_id, run.index, "failed", str(exc), 0, time.monotonic() - t0)
+    env = dict(os.environ, ARGUS_CHILD="1", ARGUS_RUN_ID=run_id, PYTHONUNBUFFERED="1")
+    env["PYTHONPATH"] = os.pathsep.join(
+        filter(None, [str(Path(__file__).resolve().parents[2]), env.get("PYTHONPATH", "")])
+    )
+    log = folder / "child.log"
+    with log.open("wb") as out:
+        try:
+            proc = subprocess.run(
+                cmd, stdout=out, stderr=subprocess.STDOUT, env=env, timeout=timeout_s, check=False, cwd=workload.cwd
+            )
+            code = proc.returncode
+        except subprocess.TimeoutExpired:
+            code = -int(signal.SIGKILL)
+        except FileNotFoundError as exc:
+            msg = f"cannot start {cmd[0]!r}: {exc.strerror}; check that the tool is installed and on PATH"
+            return _finish(sink, run_id, run.index, "failed", msg, 0, time.monotonic() - t0)
+    tables, status = shards.read_folder(folder)
+    if launcher is not None and status is not None:
+        inst = tables.get("region_instances")
+        cols = inst.to_pydict() if inst is not None else {"instance_id": []}
+        try:
+            for table, data in launcher.evidence(ctx, cols).items():
+                tables[table] = _concat(tables.get(table), data)
+        except ArgusError as exc:
+            status = {"status": "failed", "cause": str(exc), "reps_done": status.get("reps_done", 0)}
+    sink.write(tables)
+    reps = (
+        len({r for r in tables["region_instances"].column("repetition").to_pylist()})
+        if ("region_instances" in tables)
+        else 0
+    )
+    command = shlex.join(cmd)
+    if status is None:
+        how = f"killed by {signal.Signals(-code).name}" if code < 0 else f"exited with status {code}"
+        tail = _tail(log)
+        cause = f"the child process {how} before it finished; {reps} repetition(s) were saved. Last output:\n{tail}"
+        return _finish(sink, run_id, run.index, "died", cause, reps, time.monotonic() - t0, command)
+    return _finish(
+        sink,
+        run_id,
+        run.index,
+        status["status"],
+        status["cause"],
+        int(status["reps_done"]),
+        time.monotonic() - t0,
+        command,
+    )
+
+
+def launch_command(launch: Sequence[str], child: list[str]) -> list[str]:
+    """``child`` started through a multi-process launcher (torchrun gets ``--no-python``: the child is a command)."""
+    if not launch:
+        return child
+    prefix = list(launch)
+    torchrun = Path(prefix[0]).name == "torchrun" or "torch.distributed.run" in prefix
+    if torchrun and "--no-python" not in prefix and "--no_python" not in prefix:
+        prefix.append("--no-python")
+    return prefix + child
+
+
+def _concat(a: Any, data: Any) -> Any:
+    import pyarrow as pa
+
+    b = data if isinstance(data, pa.Table) else shards._table(data)
+    return b if a is None else pa.concat_tables([a, b], promote_options="default")
+
+
+def _tail(path: Path, lines: int = 8) -> str:
+    try:
+        text = path.read_text(errors="replace")
+    except OSError:
+        return ""
+    return "\n".join(text.splitlines()[-lines:])
+
+
+def terminal_progress() -> ProgressFn | None:
+    """A tqdm bar on a terminal, nothing elsewhere."""
+    if not sys.stderr.isatty():
+        return None
+    from tqdm import tqdm
+
+    bars: dict[int, Any] = {}
+
+    def show(event: str, run: PlannedRun, result: RunResult | None) -> None:
+        if event == "start":
+            bars[run.index] = tqdm(total=1, desc=f"run {run.index} [{', '.join(run.backends)}]", leave=True)
+        elif result is not None:
+            bar = bars.pop(run.index)
+            bar.set_postfix_str(result.status)
+            bar.update(1)
+            bar.close()
+
+    return show
+
+
+def summarize(results: Sequence[RunResult]) -> str:
+    """One line per run."""
+    return "\n".join(
+        f"run {r.index} ({r.run_id}): {r.status}" + (f" - {r.cause.splitlines()[0]}" if r.cause else "")
+        for r in results
+    )
