@@ -87,6 +87,33 @@ def median(xs: list[float]) -> float:
     return statistics.median(xs) if xs else float("nan")
 
 
+def joined_store(ev: dict[str, Any], instances: dict[str, Any], run_id: str, backends: list[str]) -> Any:
+    """The collectors' raw evidence of one run in a temporary store, joined (the join makes every per-instance
+    value and attribution; the backends store raw evidence only)."""
+    import tempfile
+
+    from argus_lab import join
+    from argus_lab.store import Store
+
+    store = Store(Path(tempfile.mkdtemp(prefix="argus-join-")) / f"{run_id}.duckdb")
+    inst = dict(instances)
+    inst["run_id"] = [run_id] * len(inst["instance_id"])
+    tables = {k: v for k, v in ev.items() if k not in ("region_instances", "runs")}
+    runs = {"run_id": [run_id], "plan_index": [0], "backends": [backends], "status": ["ok"]}
+    store.write({"runs": runs, "region_instances": inst, **tables})
+    join.attribute_request(store, [run_id])
+    return store
+
+
+def joined_values(store: Any, run_id: str) -> list[tuple[int, str, str, float]]:
+    """(instance id, path, signal, inclusive value) of every value the join made for ``run_id``."""
+    return store.rows(
+        "SELECT v.instance_id, i.path, v.signal, v.inclusive FROM instance_values v "
+        "JOIN region_instances i USING (run_id, instance_id) WHERE v.run_id = ? AND v.inclusive IS NOT NULL",
+        [run_id],
+    )
+
+
 def merge_figures(out: Path, key: str, value: Any) -> None:
     path = out / "figures.json"
     data = json.loads(path.read_text()) if path.exists() else {}
@@ -190,20 +217,15 @@ def run_case(name: str, out: Path) -> None:
 
 def summarize_case(name: str, ev: dict[str, Any]) -> None:
     inst = ev["region_instances"]
-    path_of = dict(zip(inst["instance_id"], inst["path"], strict=True))
-    m = ev.get("metrics", {})
+    run_id = inst["run_id"][0] if inst["run_id"] else f"rec-{name}"
+    store = joined_store(ev, inst, run_id, ["cupti", "nvml", "compiler"])
     per: dict[tuple[str, str], list[float]] = {}
-    for iid, sig, val in zip(m.get("instance_id", []), m.get("signal", []), m.get("value", []), strict=True):
-        if iid is None or sig == "gpu.kernel_time":
-            continue
-        per.setdefault((path_of.get(iid, "?"), sig), []).append(val)
+    for _, path, sig, val in joined_values(store, run_id):
+        per.setdefault((path, sig), []).append(val)
     for (path, sig), vals in sorted(per.items()):
         print(f"[case {name}]   {path:28s} {sig:22s} n={len(vals):3d} median={median(vals):14.1f}")
-    att = ev.get("attributions", {})
-    classes: dict[str, int] = {}
-    for c in att.get("class", []):
-        classes[c] = classes.get(c, 0) + 1
-    tails = sum(1 for r in att.get("reason", []) if "past the region's host exit" in r)
+    classes = dict(store.rows("SELECT class, count(*) FROM attributions WHERE evidence = 'kernel' GROUP BY ALL"))
+    tails = store.rows("SELECT count(*) FROM attributions WHERE reason LIKE '%past the region''s host exit%'")[0][0]
     print(f"[case {name}]   attribution classes={classes} kernels_running_past_host_exit={tails}")
     facts = ev.get("kernel_facts", {})
     for i, nm in enumerate(facts.get("name", [])):
@@ -323,11 +345,9 @@ def _cupti_pass(work: dict[str, Any], iters: int, out: Path) -> tuple[dict[str, 
         seen[path] = k + 1
         variant[iid] = f"{path}@queued" if k % 2 else path
     vals: dict[str, list[float]] = {}
-    m = ev["metrics"]
-    for iid, sig, val in zip(m["instance_id"], m["signal"], m["value"], strict=True):
-        if iid is None or sig not in ("gpu.time", "gpu.span"):
-            continue
-        vals.setdefault(f"{variant[iid]}:{sig}", []).append(val)
+    for iid, _, sig, val in joined_values(joined_store(ev, inst, "events", ["cupti"]), "events"):
+        if sig in ("gpu.time", "gpu.span"):
+            vals.setdefault(f"{variant[iid]}:{sig}", []).append(val)
     return vals, events
 
 
@@ -484,10 +504,8 @@ def run_driver_attr(mode: str, out: Path) -> None:
     inst = rec.columns()
     ev = coll.evidence(inst)
     path_of = dict(zip(inst["instance_id"], inst["path"], strict=True))
-    a = ev["attributions"]
-    classes: dict[str, int] = {}
-    for cls in a.get("attribution", []):
-        classes[cls] = classes.get(cls, 0) + 1
+    store = joined_store(ev, inst, "attr", ["cupti"])
+    classes = dict(store.rows("SELECT class, count(*) FROM attributions WHERE evidence = 'kernel' GROUP BY ALL"))
     k = ev["kernels"]
     per_region: dict[str, int] = {}
     for iid in k["instance_id"]:
@@ -960,9 +978,9 @@ def run_pm(out: Path) -> None:
             f"first={t[:2]} last={t[-2:]} values={list(zip(smp['signal'][:4], smp['value'][:4], strict=True))}"
         )
         per: dict[str, list[float]] = {}
-        for sig, val in zip(ev["metrics"]["signal"], ev["metrics"]["value"], strict=True):
+        for _, _, sig, val in joined_values(joined_store(ev, rec.columns(), "pm", ["pm"]), "pm"):
             per.setdefault(sig, []).append(val)
-        print(f"[pm] {label}: per-instance means {per}")
+        print(f"[pm] {label}: per-instance values (the join's time-weighted windows) {per}")
         results[label] = {"samples": len(t), "counts": pm.counts}
         folder = out / "data" / "pm"
         folder.mkdir(parents=True, exist_ok=True)

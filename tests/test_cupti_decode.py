@@ -1,40 +1,48 @@
-"""CUPTI decoding and aggregation on activity records recorded on the H200 (tests/data/gpu/cases, see README)."""
+"""CUPTI decoding on activity records recorded on the H200 (tests/data/gpu/cases, see README), and the join's values
+of the decoded records (the backend decodes raw evidence only; every per-instance value comes from the join)."""
 
 from __future__ import annotations
 
 import json
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 import pyarrow.parquet as pq
 import pytest
+from recorded_cases import CASES, joined_case
+from recorded_cases import per_path as joined_per_path
 
 from argus_lab.backends.cupti import decode as dec
+from argus_lab.store import Store
 
-CASES = Path(__file__).parent / "data" / "gpu" / "cases"
 ALL = ("nested", "triton", "two_streams", "graph", "backward", "edge")
+_STORES: dict[str, Store] = {}
+
+
+@pytest.fixture(scope="module", autouse=True)
+def _joined_stores(tmp_path_factory: pytest.TempPathFactory) -> Iterator[None]:
+    folder = tmp_path_factory.mktemp("cases")
+    for case in ("nested", "two_streams", "graph", "edge"):
+        _STORES[case] = joined_case(folder, case)
+    yield
+    _STORES.clear()
 
 
 def instances(case: str) -> dict[str, list[Any]]:
     return pq.read_table(CASES / case / "instances.parquet").to_pydict()
 
 
-def evidence(case: str) -> tuple[dict[str, np.ndarray], dict[str, list[Any]], dict[str, list[Any]]]:
+def evidence(case: str) -> tuple[dict[str, np.ndarray], dict[str, list[Any]]]:
+    """The decoded kernel rows of a recorded case, and its region instances."""
     raw = dec.load_raw(CASES / case / "cupti")
-    kernels = dec.kernel_table(raw, "r")
-    inst = instances(case)
-    return kernels, inst, dec.instance_metrics(kernels, inst, "r")
+    return dec.kernel_table(raw, "r"), instances(case)
 
 
 def per_path(case: str, signal: str) -> dict[str, list[float]]:
-    _, inst, m = evidence(case)
-    path_of = dict(zip(inst["instance_id"], inst["path"], strict=True))
-    out: dict[str, list[float]] = {}
-    for iid, sig, val in zip(m["instance_id"], m["signal"], m["value"], strict=True):
-        if sig == signal and iid is not None:
-            out.setdefault(path_of[iid], []).append(val)
-    return out
+    """The join's inclusive values of ``signal`` for the decoded records of ``case``, by region path."""
+    return joined_per_path(_STORES[case], case, signal)
 
 
 def layouts() -> dict[int, np.dtype]:
@@ -64,15 +72,19 @@ def test_raw_buffers_decode_to_the_recorded_columns(case: str) -> None:
 
 
 def test_nested_regions_get_their_kernels_exactly() -> None:
-    kernels, inst, _ = evidence("nested")
+    kernels, inst = evidence("nested")
     assert set(kernels["instance_id"].tolist()) == set(inst["instance_id"])  # every kernel is in a region
     k = per_path("nested", "gpu.kernels")
     assert k == {"outer": [3.0] * 4, "outer/inner": [2.0] * 4}  # matmul + (relu, add) in inner, inclusive
     # inclusive time: outer's gpu.time is its own matmul plus its inner instance's two kernels
     dur = kernels["end_ns"] - kernels["start_ns"]
     parent = dict(zip(inst["instance_id"], inst["parent_instance_id"], strict=True))
-    _, _, m = evidence("nested")
-    times = {i: v for i, s, v in zip(m["instance_id"], m["signal"], m["value"], strict=True) if s == "gpu.time" and i}
+    times = dict(
+        _STORES["nested"].rows(
+            "SELECT instance_id, inclusive FROM instance_values WHERE run_id = 'nested' AND signal = 'gpu.time'"
+        )
+    )
+    assert set(times) == set(inst["instance_id"])
     for iid, t in times.items():
         own = {iid} | {c for c, p in parent.items() if p == iid}
         assert t == pytest.approx(float(dur[np.isin(kernels["instance_id"], list(own))].sum()))
@@ -81,7 +93,7 @@ def test_nested_regions_get_their_kernels_exactly() -> None:
 
 
 def test_kernel_launch_metadata_is_kept() -> None:
-    kernels, _, _ = evidence("nested")
+    kernels, _ = evidence("nested")
     sgemm = kernels["name"] == "_ZN7cutlass7Kernel2I43cutlass_80_simt_sgemm_256x128_8x4_nn_align1EEvNT_6ParamsE"
     assert sgemm.sum() == 4
     assert set(kernels["registers"][sgemm].tolist()) == {202}  # the value gpu-apis.md quotes for this kernel
@@ -92,7 +104,7 @@ def test_kernel_launch_metadata_is_kept() -> None:
 
 
 def test_ordinals_number_kernels_within_their_instance_in_launch_order() -> None:
-    kernels, inst, _ = evidence("nested")
+    kernels, inst = evidence("nested")
     path_of = dict(zip(inst["instance_id"], inst["path"], strict=True))
     for iid in inst["instance_id"]:
         sel = kernels["instance_id"] == iid
@@ -110,54 +122,45 @@ def test_two_streams_overlap_so_time_exceeds_span() -> None:
     k = per_path("two_streams", "gpu.kernels")
     assert k["two_streams/s1"] == [2.0] * 3
     assert k["two_streams/s2"] == [2.0] * 3
-    kernels, _, _ = evidence("two_streams")
+    kernels, _ = evidence("two_streams")
     assert len(set(kernels["stream_id"].tolist())) == 2
 
 
 def test_graph_replays_inherit_the_region_of_their_launch() -> None:
-    kernels, _, _ = evidence("graph")
+    kernels, _ = evidence("graph")
     assert per_path("graph", "gpu.kernels") == {"graph": [6.0] * 3}
     assert (kernels["graph_id"] > 0).all()
     # three kernels share each cudaGraphLaunch correlation id; the key tells them apart
     assert len(set(kernels["correlation_id"].tolist())) == 6
     assert len(set(kernels["kernel_key"].tolist())) == 18
     # launch overhead counts each cudaGraphLaunch once, not once per kernel
-    _, _, m = evidence("graph")
-    lo = [v for s, v in zip(m["signal"], m["value"], strict=True) if s == "gpu.launch_overhead"]
+    lo = per_path("graph", "gpu.launch_overhead")["graph"]
+    assert len(lo) == 3
     api = kernels["api_end_ns"] - kernels["api_start_ns"]
     by_corr = {c: a for c, a in zip(kernels["correlation_id"].tolist(), api.tolist(), strict=True)}
     assert sum(lo) == pytest.approx(sum(by_corr.values()))
 
 
-def test_backward_kernels_from_the_autograd_thread_are_unattributed_with_a_reason() -> None:
-    kernels, inst, _ = evidence("backward")
-    att = dec.attributions(kernels, inst, "r")
-    un = [r for c, r in zip(att["class"], att["reason"], strict=True) if c == "unattributed"]
-    assert len(un) == 45
+def test_backward_kernels_from_the_autograd_thread_carry_no_instance_id() -> None:
+    """Raw evidence: autograd's thread pushed no external correlation id, so its launches carry none (the join
+    then classes them; see test_join_recorded.test_autograd_backward_thread_is_temporal)."""
+    kernels, inst = evidence("backward")
+    carried = kernels["instance_id"] != 0
+    assert int((~carried).sum()) == 45
     main = {t & 0xFFFFFFFF for t in inst["thread_id"]}
-    un_threads = {
-        t & 0xFFFFFFFF for t, i in zip(kernels["thread_id"].tolist(), att["instance_id"], strict=True) if i is None
-    }
-    assert un_threads.isdisjoint(main)
-    assert sum("open on other threads" in r for r in un) >= 1
-    assert per_path("backward", "gpu.kernels") == {
-        "train_step": [6.0] * 3,
-        "train_step/forward": [5.0] * 3,
-        "train_step/backward": [1.0] * 3,
-    }
+    assert {int(t) & 0xFFFFFFFF for t in kernels["thread_id"][~carried].tolist()}.isdisjoint(main)
+    assert {int(t) & 0xFFFFFFFF for t in kernels["thread_id"][carried].tolist()} <= main
+    assert dec.summarize(kernels)["no_instance_id"] == 45
 
 
 def test_edge_cases_empty_region_outside_kernel_async_tail_and_copies() -> None:
-    kernels, inst, _ = evidence("edge")
+    kernels, inst = evidence("edge")
     k = per_path("edge", "gpu.kernels")
     assert k["host_only"] == [0.0] * 3
     assert "host_only" not in per_path("edge", "gpu.span")  # no kernel, no span
-    att = dec.attributions(kernels, inst, "r")
-    outside = [n for n, c in zip(kernels["name"], att["class"], strict=True) if c == "unattributed"]
+    outside = [n for n, i in zip(kernels["name"], kernels["instance_id"].tolist(), strict=True) if not i]
     assert len(outside) == 3
     assert all("cos" in n for n in outside)
-    tails = [r for r, e in zip(att["reason"], att["evidence"], strict=True) if "past the region's host exit" in r]
-    assert len(tails) >= 3
     path_of = dict(zip(inst["instance_id"], inst["path"], strict=True))
     end_of = dict(zip(inst["instance_id"], inst["end_ns"], strict=True))
     tail_k = [
@@ -166,8 +169,10 @@ def test_edge_cases_empty_region_outside_kernel_async_tail_and_copies() -> None:
         if i and path_of[i] == "tail"
     ]
     assert all(e > x for e, x in tail_k)
-    assert per_path("edge", "gpu.memcpy_bytes") == {"copies": [float(2 * 16 << 20)] * 3}
-    assert per_path("edge", "gpu.memset_bytes") == {"copies": [float(16 << 20)] * 3}
+    copied = {p: v for p, v in per_path("edge", "gpu.memcpy_bytes").items() if any(v)}
+    assert copied == {"copies": [float(2 * 16 << 20)] * 3}
+    set_ = {p: v for p, v in per_path("edge", "gpu.memset_bytes").items() if any(v)}
+    assert set_ == {"copies": [float(16 << 20)] * 3}
     kinds = set(kernels["kind"].tolist())
     assert kinds == {"kernel", "memcpy", "memset"}
     names = set(kernels["name"][kernels["kind"] == "memcpy"].tolist())
@@ -175,21 +180,13 @@ def test_edge_cases_empty_region_outside_kernel_async_tail_and_copies() -> None:
 
 
 def test_kernel_rows_store_and_read_back(tmp_path: Path) -> None:
-    from argus_lab.store import Store
-
-    kernels, inst, m = evidence("nested")
+    kernels, _ = evidence("nested")
     store = Store(tmp_path / "s.duckdb")
-    store.write(
-        {
-            "kernels": dec.store_kernels(kernels),
-            "metrics": m,
-            "attributions": dec.attributions(kernels, inst, "r"),
-        }
-    )
+    store.write({"kernels": dec.store_kernels(kernels)})
     rows = store.rows("SELECT count(*), count(instance_id), min(ordinal) FROM kernels WHERE kind = 'kernel'")
     assert rows == [(12, 12, 0)]
-    tot = store.rows("SELECT sum(value) FROM metrics WHERE signal = 'gpu.kernel_time'")[0][0]
-    assert tot == pytest.approx(float((kernels["end_ns"] - kernels["start_ns"]).sum()))
+    tot = store.rows("SELECT sum(end_ns - start_ns) FROM kernels WHERE kind = 'kernel'")[0][0]
+    assert tot == int((kernels["end_ns"] - kernels["start_ns"]).sum())
 
 
 def test_walk_rejects_unknown_kinds_and_overruns_synthetic() -> None:
@@ -224,12 +221,11 @@ def test_empty_run_gives_empty_tables() -> None:
     raw = {f: dec.empty_family(f) for f in dec.FAMILY_FIELDS}
     kernels = dec.kernel_table(raw, "r")
     assert all(len(v) == 0 for v in kernels.values())
-    m = dec.instance_metrics(kernels, {"instance_id": [1], "parent_instance_id": [0]}, "r")
-    assert dict(zip(m["signal"], m["value"], strict=True)) == {"gpu.kernels": 0.0, "gpu.time": 0.0}
+    assert set(kernels) >= set(dec.KERNEL_COLUMNS)
 
 
 def test_thread_ids_widen_to_the_region_threads() -> None:
-    kernels, inst, _ = evidence("backward")
+    kernels, inst = evidence("backward")
     wide = dec.widen_thread_ids(kernels, inst["thread_id"])
     main = set(inst["thread_id"])
     attributed = {int(t) for t, i in zip(wide["thread_id"].tolist(), wide["instance_id"].tolist(), strict=True) if i}

@@ -1,7 +1,7 @@
 """The join and the Report on evidence recorded on the H200 (tests/data/gpu, see tests/data/README.md).
 
 Each case of ``examples/gpu/`` was recorded under the CUPTI and NVML collectors; here its raw CUPTI records are
-decoded again (``cupti_decode``), stored with its region instances and NVML samples, and joined.
+decoded again (``backends.cupti.decode``), stored with its region instances and NVML samples, and joined.
 """
 
 from __future__ import annotations
@@ -11,52 +11,14 @@ import json
 from pathlib import Path
 from typing import Any
 
-import pyarrow as pa
-import pyarrow.parquet as pq
 import pytest
+from recorded_cases import CASES, DATA, load_case
 
 from argus_lab import join
-from argus_lab.backends.cupti import decode as dec
 from argus_lab.report import Report
 from argus_lab.store import Store
 
-DATA = Path(__file__).parent / "data"
-CASES = DATA / "gpu" / "cases"
 JOIN_CASES = DATA / "join"
-
-
-def load_case(store: Store, folder: Path, run_id: str, plan_index: int = 0) -> None:
-    """Store one recorded case as run ``run_id`` (CUPTI records decoded again, instances, NVML samples)."""
-    kernels = dec.kernel_table(dec.load_raw(folder / "cupti"), run_id)
-    inst = pq.read_table(folder / "instances.parquet")
-    inst = inst.set_column(inst.column_names.index("run_id"), "run_id", pa.array([run_id] * inst.num_rows))
-    tables: dict[str, Any] = {
-        "runs": {
-            "run_id": [run_id],
-            "plan_index": [plan_index],
-            "backends": [["cupti", "nvml", "host"]],
-            "status": ["ok"],
-            "command": [f"recorded: {folder.relative_to(DATA)}"],
-            "versions": ["{}"],
-            "env": ["{}"],
-            "settings": ["{}"],
-        },
-        "region_instances": inst,
-        "kernels": dec.store_kernels(kernels),
-        "provenance": {
-            "provenance_id": [f"{run_id}:cupti"],
-            "run_id": [run_id],
-            "backend": ["cupti"],
-            "backend_version": ["cupti-python 13.0.1 (recorded on the H200)"],
-            "settings": [json.dumps({"kinds": ["CONCURRENT_KERNEL", "RUNTIME", "DRIVER", "EXTERNAL_CORRELATION"]})],
-            "clocks": ["{}"],
-            "timestamps": ["measured (CUPTI, CLOCK_REALTIME ns)"],
-        },
-    }
-    if (folder / "samples.parquet").exists():
-        s = pq.read_table(folder / "samples.parquet")
-        tables["samples"] = s.set_column(s.column_names.index("run_id"), "run_id", pa.array([run_id] * s.num_rows))
-    store.write(tables)
 
 
 @pytest.fixture(scope="module")

@@ -1,19 +1,54 @@
-"""NVML and PM sampling evidence without a GPU: samples recorded on the H200 (tests/data/gpu), time attribution."""
+"""NVML and PM sampling evidence without a GPU: samples recorded on the H200 (tests/data/gpu), and the join's time
+attribution of them (the backends store raw samples only; :mod:`argus_lab.join.windows` makes the values)."""
 
 from __future__ import annotations
 
 import ctypes
 from pathlib import Path
+from typing import Any
 
 import pyarrow.parquet as pq
 import pytest
 
+from argus_lab import join
 from argus_lab.backends import nvml as nvml_backend
 from argus_lab.backends import pm as pm_backend
 from argus_lab.errors import BackendUnavailableError
 from argus_lab.run.protocols import RunContext
+from argus_lab.store import Store
 
 DATA = Path(__file__).parent / "data" / "gpu"
+
+
+def joined_samples(path: Path, samples: dict[str, list[Any]], instances: dict[str, list[Any]]) -> Store:
+    """A store holding ``samples`` and ``instances`` as run ``r``, joined."""
+    n = len(instances["instance_id"])
+    inst = {
+        "path": ["x"] * n,
+        "parent_instance_id": [0] * n,
+        "thread_id": [1] * n,
+        "repetition": list(range(n)),
+        **instances,
+        "run_id": ["r"] * n,
+    }
+    store = Store(path)
+    store.write(
+        {
+            "runs": {"run_id": ["r"], "plan_index": [0], "backends": [["nvml", "pm"]], "status": ["ok"]},
+            "region_instances": inst,
+            "samples": {**samples, "run_id": ["r"] * len(samples["t_ns"])},
+        }
+    )
+    join.attribute_request(store, ["r"])
+    return store
+
+
+def sample_values(store: Store, signal: str) -> dict[int, tuple[float, str]]:
+    """{instance id: (inclusive value, backend)} of one sampled signal."""
+    rows = store.rows(
+        "SELECT instance_id, inclusive, backend FROM instance_values WHERE run_id = 'r' AND signal = ?", [signal]
+    )
+    return {int(i): (float(v), b) for i, v, b in rows}
 
 
 def has_driver() -> bool:
@@ -41,25 +76,44 @@ def test_recorded_samples_cover_every_signal_with_sane_values() -> None:
     assert set(s["unit"]) == {"MHz", "W", "C", "%"}
 
 
-def test_every_instance_gets_a_windowed_value() -> None:
+def test_instances_get_the_samples_their_windows_overlap(tmp_path: Path) -> None:
     s = pq.read_table(DATA / "cases" / "nested" / "samples.parquet").to_pydict()
     inst = pq.read_table(DATA / "cases" / "nested" / "instances.parquet").to_pydict()
-    m = nvml_backend.window_metrics(s, inst, "r")
-    assert len(m["signal"]) == len(inst["instance_id"]) * len(nvml_backend.SIGNALS)
-    assert all(a.startswith("temporal") for a in m["attribution"])
-    # the nested regions are shorter than the 5 ms interval: the nearest preceding sample stands in
-    assert any("nearest preceding" in a for a in m["attribution"])
+    inst.pop("run_id", None)
+    s.pop("run_id", None)
+    store = joined_samples(tmp_path / "s.duckdb", s, inst)
+    # a sample stands for the time up to half way to its neighbours: the last window ends ~2.6 ms after the last
+    # sample, before the short instances of repetitions 0..3 after the first one; they get no value (none is made
+    # up), while the first `outer` instance, which spans the whole sampling period, gets every signal
+    last_window_end = max(s["t_ns"]) + (max(s["t_ns"]) - sorted(s["t_ns"])[-len(nvml_backend.SIGNALS) - 1]) // 2
+    covered = {i for i, st in zip(inst["instance_id"], inst["start_ns"], strict=True) if st < last_window_end}
+    assert covered == {1}
+    for signal in nvml_backend.SIGNALS:
+        got = sample_values(store, signal)
+        assert set(got) == covered, signal
+        assert {b for _, b in got.values()} == {"nvml"}
+    classes = store.rows(
+        "SELECT DISTINCT class FROM attributions WHERE evidence = 'sample' AND instance_id IS NOT NULL"
+    )
+    assert {c for (c,) in classes} == {"temporal"}
 
 
-def test_window_means_and_nearest_sample_synthetic() -> None:
-    # SYNTHETIC: samples at 0, 10, 20, 30 ns; one instance spans 2 samples, one falls between samples
-    samples = {"signal": ["sys.power"] * 4, "t_ns": [0, 10, 20, 30], "value": [1.0, 3.0, 5.0, 7.0]}
+def test_time_weighted_window_means_synthetic(tmp_path: Path) -> None:
+    # SYNTHETIC: samples at 0, 10, 20, 30 ns; each stands for the time nearer to it than to its neighbours
+    # ([-5, 5), [5, 15), [15, 25), [25, 35)).  Instance 1 [5, 20] spends 10 ns in the second window and 5 ns in
+    # the third; instance 2 [21, 25] lies in the third; instance 3 [-9, -5] ends where the first window begins.
+    samples = {
+        "signal": ["sys.power"] * 4,
+        "t_ns": [0, 10, 20, 30],
+        "value": [1.0, 3.0, 5.0, 7.0],
+        "unit": ["W"] * 4,
+        "device_id": [0] * 4,
+    }
     inst = {"instance_id": [1, 2, 3], "start_ns": [5, 21, -9], "end_ns": [20, 25, -5]}
-    m = nvml_backend.window_metrics(samples, inst, "r")
-    got = dict(zip(m["instance_id"], zip(m["value"], m["attribution"], strict=True), strict=True))
-    assert got[1] == (4.0, "temporal")
-    assert got[2] == (5.0, "temporal (nearest preceding sample)")
-    assert 3 not in got  # before the first sample: no value rather than a made-up one
+    got = sample_values(joined_samples(tmp_path / "s.duckdb", samples, inst), "sys.power")
+    assert got[1] == (pytest.approx((10 * 3.0 + 5 * 5.0) / 15), "nvml")
+    assert got[2] == (5.0, "nvml")
+    assert 3 not in got  # outside every sample window: no value rather than a made-up one
 
 
 def test_sample_columns() -> None:
@@ -80,7 +134,7 @@ def test_nvml_without_a_gpu_says_so(tmp_path: Path) -> None:
         nvml_backend.NvmlSampler().start(RunContext("r", ("sys.power",), {}, tmp_path))
 
 
-def test_pm_samples_recorded_with_cupti_python_13_4() -> None:
+def test_pm_samples_recorded_with_cupti_python_13_4(tmp_path: Path) -> None:
     for label in ("single", "triage"):
         s = pq.read_table(DATA / "pm" / f"samples-{label}.parquet").to_pydict()
         inst = pq.read_table(DATA / "pm" / f"instances-{label}.parquet").to_pydict()
@@ -88,10 +142,13 @@ def test_pm_samples_recorded_with_cupti_python_13_4() -> None:
         assert all(e > t for t, e in zip(s["t_ns"], s["t_end_ns"], strict=True))
         # PM sample timestamps are on the host's CLOCK_REALTIME: they fall inside the run's instances' span
         assert min(inst["start_ns"]) - 10**9 < min(s["t_ns"]) < max(inst["end_ns"])
-        m = nvml_backend.window_metrics(s, inst, "r")
-        vals = [v for sig, v in zip(m["signal"], m["value"], strict=True) if sig == "pm:sm__cycles_active.avg"]
-        assert len(vals) == 5
-        assert all(v > 0 for v in vals)  # the matmuls kept the SMs busy inside every instance
+        for d in (s, inst):
+            d.pop("run_id", None)
+        store = joined_samples(tmp_path / f"{label}.duckdb", s, inst)
+        got = sample_values(store, "pm:sm__cycles_active.avg")
+        assert len(got) == 5
+        assert all(v > 0 for v, _ in got.values())  # the matmuls kept the SMs busy inside every instance
+        assert {b for _, b in got.values()} == {"pm"}  # PM values are labelled by their own backend
 
 
 def test_pm_backend_names_the_versions_it_needs(monkeypatch: pytest.MonkeyPatch) -> None:

@@ -1,8 +1,9 @@
 """NVML sampling backend: clocks, power, temperature and utilization on a background thread.
 
 Samples are timestamped with ``time.time_ns()`` (``CLOCK_REALTIME``, the clock of region instances and CUPTI),
-so they attribute to region instances by time-window overlap.  The clocks at run start and end are
-recorded as provenance of the run.  Uses ``nvidia-ml-py`` (module ``pynvml``), imported lazily.
+so the join attributes them to region instances by time-window overlap (:mod:`argus_lab.join.windows`).  The
+clocks at run start and end are recorded as provenance of the run.  Uses ``nvidia-ml-py`` (module ``pynvml``),
+imported lazily.
 """
 
 from __future__ import annotations
@@ -12,7 +13,6 @@ import time
 from collections.abc import Callable, Sequence
 from typing import Any
 
-from argus_lab.backends.rows import empty_metrics
 from argus_lab.errors import BackendUnavailableError
 from argus_lab.plan.backends import BACKENDS
 from argus_lab.regions import BoundaryHook
@@ -51,50 +51,6 @@ def sample_columns(rows: Sequence[tuple[int, int, str, float]], run_id: str) -> 
         "value": [r[3] for r in rows],
         "unit": [SIGNALS.get(r[2], "") for r in rows],
     }
-
-
-def window_metrics(samples: Columns, instances: Columns, run_id: str, provenance_id: str = "") -> dict[str, list[Any]]:
-    """Per-instance means of each sampled signal over the instance's host window (``temporal``).
-
-    Samples strictly inside ``[start_ns, end_ns]`` count; instances shorter than the sampling interval get
-    the nearest preceding sample instead, so every instance has a value when any sample precedes it.
-    """
-    import numpy as np
-
-    out: dict[str, list[Any]] = empty_metrics()
-    sig = np.asarray(samples.get("signal", []), dtype=object)
-    t = np.asarray(samples.get("t_ns", []), dtype=np.int64)
-    v = np.asarray(samples.get("value", []), dtype=np.float64)
-    iids = list(instances.get("instance_id", []))
-    starts = np.asarray(instances.get("start_ns", []), dtype=np.int64)
-    ends = np.asarray(instances.get("end_ns", []), dtype=np.int64)
-    for name in sorted(set(sig.tolist())):
-        sel = sig == name
-        ts, vs = t[sel], v[sel]
-        order = np.argsort(ts)
-        ts, vs = ts[order], vs[order]
-        lo = np.searchsorted(ts, starts, side="left")
-        hi = np.searchsorted(ts, ends, side="right")
-        csum = np.concatenate([[0.0], np.cumsum(vs)])
-        for k, iid in enumerate(iids):
-            if hi[k] > lo[k]:
-                val = (csum[hi[k]] - csum[lo[k]]) / (hi[k] - lo[k])
-                how = "temporal"
-            elif lo[k] > 0:
-                val = vs[lo[k] - 1]
-                how = "temporal (nearest preceding sample)"
-            else:
-                continue
-            out["run_id"].append(run_id)
-            out["instance_id"].append(int(iid))
-            out["kernel_key"].append(None)
-            out["signal"].append(name)
-            out["value"].append(float(val))
-            out["unit"].append(SIGNALS.get(name, ""))
-            out["attribution"].append(how)
-            out["backend"].append("nvml")
-            out["provenance_id"].append(provenance_id)
-    return out
 
 
 class NvmlSampler:
@@ -202,7 +158,6 @@ class NvmlSampler:
             version = "nvidia-ml-py"
         return {
             "samples": samples,
-            "metrics": window_metrics(samples, instances, run_id, prov_id),
             "provenance": {
                 "provenance_id": [prov_id],
                 "run_id": [run_id],

@@ -13,7 +13,6 @@ import time
 from collections.abc import Sequence
 from typing import Any
 
-from argus_lab.backends.nvml import window_metrics
 from argus_lab.errors import BackendUnavailableError
 from argus_lab.plan.backends import BACKENDS
 from argus_lab.regions import BoundaryHook
@@ -57,9 +56,9 @@ DEFAULT_MAX_SAMPLES = 100_000
 class PmSampler:
     """PM sampling collector over ``cupti.pm_sampling.Collector`` (cupti-python 13.3+).
 
-    Samples are device-wide windows (start/end timestamps) with one value per metric; they attribute to
-    region instances by time overlap (``temporal``).  CUPTI states the sample timestamps in ns; the
-    provenance records the host clock at start and stop, so the offset to ``CLOCK_REALTIME`` can be checked.
+    Samples are device-wide windows (start/end timestamps) with one value per metric; the join attributes them to
+    region instances by time overlap (:mod:`argus_lab.join.windows`).  CUPTI states the sample timestamps in ns;
+    the provenance records the host clock at start and stop, so the offset to ``CLOCK_REALTIME`` can be checked.
     """
 
     info = BACKENDS["pm"]
@@ -148,7 +147,6 @@ class PmSampler:
         samples = sample_columns(self.rows, run_id)
         return {
             "samples": samples,
-            "metrics": window_metrics(samples, instances, run_id, prov_id),
             "provenance": {
                 "provenance_id": [prov_id],
                 "run_id": [run_id],

@@ -51,8 +51,9 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Protocol
 
 from argus_lab.join import attribution_sql as q
-from argus_lab.join import comm
+from argus_lab.join import comm, windows
 from argus_lab.join import skew as skew_sql
+from argus_lab.join.windows import LEVEL_UNITS
 
 if TYPE_CHECKING:
     import duckdb
@@ -74,9 +75,6 @@ CLASSES: tuple[str, ...] = ("exact", "ordinal", "temporal", "ambiguous", "unattr
 
 NON_ADDITIVE: tuple[str, ...] = ("gpu.span", *skew_sql.SIGNALS)
 """Instance signals whose exclusive value is undefined (a span or a lag does not subtract)."""
-
-LEVEL_UNITS: tuple[str, ...] = ("W", "MHz", "C", "%", "pct", "percent", "ratio")
-"""Units of sampled *levels* (time-weighted mean over an instance); other sampled values are split by share."""
 
 
 @dataclass(frozen=True)
@@ -143,16 +141,12 @@ def _attribute(con: duckdb.DuckDBPyConnection, ids: list[str]) -> str | None:
     # GPU activity records
     for stmt in (q.KERNELS, q.KERNEL_EXACT, q.KERNEL_CANDIDATES, q.KERNEL_OTHER, *q.INSERT_KERNEL_ATTRIBUTIONS):
         con.execute(stmt)
-    for stmt in (q.KERNEL_EXCLUSIVE, q.KERNEL_SIGNALS, q.KERNEL_VALUES, q.SPAN_VALUES):
+    for stmt in (q.KERNEL_EXCLUSIVE, q.KERNEL_SIGNALS, q.KERNEL_VALUES, q.SPAN_VALUES, q.LAUNCH_VALUES):
         con.execute(stmt)
     # communication kernels: overlap with compute, exposed time
     comm.derive(con)
-    # time samples
-    con.execute(q.SAMPLES)
-    if _count(con, "SELECT count(*) FROM _j_s"):
-        con.execute(q.SAMPLE_PIECES)
-        con.execute(q.SAMPLE_ATTRIBUTIONS)
-        con.execute(q.SAMPLE_VALUES, [list(LEVEL_UNITS)])
+    # time samples: split over the instances their windows overlap
+    windows.derive(con)
     # Nsight Compute kernels, across runs
     row = con.execute(q.REFERENCE_RUN).fetchone()
     ref: str | None = row[0] if row else None

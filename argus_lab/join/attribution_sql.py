@@ -15,8 +15,6 @@ JOIN_VERSION = "1"
 EVIDENCE_KINDS = ("kernel", "memcpy", "memset", "ncu_kernel", "sample", "instance", "compiler")
 """The ``attributions.evidence`` values the join writes (and replaces when it runs again)."""
 
-ADDITIVE_LEVEL_UNITS = ("W", "MHz", "C", "%", "pct", "percent")
-
 RUNS = "CREATE OR REPLACE TEMP TABLE _j_runs AS SELECT DISTINCT unnest(?::VARCHAR[]) AS run_id"
 
 INSTANCES = """
@@ -77,7 +75,7 @@ SELECT k.run_id, coalesce(k.kind, 'kernel') AS kind,
        k.instance_id AS carried, k.name, k.start_ns, k.end_ns, coalesce(k.graph_id, 0) AS graph_id,
        coalesce(k.thread_id, 0) AS thread_id, coalesce(nullif(k.api_start_ns, 0), k.start_ns) AS q,
        coalesce(k.bytes, 0) AS bytes, k.correlation_id, coalesce(k.device_id, 0) AS device_id,
-       coalesce(k.rank, 0) AS rank
+       coalesce(k.rank, 0) AS rank, coalesce(k.api_start_ns, 0) AS api_s, coalesce(k.api_end_ns, 0) AS api_e
 FROM kernels k
 WHERE k.run_id IN (SELECT run_id FROM _j_runs)
 """
@@ -87,7 +85,7 @@ WHERE k.run_id IN (SELECT run_id FROM _j_runs)
 KERNEL_EXACT = """
 CREATE OR REPLACE TEMP VIEW _j_ke AS
 SELECT k.run_id, k.kind, k.key, k.name, k.correlation_id, i.instance_id, 'exact' AS class, 1.0::DOUBLE AS weight,
-       k.start_ns, k.end_ns, k.bytes, k.graph_id, k.end_ns - i.end_ns AS past_ns
+       k.start_ns, k.end_ns, k.bytes, k.graph_id, k.end_ns - i.end_ns AS past_ns, k.api_s, k.api_e
 FROM _j_k k JOIN _j_inst i ON i.run_id = k.run_id AND i.instance_id = k.carried
 """
 
@@ -222,6 +220,32 @@ WHERE x.kind = 'kernel' AND x.first_ns IS NOT NULL
 GROUP BY a.run_id, a.ancestor_id
 """
 
+# host time of the launching API calls of the instance's exact launches, counted once per call (kernels replayed
+# from a CUDA graph share their cudaGraphLaunch); for instances whose subtree launched a kernel, like gpu.span
+LAUNCH_VALUES = """
+INSERT INTO instance_values (run_id, instance_id, signal, inclusive, exclusive, unit, evidence, w_exact, w_ordinal,
+                             w_temporal, w_ambiguous, w_mismatch, backend, provenance_id)
+WITH calls AS (
+    SELECT run_id, instance_id, correlation_id, any_value(api_e - api_s) AS d
+    FROM _j_ke WHERE api_e > api_s GROUP BY run_id, instance_id, correlation_id
+), own AS (
+    SELECT run_id, instance_id, sum(d) AS d, count(*) AS n FROM calls GROUP BY ALL
+), inc AS (
+    SELECT a.run_id, a.ancestor_id AS instance_id, sum(o.d) AS d, sum(o.n) AS n
+    FROM own o JOIN _j_anc a ON a.run_id = o.run_id AND a.instance_id = o.instance_id GROUP BY ALL
+), ran AS (
+    SELECT DISTINCT a.run_id, a.ancestor_id AS instance_id
+    FROM _j_kx x JOIN _j_anc a ON a.run_id = x.run_id AND a.instance_id = x.instance_id
+    WHERE x.kind = 'kernel' AND x.class = 'exact'
+)
+SELECT r.run_id, r.instance_id, 'gpu.launch_overhead', coalesce(inc.d, 0), coalesce(own.d, 0), 'ns',
+       coalesce(inc.n, 0), coalesce(inc.n, 0), 0, 0, 0, 0, 'cupti', pv.provenance_id
+FROM ran r
+JOIN _j_prov pv ON pv.run_id = r.run_id AND pv.backend = 'cupti'
+LEFT JOIN inc ON inc.run_id = r.run_id AND inc.instance_id = r.instance_id
+LEFT JOIN own ON own.run_id = r.run_id AND own.instance_id = r.instance_id
+"""
+
 # -- per-instance values the backends stored (host clocks ...), for signals the join did not derive itself:
 #    inclusive as stored, exclusive = minus the children's values
 INSTANCE_METRICS = """
@@ -250,109 +274,6 @@ INSERT INTO attributions (run_id, evidence, evidence_id, instance_id, class, wei
 SELECT run_id, 'instance', CAST(instance_id AS VARCHAR), instance_id, 'exact', 1.0,
        'the region instance''s own host clocks (entry and exit)', run_id
 FROM _j_inst
-"""
-
-# -- time samples (NVML, PM sampling): split over the innermost instances their window overlaps ------------------
-# A sample at t stands for the time nearer to it than to its neighbours of the same series (device, signal).
-SAMPLES = """
-CREATE OR REPLACE TEMP TABLE _j_s AS
-WITH s AS (
-    SELECT run_id, coalesce(device_id, 0) AS device_id, signal, t_ns, value, unit,
-           lag(t_ns) OVER g AS prev_ns, lead(t_ns) OVER g AS next_ns
-    FROM samples WHERE run_id IN (SELECT run_id FROM _j_runs) AND value IS NOT NULL
-    WINDOW g AS (PARTITION BY run_id, coalesce(device_id, 0), signal ORDER BY t_ns)
-)
-SELECT run_id, device_id, signal, t_ns, value, unit,
-       signal || '@' || device_id || '@' || t_ns AS key,
-       CASE WHEN prev_ns IS NOT NULL THEN (prev_ns + t_ns) // 2
-            WHEN next_ns IS NOT NULL THEN t_ns - (next_ns - t_ns) // 2 ELSE t_ns END AS w0,
-       CASE WHEN next_ns IS NOT NULL THEN (t_ns + next_ns) // 2
-            WHEN prev_ns IS NOT NULL THEN t_ns + (t_ns - prev_ns) // 2 ELSE t_ns + 1 END AS w1
-FROM s
-"""
-
-SAMPLE_PIECES = """
-CREATE OR REPLACE TEMP TABLE _j_sp AS
-WITH series AS (SELECT DISTINCT run_id, device_id, signal FROM _j_s),
-grp AS (SELECT th.run_id, th.thread_id, sr.device_id, sr.signal FROM _j_threads th JOIN series sr USING (run_id)),
-pts AS (
-    SELECT g.run_id, g.thread_id, g.device_id, g.signal, s.t AS b
-    FROM grp g JOIN _j_seg s ON s.run_id = g.run_id AND s.thread_id = g.thread_id
-    UNION ALL
-    SELECT g.run_id, g.thread_id, g.device_id, g.signal, w.w0
-    FROM grp g JOIN _j_s w ON w.run_id = g.run_id AND w.device_id = g.device_id AND w.signal = g.signal
-    UNION ALL
-    SELECT g.run_id, g.thread_id, g.device_id, g.signal, w.w1
-    FROM grp g JOIN _j_s w ON w.run_id = g.run_id AND w.device_id = g.device_id AND w.signal = g.signal
-),
-pieces AS (
-    SELECT *, b * 2 + 1 AS bk,
-           lead(b) OVER (PARTITION BY run_id, thread_id, device_id, signal ORDER BY b) AS b2
-    FROM pts
-),
-cut AS (
-    SELECT p.run_id, p.thread_id, p.device_id, p.signal, p.b, p.b2, p.bk, w.key, w.w0, w.w1, w.value, w.unit
-    FROM pieces p ASOF JOIN _j_s w
-      ON w.run_id = p.run_id AND w.device_id = p.device_id AND w.signal = p.signal AND p.b >= w.w0
-    WHERE p.b2 > p.b AND p.b < w.w1
-)
-SELECT c.run_id, c.key, c.signal, c.unit, c.value, c.thread_id, seg.inner_id,
-       sum(c.b2 - c.b) AS len, any_value(c.w1 - c.w0) AS wlen
-FROM cut c ASOF JOIN _j_seg seg ON seg.run_id = c.run_id AND seg.thread_id = c.thread_id AND c.bk >= seg.key
-WHERE seg.inner_id <> 0
-GROUP BY ALL
-"""
-
-SAMPLE_ATTRIBUTIONS = """
-INSERT INTO attributions (run_id, evidence, evidence_id, instance_id, class, weight, reason, target_run_id)
-WITH tot AS (
-    SELECT run_id, key, sum(len / wlen) AS covered, count(DISTINCT thread_id) AS threads FROM _j_sp GROUP BY ALL
-)
-SELECT p.run_id, 'sample', p.key, p.inner_id,
-       CASE WHEN t.threads > 1 THEN 'ambiguous' ELSE 'temporal' END,
-       p.len / p.wlen,
-       CASE WHEN t.threads > 1
-            THEN printf('%.1f%% of the sample window; region instances of %d threads overlap it', 100 * p.len / p.wlen,
-                        t.threads)
-            ELSE printf('%.1f%% of the sample window overlaps this instance', 100 * p.len / p.wlen) END,
-       p.run_id
-FROM _j_sp p JOIN tot t USING (run_id, key)
-UNION ALL
-SELECT s.run_id, 'sample', s.key, NULL, 'unattributed', greatest(0.0, 1.0 - coalesce(t.covered, 0)),
-       printf('%.1f%% of the sample window lies outside every region',
-              100 * greatest(0.0, 1.0 - coalesce(t.covered, 0))),
-       NULL
-FROM _j_s s LEFT JOIN tot t USING (run_id, key)
-WHERE coalesce(t.covered, 0) < 1.0 - 1e-9
-"""
-
-# level signals (W, MHz, %, C): time-weighted mean; others (pm ... .sum): the overlapping fraction of the value
-SAMPLE_VALUES = """
-INSERT INTO instance_values
-WITH x AS (
-    SELECT run_id, inner_id AS instance_id, signal, any_value(unit) AS unit,
-           sum(value * len) AS vlen, sum(len) AS len, sum(value * len / wlen) AS vfrac, sum(len / wlen) AS w,
-           count(*) AS n
-    FROM _j_sp GROUP BY ALL
-), amb AS (
-    SELECT run_id, key FROM _j_sp GROUP BY ALL HAVING count(DISTINCT thread_id) > 1
-), xa AS (
-    SELECT p.run_id, p.inner_id AS instance_id, p.signal, sum(p.len / p.wlen) AS w
-    FROM _j_sp p SEMI JOIN amb USING (run_id, key) GROUP BY ALL
-), inc AS (
-    SELECT a.run_id, a.ancestor_id AS instance_id, x.signal, any_value(x.unit) AS unit, sum(x.vlen) AS vlen,
-           sum(x.len) AS len, sum(x.vfrac) AS vfrac, sum(x.w) AS w, sum(x.n) AS n, sum(coalesce(xa.w, 0)) AS wa
-    FROM x JOIN _j_anc a ON a.run_id = x.run_id AND a.instance_id = x.instance_id
-    LEFT JOIN xa ON xa.run_id = x.run_id AND xa.instance_id = x.instance_id AND xa.signal = x.signal
-    GROUP BY ALL
-), lvl AS (SELECT unnest(?::VARCHAR[]) AS unit)
-SELECT inc.run_id, inc.instance_id, inc.signal,
-       CASE WHEN inc.unit IN (SELECT unit FROM lvl) THEN inc.vlen / nullif(inc.len, 0) ELSE inc.vfrac END,
-       CASE WHEN inc.unit IN (SELECT unit FROM lvl) THEN x.vlen / nullif(x.len, 0) ELSE coalesce(x.vfrac, 0) END,
-       inc.unit, inc.n, 0, 0, inc.w - inc.wa, inc.wa, 0,
-       pv.backend, pv.provenance_id
-FROM inc LEFT JOIN x USING (run_id, instance_id, signal)
-JOIN _j_prov pv ON pv.run_id = inc.run_id AND pv.backend = CASE WHEN inc.signal LIKE 'pm:%' THEN 'pm' ELSE 'nvml' END
 """
 
 # -- Nsight Compute kernels: matched to the reference (timing) run by path, position and name ---------------------

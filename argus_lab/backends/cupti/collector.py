@@ -438,8 +438,6 @@ class CuptiCollector:
         run_id = ctx.run_id if ctx is not None else ""
         prov_id = f"{run_id}:cupti"
         kernels = dec.widen_thread_ids(dec.kernel_table(self.raw, run_id), instances.get("thread_id", ()))
-        metrics = dec.instance_metrics(kernels, instances, run_id, prov_id)
-        attributions = dec.attributions(kernels, instances, run_id)
         n_records = sum(dec.count(c) for c in self.raw.values())
         settings = {
             "kinds": self._kind_names,
@@ -477,8 +475,6 @@ class CuptiCollector:
         rows["rank"] = [env_rank()] * len(rows["name"])  # ranks of a multi-rank run may share device numbers
         ev: Evidence = {
             "kernels": rows,
-            "metrics": metrics,
-            "attributions": attributions,
             "provenance": prov,
         }
         if ctx is not None and ctx.settings.get("keep_raw", False):

@@ -1,4 +1,4 @@
-"""Pure decoding and aggregation of CUPTI activity records (no CUPTI, no GPU needed).
+"""Pure decoding of CUPTI activity records into raw evidence columns (no CUPTI, no GPU needed).
 
 The CUPTI collector (:mod:`argus_lab.backends.cupti.collector`) turns the activity buffers into *raw columns*
 after the run: one dict of numpy arrays per record family (``kernel``, ``memcpy``, ``memset``, ``sync``,
@@ -11,8 +11,10 @@ Join rules (``docs`` of ``cuptiActivityPushExternalCorrelationId``):
   per kind; argus_lab pushes the region instance id with kind ``CUSTOM2`` (5), so a kernel's instance is the
   ``external_id`` of the ``CUSTOM2`` record sharing its ``correlation_id``;
 * kernels replayed from a CUDA graph share the correlation id of their ``cudaGraphLaunch``;
-* kernels launched from a thread with no open region (autograd workers, data loaders) carry no id and are
-  stored as unattributed.
+* kernels launched from a thread with no open region (autograd workers, data loaders) carry no id.
+
+Nothing here attributes records to region instances or aggregates them per instance: the rows keep the instance
+id their launch *carried* (0 = none), and the join (:mod:`argus_lab.join`) decides every attribution and value.
 """
 
 from __future__ import annotations
@@ -23,12 +25,8 @@ from typing import Any
 
 import numpy as np
 
-from argus_lab.backends.rows import empty_metrics
-
 CUSTOM2 = 5
 """``ExternalCorrelationKind.CUSTOM2``: the kind argus_lab pushes region instance ids with."""
-KIND_DRIVER = 4
-KIND_RUNTIME = 5
 
 RawColumns = dict[str, np.ndarray]
 Raw = dict[str, RawColumns]
@@ -101,14 +99,6 @@ COPY_KINDS = {
     9: "HtoH",
     10: "PtoP",
 }
-SYNC_TYPES = {
-    0: "unknown",
-    1: "event_synchronize",
-    2: "stream_wait_event",
-    3: "stream_synchronize",
-    4: "context_synchronize",
-}
-
 KERNEL_COLUMNS: tuple[str, ...] = (
     "run_id",
     "kind",
@@ -521,170 +511,6 @@ def kernel_table(raw: Raw, run_id: str) -> dict[str, np.ndarray]:
     }
 
 
-# --------------------------------------------------------------------------------------------------------------
-# per-instance aggregation
-# --------------------------------------------------------------------------------------------------------------
-def ancestors(instance_ids: np.ndarray, parent_ids: np.ndarray, query: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-    """Pairs (row index into ``query``, instance id) for each query instance and all its ancestors.
-
-    ``instance_ids``/``parent_ids`` are the run's region instances (parent 0 = top level); query ids that are
-    0 or unknown produce no pair.
-    """
-    rows: list[np.ndarray] = []
-    ids: list[np.ndarray] = []
-    idx = np.arange(len(query))
-    cur = query.astype(np.int64)
-    known = np.isin(cur, instance_ids)
-    idx, cur = idx[known], cur[known]
-    for _ in range(len(instance_ids) + 1):
-        live = cur != 0
-        idx, cur = idx[live], cur[live]
-        if len(cur) == 0:
-            break
-        rows.append(idx)
-        ids.append(cur)
-        cur = _lookup(instance_ids.astype(np.int64), parent_ids.astype(np.int64), cur)
-    if not rows:
-        return np.zeros(0, dtype=np.int64), np.zeros(0, dtype=np.int64)
-    return np.concatenate(rows), np.concatenate(ids)
-
-
-def instance_metrics(
-    kernels: Mapping[str, np.ndarray],
-    instances: Mapping[str, Sequence[Any]],
-    run_id: str,
-    provenance_id: str = "",
-) -> dict[str, list[Any]]:
-    """Rows of the ``metrics`` table: per region instance (inclusive of nested instances) and per kernel.
-
-    Per instance: ``gpu.time`` (sum of kernel durations), ``gpu.span`` (first kernel start to last kernel
-    end; only when the instance has kernels), ``gpu.kernels``, ``gpu.launch_overhead`` (host time of the
-    launching API calls, counted once per launch), ``gpu.memcpy_bytes``, ``gpu.memcpy_time`` and
-    ``gpu.memset_bytes``.  Every instance of the run gets ``gpu.kernels`` and ``gpu.time`` (0 when it launched
-    nothing).  Per kernel: ``gpu.kernel_time`` with ``kernel_key`` and the innermost instance.
-    """
-    inst_ids = np.asarray(instances.get("instance_id", []), dtype=np.int64)
-    parents = np.asarray(instances.get("parent_instance_id", []), dtype=np.int64)
-    out: dict[str, list[Any]] = empty_metrics()
-
-    def emit(iids: np.ndarray, signal: str, values: np.ndarray, unit: str, keys: Sequence[Any] | None = None) -> None:
-        m = len(iids)
-        out["run_id"].extend([run_id] * m)
-        out["instance_id"].extend([int(i) if i else None for i in iids.tolist()])
-        out["kernel_key"].extend(list(keys) if keys is not None else [None] * m)
-        out["signal"].extend([signal] * m)
-        out["value"].extend(np.asarray(values, dtype=np.float64).tolist())
-        out["unit"].extend([unit] * m)
-        out["attribution"].extend(["exact" if i else "unattributed" for i in iids.tolist()])
-        out["backend"].extend(["cupti"] * m)
-        out["provenance_id"].extend([provenance_id] * m)
-
-    kind = np.asarray(kernels["kind"], dtype=object)
-    start = np.asarray(kernels["start_ns"], dtype=np.int64)
-    end = np.asarray(kernels["end_ns"], dtype=np.int64)
-    iid = np.asarray(kernels["instance_id"], dtype=np.int64)
-    dur = end - start
-    is_k = kind == "kernel"
-    if is_k.any():
-        emit(
-            iid[is_k],
-            "gpu.kernel_time",
-            dur[is_k],
-            "ns",
-            np.asarray(kernels["kernel_key"], dtype=object)[is_k].tolist(),
-        )
-    if len(inst_ids) == 0:
-        return out
-    pos_of = {int(v): i for i, v in enumerate(inst_ids.tolist())}
-    n_inst = len(inst_ids)
-    row, anc = ancestors(inst_ids, parents, iid)
-    slot = np.asarray([pos_of[int(a)] for a in anc.tolist()], dtype=np.int64)
-
-    def agg(mask: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-        sel = mask[row]
-        r, s = row[sel], slot[sel]
-        return r, s, np.bincount(s, minlength=n_inst)
-
-    r, s, n_k = agg(is_k)
-    t = np.bincount(s, weights=dur[r], minlength=n_inst)
-    first = np.full(n_inst, np.iinfo(np.int64).max, dtype=np.int64)
-    last = np.full(n_inst, np.iinfo(np.int64).min, dtype=np.int64)
-    np.minimum.at(first, s, start[r])
-    np.maximum.at(last, s, end[r])
-    emit(inst_ids, "gpu.kernels", n_k, "count")
-    emit(inst_ids, "gpu.time", t, "ns")
-    has = n_k > 0
-    emit(inst_ids[has], "gpu.span", (last - first)[has], "ns")
-    # launch overhead: one API call per (instance, correlation id)
-    api_s = np.asarray(kernels["api_start_ns"], dtype=np.int64)
-    api_e = np.asarray(kernels["api_end_ns"], dtype=np.int64)
-    corr = np.asarray(kernels["correlation_id"], dtype=np.int64)
-    launched = api_e > api_s
-    r2, s2, _ = agg(launched)
-    if len(r2):
-        pair = np.unique(np.stack([s2, corr[r2]], axis=1), axis=0, return_index=True)[1]
-        lo = np.bincount(s2[pair], weights=(api_e - api_s)[r2][pair], minlength=n_inst)
-        emit(inst_ids[has], "gpu.launch_overhead", lo[has], "ns")
-    nbytes = np.asarray(kernels["bytes"], dtype=np.int64)
-    for fam, sig_b, sig_t in (("memcpy", "gpu.memcpy_bytes", "gpu.memcpy_time"), ("memset", "gpu.memset_bytes", None)):
-        rm, sm, nm = agg(kind == fam)
-        if not len(rm):
-            continue
-        hit = nm > 0
-        emit(inst_ids[hit], sig_b, np.bincount(sm, weights=nbytes[rm], minlength=n_inst)[hit], "byte")
-        if sig_t:
-            emit(inst_ids[hit], sig_t, np.bincount(sm, weights=dur[rm], minlength=n_inst)[hit], "ns")
-    return out
-
-
-def attributions(
-    kernels: Mapping[str, np.ndarray], instances: Mapping[str, Sequence[Any]], run_id: str
-) -> dict[str, list[Any]]:
-    """Rows of the ``attributions`` table, one per kernel/copy/set.
-
-    ``exact`` when the launch carried a region instance id; the reason notes a kernel that was still running
-    after its region exited on the host (asynchronous execution, still the region's work).  ``unattributed``
-    when the launch carried no id; the reason names the launching thread and, when its host launch fell inside
-    region instances of other threads, how many (the usual autograd-backward case).
-    """
-    iid = np.asarray(kernels["instance_id"], dtype=np.int64)
-    end = np.asarray(kernels["end_ns"], dtype=np.int64)
-    api_s = np.asarray(kernels["api_start_ns"], dtype=np.int64)
-    tid = np.asarray(kernels["thread_id"], dtype=np.int64)
-    inst = np.asarray(instances.get("instance_id", []), dtype=np.int64)
-    i_end = np.asarray(instances.get("end_ns", []), dtype=np.int64)
-    i_start = np.asarray(instances.get("start_ns", []), dtype=np.int64)
-    i_tid = np.asarray(instances.get("thread_id", [0] * len(inst)), dtype=np.uint64).astype(np.int64)
-    exit_ns = _lookup(inst, i_end, iid, missing=0)
-    reasons: list[str] = []
-    classes: list[str] = []
-    for i, e, x, a, t in zip(iid.tolist(), end.tolist(), exit_ns.tolist(), api_s.tolist(), tid.tolist(), strict=True):
-        if i:
-            classes.append("exact")
-            if x and e > x:
-                reasons.append(f"external correlation id; ran {(e - x) / 1e3:.1f} us past the region's host exit")
-            else:
-                reasons.append("external correlation id")
-        else:
-            classes.append("unattributed")
-            # CUPTI reports the launching thread as pthread_self() truncated to 32 bits
-            open_then = (i_start <= a) & (a <= i_end) & ((i_tid & 0xFFFFFFFF) != (t & 0xFFFFFFFF))
-            inside = int(np.count_nonzero(open_then)) if a and len(inst) else 0
-            where = f" while {inside} region instance(s) were open on other threads" if inside else ""
-            who = f"thread {t}" if t else "an unknown thread"
-            reasons.append(f"launched by {who} with no region open on it{where}")
-    n = len(iid)
-    return {
-        "run_id": [run_id] * n,
-        "evidence": list(np.asarray(kernels["kind"], dtype=object).tolist()),
-        "evidence_id": list(np.asarray(kernels["kernel_key"], dtype=object).tolist()),
-        "instance_id": [int(i) if i else None for i in iid.tolist()],
-        "class": classes,
-        "weight": [1.0] * n,
-        "reason": reasons,
-    }
-
-
 def widen_thread_ids(kernels: dict[str, np.ndarray], instance_threads: Sequence[int]) -> dict[str, np.ndarray]:
     """Replace CUPTI's 32-bit thread ids by the full ``threading.get_ident()`` of the region threads they match.
 
@@ -712,13 +538,13 @@ def store_kernels(kernels: Mapping[str, np.ndarray]) -> dict[str, list[Any]]:
 
 
 def summarize(kernels: Mapping[str, np.ndarray]) -> dict[str, int]:
-    """Counts for provenance and messages: records by kind and how many were attributed."""
+    """Counts for provenance and messages: records by kind and how many carried a region instance id."""
     kind = np.asarray(kernels["kind"], dtype=object)
     iid = np.asarray(kernels["instance_id"], dtype=np.int64)
     return {
         "kernels": int(np.count_nonzero(kind == "kernel")),
         "memcpy": int(np.count_nonzero(kind == "memcpy")),
         "memset": int(np.count_nonzero(kind == "memset")),
-        "attributed": int(np.count_nonzero(iid != 0)),
-        "unattributed": int(np.count_nonzero(iid == 0)),
+        "carried_instance_id": int(np.count_nonzero(iid != 0)),
+        "no_instance_id": int(np.count_nonzero(iid == 0)),
     }
