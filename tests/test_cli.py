@@ -95,3 +95,33 @@ def test_help_explains_every_option_with_an_example() -> None:
         assert option in out
     assert "examples:" in out
     assert "e.g." in out
+
+
+def test_runs_stored_without_the_join_are_reported_pending_until_joined(store_path: Path) -> None:
+    """Runs executed into a store by the runtime alone (no join): `show` says the join is pending and how to run
+    it, without writing; `argus-lab join` joins them; then `show` has their values."""
+    from argus_lab.plan import plan_signals
+    from argus_lab.run.runtime import execute
+    from argus_lab.run.workload import Workload
+    from argus_lab.store import Store, StoreSink
+
+    store = Store(store_path)
+    ex = execute(
+        plan_signals("host.wall", repeat=2, warmup=0),
+        Workload.script(ROOT / "examples" / "nested.py"),
+        StoreSink(store),
+    )
+    [run_id] = ex.run_ids
+    before = _cli("show", "--store", str(store_path))
+    assert before.returncode == 0, before.stderr
+    assert f"argus-lab join --store {store_path} --run {run_id}" in before.stdout
+    assert not [ln for ln in before.stdout.splitlines() if ln.startswith("decode/layer/attn ")]
+    assert not store.rows("SELECT 1 FROM provenance WHERE backend = 'join'")
+    joined = _cli("join", "--store", str(store_path))
+    assert joined.returncode == 0, joined.stderr
+    assert "joined 1 run(s)" in joined.stdout and "instance: exact" in joined.stdout
+    after = _cli("show", "--store", str(store_path))
+    assert [ln for ln in after.stdout.splitlines() if ln.startswith("decode/layer/attn ") and "host.wall" in ln]
+    assert "join has not run" not in after.stdout
+    unknown = _cli("join", "--store", str(store_path), "--run", "r-nope")
+    assert unknown.returncode == 2 and "no run 'r-nope'" in unknown.stderr

@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 import math
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 import pytest
@@ -39,13 +40,14 @@ def store(tmp_path_factory: pytest.TempPathFactory) -> Store:
             }
         }
     )
+    join.attribute_request(st, ["rt", "rn"])  # the join runs where the runs end (a Report only reads)
     write(st, [case_run("r1")], request_id="q-cases")
     return st
 
 
 @pytest.fixture(scope="module")
 def report(store: Store) -> Report:
-    return Report(store, ["rt", "rn"])  # the join runs on first use
+    return Report(store, ["rt", "rn"])
 
 
 def row(report: Report, path: str, signal: str) -> object:
@@ -135,11 +137,30 @@ def test_text_methods_still_work(report: Report) -> None:
     assert report._repr_mimebundle_()["text/plain"] == text
 
 
-def test_report_without_join_falls_back_to_backend_values(store: Store) -> None:
-    rep = Report(store, ["r1"], join=False)
-    assert any("join has not run" in c for c in rep.coverage())
-    assert {r.signal for r in rep.regions} == {"host.wall"}
+def test_report_never_writes_and_says_the_join_is_pending(store: Store, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Runs the join has not processed: the Report reads them without ever asking the store for a write connection
+    (the store's write lock), shows no values for them and says how to join them."""
+    asked: list[bool] = []
+    real = Store.connect
+
+    def connect(self: Store, *, write: bool = False) -> Any:
+        asked.append(write)
+        return real(self, write=write)
+
+    monkeypatch.setattr(Store, "connect", connect)
+    rep = Report(store, ["r1"])
+    rep.text(), rep.to_json(), rep.kernels, rep.compiler  # every table, read
+    Report(store, ["rt", "rn"]).to_json()  # a joined report too
+    monkeypatch.undo()
+    assert asked and not any(asked)
+    assert rep.pending == ("r1",) and rep.regions == ()
+    [note] = [c for c in rep.coverage() if "join has not run" in c]
+    assert f"argus-lab join --store {store.path} --run r1" in note and "attribute_request" in note
+    assert "join has not run" in rep.text()
+    assert not join.joined_runs(store, ["r1"])  # nothing was joined behind the user's back
+    join.attribute_request(store, ["r1"])
     joined = Report(store, ["r1"])
+    assert joined.pending == ()
     idle = [r for r in joined.regions if r.path == "idle" and r.signal == "gpu.kernels"]
     assert idle and idle[0].median == 0  # a region that ran no kernel: 0, with no evidence behind it
     assert idle[0].attribution == "no evidence"
@@ -178,6 +199,8 @@ def test_diff_marks_only_changes_beyond_noise(tmp_path: Path) -> None:
     st = Store(tmp_path / "d.duckdb")
     write(st, [variant_run("base", 1.0, 1)], request_id="q-a")
     write(st, [variant_run("faster", 0.8, 2)], request_id="q-b")
+    join.attribute_request(st, ["base"])
+    join.attribute_request(st, ["faster"])
     a, b = Report(st, ["base"]), Report(st, ["faster"])
     d = a.diff(b)
     by = {(r.path, r.signal): r for r in d.rows}

@@ -1,4 +1,4 @@
-"""The ``argus-lab`` command line: run, show, plan, signals."""
+"""The ``argus-lab`` command line: run, show, join, plan, signals, export."""
 
 from __future__ import annotations
 
@@ -12,6 +12,7 @@ EPILOG = """examples:
   argus-lab run examples/nested.py --signals host.wall,host.cpu --repeat 5 --store argus.duckdb
   argus-lab run train.py --signals gpu.time,hw:dram__bytes_read.sum --scope 'decode/**; instances=2:' -- --steps 3
   argus-lab show --store argus.duckdb --provenance
+  argus-lab join --store argus.duckdb --all
   argus-lab plan --signals host.wall,gpu.time,hw:sm__throughput.avg.pct_of_peak_sustained_elapsed,compile.registers
   argus-lab signals
 """
@@ -121,6 +122,16 @@ def build_parser() -> argparse.ArgumentParser:
     _request_args(plan)
     plan.add_argument("--json", action="store_true", help="print the plan as JSON")
 
+    join = sub.add_parser(
+        "join",
+        help="attribute the stored evidence of runs to region instances (runs measured here are joined already)",
+        epilog=EPILOG,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
+    _common(join)
+    join.add_argument("--run", action="append", default=None, metavar="RUN_ID", help="join these runs (repeatable)")
+    join.add_argument("--all", action="store_true", help="join every run of the store (each request's runs together)")
+
     sub.add_parser("signals", help="list every known signal with its unit and backend")
     export = sub.add_parser("export", help="write a report as one standalone HTML file that opens offline")
     _common(export)
@@ -150,6 +161,8 @@ def main(argv: Sequence[str] | None = None) -> int:
             return _show(args)
         if args.command == "plan":
             return _plan(args)
+        if args.command == "join":
+            return _join(args)
         if args.command == "export":
             from argus_lab.views.html import export_cli
 
@@ -200,6 +213,17 @@ def _show(args: argparse.Namespace) -> int:
     print(report.text())
     if args.provenance:
         print("\nprovenance:\n" + report.provenance_text())
+    return 0
+
+
+def _join(args: argparse.Namespace) -> int:
+    from argus_lab.faces.measure import join_runs, open_store
+
+    store = open_store(args.store)
+    summaries = join_runs(store, args.run, every=args.all)
+    for summary in summaries:
+        print(summary.text())
+    print(f"joined {sum(len(s.run_ids) for s in summaries)} run(s) in {store.path}")
     return 0
 
 

@@ -12,12 +12,13 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from argus_lab.join import attribute_request
+from argus_lab.errors import StoreError
+from argus_lab.join import JoinSummary, attribute_request
 from argus_lab.plan import DEFAULT_SIGNALS, Plan, plan_signals
 from argus_lab.report import Report
 from argus_lab.run.runtime import Execution, OnError, ProgressFn, execute, terminal_progress
 from argus_lab.run.workload import Workload
-from argus_lab.store import Store, StoreSink
+from argus_lab.store import Store, StoreSink, queries
 
 
 def plan(signals: str | list[str] = DEFAULT_SIGNALS, *, scope: str = "", repeat: int = 5, warmup: int = 1) -> Plan:
@@ -36,6 +37,31 @@ class Measurement:
 def open_store(store: str | Store | None = None) -> Store:
     """The evidence store at ``store`` (default ``./argus.duckdb`` or ``$ARGUS_STORE``); a Store is kept as it is."""
     return store if isinstance(store, Store) else Store(store)
+
+
+def join_runs(store: Store, run_ids: Sequence[str] | None = None, *, every: bool = False) -> list[JoinSummary]:
+    """Run the join on stored runs: ``run_ids`` (one join), every run of the store grouped by request (``every``),
+    or the latest request's runs.  The runs of one request are joined together (ncu runs match their timing run).
+
+    Raises :class:`~argus_lab.errors.StoreError` naming the unknown run ids, with how to list the known ones.
+    """
+    if run_ids:
+        known = {r[0] for r in store.rows("SELECT run_id FROM runs")}
+        missing = [r for r in run_ids if r not in known]
+        if missing:
+            msg = (
+                f"no run {missing[0]!r} in {store.path}; list the runs with `argus-lab show --all --store {store.path}`"
+            )
+            raise StoreError(msg)
+        return [attribute_request(store, list(run_ids))]
+    if every:
+        groups: dict[str, list[str]] = {}
+        for run_id, request_id in store.rows("SELECT run_id, request_id FROM runs ORDER BY started_ns, plan_index"):
+            groups.setdefault(request_id or run_id, []).append(run_id)
+        return [attribute_request(store, ids) for ids in groups.values()]
+    latest = store.rows(queries.LATEST_REQUEST)
+    ids = [r[0] for r in store.rows(queries.RUNS_OF_REQUEST, [latest[0][0]])] if latest else []
+    return [attribute_request(store, ids)] if ids else []
 
 
 def run_plan(
@@ -95,4 +121,4 @@ def measure(
     return run_plan(the_plan, workload, store, on_error=on_error, progress=terminal_progress(), launch=launch).report
 
 
-__all__ = ["Measurement", "measure", "open_store", "plan", "run_plan"]
+__all__ = ["Measurement", "join_runs", "measure", "open_store", "plan", "run_plan"]

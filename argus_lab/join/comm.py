@@ -31,8 +31,6 @@ if TYPE_CHECKING:
 COMM_KERNEL_PATTERN = r"(?i)nccl|onerankreduce"
 """Kernel names that are communication (a regular expression, DuckDB ``regexp_matches`` syntax)."""
 
-COMM_SIGNALS = ("comm.time", "comm.kernels", "comm.overlap", "comm.exposed")
-
 # runs that get communication values: those with a communication kernel, or that asked for a comm.* signal
 COMM_RUNS = """
 CREATE OR REPLACE TEMP TABLE _j_crun AS

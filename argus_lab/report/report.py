@@ -27,10 +27,10 @@ from __future__ import annotations
 import functools
 import importlib
 import json
-from dataclasses import asdict, dataclass
 from typing import TYPE_CHECKING, Any, Literal, get_args
 
 from argus_lab.errors import StoreError
+from argus_lab.report import coverage
 from argus_lab.report import rows as rt
 from argus_lab.report import text as txt
 from argus_lab.report.diff import ReportDiff, compare
@@ -45,6 +45,7 @@ from argus_lab.report.rows import (
     ProvenanceRow,
     RankRow,
     RegionRow,
+    RunRow,
 )
 from argus_lab.report.sql import JOINED, TRACE
 from argus_lab.store import Store, queries
@@ -90,29 +91,6 @@ __all__ = [
 ]
 
 
-@dataclass(frozen=True)
-class RunRow:
-    """One run and its provenance."""
-
-    run_id: str
-    plan_index: int
-    status: str
-    backends: tuple[str, ...]
-    signals: tuple[str, ...]
-    repetitions: int
-    warmup: int
-    reps_done: int
-    seconds: float | None
-    workload: str
-    command: str
-    cause: str
-    reason: str
-    versions: dict[str, str]
-    env: dict[str, str]
-    host: str
-    settings: dict[str, Any]
-
-
 class Report:
     """Evidence of some runs of a store, summarised per region.
 
@@ -122,15 +100,13 @@ class Report:
         The evidence store (a :class:`~argus_lab.store.Store` or a path).
     run_ids
         The runs to report on; default: the runs of the latest request in the store.
-    join
-        Run the join (:func:`argus_lab.join.attribute_request`) first for runs it has not processed yet
-        (:func:`argus_lab.faces.measure.run_plan` already does it after every plan).  A read-only store falls back to
-        the values the backends stored, and :meth:`coverage` says so.
+
+    A Report only reads: it never runs the join nor takes the store's write lock.  The join runs where the runs end
+    (:func:`argus_lab.faces.measure.run_plan`, ``argus-lab join``); runs it has not processed yet are listed in
+    :attr:`pending`, and :meth:`coverage` says how to join them.
     """
 
-    def __init__(
-        self, store: Store | str, run_ids: tuple[str, ...] | list[str] | None = None, *, join: bool = True
-    ) -> None:
+    def __init__(self, store: Store | str, run_ids: tuple[str, ...] | list[str] | None = None) -> None:
         self.store = store if isinstance(store, Store) else Store(store)
         if run_ids is None:
             latest = self.store.rows(queries.LATEST_REQUEST)
@@ -138,9 +114,13 @@ class Report:
         self.run_ids: tuple[str, ...] = tuple(run_ids)
         ids = list(self.run_ids)
         self.notes: list[str] = []
-        self.runs: tuple[RunRow, ...] = tuple(_run_row(r) for r in self.store.rows(queries.RUNS, [ids]))
-        self.errors: tuple[tuple[str, int, str], ...] = tuple(self.store.rows(queries.INSTANCE_ERRORS, [ids]))
-        joined = self._joined(ids, join)
+        self.runs: tuple[RunRow, ...] = rt.read_runs(self.store, ids)
+        self.errors: tuple[tuple[str, int, str], ...] = tuple(
+            (r["path"], int(r["n"]), r["error"]) for r in self.store.records(queries.INSTANCE_ERRORS, [ids])
+        )
+        self.pending: tuple[str, ...] = self._pending(ids)
+        """The runs the join has not processed yet (their evidence has no values; :meth:`coverage` says how to join)."""
+        joined = bool(ids) and not self.pending
         self.regions: tuple[RegionRow, ...] = ()
         self.counters: tuple[CounterRow, ...] = ()
         self._joined_ok = False
@@ -170,8 +150,6 @@ class Report:
             self.matches = rt.read_matches(self.store, ids)
             self.clocks = rt.read_clocks(self.store, ids)
             self.ranks = rt.read_ranks(self.store, ids, self._scope_sql)
-        else:
-            self.regions = tuple(RegionRow(*r) for r in self.store.rows(queries.REGION_SUMMARY, [ids]))
 
     @functools.cached_property
     def kernels(self) -> tuple[KernelRow, ...]:
@@ -183,30 +161,19 @@ class Report:
         """Compiler facts per kernel function (read on first use)."""
         return rt.read_compiler(self.store, list(self.run_ids)) if self._joined_ok else ()
 
-    def _joined(self, ids: list[str], join: bool) -> bool:
+    def _pending(self, ids: list[str]) -> tuple[str, ...]:
+        """Runs of ``ids`` without the join's provenance row (all of them for a store older than the join)."""
         if not ids:
-            return False
-        from argus_lab.join import attribute_request
-
+            return ()
         try:
-            done = {r[0] for r in self.store.rows(JOINED, [ids])}
+            done = {r["run_id"] for r in self.store.records(JOINED, [ids])}
         except StoreError:
             raise
         except Exception as exc:  # a store written before the join existed (missing tables)
-            self.notes.append(f"this store has no join results ({exc}); showing the values the backends stored")
-            return False
-        known = {r.run_id for r in self.runs}
-        if known <= done:
-            return True
-        if not join:
-            self.notes.append("the join has not run on these runs; showing the values the backends stored")
-            return False
-        try:
-            attribute_request(self.store, ids)
-        except StoreError as exc:
-            self.notes.append(f"the join could not run ({exc}); showing the values the backends stored")
-            return False
-        return True
+            self.notes.append(f"this store has no join results ({exc})")
+            done = set()
+        known = [r.run_id for r in self.runs]
+        return tuple(r for r in known if r not in done)
 
     # -- text -------------------------------------------------------------------------------------
     def region_table(self) -> str:
@@ -251,21 +218,8 @@ class Report:
         return txt.table(header, rows)
 
     def coverage(self) -> list[str]:
-        """Sentences about what was requested but not collected or not attributed, and why."""
-        out = []
-        for r in self.runs:
-            if r.status != "ok":
-                first = r.cause.splitlines()[0] if r.cause else r.status
-                out.append(f"run {r.plan_index} ({', '.join(r.signals)}): {r.status}: {first}")
-        out.extend(f"{path}: {n} instance(s) raised: {err}" for path, n, err in self.errors)
-        out.extend(self.notes)
-        for a in self.attribution:
-            for cls in ("unattributed", "ambiguous", "mismatch"):
-                if a.shares.get(cls, 0.0) > 0:
-                    out.append(f"{a.evidence} evidence ({a.signals}): {100 * a.shares[cls]:.1f}% {cls}")
-        out.extend(txt.matches(self.matches))
-        out.extend(rt.rank_coverage([(r.run_id, r.signals) for r in self.runs], self.ranks, self.clock_offsets))
-        return out
+        """Sentences about what was requested but not collected or not attributed, and why (:mod:`.coverage`)."""
+        return coverage.sentences(self)
 
     def provenance_text(self) -> str:
         """The provenance of each run: command, versions, environment, settings, and each backend's record."""
@@ -387,19 +341,3 @@ class Report:
         renderer = importlib.import_module(RENDERER)
         bundle: dict[str, Any] = renderer.mimebundle(self)
         return bundle
-
-
-def _run_row(r: tuple[Any, ...]) -> RunRow:
-    (run_id, idx, status, backends, signals, reps, warm, done, secs, workload, command, cause, reason, vers, env,
-     host, settings) = r  # fmt: skip
-    return RunRow(
-        run_id, idx or 0, status or "", tuple(backends or ()), tuple(signals or ()), reps or 0, warm or 0,
-        done or 0, secs,
-        workload or "", command or "", cause or "", reason or "", json.loads(vers or "{}"), json.loads(env or "{}"),
-        host or "", json.loads(settings or "{}"),
-    )  # fmt: skip
-
-
-def asdicts(rows: tuple[Any, ...]) -> list[dict[str, Any]]:
-    """Rows of any report table as plain dicts."""
-    return [asdict(r) for r in rows]

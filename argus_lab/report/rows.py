@@ -16,6 +16,7 @@ from argus_lab.join import CLASSES, LEVEL_UNITS, NON_ADDITIVE
 from argus_lab.plan.backends import BACKENDS
 from argus_lab.report import sql as q
 from argus_lab.store import Store
+from argus_lab.store.queries import RUNS
 
 Shares = dict[str, float]
 
@@ -57,6 +58,29 @@ class RegionRow:
     def spread(self) -> float:
         """Interquartile range relative to the median (0 when the median is 0)."""
         return (self.p75 - self.p25) / self.median if self.median else 0.0
+
+
+@dataclass(frozen=True)
+class RunRow:
+    """One run and its provenance."""
+
+    run_id: str
+    plan_index: int
+    status: str
+    backends: tuple[str, ...]
+    signals: tuple[str, ...]
+    repetitions: int
+    warmup: int
+    reps_done: int
+    seconds: float | None
+    workload: str
+    command: str
+    cause: str
+    reason: str
+    versions: dict[str, str]
+    env: dict[str, str]
+    host: str
+    settings: dict[str, Any]
 
 
 @dataclass(frozen=True)
@@ -256,6 +280,32 @@ class RegionSummary:
     units: dict[tuple[str, str], str]
 
 
+def read_runs(store: Store, ids: list[str]) -> tuple[RunRow, ...]:
+    """The runs, in plan order, with their provenance (:data:`argus_lab.store.queries.RUNS`)."""
+    return tuple(
+        RunRow(
+            run_id=r["run_id"],
+            plan_index=r["plan_index"] or 0,
+            status=r["status"] or "",
+            backends=tuple(r["backends"] or ()),
+            signals=tuple(r["signals"] or ()),
+            repetitions=r["repetitions"] or 0,
+            warmup=r["warmup"] or 0,
+            reps_done=r["reps_done"] or 0,
+            seconds=r["seconds"],
+            workload=r["workload"] or "",
+            command=r["command"] or "",
+            cause=r["cause"] or "",
+            reason=r["reason"] or "",
+            versions=_json(r["versions"]),
+            env=_json(r["env"]),
+            host=r["host"] or "",
+            settings=_json(r["settings"]),
+        )
+        for r in store.records(RUNS, [ids])
+    )
+
+
 def read_scopes(store: Store, ids: list[str]) -> tuple[dict[str, str], str | None]:
     """The scope of each run's request (canonical text) and the SQL predicate that applies them (``None``: all)."""
     import json
@@ -378,31 +428,6 @@ def clock_offsets(provenance: Sequence[ProvenanceRow]) -> tuple[ClockOffsetRow, 
             )
         )  # fmt: skip
     return tuple(sorted(out, key=lambda o: (o.run_id, o.rank, o.phase != "before")))
-
-
-def rank_coverage(
-    requested: Sequence[tuple[str, tuple[str, ...]]], ranks: Sequence[RankRow], offsets: Sequence[ClockOffsetRow]
-) -> list[str]:
-    """Sentences about rank lags that were asked for but cannot be given, and offsets that were not estimated.
-
-    ``requested`` holds (run id, signals) of each run.
-    """
-    from argus_lab.join.skew import SIGNALS
-
-    out = []
-    asked = sorted({s for _, sigs in requested for s in sigs if s in SIGNALS})
-    if asked and not ranks:
-        out.append(
-            f"{', '.join(asked)}: no run of this report has more than one rank; launch the workload on several "
-            "ranks, e.g. `--launch 'torchrun --nproc-per-node 2'` (Python: launch='torchrun --nproc-per-node 2')"
-        )
-    for o in offsets:
-        if o.status == "not estimated":
-            out.append(
-                f"run {o.run_id} rank {o.rank}: clock offset not estimated ({o.phase} the workload): {o.reason}; "
-                "its rank lags use its clock as it is (exact on one host, not across hosts)"
-            )
-    return out
 
 
 def _num(v: Any) -> float | None:

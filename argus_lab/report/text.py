@@ -11,7 +11,6 @@ from argus_lab.report.rows import (
     CompilerRow,
     CounterRow,
     KernelRow,
-    MatchRow,
     RankRow,
     RegionRow,
     describe,
@@ -140,16 +139,6 @@ def clocks(rows: Sequence[ClockRow]) -> str:
         f"{r.samples} samples)"
         for r in rows
     )
-
-
-def matches(rows: Sequence[MatchRow]) -> list[str]:
-    """Sentences about instances that did not match the reference run."""
-    return [
-        f"run {r.run_id}: {r.instances} instance(s) {r.status} against run {r.ref_run_id}"
-        + (f", e.g. {r.example_path}: {r.difference}" if r.difference else "")
-        for r in rows
-        if r.status != "match"
-    ]
 
 
 def ranks(rows: Sequence[RankRow], offsets: Sequence[ClockOffsetRow]) -> str:

@@ -220,6 +220,13 @@ class Store:
         with self.connect() as con:
             return con.execute(sql, list(params)).fetchall()
 
+    def records(self, sql: str, params: Sequence[Any] = ()) -> list[dict[str, Any]]:
+        """Rows of a query as dicts keyed by column name (read rows by name, never by position)."""
+        with self.connect() as con:
+            cur = con.execute(sql, list(params))
+            names = [d[0] for d in cur.description or ()]
+            return [dict(zip(names, row, strict=True)) for row in cur.fetchall()]
+
     def arrow(self, sql: str, params: Sequence[Any] = ()) -> pa.Table:
         """A query's result as an Arrow table."""
         with self.connect() as con:

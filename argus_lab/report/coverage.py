@@ -1,0 +1,94 @@
+"""Coverage: what a report's request asked for but did not get, or got only partly, and why; in one place.
+
+Every sentence the Report, its text, its JSON and its views say about missing coverage comes from
+:func:`sentences`: runs that did not finish ok, instances that raised, runs the join has not processed yet (with the
+command that joins them), evidence that is not exactly attributed, instances that did not match the reference run,
+rank lags that cannot be given and clock offsets that were not estimated.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import TYPE_CHECKING
+
+from argus_lab.join.skew import SIGNALS as RANK_SIGNALS
+
+if TYPE_CHECKING:
+    from argus_lab.report.report import Report
+    from argus_lab.report.rows import ClockOffsetRow, MatchRow, RankRow, RunRow
+
+NOT_EXACT = ("unattributed", "ambiguous", "mismatch")
+"""Attribution classes whose share of some evidence is reported as missing coverage."""
+
+
+def sentences(report: Report) -> list[str]:
+    """Every coverage sentence of ``report``, most fundamental first."""
+    out = runs(report.runs)
+    out.extend(f"{path}: {n} instance(s) raised: {err}" for path, n, err in report.errors)
+    if report.pending:
+        out.append(join_pending(str(report.store.path), report.pending))
+    out.extend(report.notes)
+    for a in report.attribution:
+        for cls in NOT_EXACT:
+            if a.shares.get(cls, 0.0) > 0:
+                out.append(f"{a.evidence} evidence ({a.signals}): {100 * a.shares[cls]:.1f}% {cls}")
+    out.extend(matches(report.matches))
+    out.extend(ranks([(r.run_id, r.signals) for r in report.runs], report.ranks, report.clock_offsets))
+    return out
+
+
+def runs(rows: Sequence[RunRow]) -> list[str]:
+    """Runs that did not finish ok, with the first line of their cause."""
+    out = []
+    for r in rows:
+        if r.status != "ok":
+            first = r.cause.splitlines()[0] if r.cause else r.status
+            out.append(f"run {r.plan_index} ({', '.join(r.signals)}): {r.status}: {first}")
+    return out
+
+
+def join_pending(store: str, run_ids: Sequence[str]) -> str:
+    """The runs whose evidence the join has not attributed yet, and how to join them (a Report never writes)."""
+    ids = " ".join(f"--run {r}" for r in run_ids)
+    return (
+        f"the join has not run on {len(run_ids)} run(s) ({', '.join(run_ids)}): their evidence is stored but not "
+        f"attributed to region instances yet, so the report shows no values for them; join them with "
+        f"`argus-lab join --store {store} {ids}` (Python: argus_lab.join.attribute_request(store, run_ids)), "
+        "then read the report again"
+    )
+
+
+def matches(rows: Sequence[MatchRow]) -> list[str]:
+    """Instances that did not match the reference run."""
+    return [
+        f"run {r.run_id}: {r.instances} instance(s) {r.status} against run {r.ref_run_id}"
+        + (f", e.g. {r.example_path}: {r.difference}" if r.difference else "")
+        for r in rows
+        if r.status != "match"
+    ]
+
+
+def ranks(
+    requested: Sequence[tuple[str, tuple[str, ...]]], rows: Sequence[RankRow], offsets: Sequence[ClockOffsetRow]
+) -> list[str]:
+    """Rank lags that were asked for but cannot be given, and clock offsets that were not estimated.
+
+    ``requested`` holds (run id, signals) of each run.
+    """
+    out = []
+    asked = sorted({s for _, sigs in requested for s in sigs if s in RANK_SIGNALS})
+    if asked and not rows:
+        out.append(
+            f"{', '.join(asked)}: no run of this report has more than one rank; launch the workload on several "
+            "ranks, e.g. `--launch 'torchrun --nproc-per-node 2'` (Python: launch='torchrun --nproc-per-node 2')"
+        )
+    for o in offsets:
+        if o.status == "not estimated":
+            out.append(
+                f"run {o.run_id} rank {o.rank}: clock offset not estimated ({o.phase} the workload): {o.reason}; "
+                "its rank lags use its clock as it is (exact on one host, not across hosts)"
+            )
+    return out
+
+
+__all__ = ["NOT_EXACT", "join_pending", "matches", "ranks", "runs", "sentences"]
