@@ -19,6 +19,11 @@ from argus_lab.store import Store  # noqa: E402
 from argus_lab.store.schema import SCHEMA_VERSION, TABLES  # noqa: E402
 
 
+def sql_string(text: str) -> str:
+    """A SQL string literal of ``text`` (quotes doubled): ATTACH takes its path as a literal, not a parameter."""
+    return "'" + text.replace("'", "''") + "'"
+
+
 def merge(out: Path, inputs: list[Path]) -> None:
     if out.exists():
         raise SystemExit(f"{out} exists; pass a new path for the merged store")
@@ -27,11 +32,11 @@ def merge(out: Path, inputs: list[Path]) -> None:
     with store.connect(write=True) as con:
         for i, src in enumerate(inputs):
             alias = f"src{i}"
-            con.execute(f"ATTACH '{src}' AS {alias} (READ_ONLY)")
+            con.execute(f"ATTACH {sql_string(str(src))} AS {alias} (READ_ONLY)")
             row = con.execute(f"SELECT value FROM {alias}.meta WHERE key = 'schema_version'").fetchone()
             if row is None or str(row[0]) != str(SCHEMA_VERSION):
                 raise SystemExit(f"{src}: schema version {row[0] if row else '?'}, expected {SCHEMA_VERSION}")
-            listed = con.execute(f"SELECT table_name FROM duckdb_tables() WHERE database_name = '{alias}'").fetchall()
+            listed = con.execute("SELECT table_name FROM duckdb_tables() WHERE database_name = ?", [alias]).fetchall()
             have = {r[0] for r in listed}
             for table in TABLES:
                 if table not in have:

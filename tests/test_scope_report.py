@@ -10,7 +10,7 @@ import duckdb
 
 import argus_lab
 from argus_lab.plan.scope import Scope
-from argus_lab.report.scope_sql import predicate, quote
+from argus_lab.report.scope_sql import predicate, scoped
 from argus_lab.store import Store
 
 
@@ -64,7 +64,7 @@ def test_thread_names_are_recorded_and_select(store_path: Path) -> None:
     assert names == [("MainThread",), ("loader",)]
 
 
-def test_predicate_quotes_untrusted_paths_and_builds_arithmetic() -> None:
+def test_predicate_binds_untrusted_paths_and_builds_arithmetic() -> None:
     con = duckdb.connect()
     con.execute(
         "CREATE TABLE i (run_id VARCHAR, path VARCHAR, instance_index INTEGER, rank INTEGER, "
@@ -74,11 +74,33 @@ def test_predicate_quotes_untrusted_paths_and_builds_arithmetic() -> None:
     rows = [("r", hostile, n, 0, 1, "main", n) for n in range(10)] + [("r", "other", 0, 1, 1, "main", 99)]
     con.executemany("INSERT INTO i VALUES (?, ?, ?, ?, ?, ?, ?)", rows)
     pred = predicate({"r": Scope.parse("x*; instances=1:9:3")}, {"r": {hostile: 0, "other": 0}})
-    assert pred is not None and quote(hostile) in pred
-    got = con.execute(f"SELECT instance_index FROM i WHERE {pred} ORDER BY 1").fetchall()
+    assert pred is not None
+    assert hostile not in pred.sql and "'" not in pred.sql  # no value is spliced into the text: all are bound
+    assert hostile in pred.params and "r" in pred.params
+    got = con.execute(f"SELECT instance_index FROM i WHERE {pred.sql} ORDER BY 1", list(pred.params)).fetchall()
     assert got == [(1,), (4,), (7,)]
     assert predicate({"r": Scope()}, {}) is None
     ranks = predicate({"r": Scope.parse("ranks=1")}, {"r": {hostile: 0, "other": 0}})
     warm = predicate({"r": Scope.parse("x*; instances=:2")}, {"r": {hostile: 5, "other": 0}})  # 5 warm-up ones
-    assert con.execute(f"SELECT instance_index FROM i WHERE {warm} ORDER BY 1").fetchall() == [(5,), (6,)]
-    assert con.execute(f"SELECT path FROM i WHERE {ranks}").fetchall() == [("other",)]
+    assert ranks is not None and warm is not None
+    assert con.execute(f"SELECT instance_index FROM i WHERE {warm.sql} ORDER BY 1", list(warm.params)).fetchall() == [
+        (5,),
+        (6,),
+    ]
+    assert con.execute(f"SELECT path FROM i WHERE {ranks.sql}", list(ranks.params)).fetchall() == [("other",)]
+    names = predicate({"r": Scope.parse("threads=main")}, {"r": {hostile: 0, "other": 0}})
+    assert names is not None and "main" in names.params
+    assert con.execute(f"SELECT count(*) FROM i WHERE {names.sql}", list(names.params)).fetchall() == [(11,)]
+    assert con.execute("SELECT count(*) FROM i").fetchall() == [(11,)]  # the table is still there
+
+
+def test_scoped_puts_the_scope_first_and_its_parameters_first() -> None:
+    con = duckdb.connect()
+    con.execute("CREATE TABLE region_instances (run_id VARCHAR, instance_id BIGINT, path VARCHAR)")
+    con.executemany("INSERT INTO region_instances VALUES (?, ?, ?)", [("r", 1, "a"), ("r", 2, "b"), ("q", 3, "a")])
+    scope = predicate({"r": Scope.parse("a")}, {"r": {"a": 0, "b": 0}})
+    sql = "WITH x AS (SELECT * FROM region_instances i WHERE i.run_id = ? /*SCOPE*/) SELECT instance_id FROM x"
+    text, bound = scoped(sql, scope)
+    assert con.execute(text, [*bound, "r"]).fetchall() == [(1,)]
+    plain, none = scoped(sql, None)
+    assert none == [] and sorted(con.execute(plain, ["r"]).fetchall()) == [(1,), (2,)]

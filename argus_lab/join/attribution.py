@@ -107,18 +107,20 @@ def attribute_request(store: JoinTarget, run_ids: Sequence[str]) -> JoinSummary:
         con.execute("BEGIN")
         try:
             ref = _attribute(con, ids)
-            summary = con.execute(q.SUMMARY).fetchall()
+            res = con.execute(q.SUMMARY)
+            names = [d[0] for d in res.description or ()]
+            summary = [dict(zip(names, row, strict=True)) for row in res.fetchall()]
             _provenance(con, ids, ref, summary, time.perf_counter() - t0)
             con.execute("COMMIT")
         except BaseException:
             con.execute("ROLLBACK")
             raise
     counts: dict[str, dict[str, int]] = {}
-    for _, ev, cls, items, _, _ in summary:
-        if cls == "*":
+    for row in summary:
+        if row["class"] == "*":
             continue
-        by = counts.setdefault(ev, {})
-        by[cls] = by.get(cls, 0) + int(items)
+        by = counts.setdefault(row["evidence"], {})
+        by[row["class"]] = by.get(row["class"], 0) + int(row["items"])
     return JoinSummary(tuple(ids), ref, counts, time.perf_counter() - t0)
 
 
@@ -186,14 +188,14 @@ def _count(con: duckdb.DuckDBPyConnection, sql: str) -> int:
 
 
 def _provenance(
-    con: duckdb.DuckDBPyConnection, ids: list[str], ref: str | None, summary: list[tuple[Any, ...]], secs: float
+    con: duckdb.DuckDBPyConnection, ids: list[str], ref: str | None, summary: list[dict[str, Any]], secs: float
 ) -> None:
     by_run: dict[str, dict[str, dict[str, dict[str, float]]]] = {}
-    for run, ev, cls, items, weight, time_ns in summary:
-        entry = {"items": int(items), "weight": float(weight or 0.0)}
-        if time_ns is not None:
-            entry["time_ns"] = float(time_ns)
-        by_run.setdefault(run, {}).setdefault(ev, {})[cls] = entry
+    for row in summary:
+        entry = {"items": int(row["items"]), "weight": float(row["weight"] or 0.0)}
+        if row["time_ns"] is not None:
+            entry["time_ns"] = float(row["time_ns"])
+        by_run.setdefault(row["run_id"], {}).setdefault(row["evidence"], {})[row["class"]] = entry
     known = {r[0] for r in con.execute("SELECT run_id FROM runs WHERE run_id IN (SELECT * FROM _j_runs)").fetchall()}
     rows: list[tuple[Any, ...]] = []
     for run in ids:
@@ -220,7 +222,11 @@ def _provenance(
             )
         )
     if rows:
-        con.executemany("INSERT INTO provenance VALUES (?, ?, ?, ?, ?, ?, ?)", rows)
+        con.executemany(
+            "INSERT INTO provenance (provenance_id, run_id, backend, backend_version, settings, clocks, timestamps) "
+            "VALUES (?, ?, ?, ?, ?, ?, ?)",
+            rows,
+        )
 
 
 __all__ = ["CLASSES", "LEVEL_UNITS", "NON_ADDITIVE", "JoinSummary", "JoinTarget", "attribute_request", "joined_runs"]

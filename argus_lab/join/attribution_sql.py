@@ -178,7 +178,8 @@ SELECT * FROM (VALUES ('gpu.time', 'kernel', 'dur', 'ns'), ('gpu.kernels', 'kern
 """
 
 KERNEL_VALUES = """
-INSERT INTO instance_values
+INSERT INTO instance_values (run_id, instance_id, signal, inclusive, exclusive, unit, evidence, w_exact, w_ordinal,
+                             w_temporal, w_ambiguous, w_mismatch, backend, provenance_id)
 WITH kruns AS (  -- runs that traced GPU activity (a CUPTI backend, or any activity record)
     SELECT run_id FROM runs WHERE run_id IN (SELECT run_id FROM _j_runs) AND list_contains(backends, 'cupti')
     UNION SELECT DISTINCT run_id FROM _j_k
@@ -209,7 +210,8 @@ LEFT JOIN exc ON exc.run_id = i.run_id AND exc.instance_id = i.instance_id AND e
 """
 
 SPAN_VALUES = """
-INSERT INTO instance_values
+INSERT INTO instance_values (run_id, instance_id, signal, inclusive, exclusive, unit, evidence, w_exact, w_ordinal,
+                             w_temporal, w_ambiguous, w_mismatch, backend, provenance_id)
 SELECT a.run_id, a.ancestor_id, 'gpu.span', max(x.last_ns) - min(x.first_ns), NULL, 'ns', sum(x.n),
        coalesce(sum(x.w) FILTER (WHERE x.class = 'exact'), 0), 0,
        coalesce(sum(x.w) FILTER (WHERE x.class = 'temporal'), 0), 0, 0,
@@ -249,7 +251,8 @@ LEFT JOIN own ON own.run_id = r.run_id AND own.instance_id = r.instance_id
 # -- per-instance values the backends stored (host clocks ...), for signals the join did not derive itself:
 #    inclusive as stored, exclusive = minus the children's values
 INSTANCE_METRICS = """
-INSERT INTO instance_values
+INSERT INTO instance_values (run_id, instance_id, signal, inclusive, exclusive, unit, evidence, w_exact, w_ordinal,
+                             w_temporal, w_ambiguous, w_mismatch, backend, provenance_id)
 WITH m AS (
     SELECT m.run_id, m.instance_id, m.signal, sum(m.value) AS value, any_value(m.unit) AS unit,
            any_value(m.backend) AS backend, any_value(m.provenance_id) AS provenance_id, count(*) AS n
@@ -364,7 +367,8 @@ SELECT run_id, 'ncu_kernel', kernel_key, instance_id, class, 1.0, reason, ref_ru
 
 # hw:<metric>.sum adds up over kernels; other rollups (avg, pct, per_second, ratio) average over them
 NCU_VALUES = """
-INSERT INTO instance_values
+INSERT INTO instance_values (run_id, instance_id, signal, inclusive, exclusive, unit, evidence, w_exact, w_ordinal,
+                             w_temporal, w_ambiguous, w_mismatch, backend, provenance_id)
 WITH v AS (
     SELECT nm.ref_run_id AS run_id, nm.instance_id, m.signal, m.value, m.unit, m.provenance_id, nm.class,
            regexp_matches(m.signal, '\\.sum$') AS additive
@@ -391,7 +395,8 @@ FROM inc LEFT JOIN x USING (run_id, instance_id, signal)
 """
 
 INSTANCE_MATCHES = """
-INSERT INTO instance_matches
+INSERT INTO instance_matches (run_id, instance_id, ref_run_id, ref_instance_id, path, repetition, rep_index, status,
+                              difference)
 WITH other AS (SELECT run_id FROM _j_runs WHERE run_id <> ?),
 o AS (SELECT i.* FROM _j_inst i WHERE i.run_id IN (SELECT run_id FROM other)),
 r AS (SELECT i.* FROM _j_inst i WHERE i.run_id = ?),

@@ -99,7 +99,8 @@ COMM_BUSY = merged_intervals(
 )
 
 COMM_VALUES = """
-INSERT INTO instance_values
+INSERT INTO instance_values (run_id, instance_id, signal, inclusive, exclusive, unit, evidence, w_exact, w_ordinal,
+                             w_temporal, w_ambiguous, w_mismatch, backend, provenance_id)
 WITH x AS (  -- exclusive: the instance's own communication kernels
     SELECT run_id, instance_id, sum(weight * (end_ns - start_ns)) AS dur, sum(weight) AS w FROM _j_ck GROUP BY ALL
 ), inc AS (

@@ -40,7 +40,8 @@ FROM p WHERE rank IS NOT NULL GROUP BY run_id, rank
 """
 
 VALUES = """
-INSERT INTO instance_values
+INSERT INTO instance_values (run_id, instance_id, signal, inclusive, exclusive, unit, evidence, w_exact, w_ordinal,
+                             w_temporal, w_ambiguous, w_mismatch, backend, provenance_id)
 WITH multi AS (
     SELECT run_id FROM region_instances WHERE run_id IN (SELECT run_id FROM _j_runs)
     GROUP BY run_id HAVING count(DISTINCT coalesce(rank, 0)) > 1
@@ -81,14 +82,14 @@ WITH v AS (
            count(*) AS ranks, min(start_ns) AS first_ns
     FROM v GROUP BY ALL
 )
-SELECT path, max(ranks), count(*) FILTER (WHERE signal = 'rank.start_lag'),
-       quantile_cont(skew, 0.5) FILTER (WHERE signal = 'rank.start_lag'),
-       max(skew) FILTER (WHERE signal = 'rank.start_lag'),
-       quantile_cont(skew, 0.5) FILTER (WHERE signal = 'rank.end_lag'),
-       max(skew) FILTER (WHERE signal = 'rank.end_lag'),
-       mode(last_rank) FILTER (WHERE signal = 'rank.start_lag'),
-       mode(last_rank) FILTER (WHERE signal = 'rank.end_lag'),
-       string_agg(DISTINCT run_id, ',' ORDER BY run_id)
+SELECT path, max(ranks) AS ranks, count(*) FILTER (WHERE signal = 'rank.start_lag') AS occurrences,
+       quantile_cont(skew, 0.5) FILTER (WHERE signal = 'rank.start_lag') AS start_skew_median,
+       max(skew) FILTER (WHERE signal = 'rank.start_lag') AS start_skew_max,
+       quantile_cont(skew, 0.5) FILTER (WHERE signal = 'rank.end_lag') AS end_skew_median,
+       max(skew) FILTER (WHERE signal = 'rank.end_lag') AS end_skew_max,
+       mode(last_rank) FILTER (WHERE signal = 'rank.start_lag') AS last_to_start,
+       mode(last_rank) FILTER (WHERE signal = 'rank.end_lag') AS last_to_end,
+       string_agg(DISTINCT run_id, ',' ORDER BY run_id) AS runs
 FROM o GROUP BY path ORDER BY min(first_ns), path
 """
 

@@ -103,10 +103,19 @@ def compare(
             gone = b is None or len(b) == 0
             rows.append(
                 DiffRow(
-                    key[0], key[1], unit, med if gone else None, None if gone else med, None, None,
-                    0 if a is None else len(a), 0 if b is None else len(b), False, "gone" if gone else "new",
+                    path=key[0],
+                    signal=key[1],
+                    unit=unit,
+                    base_median=med if gone else None,
+                    other_median=None if gone else med,
+                    change=None,
+                    p_value=None,
+                    n_base=0 if a is None else len(a),
+                    n_other=0 if b is None else len(b),
+                    significant=False,
+                    verdict="gone" if gone else "new",
                 )
-            )  # fmt: skip
+            )
             continue
         ma, mb = float(np.median(a)), float(np.median(b))
         change = (mb / ma - 1.0) if ma != 0 else (0.0 if mb == 0 else None)

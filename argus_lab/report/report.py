@@ -47,6 +47,7 @@ from argus_lab.report.rows import (
     RegionRow,
     RunRow,
 )
+from argus_lab.report.scope_sql import ScopeFilter
 from argus_lab.report.sql import JOINED, TRACE
 from argus_lab.store import Store, queries
 
@@ -134,7 +135,7 @@ class Report:
         self._units: dict[tuple[str, str], str] = {}
         self.scopes: dict[str, str] = {}
         """The scope of each run's request (canonical text; ``""`` = everything); the tables cover only it."""
-        self._scope_sql: str | None = None
+        self._scope_sql: ScopeFilter | None = None
         if not ids:
             return
         self.provenance = rt.read_provenance(self.store, ids)

@@ -13,8 +13,11 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from argus_lab.join import CLASSES, LEVEL_UNITS, NON_ADDITIVE
+from argus_lab.join.skew import RANKS
 from argus_lab.plan.backends import BACKENDS
+from argus_lab.plan.scope import Scope
 from argus_lab.report import sql as q
+from argus_lab.report.scope_sql import ScopeFilter, predicate, scoped
 from argus_lab.store import Store
 from argus_lab.store.queries import RUNS
 
@@ -306,62 +309,99 @@ def read_runs(store: Store, ids: list[str]) -> tuple[RunRow, ...]:
     )
 
 
-def read_scopes(store: Store, ids: list[str]) -> tuple[dict[str, str], str | None]:
-    """The scope of each run's request (canonical text) and the SQL predicate that applies them (``None``: all)."""
-    import json
-
-    from argus_lab.plan.scope import Scope
-    from argus_lab.report.scope_sql import predicate
-
+def read_scopes(store: Store, ids: list[str]) -> tuple[dict[str, str], ScopeFilter | None]:
+    """The scope of each run's request (canonical text) and the predicate that applies them (``None``: all)."""
     scopes: dict[str, Scope] = {}
-    for run_id, spec in store.rows(q.SCOPE_RUNS, [ids]):
-        text = (json.loads(spec) if spec else {}).get("scope", "")
-        scopes[run_id] = Scope.parse(text or "")
+    for r in store.records(q.SCOPE_RUNS, [ids]):
+        text = (json.loads(r["spec"]) if r["spec"] else {}).get("scope", "")
+        scopes[r["run_id"]] = Scope.parse(text or "")
     paths: dict[str, dict[str, int]] = {}
     if not all(s.is_everything for s in scopes.values()):
-        for run_id, path, warm in store.rows(q.RUN_PATHS, [ids]):
-            paths.setdefault(run_id, {})[path] = int(warm)
+        for r in store.records(q.RUN_PATHS, [ids]):
+            paths.setdefault(r["run_id"], {})[r["path"]] = int(r["warmup"])
     return {r: str(s) for r, s in scopes.items()}, predicate(scopes, paths)
 
 
-def read_summary(store: Store, ids: list[str], scope: str | None = None) -> RegionSummary:
+def read_summary(store: Store, ids: list[str], scope: ScopeFilter | None = None) -> RegionSummary:
     """Region rows (not ``hw:``/``pm:``), counter rows (``hw:``/``pm:``) and per-instance values.
 
-    The per-instance values (:data:`argus_lab.report.sql.VALUES`) are collected once into a temporary table of a private
-    cursor, and both summaries run over it inside DuckDB.
+    The per-instance values (:data:`argus_lab.report.sql.VALUES`) are collected once into a temporary table of a
+    private cursor, and both summaries run over it inside DuckDB.
     """
     import numpy as np
 
     with store.connect() as con:
         cur = con.cursor()
         try:
-            values_sql = q.scoped(q.VALUES, scope)
-            cur.execute(f"CREATE OR REPLACE TEMP TABLE _r_values AS {values_sql}", [ids, REPLAY_BACKENDS])
-            rows = cur.execute(q.REGIONS, [list(NON_ADDITIVE), list(LEVEL_UNITS)]).fetchall()
-            lists = cur.execute(
-                "SELECT path, signal, list(inclusive) FILTER (WHERE inclusive IS NOT NULL), any_value(unit) "
-                "FROM _r_values GROUP BY ALL"
-            ).fetchall()
+            values_sql, bound = scoped(q.VALUES, scope)
+            cur.execute(f"CREATE OR REPLACE TEMP TABLE _r_values AS {values_sql}", [*bound, ids, REPLAY_BACKENDS])
+            rows = _records(cur, q.REGIONS, [list(NON_ADDITIVE), list(LEVEL_UNITS)])
+            lists = _records(
+                cur,
+                "SELECT path, signal, list(inclusive) FILTER (WHERE inclusive IS NOT NULL) AS values, "
+                "any_value(unit) AS unit FROM _r_values GROUP BY ALL",
+            )
         finally:
             cur.close()
     regions: list[RegionRow] = []
     counters: list[CounterRow] = []
     for r in rows:
-        (path, signal, n, inst, med, p25, p75, mn, mx, unit, runs, emed, ep25, ep75, reps, rmed, rp25, rp75) = r[:18]
-        sh = shares(dict(zip(_VALUE_CLASSES, r[18:23], strict=True)))
-        backend, prov = r[23] or "", tuple(r[24] or ())
-        if signal.startswith(("hw:", "pm:")):
-            counters.append(CounterRow(path, signal, inst, med, p25, p75, emed, unit or "", sh, runs, prov, ""))
+        sh = shares({c: r[f"w_{c}"] for c in _VALUE_CLASSES})
+        provenance = tuple(r["provenance"] or ())
+        if r["signal"].startswith(("hw:", "pm:")):
+            counters.append(
+                CounterRow(
+                    path=r["path"],
+                    signal=r["signal"],
+                    instances=r["instances"],
+                    median=r["median"],
+                    p25=r["p25"],
+                    p75=r["p75"],
+                    exclusive_median=r["exclusive_median"],
+                    unit=r["unit"] or "",
+                    shares=sh,
+                    runs=r["runs"],
+                    provenance=provenance,
+                    settings="",
+                )
+            )
             continue
         regions.append(
             RegionRow(
-                path, signal, n, inst, med, p25, p75, mn, mx, unit or "", runs, describe(sh),
-                emed, ep25, ep75, reps or 0, rmed, rp25, rp75, sh, backend, prov,
+                path=r["path"],
+                signal=r["signal"],
+                n=r["n"],
+                instances=r["instances"],
+                median=r["median"],
+                p25=r["p25"],
+                p75=r["p75"],
+                min=r["min"],
+                max=r["max"],
+                unit=r["unit"] or "",
+                runs=r["runs"],
+                attribution=describe(sh),
+                exclusive_median=r["exclusive_median"],
+                exclusive_p25=r["exclusive_p25"],
+                exclusive_p75=r["exclusive_p75"],
+                reps=r["reps"] or 0,
+                rep_median=r["rep_median"],
+                rep_p25=r["rep_p25"],
+                rep_p75=r["rep_p75"],
+                shares=sh,
+                backend=r["backends"] or "",
+                provenance=provenance,
             )
-        )  # fmt: skip
-    values = {(p, sg): np.asarray(v or [], dtype=np.float64) for p, sg, v, _ in lists}
-    units = {(p, sg): u or "" for p, sg, _, u in lists}
+        )
+    values = {(r["path"], r["signal"]): np.asarray(r["values"] or [], dtype=np.float64) for r in lists}
+    units = {(r["path"], r["signal"]): r["unit"] or "" for r in lists}
     return RegionSummary(tuple(regions), tuple(counters), values, units)
+
+
+def _records(cur: Any, sql: str, params: Sequence[Any] = ()) -> list[dict[str, Any]]:
+    """Rows of a query on an open cursor, as dicts keyed by column name."""
+    res = cur.execute(sql, list(params))
+    names = [d[0] for d in res.description or ()]
+    return [dict(zip(names, row, strict=True)) for row in res.fetchall()]
 
 
 def with_settings(counters: Sequence[CounterRow], prov: Sequence[ProvenanceRow]) -> tuple[CounterRow, ...]:
@@ -381,36 +421,58 @@ def with_settings(counters: Sequence[CounterRow], prov: Sequence[ProvenanceRow])
     return tuple(out)
 
 
-def read_kernels(store: Store, ids: list[str], scope: str | None = None) -> tuple[KernelRow, ...]:
+def read_kernels(store: Store, ids: list[str], scope: ScopeFilter | None = None) -> tuple[KernelRow, ...]:
     """Per-kernel rows with the ncu counters matched to them by ordinal."""
     counters: dict[tuple[str, str, int, str], dict[str, tuple[float, str]]] = {}
-    for run, path, ordinal, name, signal, value, unit in store.rows(q.KERNEL_COUNTERS, [ids]):
-        counters.setdefault((run, path, int(ordinal), name), {})[signal] = (float(value), unit or "")
+    for c in store.records(q.KERNEL_COUNTERS, [ids]):
+        where = (c["run_id"], c["path"], int(c["ordinal"]), c["name"])
+        counters.setdefault(where, {})[c["signal"]] = (float(c["value"]), c["unit"] or "")
+    kernels_sql, bound = scoped(q.KERNELS, scope)
     out = []
-    for r in store.rows(q.scoped(q.KERNELS, scope), [ids, ids]):
-        run, path, ordinal, name = r[0], r[1], r[2], r[3]
-        key = (run, path, int(ordinal), name) if ordinal is not None else None
+    for r in store.records(kernels_sql, [*bound, ids, ids]):
+        ordinal = None if r["ordinal"] is None else int(r["ordinal"])
+        found = counters.get((r["run_id"], r["path"], ordinal, r["name"]), {}) if ordinal is not None else {}
         out.append(
             KernelRow(
-                run, path, None if ordinal is None else int(ordinal), name, int(r[4]),
-                float(r[5]), float(r[6]), float(r[7]), float(r[8]), float(r[9]), float(r[10] or 0.0),
-                r[11] or "", r[12] or "", r[13], r[14] or "", counters.get(key, {}) if key else {},
+                run_id=r["run_id"],
+                path=r["path"],
+                ordinal=ordinal,
+                name=r["name"],
+                launches=int(r["launches"]),
+                median_ns=float(r["median_ns"]),
+                p25_ns=float(r["p25_ns"]),
+                p75_ns=float(r["p75_ns"]),
+                min_ns=float(r["min_ns"]),
+                max_ns=float(r["max_ns"]),
+                total_ns=float(r["total_ns"] or 0.0),
+                grid=r["grid"] or "",
+                block=r["block"] or "",
+                registers=r["registers"],
+                classes=r["classes"] or "",
+                counters=found,
             )
-        )  # fmt: skip
+        )
     return tuple(out)
 
 
-def read_ranks(store: Store, ids: list[str], scope: str | None = None) -> tuple[RankRow, ...]:
+def read_ranks(store: Store, ids: list[str], scope: ScopeFilter | None = None) -> tuple[RankRow, ...]:
     """Per region path of the multi-rank runs: ranks, occurrences, start and end skew (median, max)."""
-    from argus_lab.join.skew import RANKS
-
+    ranks_sql, bound = scoped(RANKS, scope)
     return tuple(
         RankRow(
-            path, int(ranks), int(occ), _num(smed), _num(smax), _num(emed), _num(emax),
-            None if last_s is None else int(last_s), None if last_e is None else int(last_e), runs or "",
+            path=r["path"],
+            ranks=int(r["ranks"]),
+            occurrences=int(r["occurrences"]),
+            start_skew_median=_num(r["start_skew_median"]),
+            start_skew_max=_num(r["start_skew_max"]),
+            end_skew_median=_num(r["end_skew_median"]),
+            end_skew_max=_num(r["end_skew_max"]),
+            last_to_start=None if r["last_to_start"] is None else int(r["last_to_start"]),
+            last_to_end=None if r["last_to_end"] is None else int(r["last_to_end"]),
+            runs=r["runs"] or "",
         )
-        for path, ranks, occ, smed, smax, emed, emax, last_s, last_e, runs in store.rows(q.scoped(RANKS, scope), [ids])
-    )  # fmt: skip
+        for r in store.records(ranks_sql, [*bound, ids])
+    )
 
 
 def clock_offsets(provenance: Sequence[ProvenanceRow]) -> tuple[ClockOffsetRow, ...]:
@@ -422,11 +484,18 @@ def clock_offsets(provenance: Sequence[ProvenanceRow]) -> tuple[ClockOffsetRow, 
         st = p.settings
         out.append(
             ClockOffsetRow(
-                p.run_id, int(st.get("rank", -1)), str(st.get("phase", "")), str(st.get("status", "")),
-                st.get("offset_ns"), st.get("uncertainty_ns"), st.get("round_trip_ns"), int(st.get("samples") or 0),
-                str(st.get("reason") or ""), p.provenance_id,
+                run_id=p.run_id,
+                rank=int(st.get("rank", -1)),
+                phase=str(st.get("phase", "")),
+                status=str(st.get("status", "")),
+                offset_ns=st.get("offset_ns"),
+                uncertainty_ns=st.get("uncertainty_ns"),
+                round_trip_ns=st.get("round_trip_ns"),
+                samples=int(st.get("samples") or 0),
+                reason=str(st.get("reason") or ""),
+                provenance_id=p.provenance_id,
             )
-        )  # fmt: skip
+        )
     return tuple(sorted(out, key=lambda o: (o.run_id, o.rank, o.phase != "before")))
 
 
@@ -436,7 +505,7 @@ def _num(v: Any) -> float | None:
 
 def read_compiler(store: Store, ids: list[str]) -> tuple[CompilerRow, ...]:
     """Compiler facts (kernel_facts) and the facts CUPTI's launch records carry, per kernel function."""
-    return tuple(CompilerRow(*r) for r in store.rows(q.COMPILER, [ids, ids]))
+    return tuple(CompilerRow(**r) for r in store.records(q.COMPILER, [ids, ids]))
 
 
 def read_attribution(provenance: Sequence[ProvenanceRow]) -> tuple[AttributionRow, ...]:
@@ -460,7 +529,9 @@ def read_attribution(provenance: Sequence[ProvenanceRow]) -> tuple[AttributionRo
         items = int(per.pop("*", [0.0])[0])  # every item once (a split sample reaches several classes)
         sh = shares({c: v[1] for c, v in per.items()})
         ts = shares({c: v[2] for c, v in per.items()}) if ev in ("kernel", "memcpy", "memset") else None
-        out.append(AttributionRow(ev, EVIDENCE_SIGNALS.get(ev, ""), items, sh, ts))
+        out.append(
+            AttributionRow(evidence=ev, signals=EVIDENCE_SIGNALS.get(ev, ""), items=items, shares=sh, time_shares=ts)
+        )
     order = list(EVIDENCE_SIGNALS)
     return tuple(sorted(out, key=lambda a: order.index(a.evidence) if a.evidence in order else len(order)))
 
@@ -468,21 +539,28 @@ def read_attribution(provenance: Sequence[ProvenanceRow]) -> tuple[AttributionRo
 def read_provenance(store: Store, ids: list[str]) -> tuple[ProvenanceRow, ...]:
     """Every provenance record of the report's runs (backends and the join)."""
     return tuple(
-        ProvenanceRow(pid, run, backend, ver, _json(settings), _json(clocks), ts)
-        for pid, run, backend, ver, settings, clocks, ts in store.rows(q.PROVENANCE, [ids])
+        ProvenanceRow(**{**r, "settings": _json(r["settings"]), "clocks": _json(r["clocks"])})
+        for r in store.records(q.PROVENANCE, [ids])
     )
 
 
 def read_clocks(store: Store, ids: list[str]) -> tuple[ClockRow, ...]:
     """Clocks, power and temperature sampled during the report's runs."""
-    return tuple(ClockRow(*r) for r in store.rows(q.CLOCKS_SEEN, [ids]))
+    return tuple(ClockRow(**r) for r in store.records(q.CLOCKS_SEEN, [ids]))
 
 
 def read_matches(store: Store, ids: list[str]) -> tuple[MatchRow, ...]:
     """Instance matching of each run against the reference run, by status."""
     return tuple(
-        MatchRow(run, ref or "", status, int(n), path or "", diff or "")
-        for run, ref, status, n, path, diff in store.rows(q.MATCHES, [ids])
+        MatchRow(
+            run_id=r["run_id"],
+            ref_run_id=r["ref_run_id"] or "",
+            status=r["status"],
+            instances=int(r["n"]),
+            example_path=r["path"] or "",
+            difference=r["difference"] or "",
+        )
+        for r in store.records(q.MATCHES, [ids])
     )
 
 

@@ -13,16 +13,9 @@ SCOPE_RUNS = f"""
 SELECT r.run_id, q.spec FROM runs r LEFT JOIN requests q ON q.request_id = r.request_id WHERE r.run_id {IN_RUNS}
 """
 RUN_PATHS = f"""
-SELECT run_id, path, count(*) FILTER (WHERE coalesce(warmup, false)) FROM region_instances WHERE run_id {IN_RUNS}
-GROUP BY run_id, path
+SELECT run_id, path, count(*) FILTER (WHERE coalesce(warmup, false)) AS warmup
+FROM region_instances WHERE run_id {IN_RUNS} GROUP BY run_id, path
 """
-
-
-def scoped(sql: str, predicate: str | None) -> str:
-    """``sql`` with its scope markers replaced by ``predicate`` over the alias ``i`` (or removed)."""
-    return sql.replace("/*SCOPE*/", f"AND {predicate}" if predicate else "").replace(
-        "/*SCOPE_OR*/", f"OR {predicate}" if predicate else "OR TRUE"
-    )
 
 
 # one value per (instance, signal) with the instance's path; warm-up instances left out.  A signal that several
@@ -69,9 +62,11 @@ WITH reps AS (
            sum(w_mismatch) AS wm, min(start_ns) AS first_ns
     FROM _r_values GROUP BY path, signal
 )
-SELECT a.path, a.signal, a.n, a.instances, a.q[1], a.q[2], a.q[3], a.lo, a.hi, a.unit, src.runs,
-       a.xq[1], a.xq[2], a.xq[3], rs.reps, rs.q[1], rs.q[2], rs.q[3], a.we, a.wo, a.wt, a.wa, a.wm,
-       src.backends, src.prov
+SELECT a.path, a.signal, a.n, a.instances, a.q[1] AS median, a.q[2] AS p25, a.q[3] AS p75, a.lo AS min,
+       a.hi AS max, a.unit, src.runs, a.xq[1] AS exclusive_median, a.xq[2] AS exclusive_p25,
+       a.xq[3] AS exclusive_p75, rs.reps, rs.q[1] AS rep_median, rs.q[2] AS rep_p25, rs.q[3] AS rep_p75,
+       a.we AS w_exact, a.wo AS w_ordinal, a.wt AS w_temporal, a.wa AS w_ambiguous, a.wm AS w_mismatch,
+       src.backends, src.prov AS provenance
 FROM agg a LEFT JOIN rs USING (path, signal) LEFT JOIN src USING (path, signal)
 ORDER BY a.first_ns, a.path, a.signal
 """
@@ -112,8 +107,9 @@ g AS (  -- an ambiguous kernel has n rows of weight 1/n: launches = sum of weigh
     FROM o WHERE NOT warm
     GROUP BY run_id, path, ordinal, name, class  -- one class per group: exact rows have an ordinal, others not
 )
-SELECT run_id, path, ordinal, name, launches, q[1], q[2], q[3], lo, hi, total, gx || 'x' || gy || 'x' || gz,
-       bx || 'x' || b_y || 'x' || bz, regs, classes, first_ns
+SELECT run_id, path, ordinal, name, launches, q[1] AS median_ns, q[2] AS p25_ns, q[3] AS p75_ns, lo AS min_ns,
+       hi AS max_ns, total AS total_ns, gx || 'x' || gy || 'x' || gz AS grid, bx || 'x' || b_y || 'x' || bz AS block,
+       regs AS registers, classes, first_ns
 FROM g
 ORDER BY run_id, first_ns, ordinal
 """
@@ -133,7 +129,8 @@ WITH a AS (
     JOIN a ON a.run_id = n.run_id AND a.evidence_id = n.kernel_key
     JOIN region_instances i ON i.run_id = a.target_run_id AND i.instance_id = a.instance_id
 )
-SELECT n.target_run_id, n.path, n.ordinal, n.name, m.signal, quantile_cont(m.value, 0.5), any_value(m.unit)
+SELECT n.target_run_id AS run_id, n.path, n.ordinal, n.name, m.signal, quantile_cont(m.value, 0.5) AS value,
+       any_value(m.unit) AS unit
 FROM n JOIN metrics m ON m.run_id = n.run_id AND m.kernel_key = n.kernel_key
 WHERE NOT n.warmup AND m.value IS NOT NULL
 GROUP BY ALL ORDER BY ALL
@@ -149,8 +146,9 @@ WITH k AS (
            max(coalesce(local_mem, 0)) // 4 AS spill_words, max(static_smem) AS smem, any_value(run_id) AS run_id
     FROM k GROUP BY name
 )
-SELECT f.name, coalesce(f.source, 'compiler'), f.registers, f.local_words, f.shared_bytes, f.num_warps, f.num_stages,
-       f.sass_instructions, coalesce(f.unavailable, ''), f.run_id, coalesce(per.paths, '')
+SELECT f.name, coalesce(f.source, 'compiler') AS source, f.registers, f.local_words AS spill_words, f.shared_bytes,
+       f.num_warps, f.num_stages, f.sass_instructions, coalesce(f.unavailable, '') AS unavailable, f.run_id,
+       coalesce(per.paths, '') AS paths
 FROM kernel_facts f LEFT JOIN per USING (name)
 WHERE f.run_id {IN_RUNS}
 UNION ALL
@@ -169,13 +167,15 @@ FROM instance_matches WHERE run_id {IN_RUNS} GROUP BY ALL ORDER BY ALL
 """
 
 PROVENANCE = f"""
-SELECT provenance_id, run_id, backend, coalesce(backend_version, ''), coalesce(settings, '{{}}'),
-       coalesce(clocks, '{{}}'), coalesce(timestamps, '')
+SELECT provenance_id, run_id, backend, coalesce(backend_version, '') AS backend_version,
+       coalesce(settings, '{{}}') AS settings, coalesce(clocks, '{{}}') AS clocks,
+       coalesce(timestamps, '') AS timestamps
 FROM provenance WHERE run_id {IN_RUNS} ORDER BY run_id, backend
 """
 
 CLOCKS_SEEN = f"""
-SELECT run_id, signal, count(*), min(value), quantile_cont(value, 0.5), max(value), any_value(unit)
+SELECT run_id, signal, count(*) AS samples, min(value) AS min, quantile_cont(value, 0.5) AS median, max(value) AS max,
+       any_value(unit) AS unit
 FROM samples WHERE run_id {IN_RUNS} AND signal IN ('sys.sm_clock', 'sys.mem_clock', 'sys.temperature', 'sys.power')
 GROUP BY ALL ORDER BY ALL
 """

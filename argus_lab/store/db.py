@@ -152,7 +152,7 @@ class Store:
                 return
             for stmt in DDL:
                 con.execute(stmt)
-            con.execute("INSERT INTO meta VALUES ('schema_version', ?)", [str(SCHEMA_VERSION)])
+            con.execute("INSERT INTO meta (key, value) VALUES ('schema_version', ?)", [str(SCHEMA_VERSION)])
             self._checked = self._migrated = True
             return
         row = con.execute("SELECT value FROM meta WHERE key = 'schema_version'").fetchone()
