@@ -223,7 +223,8 @@ GROUP BY a.run_id, a.ancestor_id
 """
 
 # host time of the launching API calls of the instance's exact launches, counted once per call (kernels replayed
-# from a CUDA graph share their cudaGraphLaunch); for instances whose subtree launched a kernel, like gpu.span
+# from a CUDA graph share their cudaGraphLaunch); for instances whose subtree launched a kernel, like gpu.span, in
+# runs whose records carry launch API times
 LAUNCH_VALUES = """
 INSERT INTO instance_values (run_id, instance_id, signal, inclusive, exclusive, unit, evidence, w_exact, w_ordinal,
                              w_temporal, w_ambiguous, w_mismatch, backend, provenance_id)
@@ -244,6 +245,7 @@ SELECT r.run_id, r.instance_id, 'gpu.launch_overhead', coalesce(inc.d, 0), coale
        coalesce(inc.n, 0), coalesce(inc.n, 0), 0, 0, 0, 0, 'cupti', pv.provenance_id
 FROM ran r
 JOIN _j_prov pv ON pv.run_id = r.run_id AND pv.backend = 'cupti'
+SEMI JOIN (SELECT DISTINCT run_id FROM calls) timed ON timed.run_id = r.run_id
 LEFT JOIN inc ON inc.run_id = r.run_id AND inc.instance_id = r.instance_id
 LEFT JOIN own ON own.run_id = r.run_id AND own.instance_id = r.instance_id
 """

@@ -109,36 +109,58 @@ def kernel_rows(store: Store, ids: list[str], limit: int) -> Table:
 
 
 def counters(store: Store, ids: list[str], limit: int) -> Table:
-    """Per-kernel and per-binary values (hardware counters, kernel times, compiler facts) with their origin."""
+    """Per-kernel and per-binary values (hardware counters, compiler facts) with the join's attribution of them:
+    the class, and the region instance (of the timing run, for an ncu kernel matched to it) they went to."""
     sql = f"""
         SELECT coalesce(i.path, '') AS path, i.instance_index, m.kernel_key, m.signal, m.value, m.unit,
-               m.attribution, m.backend, m.run_id, m.provenance_id
-        FROM metrics m LEFT JOIN region_instances i ON i.run_id = m.run_id AND i.instance_id = m.instance_id
+               coalesce(a.class, '') AS attribution, m.backend, m.run_id, m.provenance_id
+        FROM metrics m
+        LEFT JOIN attributions a ON a.run_id = m.run_id AND a.evidence_id = m.kernel_key
+                                AND a.evidence IN ('ncu_kernel', 'compiler')
+        LEFT JOIN region_instances i ON i.run_id = coalesce(a.target_run_id, m.run_id)
+                                    AND i.instance_id = coalesce(a.instance_id, m.instance_id)
         WHERE m.{IN_RUNS} AND m.kernel_key IS NOT NULL
         ORDER BY CASE WHEN m.signal LIKE 'hw:%' THEN 0 WHEN m.signal LIKE 'compile.%' THEN 1 ELSE 2 END,
                  m.signal, path, m.kernel_key LIMIT ?"""
     return query(store, sql, ids, limit)
 
 
+_CLASSES_OF_VALUE = """concat_ws(',', CASE WHEN v.w_exact > 0 THEN 'exact' END,
+    CASE WHEN v.w_ordinal > 0 THEN 'ordinal' END, CASE WHEN v.w_temporal > 0 THEN 'temporal' END,
+    CASE WHEN v.w_ambiguous > 0 THEN 'ambiguous' END, CASE WHEN v.w_mismatch > 0 THEN 'mismatch' END)"""
+
+
 def instance_values(store: Store, ids: list[str], limit: int) -> Table:
-    """Per-instance values of every signal (host.wall, gpu.time, ...), warm-up included and flagged, with origin."""
+    """The join's value of every signal per instance (the Report's ``instance_values``), warm-up included and
+    flagged, with the classes of the evidence behind it and its origin."""
     sql = f"""
-        SELECT m.run_id, m.instance_id, i.path, i.instance_index, coalesce(i.warmup, false) AS warmup, m.signal,
-               m.value, m.unit, m.attribution, m.backend, m.provenance_id
-        FROM metrics m JOIN region_instances i ON i.run_id = m.run_id AND i.instance_id = m.instance_id
-        WHERE m.{IN_RUNS} AND m.kernel_key IS NULL
-        ORDER BY i.path, m.signal, coalesce(i.warmup, false) DESC, i.instance_index LIMIT ?"""
+        SELECT v.run_id, v.instance_id, i.path, i.instance_index, coalesce(i.warmup, false) AS warmup, v.signal,
+               v.inclusive AS value, v.exclusive, v.unit, {_CLASSES_OF_VALUE} AS attribution, v.backend,
+               v.provenance_id
+        FROM instance_values v JOIN region_instances i ON i.run_id = v.run_id AND i.instance_id = v.instance_id
+        WHERE v.{IN_RUNS}
+        ORDER BY i.path, v.signal, coalesce(i.warmup, false) DESC, i.instance_index LIMIT ?"""
     return query(store, sql, ids, limit)
 
 
 def attribution_summary(store: Store, ids: list[str], limit: int) -> Table:
-    """For each region path and signal, how many values (and how much of their sum) each attribution class holds."""
+    """For each region path and signal, how many of the join's values draw on each attribution class (a value
+    counts once per class behind it; ``total`` is its share of the values' sum), warm-up left out."""
     sql = f"""
-        SELECT coalesce(i.path, '(outside every region)') AS path, m.signal, coalesce(m.attribution, '') AS class,
-               count(*) AS n, sum(m.value) AS total, any_value(m.unit) AS unit
-        FROM metrics m LEFT JOIN region_instances i ON i.run_id = m.run_id AND i.instance_id = m.instance_id
-        WHERE m.{IN_RUNS} AND NOT coalesce(i.warmup, false) AND m.signal NOT LIKE 'compile.%'
-        GROUP BY ALL ORDER BY path, m.signal, class LIMIT ?"""
+        WITH v AS (
+            SELECT i.path, v.signal, v.inclusive, v.unit, v.w_exact AS exact, v.w_ordinal AS ordinal,
+                   v.w_temporal AS temporal, v.w_ambiguous AS ambiguous, v.w_mismatch AS mismatch,
+                   v.w_exact + v.w_ordinal + v.w_temporal + v.w_ambiguous + v.w_mismatch AS w
+            FROM instance_values v JOIN region_instances i ON i.run_id = v.run_id AND i.instance_id = v.instance_id
+            WHERE v.{IN_RUNS} AND NOT coalesce(i.warmup, false)
+        ), c AS (
+            UNPIVOT v ON exact, ordinal, temporal, ambiguous, mismatch INTO NAME class VALUE wc
+        )
+        SELECT path, signal, class, count(*) AS n, sum(inclusive * wc / w) AS total, any_value(unit) AS unit
+        FROM c WHERE wc > 0 GROUP BY ALL
+        UNION ALL
+        SELECT path, signal, 'no evidence', count(*), sum(inclusive), any_value(unit) FROM v WHERE w = 0 GROUP BY ALL
+        ORDER BY path, signal, class LIMIT ?"""
     return query(store, sql, ids, limit)
 
 

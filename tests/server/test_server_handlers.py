@@ -1,8 +1,8 @@
 """The server extension's REST handlers, against a real Jupyter server (pytest-jupyter) and real stores.
 
-The store is written by a real host-clock measurement; a second store adds GPU-shaped rows (kernels,
-``hw:`` counters, ``compile.*`` facts) that are labelled synthetic, to exercise the drill-down columns on a
-machine without a GPU.
+The store is written by a real host-clock measurement; one test adds GPU-shaped raw evidence (kernels, an ncu
+counter, compiler facts), labelled synthetic and joined, to exercise the drill-down columns on a machine without a
+GPU; tests/test_panel_equals_report.py checks the drill-down against the Report on evidence recorded on the H200.
 """
 
 from __future__ import annotations
@@ -20,6 +20,7 @@ import pytest
 import tornado.httpclient
 
 import argus_lab
+from argus_lab import join
 from argus_lab.store import Store
 
 # jupyter_server_terminals' websocket handler warns at every server start; the argus handlers are checked by
@@ -126,46 +127,55 @@ async def test_region_drill_down(jp_fetch: Any, root_store: str) -> None:
 
 async def test_region_drill_down_gpu_columns(jp_fetch: Any, root_store: str, jp_root_dir: Path) -> None:
     store = Store(jp_root_dir / root_store)
-    run_id, iid = store.rows("SELECT run_id, instance_id FROM region_instances WHERE path = 'step/attn' LIMIT 1")[0]
-    # synthetic GPU-shaped rows (no GPU on the test machine): two launches of one kernel, a counter, a fact
+    run_id, iid, index = store.rows(
+        "SELECT run_id, instance_id, instance_index FROM region_instances WHERE path = 'step/attn' AND NOT warmup "
+        "ORDER BY instance_index LIMIT 1"
+    )[0]
+    # SYNTHETIC raw evidence shaped like the GPU backends' (no GPU on the test machine): two launches of one kernel
+    # carrying the instance's id, the ncu kernel profiled in it with a counter, and the kernel's compiler facts;
+    # then the join, as after a real run
     store.write(
         {
             "kernels": {
                 "run_id": [run_id, run_id],
+                "kind": ["kernel", "kernel"],
+                "kernel_key": ["0/1/7/0", "0/1/8/0"],
+                "correlation_id": [7, 8],
                 "instance_id": [iid, iid],
                 "name": ["gemm_kernel", "gemm_kernel"],
                 "start_ns": [100, 400],
                 "end_ns": [300, 500],
                 "registers": [64, 64],
             },
-            "metrics": {
-                "run_id": [run_id, run_id],
-                "instance_id": [iid, None],
-                "kernel_key": ["ncu/step/attn/0/0/gemm_kernel", "bin:gemm_kernel:abc"],
-                "signal": ["hw:dram__bytes_read.sum", "compile.registers"],
-                "value": [1024.0, 64.0],
-                "unit": ["byte", "register/thread"],
-                "attribution": ["ordinal", "exact"],
-                "backend": ["ncu", "compiler"],
-            },
-            "attributions": {
+            "ncu_kernels": {
                 "run_id": [run_id],
-                "evidence": ["kernel"],
-                "evidence_id": ["k1"],
-                "instance_id": [iid],
-                "class": ["exact"],
-                "weight": [1.0],
-                "reason": ["external correlation id"],
+                "kernel_key": ["ncu-0"],
+                "path": ["step/attn"],
+                "instance_index": [index],
+                "ordinal": [0],
+                "name": ["gemm_kernel"],
             },
+            "metrics": {
+                "run_id": [run_id],
+                "kernel_key": ["ncu-0"],
+                "signal": ["hw:dram__bytes_read.sum"],
+                "value": [1024.0],
+                "unit": ["byte"],
+                "backend": ["ncu"],
+            },
+            "kernel_facts": {"run_id": [run_id], "name": ["gemm_kernel"], "source": ["triton"], "registers": [64]},
         }
     )
+    join.attribute_request(store, [run_id])
     detail = await get(jp_fetch, "region", store=root_store, path="step/attn", run=run_id)
     assert detail["kernels"][0]["name"] == "gemm_kernel"
     assert detail["kernels"][0]["launches"] == 2
     assert detail["kernels"][0]["total_ns"] == 300
-    assert [c["signal"] for c in detail["counters"]] == ["hw:dram__bytes_read.sum"]
-    assert [(f["signal"], f["value"]) for f in detail["facts"]] == [("compile.registers", 64.0)]
-    assert detail["attributions"][0]["class"] == "exact"
+    assert [(c["signal"], c["median"]) for c in detail["counters"]] == [("hw:dram__bytes_read.sum", 1024.0)]
+    assert ("triton", "compile.registers", 64.0) in [(f["source"], f["signal"], f["value"]) for f in detail["facts"]]
+    signals = {r["signal"]: r for r in detail["summary"]}
+    assert signals["gpu.kernels"]["attribution"] == "exact"
+    assert {a["class"] for a in detail["attributions"]} == {"exact"}
 
 
 async def test_plan_preview(jp_fetch: Any) -> None:

@@ -1,5 +1,8 @@
 """Read-only look-ups over one evidence store, answered as JSON-ready dicts for the REST handlers.
 
+Values come from the same tables and queries as the :class:`~argus_lab.report.Report`: the join's
+``instance_values`` per instance, and the Report's own region, counter, kernel and compiler rows
+(:mod:`argus_lab.report.rows`) for a region's summary, so the JupyterLab panel and the Report never disagree.
 Every query is parameterized: request values (region paths, run and session ids) are bound, never spliced
 into SQL.  Each function opens the store for the length of one call (a short shared-lock, read-only DuckDB
 connection through :class:`~argus_lab.store.Store`), so a kernel that writes the store between two calls is
@@ -14,9 +17,11 @@ from typing import TYPE_CHECKING, Any
 if TYPE_CHECKING:
     from collections.abc import Sequence
 
+    from argus_lab.report.rows import CompilerRow, CounterRow, KernelRow, RegionRow
     from argus_lab.store import Store
 
 MAX_ROWS = 500
+MAX_RUNS = 20
 TIME_SIGNALS = ("gpu.time", "host.wall")  # share-of-time signals, preferred first
 _JSON_COLUMNS = frozenset({"settings", "env", "versions", "spec", "clocks"})
 
@@ -115,10 +120,10 @@ def run_detail(store: Store, run_id: str) -> dict[str, Any] | None:
 
 _PATH_TOTALS = """
 WITH inst AS (
-    SELECT i.run_id, i.path, coalesce(i.parent_instance_id, 0) = 0 AS is_root, m.signal, m.value
+    SELECT i.run_id, i.path, coalesce(i.parent_instance_id, 0) = 0 AS is_root, v.signal, v.inclusive AS value
     FROM region_instances i
-    JOIN metrics m ON m.run_id = i.run_id AND m.instance_id = i.instance_id
-    WHERE m.kernel_key IS NULL AND m.signal IN (SELECT unnest(?::VARCHAR[])) AND NOT coalesce(i.warmup, false)
+    JOIN instance_values v ON v.run_id = i.run_id AND v.instance_id = i.instance_id
+    WHERE v.signal IN (SELECT unnest(?::VARCHAR[])) AND v.inclusive IS NOT NULL AND NOT coalesce(i.warmup, false)
 )
 SELECT inst.run_id, inst.path, inst.signal, sum(inst.value) AS total, count(*) AS n,
        any_value(r.started_ns) AS started_ns,
@@ -166,7 +171,14 @@ def regions(store: Store, session: str | None = None) -> list[dict[str, Any]]:
 
 
 def region_detail(store: Store, path: str, run_id: str | None = None) -> dict[str, Any] | None:
-    """A region's drill-down: per-signal summary, instances, kernels, counters, facts and attribution classes."""
+    """A region's drill-down: per-signal summary, instances, kernels, counters, facts and attribution classes.
+
+    The summary, counters, kernels and facts of each run are the Report's rows of that run (its request's scope
+    applied), restricted to the region; per-instance values are the join's inclusive values.  At most
+    :data:`MAX_RUNS` runs (the newest) are summarised.
+    """
+    from argus_lab.report import rows as rt
+
     run_clause = "AND i.run_id = ?" if run_id else ""
     rp: list[Any] = [path, run_id] if run_id else [path]
     inst_filter = f"i.path = ? {run_clause}"
@@ -182,25 +194,12 @@ def region_detail(store: Store, path: str, run_id: str | None = None) -> dict[st
     )
     if not instances:
         return None
-    summary = _records(
-        store,
-        f"""
-        SELECT m.run_id, m.signal, count(*) AS n, quantile_cont(m.value, 0.5) AS median,
-               quantile_cont(m.value, 0.25) AS p25, quantile_cont(m.value, 0.75) AS p75,
-               min(m.value) AS min, max(m.value) AS max, any_value(m.unit) AS unit,
-               string_agg(DISTINCT m.attribution, ',') AS attribution, any_value(m.backend) AS backend
-        FROM metrics m JOIN region_instances i ON i.run_id = m.run_id AND i.instance_id = m.instance_id
-        WHERE {inst_filter} AND m.kernel_key IS NULL AND NOT coalesce(i.warmup, false)
-        GROUP BY m.run_id, m.signal ORDER BY m.run_id, m.signal
-        """,
-        rp,
-    )
     values = _records(
         store,
         f"""
-        SELECT m.run_id, m.instance_id, m.signal, m.value, m.unit FROM metrics m
-        JOIN region_instances i ON i.run_id = m.run_id AND i.instance_id = m.instance_id
-        WHERE {inst_filter} AND m.kernel_key IS NULL LIMIT ?
+        SELECT v.run_id, v.instance_id, v.signal, v.inclusive AS value, v.unit FROM instance_values v
+        JOIN region_instances i ON i.run_id = v.run_id AND i.instance_id = v.instance_id
+        WHERE {inst_filter} LIMIT ?
         """,
         [*rp, MAX_ROWS * 8],
     )
@@ -209,38 +208,21 @@ def region_detail(store: Store, path: str, run_id: str | None = None) -> dict[st
         by_instance.setdefault((v["run_id"], v["instance_id"]), {})[v["signal"]] = v["value"]
     for inst in instances:
         inst["values"] = by_instance.get((inst["run_id"], inst["instance_id"]), {})
-    kernels = _records(
-        store,
-        f"""
-        SELECT k.name, count(*) AS launches, sum(k.end_ns - k.start_ns) AS total_ns,
-               avg(k.end_ns - k.start_ns) AS mean_ns, any_value(k.registers) AS registers,
-               any_value(k.grid_x) AS grid_x, any_value(k.block_x) AS block_x, any_value(k.device_id) AS device_id
-        FROM kernels k JOIN region_instances i ON i.run_id = k.run_id AND i.instance_id = k.instance_id
-        WHERE {inst_filter} GROUP BY k.name ORDER BY total_ns DESC LIMIT ?
-        """,
-        [*rp, MAX_ROWS],
-    )
-    counters = _records(
-        store,
-        f"""
-        SELECT m.signal, m.run_id, count(*) AS n, quantile_cont(m.value, 0.5) AS median, any_value(m.unit) AS unit,
-               string_agg(DISTINCT m.attribution, ',') AS attribution, any_value(m.backend) AS backend
-        FROM metrics m JOIN region_instances i ON i.run_id = m.run_id AND i.instance_id = m.instance_id
-        WHERE {inst_filter} AND (m.signal LIKE 'hw:%' OR m.signal LIKE 'pm:%')
-        GROUP BY m.signal, m.run_id ORDER BY m.signal LIMIT ?
-        """,
-        [*rp, MAX_ROWS],
-    )
-    names = [k["name"] for k in kernels if k["name"]]
-    facts = _records(
-        store,
-        """
-        SELECT m.kernel_key, m.signal, m.value, m.unit, m.backend, m.run_id FROM metrics m
-        WHERE m.signal LIKE 'compile.%' AND split_part(m.kernel_key, ':', 2) IN (SELECT unnest(?::VARCHAR[]))
-        ORDER BY m.kernel_key, m.signal LIMIT ?
-        """,
-        [names, MAX_ROWS],
-    )
+    runs = list(dict.fromkeys(i["run_id"] for i in instances))[:MAX_RUNS]
+    summary: list[dict[str, Any]] = []
+    counters: list[dict[str, Any]] = []
+    kernels: list[dict[str, Any]] = []
+    facts: list[dict[str, Any]] = []
+    for run in runs:
+        _, scope = rt.read_scopes(store, [run])
+        found = rt.read_summary(store, [run], scope)
+        summary += [_summary_row(run, r) for r in found.regions if r.path == path]
+        counters += [_counter_row(run, c) for c in found.counters if c.path == path]
+        ran = _kernels_of(run, path, rt.read_kernels(store, [run], scope))
+        kernels += ran
+        names = {k["name"] for k in ran}
+        facts += [f for c in rt.read_compiler(store, [run]) if c.name in names for f in _fact_rows(c)]
+    kernels.sort(key=lambda k: -k["total_ns"])
     attributions = _records(
         store,
         f"""
@@ -255,9 +237,82 @@ def region_detail(store: Store, path: str, run_id: str | None = None) -> dict[st
         "run_id": run_id,
         "summary": summary,
         "instances": instances,
-        "kernels": kernels,
+        "kernels": kernels[:MAX_ROWS],
         "counters": counters,
-        "facts": facts,
+        "facts": facts[:MAX_ROWS],
         "attributions": attributions,
         "truncated": len(instances) >= MAX_ROWS,
     }
+
+
+def _summary_row(run_id: str, r: RegionRow) -> dict[str, Any]:
+    """A Report region row of one run, as the panel shows it."""
+    return {
+        "run_id": run_id,
+        "signal": r.signal,
+        "n": r.n,
+        "instances": r.instances,
+        "median": r.median,
+        "p25": r.p25,
+        "p75": r.p75,
+        "min": r.min,
+        "max": r.max,
+        "exclusive_median": r.exclusive_median,
+        "unit": r.unit,
+        "attribution": r.attribution,
+        "backend": r.backend,
+    }
+
+
+def _counter_row(run_id: str, c: CounterRow) -> dict[str, Any]:
+    """A Report counter row of one run, as the panel shows it."""
+    from argus_lab.report.rows import describe
+
+    return {
+        "run_id": run_id,
+        "signal": c.signal,
+        "n": c.instances,
+        "median": c.median,
+        "p25": c.p25,
+        "p75": c.p75,
+        "exclusive_median": c.exclusive_median,
+        "unit": c.unit,
+        "attribution": describe(c.shares),
+    }
+
+
+def _kernels_of(run_id: str, path: str, rows: Sequence[KernelRow]) -> list[dict[str, Any]]:
+    """The Report's kernel rows of ``path`` (every ordinal and class), summed per kernel name."""
+    by: dict[str, dict[str, Any]] = {}
+    for k in rows:
+        if k.path != path:
+            continue
+        first = {"run_id": run_id, "name": k.name, "launches": 0, "total_ns": 0.0, "registers": k.registers}
+        e = by.setdefault(k.name, {**first, "grid": k.grid, "block": k.block, "classes": k.classes})
+        e["launches"] += k.launches
+        e["total_ns"] += k.total_ns
+        if k.classes not in e["classes"].split(","):
+            e["classes"] += "," + k.classes
+    for e in by.values():
+        e["mean_ns"] = e["total_ns"] / e["launches"] if e["launches"] else None
+    return list(by.values())
+
+
+FACT_SIGNALS = (
+    ("compile.registers", "registers", "register/thread"),
+    ("compile.spills", "spill_words", "word/thread"),
+    ("compile.shared", "shared_bytes", "byte"),
+    ("compile.num_warps", "num_warps", "count"),
+    ("compile.num_stages", "num_stages", "count"),
+    ("compile.sass_instructions", "sass_instructions", "count"),
+)
+"""The Report's compiler columns as the catalog's ``compile.*`` signals: (signal, column, unit)."""
+
+
+def _fact_rows(c: CompilerRow) -> list[dict[str, Any]]:
+    """A Report compiler row as (kernel, source, signal, value, unit) rows."""
+    return [
+        {"kernel_key": c.name, "source": c.source, "signal": sig, "value": float(v), "unit": unit, "run_id": c.run_id}
+        for sig, col, unit in FACT_SIGNALS
+        if (v := getattr(c, col)) is not None
+    ]
