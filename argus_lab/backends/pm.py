@@ -8,7 +8,6 @@ backend uses the module when it is importable and otherwise says which versions 
 from __future__ import annotations
 
 import importlib
-import importlib.metadata
 import time
 from collections.abc import Sequence
 from typing import Any
@@ -16,6 +15,7 @@ from typing import Any
 from argus_lab.errors import BackendUnavailableError
 from argus_lab.plan.backends import BACKENDS
 from argus_lab.regions import BoundaryHook
+from argus_lab.run.machine import package_version
 from argus_lab.run.protocols import Columns, Evidence, RunContext
 
 NEEDED = "cupti-python>=13.3 with nvidia-cuda-cupti>=13.3"
@@ -23,10 +23,7 @@ NEEDED = "cupti-python>=13.3 with nvidia-cuda-cupti>=13.3"
 
 def installed_version() -> str:
     """The installed cupti-python version ('' when absent)."""
-    try:
-        return importlib.metadata.version("cupti-python")
-    except importlib.metadata.PackageNotFoundError:
-        return ""
+    return package_version("cupti-python")
 
 
 def pm_sampling_module() -> Any:

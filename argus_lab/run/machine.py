@@ -34,6 +34,14 @@ def no_gpu_reason() -> str:
     )
 
 
+def package_version(name: str) -> str:
+    """The installed version of distribution ``name`` (``""`` when it is not installed): the one version look-up."""
+    try:
+        return importlib.metadata.version(name)
+    except importlib.metadata.PackageNotFoundError:
+        return ""
+
+
 def versions(extra: tuple[str, ...] = ()) -> dict[str, str]:
     """Versions of Python, argus_lab and the measurement packages that are installed."""
     out = {"python": sys.version.split()[0], "platform": platform.platform()}
@@ -48,10 +56,9 @@ def versions(extra: tuple[str, ...] = ()) -> dict[str, str]:
         "triton",
         *extra,
     ):
-        try:
-            out[name] = importlib.metadata.version(name)
-        except importlib.metadata.PackageNotFoundError:
-            continue
+        version = package_version(name)
+        if version:
+            out[name] = version
     return out
 
 

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
+from argus_lab.report.text import table
 from argus_lab.views.escape import html_text
 
 if TYPE_CHECKING:
@@ -19,14 +20,8 @@ def _cell(v: Any) -> str:
 
 
 def text_table(columns: tuple[str, ...] | list[str], rows: list[list[Any]] | tuple[tuple[Any, ...], ...]) -> str:
-    """Columns aligned with two spaces, a dashed rule under the header."""
-    cells = [[_cell(v) for v in r] for r in rows]
-    widths = [max([len(c), *(len(r[i]) for r in cells)]) for i, c in enumerate(columns)]
-
-    def line(vals: list[str] | tuple[str, ...]) -> str:
-        return "  ".join(v.ljust(w) for v, w in zip(vals, widths, strict=True)).rstrip()
-
-    return "\n".join([line(list(columns)), line(["-" * w for w in widths]), *(line(r) for r in cells)])
+    """The cells as text, in the one text-table layout (:func:`argus_lab.report.text.table`)."""
+    return table(list(columns), [[_cell(v) for v in r] for r in rows])
 
 
 def html_table(columns: tuple[str, ...] | list[str], rows: list[list[Any]] | tuple[tuple[Any, ...], ...]) -> str:

@@ -12,7 +12,6 @@ This module runs inside measured processes: it imports numpy and cupti only, and
 from __future__ import annotations
 
 import ctypes
-import importlib.metadata
 import os
 import re
 import sys
@@ -27,6 +26,7 @@ from argus_lab.backends.cupti import decode as dec
 from argus_lab.errors import BackendUnavailableError, CollectorBusyError
 from argus_lab.plan.backends import BACKENDS
 from argus_lab.regions import BoundaryHook, env_rank
+from argus_lab.run.machine import package_version
 from argus_lab.run.protocols import Columns, Evidence, RunContext
 
 DEFAULT_BUFFER_BYTES = 512 << 20
@@ -96,16 +96,6 @@ def activity_kinds(signals: Sequence[str], settings: Any) -> list[str]:
     if settings.get("sync", False):
         kinds.append("SYNCHRONIZATION")
     return kinds
-
-
-def _versions() -> dict[str, str]:
-    out = {}
-    for dist in ("cupti-python", "nvidia-cuda-cupti", "torch", "triton"):
-        try:
-            out[dist] = importlib.metadata.version(dist)
-        except importlib.metadata.PackageNotFoundError:
-            continue
-    return out
 
 
 def mapped_libcupti() -> str:
@@ -458,14 +448,13 @@ class CuptiCollector:
             "libcupti": self.libcupti,
             "summary": dec.summarize(kernels),
         }
-        versions = _versions()
         prov: dict[str, list[Any]] = {
             "provenance_id": [prov_id],
             "run_id": [run_id],
             "backend": ["cupti"],
             "backend_version": [
-                f"cupti-python {versions.get('cupti-python', '?')}; "
-                f"nvidia-cuda-cupti {versions.get('nvidia-cuda-cupti', '?')}"
+                f"cupti-python {package_version('cupti-python') or '?'}; "
+                f"nvidia-cuda-cupti {package_version('nvidia-cuda-cupti') or '?'}"
             ],
             "settings": [settings],
             "clocks": [{"start_ns": self.started_ns, "stop_ns": self.stopped_ns}],
