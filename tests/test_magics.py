@@ -7,6 +7,7 @@ from typing import Any
 
 import pytest
 
+from argus_lab.errors import ArgusError
 from argus_lab.faces.magics import ArgusMagics, measure_line
 
 
@@ -141,3 +142,23 @@ def test_measure_line_quotes_and_omits_defaults() -> None:
     assert measure_line("host.wall") == "%%argus -s host.wall"
     line = measure_line("host.wall,gpu.time", scope="decode/**; instances=2:", repeat=5, warmup=0, setup="history")
     assert line == "%%argus -s host.wall,gpu.time --scope 'decode/**; instances=2:' -n 5 -w 0 --setup history"
+
+
+def test_kernel_code_measures_region_cells_in_the_kernel(ip: Any, magics: ArgusMagics, store_path: Path) -> None:
+    """The code the JupyterLab extension sends (argus_lab.faces.cell_code.kernel_code, served by the server) runs
+    each region cell as %%argus_region inside one %%argus measurement, quotes whatever the cells hold, and loads
+    the magics when %load_ext was not run."""
+    from argus_lab.faces.cell_code import kernel_code
+
+    ip.run_cell("seen = []")
+    cells = [("attn", 'seen.append("it\'s \\"quoted\\"")'), ("m l p", "seen.append(2)")]
+    code = kernel_code(cells, "host.wall", repeat=2, warmup=0, store=str(store_path), title="from the panel")
+    assert code.splitlines()[-1].startswith("get_ipython().run_cell_magic('argus', \"-s host.wall -n 2 -w 0 --store ")
+    res = ip.run_cell(code)
+    assert res.success
+    assert ip.user_ns["seen"] == ['it\'s "quoted"', 2] * 2
+    report = magics.last_report
+    assert report is not None and str(report.store.path) == str(store_path)
+    assert {r.path for r in report.regions} == {"attn", "m l p"}
+    with pytest.raises(ArgusError, match="%%argus_region NAME"):
+        kernel_code([], "host.wall")

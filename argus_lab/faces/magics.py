@@ -35,6 +35,7 @@ from IPython.core.magic import Magics, cell_magic, line_cell_magic, magics_class
 from IPython.core.magic_arguments import MagicArgumentParser
 
 from argus_lab.errors import ArgusError
+from argus_lab.faces.cell_code import DEFAULT_REPEAT, DEFAULT_WARMUP, SETUP_MODES, measure_line
 from argus_lab.run.workload import Workload
 
 if TYPE_CHECKING:
@@ -45,8 +46,6 @@ if TYPE_CHECKING:
     from argus_lab.plan import Plan, PlannedRun
     from argus_lab.report import Report
     from argus_lab.run.runtime import RunResult
-
-SETUP_MODES = ("marked", "history", "none")
 
 
 @dataclass(frozen=True)
@@ -66,11 +65,13 @@ def _parser(prog: str, description: str) -> MagicArgumentParser:
     return MagicArgumentParser(prog=prog, description=description, add_help=False)  # type: ignore[no-untyped-call]
 
 
-def _request_options(p: MagicArgumentParser, repeat: int = 3) -> None:
+def _request_options(p: MagicArgumentParser, repeat: int = DEFAULT_REPEAT) -> None:
     p.add_argument("-s", "--signals", default="host.wall,host.cpu", help="comma-separated signals")
     p.add_argument("--scope", default="", help="which region instances, e.g. 'decode/**; instances=2:'")
     p.add_argument("-n", "--repeat", type=int, default=repeat, help=f"measured repetitions (default {repeat})")
-    p.add_argument("-w", "--warmup", type=int, default=1, help="warm-up repetitions (default 1)")
+    p.add_argument(
+        "-w", "--warmup", type=int, default=DEFAULT_WARMUP, help=f"warm-up repetitions (default {DEFAULT_WARMUP})"
+    )
 
 
 def measure_parser() -> MagicArgumentParser:
@@ -84,24 +85,6 @@ def measure_parser() -> MagicArgumentParser:
     p.add_argument("--title", default="", help="title of the displayed report")
     p.add_argument("--no-show", action="store_true", help="do not display the report")
     return p
-
-
-def measure_line(
-    signals: str, scope: str = "", repeat: int = 3, warmup: int = 1, store: str | None = None, setup: str = "marked"
-) -> str:
-    """The ``%%argus`` line for these settings (what the panel shows; defaults are left out)."""
-    parts = ["%%argus", "-s", signals]
-    if scope:
-        parts += ["--scope", scope]
-    if repeat != 3:
-        parts += ["-n", str(repeat)]
-    if warmup != 1:
-        parts += ["-w", str(warmup)]
-    if store:
-        parts += ["--store", store]
-    if setup != "marked":
-        parts += ["--setup", setup]
-    return " ".join([parts[0], *(shlex.quote(x) for x in parts[1:])])
 
 
 class _RegionWrap(ast.NodeTransformer):
@@ -414,3 +397,6 @@ def load(ipython: InteractiveShell) -> None:
     from argus_lab.views import init_notebook
 
     init_notebook()
+
+
+__all__ = ["ArgusMagics", "CellWorkload", "load", "measure_line", "measure_parser"]

@@ -131,7 +131,7 @@ class SignalPanel:
 
     def line(self) -> str:
         """The ``%%argus`` line equivalent to the panel's settings."""
-        from argus_lab.faces.magics import measure_line
+        from argus_lab.faces.cell_code import measure_line
 
         return measure_line(
             ",".join(self.selected()),

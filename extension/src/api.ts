@@ -109,6 +109,19 @@ export interface IPlanPreview {
   plan: { runs: Array<{ index: number; backends: string[]; signals: string[]; reason: string }> };
 }
 
+/** A measurement of `%%argus_region` cells in the notebook's kernel, as the panel asks the server for it. */
+export interface IMeasureCodeRequest extends IPlanRequest {
+  store: string;
+  title: string;
+  cells: Array<{ name: string; body: string }>;
+}
+
+/** The `%%argus` line of a request and the Python code that runs it in the kernel (made by the server, in Python). */
+export interface IMeasureCode {
+  line: string;
+  code: string;
+}
+
 /** What the panel needs from the server (an interface, so that tests can give a fake). */
 export interface IArgusClient {
   stores(): Promise<IStores>;
@@ -119,6 +132,7 @@ export interface IArgusClient {
   region(store: string, path: string, runId?: string): Promise<IRegionDetail>;
   signals(): Promise<ISignalInfo[]>;
   plan(request: IPlanRequest): Promise<IPlanPreview>;
+  measureCode(request: IMeasureCodeRequest): Promise<IMeasureCode>;
 }
 
 /** An error answered by the server, with its message (which says how to fix the request). */
@@ -195,5 +209,9 @@ export class ArgusClient implements IArgusClient {
   }
   plan(request: IPlanRequest): Promise<IPlanPreview> {
     return requestAPI<IPlanPreview>('plan', {}, { method: 'POST', body: JSON.stringify(request) }, this.settings);
+  }
+  measureCode(request: IMeasureCodeRequest): Promise<IMeasureCode> {
+    const init = { method: 'POST', body: JSON.stringify(request) };
+    return requestAPI<IMeasureCode>('measure-code', {}, init, this.settings);
   }
 }

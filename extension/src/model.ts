@@ -1,6 +1,7 @@
 /**
- * Pure logic of the panel and the badges: region cells of a notebook, the kernel code of a measurement,
- * scopes, and number formatting.  No DOM and no JupyterLab here, so that it is unit-tested directly.
+ * Pure logic of the panel and the badges: region cells of a notebook, scopes, and number formatting.  No DOM and
+ * no JupyterLab here, so that it is unit-tested directly.  The `%%argus` line and the kernel code of a measurement
+ * are made in Python (argus_lab.faces.cell_code) and fetched from the server (`POST argus-lab/measure-code`).
  */
 
 /** A notebook cell marked with `%%argus_region NAME`. */
@@ -30,68 +31,6 @@ export function regionCells(sources: string[]): IRegionCell[] {
     }
   });
   return out;
-}
-
-/** A Python string literal of `text` (JSON string syntax is valid Python). */
-export function pyString(text: string): string {
-  return JSON.stringify(text);
-}
-
-/** Quote one shell-like word the way Python's shlex.quote does (the magics parse their line with shlex). */
-export function shellQuote(word: string): string {
-  if (word === '') {
-    return "''";
-  }
-  if (/^[\w@%+=:,./-]+$/.test(word)) {
-    return word;
-  }
-  return "'" + word.replace(/'/g, "'\"'\"'") + "'";
-}
-
-export interface IMeasureRequest {
-  signals: string;
-  scope: string;
-  repeat: number;
-  warmup: number;
-  store: string;
-  title?: string;
-}
-
-/** The `%%argus` line options of a request. */
-export function measureLine(req: IMeasureRequest): string {
-  const parts = ['-s', req.signals];
-  if (req.scope) {
-    parts.push('--scope', req.scope);
-  }
-  parts.push('-n', String(req.repeat), '-w', String(req.warmup));
-  if (req.store) {
-    parts.push('--store', req.store);
-  }
-  if (req.title) {
-    parts.push('--title', req.title);
-  }
-  return parts.map(shellQuote).join(' ');
-}
-
-/**
- * The Python code that measures `cells` in the notebook's kernel: the equivalent of a `%%argus` cell whose body
- * runs each region cell as `%%argus_region NAME` would.  It registers the magics if `%load_ext argus_lab`
- * was not run.
- */
-export function measureCode(cells: IRegionCell[], req: IMeasureRequest): string {
-  if (cells.length === 0) {
-    throw new Error('no %%argus_region cells to run: mark a cell with `%%argus_region NAME` first');
-  }
-  const body = cells
-    .map(c => `get_ipython().run_cell_magic('argus_region', ${pyString(c.name)}, ${pyString(c.body)})`)
-    .join('\n');
-  return [
-    'import argus_lab.faces.magics as __argus_magics',
-    "if 'argus' not in get_ipython().magics_manager.magics['cell']:",
-    '    __argus_magics.load(get_ipython())',
-    'del __argus_magics',
-    `get_ipython().run_cell_magic('argus', ${pyString(measureLine(req))}, ${pyString(body)})`
-  ].join('\n');
 }
 
 /** A scope from region paths picked in the store plus free scope text (clauses separated by `; `). */

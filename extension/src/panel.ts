@@ -16,16 +16,7 @@ import {
   Row
 } from './api';
 import { clear, el, IColumn, section, table } from './dom';
-import {
-  composeScope,
-  formatDict,
-  formatNs,
-  formatShare,
-  formatTime,
-  formatValue,
-  IRegionCell,
-  measureCode
-} from './model';
+import { composeScope, formatDict, formatNs, formatShare, formatTime, formatValue, IRegionCell } from './model';
 import { ReportWidget } from './report';
 
 /** What the panel needs from the open notebook (given by the plugin; faked in tests). */
@@ -629,11 +620,13 @@ export class ArgusPanel extends Widget {
     const target = this.storeForKernel();
     let code: string;
     try {
-      code = measureCode(cells, {
+      const made = await this.client.measureCode({
         ...req,
         store: target.abs,
-        title: `argus panel: ${cells.map(c => c.name).join(', ')}`
+        title: `argus panel: ${cells.map(c => c.name).join(', ')}`,
+        cells: cells.map(c => ({ name: c.name, body: c.body }))
       });
+      code = made.code;
     } catch (err) {
       this._progress.textContent = (err as Error).message;
       return false;

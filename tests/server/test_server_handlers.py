@@ -204,6 +204,38 @@ async def test_plan_preview_bad_input(jp_fetch: Any, body: dict[str, Any], needl
     assert needle in json.loads(info.value.response.body)["message"]
 
 
+async def test_measure_code_comes_from_the_python_function(jp_fetch: Any) -> None:
+    """The extension's kernel code and %%argus line are argus_lab.faces.cell_code's, served as they are."""
+    from argus_lab.faces.cell_code import kernel_code, measure_line
+
+    cells = [{"name": "attn", "body": 'print("hi \\"there\\"")'}, {"name": "it's", "body": "y = 1"}]
+    req = {"signals": "host.wall", "scope": "a/*", "repeat": 5, "warmup": 0, "store": "/r/x y.duckdb", "title": "t"}
+    response = await jp_fetch("argus-lab", "measure-code", method="POST", body=json.dumps({**req, "cells": cells}))
+    data = json.loads(response.body)
+    assert data["line"] == measure_line("host.wall", "a/*", 5, 0, "/r/x y.duckdb", title="t")
+    assert data["line"] == "%%argus -s host.wall --scope 'a/*' -n 5 -w 0 --store '/r/x y.duckdb' --title t"
+    pairs = [(c["name"], c["body"]) for c in cells]
+    assert data["code"] == kernel_code(pairs, "host.wall", "a/*", 5, 0, "/r/x y.duckdb", "t")
+    compile(data["code"], "<kernel code>", "exec")  # valid Python, whatever the cells hold
+
+
+@pytest.mark.parametrize(
+    ("body", "needle"),
+    [
+        ({"signals": "host.wal", "cells": [{"name": "a", "body": ""}]}, "host.wall"),
+        ({"signals": "host.wall", "cells": []}, "%%argus_region NAME"),
+        ({"signals": "host.wall", "cells": [{"name": 1}]}, "cells"),
+        ({"signals": "host.wall", "store": 7, "cells": [{"name": "a", "body": ""}]}, "store"),
+    ],
+)
+async def test_measure_code_bad_input(jp_fetch: Any, body: dict[str, Any], needle: str) -> None:
+    with pytest.raises(tornado.httpclient.HTTPClientError) as info:
+        await jp_fetch("argus-lab", "measure-code", method="POST", body=json.dumps(body))
+    assert info.value.code == 400
+    assert info.value.response is not None
+    assert needle in json.loads(info.value.response.body)["message"]
+
+
 async def test_signals_catalog(jp_fetch: Any) -> None:
     names = {s["name"]: s for s in (await get(jp_fetch, "signals"))["signals"]}
     assert names["host.wall"]["needs_gpu"] is False
@@ -211,9 +243,12 @@ async def test_signals_catalog(jp_fetch: Any) -> None:
 
 
 @pytest.mark.parametrize("token", ["", "token not-the-token"])
-@pytest.mark.parametrize("endpoint", ["stores", "sessions", "runs", "run", "regions", "region", "signals", "plan"])
+@pytest.mark.parametrize(
+    "endpoint", ["stores", "sessions", "runs", "run", "regions", "region", "signals", "plan", "measure-code"]
+)
 async def test_request_without_token_is_refused(jp_fetch: Any, root_store: str, endpoint: str, token: str) -> None:
-    method, body = ("POST", json.dumps({"signals": "host.wall"})) if endpoint == "plan" else ("GET", None)
+    posted = ("plan", "measure-code")
+    method, body = ("POST", json.dumps({"signals": "host.wall"})) if endpoint in posted else ("GET", None)
     with pytest.raises(tornado.httpclient.HTTPClientError) as info:
         await jp_fetch(
             "argus-lab",
@@ -296,7 +331,7 @@ def test_every_verb_is_authenticated() -> None:
 
     missing = [m for name, cls in HANDLERS for m in ServerWebApplication._check_handler_auth(None, name, cls)]  # type: ignore[arg-type]
     assert missing == []
-    assert len(HANDLERS) == 8
+    assert len(HANDLERS) == 9
 
 
 def test_extension_entry_points() -> None:

@@ -177,6 +177,65 @@ class PlanHandler(_Base):
         self.finish(json.dumps(result))
 
 
+MAX_CELLS = 200
+MAX_CELL_TEXT = 1_000_000  # the region cells' sources together
+
+
+class MeasureCodeHandler(_Base):
+    """``POST measure-code`` with ``{"signals", "scope", "repeat", "warmup", "store", "title", "cells": [{"name",
+    "body"}]}``: the ``%%argus`` line and the code that measures the region cells in the notebook's kernel, both
+    from :mod:`argus_lab.faces.cell_code` (the extension writes no Python of its own)."""
+
+    @tornado.web.authenticated
+    async def post(self) -> None:
+        try:
+            body: Any = self.get_json_body() or {}
+        except tornado.web.HTTPError:
+            self.fail(400, "the body is not JSON; send {'signals': 'host.wall', 'cells': [{'name': 'a', 'body': ''}]}")
+            return
+        if not isinstance(body, dict):
+            self.fail(400, "the body must be a JSON object such as {'signals': 'host.wall', 'cells': [...]}")
+            return
+        texts = {k: body.get(k, "") for k in ("signals", "scope", "store", "title")}
+        repeat, warmup = body.get("repeat", 3), body.get("warmup", 1)
+        cells = body.get("cells", [])
+        if not all(isinstance(v, str) and len(v) <= MAX_TEXT for v in texts.values()):
+            self.fail(400, f"`signals`, `scope`, `store` and `title` must be strings of at most {MAX_TEXT} characters")
+            return
+        if not (isinstance(repeat, int) and isinstance(warmup, int) and 1 <= repeat <= 10000 and 0 <= warmup <= 1000):
+            self.fail(400, "`repeat` must be an integer in 1..10000 and `warmup` in 0..1000")
+            return
+        if not (
+            isinstance(cells, list)
+            and len(cells) <= MAX_CELLS
+            and all(
+                isinstance(c, dict) and isinstance(c.get("name"), str) and isinstance(c.get("body"), str) for c in cells
+            )
+            and sum(len(c["name"]) + len(c["body"]) for c in cells) <= MAX_CELL_TEXT
+        ):
+            self.fail(400, f"`cells` must be a list of at most {MAX_CELLS} {{'name': str, 'body': str}} objects")
+            return
+        try:
+            result = await asyncio.to_thread(
+                _measure_code, texts, repeat, warmup, [(c["name"], c["body"]) for c in cells]
+            )
+        except ArgusError as exc:
+            self.fail(400, str(exc))
+            return
+        self.finish(json.dumps(result))
+
+
+def _measure_code(texts: dict[str, str], repeat: int, warmup: int, cells: list[tuple[str, str]]) -> dict[str, Any]:
+    from argus_lab.faces.cell_code import kernel_code, measure_line
+
+    _plan(texts["signals"], texts["scope"], repeat, warmup)  # a request the planner refuses gets its message
+    signals, scope, store, title = texts["signals"], texts["scope"], texts["store"] or None, texts["title"]
+    return {
+        "line": measure_line(signals, scope, repeat, warmup, store, title=title),
+        "code": kernel_code(cells, signals, scope, repeat, warmup, store, title),
+    }
+
+
 def _plan(signals: str, scope: str, repeat: int, warmup: int) -> dict[str, Any]:
     from argus_lab.faces.measure import plan
     from argus_lab.plan.scope import Scope
@@ -195,4 +254,5 @@ HANDLERS: tuple[tuple[str, type[APIHandler]], ...] = (
     ("region", RegionHandler),
     ("signals", SignalsHandler),
     ("plan", PlanHandler),
+    ("measure-code", MeasureCodeHandler),
 )

@@ -1,14 +1,4 @@
-import {
-  composeScope,
-  formatNs,
-  formatShare,
-  measureCode,
-  measureLine,
-  regionCells,
-  regionName,
-  sharesByName,
-  shellQuote
-} from '../model';
+import { composeScope, formatNs, formatShare, regionCells, regionName, sharesByName } from '../model';
 
 describe('region cells', () => {
   it('reads the region name of the first line', () => {
@@ -26,43 +16,6 @@ describe('region cells', () => {
       { index: 1, name: 'attn', body: 'time.sleep(0.01)\nx = 2' },
       { index: 2, name: 'mlp', body: '' }
     ]);
-  });
-});
-
-describe('kernel code', () => {
-  it('quotes words like shlex.quote', () => {
-    expect(shellQuote('host.wall,host.cpu')).toBe('host.wall,host.cpu');
-    expect(shellQuote('step/*; instances=2:')).toBe("'step/*; instances=2:'");
-    expect(shellQuote("it's")).toBe("'it'\"'\"'s'");
-    expect(shellQuote('')).toBe("''");
-  });
-
-  it('builds the %%argus line', () => {
-    const line = measureLine({ signals: 'host.wall', scope: 'a/*', repeat: 5, warmup: 0, store: '/r/x y.duckdb' });
-    expect(line).toBe("-s host.wall --scope 'a/*' -n 5 -w 0 --store '/r/x y.duckdb'");
-  });
-
-  it('runs each region cell through %%argus_region inside one %%argus measurement', () => {
-    const cells = regionCells(['%%argus_region attn\nprint("hi \\"there\\"")', '%%argus_region mlp\ny = 1']);
-    const code = measureCode(cells, { signals: 'host.wall', scope: '', repeat: 3, warmup: 1, store: 's.duckdb' });
-    const lines = code.split('\n');
-    expect(lines[0]).toBe('import argus_lab.faces.magics as __argus_magics');
-    const last = lines[lines.length - 1];
-    expect(last.startsWith(`get_ipython().run_cell_magic('argus', "-s host.wall -n 3 -w 1 --store s.duckdb", `)).toBe(
-      true
-    );
-    // the body is one Python string literal (JSON syntax) holding one %%argus_region call per cell
-    const body = JSON.parse(last.slice(last.indexOf('", "') + 3, -1));
-    expect(body.split('\n')).toEqual([
-      `get_ipython().run_cell_magic('argus_region', "attn", ${JSON.stringify('print("hi \\"there\\"")')})`,
-      `get_ipython().run_cell_magic('argus_region', "mlp", "y = 1")`
-    ]);
-  });
-
-  it('refuses an empty selection with a hint', () => {
-    expect(() => measureCode([], { signals: 'host.wall', scope: '', repeat: 1, warmup: 0, store: '' })).toThrow(
-      /%%argus_region NAME/
-    );
   });
 });
 

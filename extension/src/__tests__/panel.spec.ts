@@ -1,4 +1,4 @@
-import { IArgusClient, IPlanRequest, IRegionInfo, IRunInfo } from '../api';
+import { IArgusClient, IMeasureCodeRequest, IPlanRequest, IRegionInfo, IRunInfo } from '../api';
 import { BADGE_CLASS, updateBadges } from '../badges';
 import { regionCells } from '../model';
 import { ArgusPanel, IKernelOutput, INotebookHooks, REPORT_MIME } from '../panel';
@@ -39,6 +39,7 @@ class FakeClient implements IArgusClient {
   calls: string[] = [];
   runList: IRunInfo[] = [run('r-1', 'ok', 1.7e18)];
   plans: IPlanRequest[] = [];
+  measures: IMeasureCodeRequest[] = [];
   async stores() {
     this.calls.push('stores');
     return {
@@ -132,6 +133,16 @@ class FakeClient implements IArgusClient {
       throw new Error("argus-lab/plan: unknown signal 'bogus'");
     }
     return { explain: `plan: 1 run(s) for ${req.signals}`, plan: { runs: [] } };
+  }
+  // the server makes the %%argus line and the kernel code in Python (argus_lab.faces.cell_code)
+  async measureCode(req: IMeasureCodeRequest) {
+    this.measures.push(req);
+    if (req.cells.length === 0) {
+      throw new Error(
+        'argus-lab/measure-code: no %%argus_region cells to run: mark a cell with `%%argus_region NAME` first'
+      );
+    }
+    return { line: `%%argus -s ${req.signals}`, code: `# measure ${req.cells.map(c => c.name).join(',')}` };
   }
 }
 
@@ -258,10 +269,11 @@ describe('the Argus panel', () => {
     (panel.node.querySelector('.jp-ArgusPanel-pick-cell input[value=mlp]') as HTMLInputElement).checked = true;
     client.runList = [run('r-2', 'ok', 1.8e18), ...client.runList];
     expect(await panel.runInKernel()).toBe(true);
-    expect(nb.executed).toHaveLength(1);
-    expect(nb.executed[0]).toContain(`run_cell_magic('argus_region', \\"mlp\\", \\"z = 3\\")`);
-    expect(nb.executed[0]).not.toContain('attn');
-    expect(nb.executed[0]).toContain('--store /root/work/argus.duckdb');
+    expect(client.measures).toHaveLength(1);
+    expect(client.measures[0].cells).toEqual([{ name: 'mlp', body: 'z = 3' }]);
+    expect(client.measures[0].store).toBe('/root/work/argus.duckdb');
+    expect(client.measures[0].signals).toBe('host.wall,host.cpu');
+    expect(nb.executed).toEqual(['# measure mlp']); // exactly the code the server made
     const progress = panel.node.querySelector('.jp-ArgusPanel-progress')?.textContent ?? '';
     expect(progress).toContain('argus: run 1/1 [host] ok');
     expect(progress).toContain('done: the result is in the store');
