@@ -145,24 +145,23 @@ def write_store(path: Path, n_kernels: int = 40) -> Store:
         kern["registers"].append(96)
     metrics: dict[str, list[Any]] = empty_metrics()
 
-    def metric(run: str, iid_: Any, key: Any, sig: str, val: float, unit: str, attr: str, backend: str) -> None:
-        for name, v in zip(metrics, (run, iid_, key, sig, val, unit, attr, backend, f"pv-{backend}"), strict=True):
+    def metric(run: str, iid_: Any, key: Any, sig: str, val: float, unit: str, backend: str) -> None:
+        row = {"run_id": run, "instance_id": iid_, "kernel_key": key, "signal": sig, "value": val, "unit": unit}
+        for name, v in {**row, "backend": backend, "provenance_id": f"pv-{backend}"}.items():
             metrics[name].append(v)
 
     for i in range(len(inst["run_id"])):
         run = inst["run_id"][i]
         wall = inst["end_ns"][i] - inst["start_ns"][i]
-        metric(run, inst["instance_id"][i], None, "host.wall", float(wall), "ns", "exact", "host")
+        metric(run, inst["instance_id"][i], None, "host.wall", float(wall), "ns", "host")
         if run == "r-timing" and inst["path"][i] != "decode":
-            metric(run, inst["instance_id"][i], None, "gpu.time", wall * 0.6, "ns", "exact", "cupti")
+            metric(run, inst["instance_id"][i], None, "gpu.time", wall * 0.6, "ns", "cupti")
     for k in range(min(n_kernels, 8)):
         i = timing[k % len(timing)]
         key = f"ncu/{inst['path'][i]}/0/{k}/gemm_kernel_{k % 3}"
-        metric(
-            "r-ncu", inst["instance_id"][i] + 6, key, "hw:dram__bytes_read.sum", 1e6 * (k + 1), "byte", "ordinal", "ncu"
-        )
-    metric("r-timing", None, f"bin:{XSS_KERNEL}:abc", "compile.registers", 96, "register/thread", "binary", "compiler")
-    metric("r-timing", None, "bin:gemm_kernel_1:def", "compile.spills", 0, "word/thread", "binary", "compiler")
+        metric("r-ncu", inst["instance_id"][i] + 6, key, "hw:dram__bytes_read.sum", 1e6 * (k + 1), "byte", "ncu")
+    metric("r-timing", None, f"bin:{XSS_KERNEL}:abc", "compile.registers", 96, "register/thread", "compiler")
+    metric("r-timing", None, "bin:gemm_kernel_1:def", "compile.spills", 0, "word/thread", "compiler")
     attrs: dict[str, list[Any]] = {
         k: [] for k in ["run_id", "evidence", "evidence_id", "instance_id", "class", "weight", "reason"]
     }

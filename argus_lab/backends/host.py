@@ -52,7 +52,6 @@ class HostCollector:
             cols["signal"] += [sig] * n
             cols["value"] += values[sig]
             cols["unit"] += [_UNITS[sig]] * n
-            cols["attribution"] += ["exact"] * n
             cols["backend"] += ["host"] * n
             cols["provenance_id"] += [prov] * n
         provenance = {

@@ -1,4 +1,9 @@
-"""Shared helpers for building evidence rows in the backends."""
+"""Shared helpers for building evidence rows in the backends.
+
+A backend's ``metrics`` rows are raw evidence: a value measured of a region instance itself (host clocks), of a
+kernel (``kernel_key``: ncu counters) or of a binary (compiler facts).  They carry no attribution: the store's
+``attribution`` column is left empty, and the join alone decides how each piece of evidence is attributed.
+"""
 
 from __future__ import annotations
 
@@ -11,7 +16,6 @@ METRIC_COLUMNS: tuple[str, ...] = (
     "signal",
     "value",
     "unit",
-    "attribution",
     "backend",
     "provenance_id",
 )

@@ -235,7 +235,6 @@ def metric_rows(facts: Sequence[KernelFacts], run_id: str, provenance_id: str = 
             out["signal"].append(sig)
             out["value"].append(float(v))
             out["unit"].append(unit)
-            out["attribution"].append("binary")
             out["backend"].append("compiler")
             out["provenance_id"].append(provenance_id)
     return out

@@ -187,7 +187,6 @@ def metric_rows(kernels: Sequence[NcuKernel], run_id: str, provenance_id: str = 
             out["signal"].append(f"hw:{m}")
             out["value"].append(v)
             out["unit"].append(unit)
-            out["attribution"].append("ordinal")
             out["backend"].append("ncu")
             out["provenance_id"].append(provenance_id)
     return out
