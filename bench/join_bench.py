@@ -8,7 +8,7 @@ every 10 ms.  Everything is written through the store's real schema, then timed:
 
 * ``join``: :func:`argus_lab.join.attribute_request` (every attribution row, instance values with inclusive
   and exclusive sums, samples split over instances, instance matching);
-* ``region summary``: the Report's region table over the instance values (:data:`report_sql.REGIONS`);
+* ``region summary``: the Report's region table over the instance values (:data:`argus_lab.report.sql.REGIONS`);
 * ``report``: a whole :class:`argus_lab.report.Report` (all tables).
 
 Run: ``.venv/bin/python bench/join_bench.py --kernels 10000000``.

@@ -72,7 +72,7 @@ def nvtx_filters(settings: Mapping[str, Any]) -> list[str]:
 
 
 class NcuLauncher:
-    """The Nsight Compute backend (a :class:`~argus_lab.backends.base.Launcher`)."""
+    """The Nsight Compute backend (a :class:`~argus_lab.run.protocols.Launcher`)."""
 
     info = BACKENDS["ncu"]
 
