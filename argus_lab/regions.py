@@ -119,7 +119,6 @@ class InstanceSink(Protocol):
 # 8 the parent frame and 9 the task's previous top frame.
 _Frame = tuple[Any, ...]
 _ROW_WIDTH = 7  # a recorded row: instance id, node, parent instance id, thread id, start ns, end ns, CPU ns
-_SPILL_MASK = 2047  # move finished rows into the integer columns every 2,048 instance ids
 
 _local = threading.local()
 _task_top: contextvars.ContextVar[_Frame | None] = contextvars.ContextVar("argus_region_top", default=None)
@@ -127,11 +126,15 @@ _running_loop = _asyncio_events._get_running_loop
 _time_ns = time.time_ns
 _thread_time_ns = time.thread_time_ns
 _active: list[Recorder | None] = [None]  # the process's collector slot (one recorder at a time)
-# What a boundary needs of the active recorder, in one tuple: (generation, next id, append a row, sink, hooks,
-# read the CPU clock, recorder); None when no recorder is active.
-_Fast = tuple[int, Callable[[], int], Callable[[tuple[int, ...]], None], Any, tuple[Any, ...], bool, Any]
+# What a boundary needs of the active recorder, in one tuple: (generation, next id, append a row, recorder, work),
+# work: 0 = the clocks only (host.wall), 1 = also the sink (native CUPTI), 2 = anything else (hooks, NVTX ranges,
+# the thread CPU clock); None when no recorder is active.
+_Fast = tuple[int, Callable[[], int], Callable[[tuple[int, ...]], None], Any, int]
 _fast: list[_Fast | None] = [None]
 _generations = itertools.count(1)
+
+
+_thread_names: dict[int, str] = {}  # thread id -> name, noted when a thread first enters a region
 
 
 class _Stack(list[_Frame]):
@@ -142,6 +145,7 @@ class _Stack(list[_Frame]):
     def __init__(self) -> None:
         super().__init__()
         self.ident = threading.get_ident()
+        _thread_names[self.ident] = threading.current_thread().name
 
 
 def _stack() -> _Stack:
@@ -292,7 +296,6 @@ class Recorder:
                 plain.append(cast("BoundaryHook", hook))
         self.hooks: tuple[BoundaryHook, ...] = tuple(plain)
         self._sink: Callable[[int], object] | None = _one_sink(sinks)
-        self.thread_names: dict[int, str] = {}
         # Instance ids are unique in the process (never restart with a new recorder) and across the ranks of a
         # multi-process run: rank r numbers from r * 2**40 + 1.
         self.rank = env_rank()
@@ -300,7 +303,7 @@ class Recorder:
         self._pid = os.getpid()
         self.gen = 0  # this activation's generation: frames of other generations are never parents
         self.forked = False  # set in a forked child: this recorder belongs to the parent process
-        self._rows: list[tuple[int, ...]] = []  # finished instances not yet moved into _data
+        self._rows: list[int] = []  # finished instances not yet moved into _data, _ROW_WIDTH integers each
         self._data = array("q")  # _ROW_WIDTH integers per finished instance
         self._spilled = 0
         self._errors: dict[int, str] = {}
@@ -323,8 +326,11 @@ class Recorder:
             raise CollectorBusyError(msg)
         self._pid = os.getpid()
         self.gen = next(_generations)
+        if _nvtx.mode == 0:
+            _nvtx.resolve()
+        work = 2 if (self.hooks or self.cpu_clock or _nvtx.mode > 1) else 1 if self._sink is not None else 0
         _active[0] = self
-        _fast[0] = (self.gen, self._ids.__next__, self._rows.append, self._sink, self.hooks, self.cpu_clock, self)
+        _fast[0] = (self.gen, self._ids.__next__, self._rows.extend, self, work)
         return self
 
     def deactivate(self) -> None:
@@ -342,7 +348,7 @@ class Recorder:
             iid = frame[1]
             if iid and frame[2] == self.gen:
                 cpu = _thread_time_ns() - frame[7] if self.cpu_clock else -1
-                self._rows.append((iid, frame[5], frame[4], frame[3], frame[6], now, cpu))
+                self._rows.extend((iid, frame[5], frame[4], frame[3], frame[6], now, cpu))
                 self._errors[iid] = ABANDONED
 
     def __enter__(self) -> Recorder:
@@ -357,28 +363,32 @@ class Recorder:
         return _active[0] is self
 
     @property
+    def thread_names(self) -> dict[int, str]:
+        """Names of the threads that entered regions in this process, by thread id."""
+        return _thread_names
+
+    @property
     def repetition(self) -> int:
         """The repetition that instances finishing now belong to (set by the driver)."""
         return self._rep_marks[-1][1]
 
     @repetition.setter
     def repetition(self, rep: int) -> None:
-        self._rep_marks.append((self._spilled + len(self._rows), int(rep)))
+        self._rep_marks.append((self.count(), int(rep)))
 
     # -- data -------------------------------------------------------------------------------------
     def _spill(self) -> None:
         """Move finished rows into the integer columns (safe while other threads append)."""
         rows = self._rows
-        n = len(rows)
+        n = len(rows)  # a multiple of _ROW_WIDTH: a row is added by one list.extend call, atomic under the GIL
         if n:
-            chunk = rows[:n]
+            self._data.fromlist(rows[:n])
             del rows[:n]
-            self._data.extend(itertools.chain.from_iterable(chunk))
-            self._spilled += n
+            self._spilled += n // _ROW_WIDTH
 
     def count(self) -> int:
         """How many instances have finished so far."""
-        return self._spilled + len(self._rows)
+        return self._spilled + len(self._rows) // _ROW_WIDTH
 
     @property
     def regions(self) -> dict[str, Region]:
@@ -527,7 +537,7 @@ class RegionMarker:
                 self._nvtx_push(0)
             stack.append(self._idle)
             return self
-        gen, next_id, _, sink, hooks, cpu_clock, rec = fast
+        gen, next_id, _, rec, work = fast
         top = stack[-1] if stack else None
         if top is not None and top[2] == gen:
             piid = top[1]
@@ -535,19 +545,16 @@ class RegionMarker:
         else:  # the recorder's top level: regions opened before it started are not parents
             piid = 0
             node = self._nodes.get(0) or _nodes.add(self, 0)
-            if stack.ident not in rec.thread_names:  # remember the thread's name, once per thread
-                rec.thread_names[stack.ident] = threading.current_thread().name
         iid = next_id()
-        if not iid & _SPILL_MASK:
+        if not iid & 2047:  # every 2,048 instance ids: finished rows move into the integer columns
             rec._spill()
-        if _nvtx.mode != 1:
-            self._nvtx_push(node)
-        if sink is not None:
-            sink(iid)
-        if hooks:
-            for hook in hooks:
-                hook.enter(iid)
-        stack.append((self, iid, gen, stack.ident, piid, node, _time_ns(), _thread_time_ns() if cpu_clock else 0))
+        cpu0 = 0
+        if work:
+            if work == 1:
+                rec._sink(iid)
+            else:
+                cpu0 = self._enter_work(rec, iid, node)
+        stack.append((self, iid, gen, stack.ident, piid, node, _time_ns(), cpu0))
         return self
 
     def __exit__(self, exc_type: type[BaseException] | None, exc: BaseException | None, tb: object) -> None:
@@ -562,25 +569,44 @@ class RegionMarker:
                 _raise_misuse(self)
             frame = stack.pop()
         iid = frame[1]
-        if not iid:
-            if _nvtx.mode > 1:
-                _nvtx.pop()
-            return
-        t1 = _time_ns()
+        if iid:
+            t1 = _time_ns()
+            fast = _fast[0]
+            if fast is not None and fast[0] == frame[2]:
+                cpu = -1
+                work = fast[4]
+                if work:
+                    if work == 1:
+                        fast[3]._sink(frame[4])
+                    else:
+                        cpu = self._exit_work(fast[3], frame)
+                fast[2]((iid, frame[5], frame[4], frame[3], frame[6], t1, cpu))
+                if exc_type is not None:
+                    fast[3]._errors[iid] = f"{exc_type.__name__}: {exc}"
+                return
+        if _nvtx.mode > 1:  # not recorded (no recorder, or one that has stopped since)
+            _nvtx.pop()
+
+    def _enter_work(self, rec: Recorder, iid: int, node: int) -> int:
+        """The boundary work beyond the clocks: NVTX range, sink, hooks; returns the thread CPU clock (or 0)."""
+        if _nvtx.mode > 1:
+            self._nvtx_push(node)
+        if rec._sink is not None:
+            rec._sink(iid)
+        for hook in rec.hooks:
+            hook.enter(iid)
+        return _thread_time_ns() if rec.cpu_clock else 0
+
+    def _exit_work(self, rec: Recorder, frame: _Frame) -> int:
+        """The exit side of :meth:`_enter_work`; returns the instance's thread CPU time (or -1)."""
+        cpu = _thread_time_ns() - frame[7] if rec.cpu_clock else -1
+        if rec._sink is not None:
+            rec._sink(frame[4])
+        for hook in rec.hooks:
+            hook.exit(frame[1])
         if _nvtx.mode > 1:
             _nvtx.pop()
-        fast = _fast[0]
-        if fast is None or fast[0] != frame[2]:  # recorded by a recorder that has stopped since
-            return
-        _, _, append, sink, hooks, cpu_clock, rec = fast
-        if sink is not None:
-            sink(frame[4])
-        if hooks:
-            for hook in hooks:
-                hook.exit(iid)
-        append((iid, frame[5], frame[4], frame[3], frame[6], t1, _thread_time_ns() - frame[7] if cpu_clock else -1))
-        if exc_type is not None:
-            rec._errors[iid] = f"{exc_type.__name__}: {exc}"
+        return cpu
 
     # -- asyncio: a stack per task (a context variable, so a task starts inside its creator's regions) ----------
     def _enter_task(self) -> RegionMarker:
@@ -596,24 +622,18 @@ class RegionMarker:
                 self._nvtx_push(0)
             _task_top.set((self, 0, 0, tid, 0, 0, 0, 0, top, prev))
             return self
-        gen, next_id, _, sink, hooks, cpu_clock, rec = fast
+        gen, next_id, _, rec, work = fast
         if top is not None and top[2] == gen and top[3] == tid:
             piid, pnode = top[1], top[5]
         else:
             piid = pnode = 0
-            if tid not in rec.thread_names:
-                rec.thread_names[tid] = threading.current_thread().name
+            if tid not in _thread_names:
+                _thread_names[tid] = threading.current_thread().name
         node = self._nodes.get(pnode) or _nodes.add(self, pnode)
         iid = next_id()
-        if not iid & _SPILL_MASK:
+        if not iid & 2047:
             rec._spill()
-        if _nvtx.mode != 1:
-            self._nvtx_push(node)
-        if sink is not None:
-            sink(iid)
-        for hook in hooks:
-            hook.enter(iid)
-        cpu0 = _thread_time_ns() if cpu_clock else 0
+        cpu0 = self._enter_work(rec, iid, node) if work else 0
         _task_top.set((self, iid, gen, tid, piid, node, _time_ns(), cpu0, top, prev))
         return self
 
@@ -676,13 +696,16 @@ def _raise_misuse(marker: RegionMarker) -> None:
 
 
 # -- region(): one marker per call site -----------------------------------------------------------------------
-_SITES: dict[tuple[Any, ...], RegionMarker] = {}
-_SITES_MAX = 8192  # a program that builds region names dynamically must not grow this without bound
+# _SITES: (id of the caller's code, its instruction offset, name, kind, module) -> (marker, code); the code is kept
+# so that its id is never reused while the entry exists.  _LAST: name -> (code, offset, kind, module, marker) of
+# the site that used the name last, checked first (one lookup by a string, whose hash is cached).
+_SITES: dict[tuple[Any, ...], tuple[RegionMarker, Any]] = {}
+_LAST: dict[str, tuple[Any, int, str, str | None, RegionMarker]] = {}
+_SITES_MAX = 8192  # a program that builds region names dynamically must not grow these without bound
 _getframe = sys._getframe
 
 
-def _caller_location(depth: int) -> tuple[str, str, int]:
-    frame = sys._getframe(depth)
+def _caller_location(frame: Any) -> tuple[str, str, int]:
     module = str(frame.f_globals.get("__name__", "__main__"))
     file = frame.f_code.co_filename
     if module == "__main__" and file and not file.startswith("<"):
@@ -706,7 +729,7 @@ def region(name: str, *, kind: RegionKind = "host", module: str | None = None) -
     """Mark a region of code.
 
     The marker is made once per call site (and name, kind, module) and reused, so writing
-    ``with argus_lab.region("attn"):`` inside a loop costs no more than a marker built ahead.
+    ``with argus_lab.region("attn"):`` inside a loop costs about as much as a marker built ahead.
 
     Parameters
     ----------
@@ -726,26 +749,40 @@ def region(name: str, *, kind: RegionKind = "host", module: str | None = None) -
     ... def step() -> None: ...
     """
     frame = _getframe(1)
+    try:
+        last = _LAST.get(name)
+    except TypeError:  # an unhashable name: _site_marker says what is wrong
+        last = None
+    if (
+        last is not None
+        and last[0] is frame.f_code
+        and last[1] == frame.f_lasti
+        and last[2] == kind
+        and last[3] == module
+    ):
+        return last[4]
+    return _site_marker(frame, name, kind, module)
+
+
+def _site_marker(frame: Any, name: str, kind: RegionKind, module: str | None) -> RegionMarker:
     code = frame.f_code
     key = (id(code), frame.f_lasti, name, kind, module)
     try:
-        marker = _SITES.get(key)
-    except TypeError:  # an unhashable name: let the check below say what is wrong
-        marker = None
-    if marker is not None:
-        return marker
-    _check_name(name)
-    if kind not in ("host", "device"):
-        msg = f"a region kind must be 'host' or 'device', got {kind!r}"
-        raise RegionMisuseError(msg)
-    mod, file, line = _caller_location(2)
-    marker = RegionMarker(Region(name=name, kind=kind, module=module or mod, file=file, line=line))
-    if len(_SITES) >= _SITES_MAX:
-        _SITES.clear()
-        _KEEP_CODE.clear()
-    _SITES[key] = marker
-    _KEEP_CODE[id(code)] = code  # the key holds id(code): keep the code alive so the id is never reused
+        hit = _SITES.get(key)
+    except TypeError:
+        hit = None
+    if hit is not None:
+        marker = hit[0]
+    else:
+        _check_name(name)
+        if kind not in ("host", "device"):
+            msg = f"a region kind must be 'host' or 'device', got {kind!r}"
+            raise RegionMisuseError(msg)
+        mod, file, line = _caller_location(frame)
+        marker = RegionMarker(Region(name=name, kind=kind, module=module or mod, file=file, line=line))
+        if len(_SITES) >= _SITES_MAX:
+            _SITES.clear()
+            _LAST.clear()
+        _SITES[key] = (marker, code)
+    _LAST[name] = (code, frame.f_lasti, kind, module, marker)
     return marker
-
-
-_KEEP_CODE: dict[int, Any] = {}
