@@ -286,16 +286,9 @@ class Recorder:
     def __init__(self, run_id: str = "", hooks: Sequence[BoundaryHook | InstanceSink] = (), *, cpu_clock: bool = True):
         self.run_id = run_id
         self.cpu_clock = cpu_clock  # read the thread CPU clock (a system call, ~0.5 us) only when host.cpu is asked
-        sinks: list[Callable[[int], object]] = []
-        plain: list[BoundaryHook] = []
-        for hook in hooks:
-            current = getattr(hook, "current_instance", None)
-            if callable(current):
-                sinks.append(current)
-            else:
-                plain.append(cast("BoundaryHook", hook))
-        self.hooks: tuple[BoundaryHook, ...] = tuple(plain)
-        self._sink: Callable[[int], object] | None = _one_sink(sinks)
+        self._given_hooks = tuple(hooks)  # sorted into sinks and hooks at activation (collectors start first)
+        self.hooks: tuple[BoundaryHook, ...] = ()
+        self._sink: Callable[[int], object] | None = None
         # Instance ids are unique in the process (never restart with a new recorder) and across the ranks of a
         # multi-process run: rank r numbers from r * 2**40 + 1.
         self.rank = env_rank()
@@ -326,6 +319,15 @@ class Recorder:
             raise CollectorBusyError(msg)
         self._pid = os.getpid()
         self.gen = next(_generations)
+        sinks: list[Callable[[int], object]] = []
+        plain: list[BoundaryHook] = []
+        for hook in self._given_hooks:  # a hook with a callable current_instance is called through it only
+            current = getattr(hook, "current_instance", None)
+            if callable(current):
+                sinks.append(current)
+            else:
+                plain.append(cast("BoundaryHook", hook))
+        self.hooks, self._sink = tuple(plain), _one_sink(sinks)
         if _nvtx.mode == 0:
             _nvtx.resolve()
         work = 2 if (self.hooks or self.cpu_clock or _nvtx.mode > 1) else 1 if self._sink is not None else 0

@@ -158,12 +158,24 @@ def cases() -> list[tuple[str, Case, Case | None, float]]:
         ("argus_lab marker built once, no measurement (reference)", argus_prebuilt, None, 1.0),
         ("argus_lab `with region('attn')`, recording host.wall", recording(argus_inline), None, 1.0),
         ("argus_lab `@region('step')` call, recording host.wall", recording(argus_decorator), _plain_call, 1.0),
-        ("argus_lab `with region('attn')`, recording host.wall + host.cpu", recording(argus_inline, cpu_clock=True),
-         None, 1.0),  # fmt: skip
-        ("argus_lab `with region('attn')`, recording host.wall + native CUPTI boundary call (stand-in)",
-         recording(argus_inline, sink=True), None, 1.0),  # fmt: skip
-        ("argus_lab `with region('attn')` in an asyncio task, recording host.wall",
-         in_event_loop(recording(argus_inline)), None, 1.0),  # fmt: skip
+        (
+            "argus_lab `with region('attn')`, recording host.wall + host.cpu",
+            recording(argus_inline, cpu_clock=True),
+            None,
+            1.0,
+        ),
+        (
+            "argus_lab `with region('attn')`, recording host.wall + native CUPTI boundary call (stand-in)",
+            recording(argus_inline, sink=True),
+            None,
+            1.0,
+        ),
+        (
+            "argus_lab `with region('attn')` in an asyncio task, recording host.wall",
+            in_event_loop(recording(argus_inline)),
+            None,
+            1.0,
+        ),
     ]
     try:
         import nvtx  # noqa: F401
@@ -178,10 +190,18 @@ def cases() -> list[tuple[str, Case, Case | None, float]]:
         import torch
 
         out += [
-            (f"`with torch.profiler.record_function('attn')`, no profiler (torch {torch.__version__})",
-             record_function_inline, None, 1.0),  # fmt: skip
-            ("`with torch.profiler.record_function('attn')` inside torch.profiler.profile (CPU activities)",
-             record_function_profiling, None, 0.2),  # fmt: skip
+            (
+                f"`with torch.profiler.record_function('attn')`, no profiler (torch {torch.__version__})",
+                record_function_inline,
+                None,
+                1.0,
+            ),
+            (
+                "`with torch.profiler.record_function('attn')` inside torch.profiler.profile (CPU activities)",
+                record_function_profiling,
+                None,
+                0.2,
+            ),
         ]
     except ImportError:
         print("torch not installed: record_function not measured", file=sys.stderr)
