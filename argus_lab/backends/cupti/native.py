@@ -259,6 +259,9 @@ class NativeLaunchPath:
 
     def start(self, libcupti: str, cupti: Any, *, copies: bool, sets: bool, capacity: int = DEFAULT_CAPACITY) -> None:
         """Subscribe the launch callback; raises :class:`NativeUnavailable` with CUPTI's answer if it cannot."""
+        if not libcupti:
+            msg = "no libcupti is mapped in this process (cupti-python loads it on its first call)"
+            raise NativeUnavailable(msg)
         runtime, driver = callback_ids(cupti, copies=copies, sets=sets)
         if not runtime and not driver:
             msg = "cupti-python lists no launch callback ids"
@@ -272,6 +275,9 @@ class NativeLaunchPath:
 
     def start_external(self, libcupti: str) -> None:
         """Push/pop the instance id as external correlation id from C instead (no subscriber needed)."""
+        if not libcupti:
+            msg = "no libcupti is mapped in this process"
+            raise NativeUnavailable(msg)
         try:
             self.module.start(libcupti, (), (), 1, 2)
         except RuntimeError as exc:
