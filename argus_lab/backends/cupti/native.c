@@ -182,10 +182,13 @@ static void *symbol(const char *name) {
     return p;
 }
 
-static int enable_list(PyObject *ids, int domain) {
+/* Enables the callback ids of one domain; an id CUPTI refuses (e.g. one this CUPTI version retired) is appended to
+ * `refused` as (domain, cbid, result) and skipped.  Returns how many were enabled, -1 on a Python error. */
+static int enable_list(PyObject *ids, int domain, PyObject *refused) {
     PyObject *seq = PySequence_Fast(ids, "callback ids must be a sequence of ints");
     if (seq == NULL)
         return -1;
+    int enabled = 0;
     Py_ssize_t n = PySequence_Fast_GET_SIZE(seq);
     for (Py_ssize_t i = 0; i < n; i++) {
         long v = PyLong_AsLong(PySequence_Fast_GET_ITEM(seq, i));
@@ -194,16 +197,20 @@ static int enable_list(PyObject *ids, int domain) {
             return -1;
         }
         cupti_result_t rc = S.enable_callback(1, S.subscriber, domain, (uint32_t)v);
-        if (rc != 0) {
+        if (rc == 0) {
+            enabled++;
+            continue;
+        }
+        PyObject *item = Py_BuildValue("(ili)", domain, v, rc);
+        if (item == NULL || PyList_Append(refused, item) != 0) {
+            Py_XDECREF(item);
             Py_DECREF(seq);
-            char what[96];
-            snprintf(what, sizeof what, "cuptiEnableCallback(domain %d, cbid %ld)", domain, v);
-            cupti_error(what, rc);
             return -1;
         }
+        Py_DECREF(item);
     }
     Py_DECREF(seq);
-    return 0;
+    return enabled;
 }
 
 /* ---- Python API --------------------------------------------------------------------------------------- */
@@ -234,7 +241,8 @@ static PyObject *current(PyObject *self, PyObject *unused) {
 
 PyDoc_STRVAR(start_doc,
              "start(libcupti, runtime_cbids, driver_cbids, capacity, mode): mode 1 subscribes the launch callback "
-             "(arrays of `capacity` launches), mode 2 pushes external correlation ids instead.");
+             "(arrays of `capacity` launches) and returns (runtime ids enabled, driver ids enabled, [(domain, cbid, "
+             "result) refused]); mode 2 pushes external correlation ids instead and returns None.");
 static PyObject *start(PyObject *self, PyObject *args) {
     const char *path;
     PyObject *runtime_ids, *driver_ids;
@@ -281,13 +289,24 @@ static PyObject *start(PyObject *self, PyObject *args) {
     cupti_result_t rc = subscribe(&S.subscriber, on_api_call, NULL);
     if (rc != 0)
         return cupti_error("cuptiSubscribe", rc);
-    if (enable_list(runtime_ids, DOMAIN_RUNTIME) != 0 || enable_list(driver_ids, DOMAIN_DRIVER) != 0) {
-        S.unsubscribe(S.subscriber);
-        S.subscriber = NULL;
-        return NULL;
+    PyObject *refused = PyList_New(0);
+    if (refused == NULL)
+        goto fail;
+    int n_runtime = enable_list(runtime_ids, DOMAIN_RUNTIME, refused);
+    int n_driver = n_runtime < 0 ? -1 : enable_list(driver_ids, DOMAIN_DRIVER, refused);
+    if (n_runtime < 0 || n_driver < 0)
+        goto fail;
+    if (n_runtime + n_driver == 0) {
+        PyErr_Format(PyExc_RuntimeError, "CUPTI refused every launch callback id (%R)", refused);
+        goto fail;
     }
     S.mode = MODE_CALLBACKS;
-    Py_RETURN_NONE;
+    return Py_BuildValue("(iiN)", n_runtime, n_driver, refused);
+fail:
+    Py_XDECREF(refused);
+    S.unsubscribe(S.subscriber);
+    S.subscriber = NULL;
+    return NULL;
 }
 
 PyDoc_STRVAR(stop_doc, "stop(): unsubscribe (mode 1) or pop the calling thread's pushed id (mode 2).");

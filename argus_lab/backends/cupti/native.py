@@ -250,7 +250,8 @@ class NativeLaunchPath:
         self.module = built.module
         self.build_note = built.note
         self.mode = ""  # "callbacks" | "external correlation"
-        self.callbacks = (0, 0)
+        self.callbacks = (0, 0)  # runtime, driver callback ids enabled
+        self.refused: list[tuple[int, ...]] = []  # (domain, cbid, CUPTI result) of ids CUPTI did not enable
 
     @property
     def set_current(self) -> Any:
@@ -267,11 +268,12 @@ class NativeLaunchPath:
             msg = "cupti-python lists no launch callback ids"
             raise NativeUnavailable(msg)
         try:
-            self.module.start(libcupti, runtime, driver, int(capacity), 1)
+            n_runtime, n_driver, refused = self.module.start(libcupti, runtime, driver, int(capacity), 1)
         except RuntimeError as exc:
             raise NativeUnavailable(str(exc)) from None
         self.mode = "callbacks"
-        self.callbacks = (len(runtime), len(driver))
+        self.callbacks = (n_runtime, n_driver)
+        self.refused = [tuple(r) for r in refused]
 
     def start_external(self, libcupti: str) -> None:
         """Push/pop the instance id as external correlation id from C instead (no subscriber needed)."""
@@ -340,4 +342,6 @@ def choose(cupti: Any, settings: Any, signals: Sequence[str], libcupti: str) -> 
         return Choice(path, "native external correlation", True, (f"{first}; external correlation pushed from C",))
     runtime, driver = path.callbacks
     note = f"native launch path: {built.note}; callbacks on {runtime} runtime + {driver} driver API ids"
+    if path.refused:
+        note += f"; CUPTI refused (domain, cbid, result): {path.refused}"
     return Choice(path, "native", False, (note,))
