@@ -1,21 +1,29 @@
-"""Region markers and the per-thread region stack.
+"""Region markers and the region stacks of threads and asyncio tasks.
 
 A region is a named piece of code whose identity is stable across runs and variants.  A marker
 (:func:`region`) is used as a context manager or a decorator.  Each boundary
 
-* keeps the per-thread region stack (so the path ``decode/layer/attn`` and the parent instance are known),
-* opens or closes an NVTX push/pop range in the ``argus`` domain (so Nsight tools can filter by region),
-* when a :class:`Recorder` is active, records the region instance (host start/end in ns on the
-  ``CLOCK_REALTIME`` clock that CUPTI also uses, the thread's CPU time, the error if the body raised) and
-  calls the recorder's boundary hooks, which is where a CUPTI collector pushes and pops the instance's
-  external correlation id.
+* keeps the region stack of the calling thread, or of the calling asyncio task when an event loop runs on the
+  thread (so the path ``decode/layer/attn`` and the parent instance are known, and concurrent tasks do not
+  nest into each other),
+* opens or closes an NVTX push/pop range in the ``argus`` domain when an NVTX tool is attached (so Nsight tools
+  can filter by region),
+* when a :class:`Recorder` is active, records the region instance (host start/end in ns on the ``CLOCK_REALTIME``
+  clock that CUPTI also uses, the thread's CPU time, the error if the body raised) into compact integer columns,
+  and tells the recorder's boundary hooks (where a CUPTI collector sets the thread's current instance id).
 
-With no recorder active a boundary only touches the thread's stack and NVTX, which costs next to nothing.
-This module is imported inside measured processes: it must stay free of heavy imports.
+``region(name)`` is cached per call site, so the inline idiom ``with argus_lab.region("attn"):`` costs about as
+much as a marker built once.  A recorder starts with an empty stack: regions left open by earlier code (a
+suspended generator, a failed cell) are never parents of its instances, and the instances it leaves open are
+recorded as ``abandoned`` when it stops.  A forked child never records into its parent's recorder.
+
+This module is imported inside measured processes: it must stay free of heavy imports (it imports asyncio's
+event-loop module, which torch imports anyway, to tell a running event loop).
 """
 
 from __future__ import annotations
 
+import contextvars
 import functools
 import hashlib
 import itertools
@@ -23,9 +31,11 @@ import os
 import sys
 import threading
 import time
+from array import array
+from asyncio import events as _asyncio_events
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
-from typing import Any, Literal, Protocol, TypeVar
+from typing import Any, Literal, Protocol, TypeVar, cast
 
 from argus_lab.errors import CollectorBusyError, RegionMisuseError
 
@@ -34,6 +44,9 @@ F = TypeVar("F", bound=Callable[..., Any])
 
 NVTX_DOMAIN = "argus"
 """The NVTX domain every region range is opened in (ncu filters: ``argus@outer/inner/``)."""
+
+ABANDONED = "abandoned: the region was still open when the measurement ended"
+"""The ``error`` of an instance its recorder stopped before the region exited (e.g. a suspended generator)."""
 
 
 @dataclass(frozen=True)
@@ -59,7 +72,7 @@ class Region:
 
 @dataclass(frozen=True)
 class InstanceRow:
-    """One finished region instance, as the recorder stores it (see :meth:`Recorder.rows`)."""
+    """One finished region instance, as the recorder stores it (see :meth:`Recorder.instances`)."""
 
     instance_id: int
     region_id: str
@@ -79,7 +92,12 @@ INSTANCE_FIELDS: tuple[str, ...] = tuple(InstanceRow.__dataclass_fields__)
 
 
 class BoundaryHook(Protocol):
-    """Called at every region boundary while a recorder is active (e.g. CUPTI external correlation)."""
+    """Called at every region boundary while a recorder is active.
+
+    A hook that also has a ``current_instance(instance_id)`` method (see :class:`InstanceSink`) is called
+    through that method only: with the instance id when a region is entered, with the id of its parent
+    (0 = none) when it exits.  That is the cheap form a native collector uses.
+    """
 
     def enter(self, instance_id: int) -> None:
         """Called after the instance id is assigned, before the region body runs."""
@@ -88,24 +106,46 @@ class BoundaryHook(Protocol):
         """Called after the region body finished, before the instance is recorded."""
 
 
-# A frame on the per-thread stack is a plain tuple (cheaper to build than an object):
-# (marker, path, instance_id, instance_index, host start ns, thread CPU start ns)
-_Frame = tuple[Any, str, int, int, int, int]
-_MARKER, _PATH, _IID, _INDEX, _T0, _CPU0 = range(6)
+class InstanceSink(Protocol):
+    """A boundary hook that only needs the calling thread's innermost open instance (0 = none)."""
 
+    def current_instance(self, instance_id: int) -> object:
+        """The calling thread's innermost open region instance is now ``instance_id``."""
+
+
+# A frame of a region stack is a plain tuple (cheaper to build than an object), read by literal index in the hot
+# paths: 0 marker, 1 instance id (0 = not recorded), 2 recorder generation (0 = none), 3 thread id, 4 parent
+# instance id, 5 node (the path's code), 6 host start ns, 7 thread CPU start ns; frames of asyncio tasks add
+# 8 the parent frame and 9 the task's previous top frame.
+_Frame = tuple[Any, ...]
+_ROW_WIDTH = 7  # a recorded row: instance id, node, parent instance id, thread id, start ns, end ns, CPU ns
 
 _local = threading.local()
+_task_top: contextvars.ContextVar[_Frame | None] = contextvars.ContextVar("argus_region_top", default=None)
+_running_loop = _asyncio_events._get_running_loop
+_time_ns = time.time_ns
+_thread_time_ns = time.thread_time_ns
 _active: list[Recorder | None] = [None]  # the process's collector slot (one recorder at a time)
+# What a boundary needs of the active recorder, in one tuple: (generation, next id, append a row, recorder, work),
+# work: 0 = the clocks only (host.wall), 1 = also the sink (native CUPTI), 2 = anything else (hooks, NVTX ranges,
+# the thread CPU clock); None when no recorder is active.
+_Fast = tuple[int, Callable[[], int], Callable[[tuple[int, ...]], None], Any, int]
+_fast: list[_Fast | None] = [None]
+_generations = itertools.count(1)
+
+
+_thread_names: dict[int, str] = {}  # thread id -> name, noted when a thread first enters a region
 
 
 class _Stack(list[_Frame]):
-    """A thread's open regions, innermost last; it also keeps the thread's id (read once per thread)."""
+    """A thread's open regions (outside asyncio tasks), innermost last; it also keeps the thread's id."""
 
     __slots__ = ("ident",)
 
     def __init__(self) -> None:
         super().__init__()
         self.ident = threading.get_ident()
+        _thread_names[self.ident] = threading.current_thread().name
 
 
 def _stack() -> _Stack:
@@ -116,36 +156,68 @@ def _stack() -> _Stack:
         return _local.stack  # type: ignore[no-any-return, unused-ignore]
 
 
-def current_path() -> str:
-    """The region path open on the calling thread (``""`` outside every region)."""
+def _open_frames() -> list[_Frame]:
+    """The open region frames of the calling asyncio task (if any) and thread, innermost first."""
+    out: list[_Frame] = []
+    frame = _task_top.get() if _running_loop() is not None else None
+    while frame is not None and len(frame) > 8:
+        out.append(frame)
+        frame = frame[8]
+    if frame is None and out:  # the task's chain starts at the top level
+        return out
     stack = _stack()
-    return str(stack[-1][_PATH]) if stack else ""
+    pos = len(stack)
+    if frame is not None:  # the task's outermost region was opened inside a region of the thread's stack
+        pos = next((i + 1 for i in range(len(stack) - 1, -1, -1) if stack[i] is frame), 0)
+    out.extend(reversed(stack[:pos]))
+    return out
+
+
+def current_path() -> str:
+    """The region path open on the calling thread or asyncio task (``""`` outside every region).
+
+    While a recorder is active this is the path it records: regions left open by code before it started
+    are not part of it.
+    """
+    frames = _open_frames()
+    if not frames:
+        return ""
+    top = frames[0]
+    rec = _active[0]
+    if top[1] and rec is not None and rec.gen == top[2]:
+        return _nodes.path[top[5]]
+    return "/".join(f[0].region.name for f in reversed(frames))
 
 
 class _Nvtx:
-    """NVTX push/pop in the ``argus`` domain, resolved on first use (after any tool was injected)."""
+    """NVTX push/pop in the ``argus`` domain, resolved on first use (after any tool was injected).
 
-    __slots__ = ("domain", "payload", "pop", "ready")
+    ``mode``: 0 not resolved yet, 1 off (no ``nvtx`` package, ``ARGUS_NVTX=0``, or no tool attached: the
+    package's no-op domain), 2 on, 3 on with the instance index as payload (``ARGUS_NVTX_PAYLOAD=1``, set by
+    the ncu launcher, so the ncu report tells instances of one path apart).
+    """
+
+    __slots__ = ("domain", "mode", "pop")
 
     def __init__(self) -> None:
-        self.ready = False
+        self.mode = 0
         self.domain: Any = None
         self.pop: Callable[[], None] = _noop
-        self.payload = False
 
     def resolve(self) -> None:
-        self.ready = True
-        # ARGUS_NVTX_PAYLOAD=1 (set by the ncu launcher): ranges carry the instance index as payload, so the
-        # ncu report tells instances of one path apart (costs an attribute build per boundary).
-        self.payload = os.environ.get("ARGUS_NVTX_PAYLOAD", "0") == "1"
+        self.mode = 1
         if os.environ.get("ARGUS_NVTX", "1") == "0":
             return
         try:
             import nvtx
         except ImportError:
             return
-        self.domain = nvtx.get_domain(NVTX_DOMAIN)
-        self.pop = self.domain.pop_range
+        domain = nvtx.get_domain(NVTX_DOMAIN)
+        if type(domain).__name__ == "DummyDomain":  # no NVTX tool attached: every call would be a no-op
+            return
+        self.domain = domain
+        self.pop = domain.pop_range
+        self.mode = 3 if os.environ.get("ARGUS_NVTX_PAYLOAD", "0") == "1" else 2
 
 
 def env_rank() -> int:
@@ -161,27 +233,78 @@ def _noop(*_: object) -> None:
 _nvtx = _Nvtx()
 
 
+class _Nodes:
+    """Process-wide table of region paths: node 0 is the root; a node is (parent node, marker)."""
+
+    def __init__(self) -> None:
+        self.path: list[str] = [""]
+        self.marker: list[RegionMarker | None] = [None]
+        self.path_code: list[int] = [0]
+        self._codes: dict[str, int] = {"": 0}
+        self._lock = threading.Lock()
+
+    def add(self, marker: RegionMarker, parent: int) -> int:
+        with self._lock:
+            node = marker._nodes.get(parent)
+            if node is not None:
+                return node
+            name = marker.region.name
+            path = f"{self.path[parent]}/{name}" if parent else name
+            node = len(self.path)
+            self.path.append(path)
+            self.marker.append(marker)
+            self.path_code.append(self._codes.setdefault(path, len(self._codes)))
+            marker._nodes[parent] = node
+            return node
+
+
+_nodes = _Nodes()
+
+
+class _Ids:
+    """Instance ids: unique in the process across every recorder (and across ranks: rank r from r * 2**40)."""
+
+    rank = -1
+    counter: Iterator[int] = itertools.count(1)
+
+    @classmethod
+    def for_rank(cls, rank: int) -> Iterator[int]:
+        if rank != cls.rank:
+            cls.rank = rank
+            cls.counter = itertools.count((rank << 40) + 1)
+        return cls.counter
+
+
 class Recorder:
     """Collects region instances of one run in this process.
 
     Only one recorder may be active per process; activating a second raises
-    :class:`~argus_lab.errors.CollectorBusyError`.  Rows are appended to a plain list during the run
-    and converted to columns in bulk afterwards (:meth:`columns`).
+    :class:`~argus_lab.errors.CollectorBusyError`.  Finished instances are kept as seven 64-bit integers each
+    (about 60 bytes an instance) and turned into columns after the run (:meth:`columns`).
     """
 
-    def __init__(self, run_id: str = "", hooks: Sequence[BoundaryHook] = (), *, cpu_clock: bool = True) -> None:
+    def __init__(self, run_id: str = "", hooks: Sequence[BoundaryHook | InstanceSink] = (), *, cpu_clock: bool = True):
         self.run_id = run_id
         self.cpu_clock = cpu_clock  # read the thread CPU clock (a system call, ~0.5 us) only when host.cpu is asked
-        self.hooks: tuple[BoundaryHook, ...] = tuple(hooks)
-        self.repetition = 0
-        self.rows: list[tuple[Any, ...]] = []
-        self.regions: dict[str, Region] = {}
-        self.thread_names: dict[int, str] = {}
-        # Instance ids stay unique across the ranks of a multi-process run: rank r numbers from r * 2**40 + 1.
+        self._given_hooks = tuple(hooks)  # sorted into sinks and hooks at activation (collectors start first)
+        self.hooks: tuple[BoundaryHook, ...] = ()
+        self._sink: Callable[[int], object] | None = None
+        # Instance ids are unique in the process (never restart with a new recorder) and across the ranks of a
+        # multi-process run: rank r numbers from r * 2**40 + 1.
         self.rank = env_rank()
-        self._ids = itertools.count((self.rank << 40) + 1)
-        self._index: dict[str, Iterator[int]] = {}
+        self._ids = _Ids.for_rank(self.rank)
         self._pid = os.getpid()
+        self.gen = 0  # this activation's generation: frames of other generations are never parents
+        self.forked = False  # set in a forked child: this recorder belongs to the parent process
+        self._rows: list[int] = []  # finished instances not yet moved into _data, _ROW_WIDTH integers each
+        self._data = array("q")  # _ROW_WIDTH integers per finished instance
+        self._spilled = 0
+        self._errors: dict[int, str] = {}
+        self._rep_marks: list[tuple[int, int]] = [(0, 0)]  # (first row, repetition)
+        self._idx_done = 0
+        self._idx_counts: dict[int, int] = {}
+        self._idx = array("q")
+        self._nvtx_counts: dict[int, int] = {}
 
     # -- activation -------------------------------------------------------------------------------
     def activate(self) -> Recorder:
@@ -195,13 +318,40 @@ class Recorder:
             )
             raise CollectorBusyError(msg)
         self._pid = os.getpid()
+        self.gen = next(_generations)
+        sinks: list[Callable[[int], object]] = []
+        plain: list[BoundaryHook] = []
+        for hook in self._given_hooks:  # a hook with a callable current_instance is called through it only
+            current = getattr(hook, "current_instance", None)
+            if callable(current):
+                sinks.append(current)
+            else:
+                plain.append(cast("BoundaryHook", hook))
+        self.hooks, self._sink = tuple(plain), _one_sink(sinks)
+        if _nvtx.mode == 0:
+            _nvtx.resolve()
+        work = 2 if (self.hooks or self.cpu_clock or _nvtx.mode > 1) else 1 if self._sink is not None else 0
         _active[0] = self
+        _fast[0] = (self.gen, self._ids.__next__, self._rows.extend, self, work)
         return self
 
     def deactivate(self) -> None:
-        """Stop recording; region instances still open are recorded with an error by their own exit."""
-        if _active[0] is self:
-            _active[0] = None
+        """Stop recording.
+
+        Instances of this recorder still open on the calling thread (or asyncio task) are recorded as
+        ``abandoned``, ending now; instances still open on other threads or tasks are not recorded.
+        """
+        if _active[0] is not self:
+            return
+        _active[0] = None
+        _fast[0] = None
+        now = _time_ns()
+        for frame in _open_frames():
+            iid = frame[1]
+            if iid and frame[2] == self.gen:
+                cpu = _thread_time_ns() - frame[7] if self.cpu_clock else -1
+                self._rows.extend((iid, frame[5], frame[4], frame[3], frame[6], now, cpu))
+                self._errors[iid] = ABANDONED
 
     def __enter__(self) -> Recorder:
         return self.activate()
@@ -214,17 +364,134 @@ class Recorder:
         """Whether this recorder is the process's active one."""
         return _active[0] is self
 
+    @property
+    def thread_names(self) -> dict[int, str]:
+        """Names of the threads that entered regions in this process, by thread id."""
+        return _thread_names
+
+    @property
+    def repetition(self) -> int:
+        """The repetition that instances finishing now belong to (set by the driver)."""
+        return self._rep_marks[-1][1]
+
+    @repetition.setter
+    def repetition(self, rep: int) -> None:
+        self._rep_marks.append((self.count(), int(rep)))
+
     # -- data -------------------------------------------------------------------------------------
-    def columns(self) -> dict[str, list[Any]]:
-        """The finished instances as columns named after :class:`InstanceRow` fields."""
-        rows = list(self.rows)
-        if not rows:
-            return {name: [] for name in INSTANCE_FIELDS}
-        return {name: list(col) for name, col in zip(INSTANCE_FIELDS, zip(*rows, strict=True), strict=True)}
+    def _spill(self) -> None:
+        """Move finished rows into the integer columns (safe while other threads append)."""
+        rows = self._rows
+        n = len(rows)  # a multiple of _ROW_WIDTH: a row is added by one list.extend call, atomic under the GIL
+        if n:
+            self._data.fromlist(rows[:n])
+            del rows[:n]
+            self._spilled += n // _ROW_WIDTH
+
+    def count(self) -> int:
+        """How many instances have finished so far."""
+        return self._spilled + len(self._rows) // _ROW_WIDTH
+
+    @property
+    def regions(self) -> dict[str, Region]:
+        """The regions of the finished instances, by region id."""
+        self._spill()
+        out: dict[str, Region] = {}
+        for node in set(self._data[1::_ROW_WIDTH]):
+            marker = _nodes.marker[node]
+            if marker is not None and marker._rid not in out:
+                out[marker._rid] = marker.region
+        return out
+
+    def columns(self, start: int = 0) -> dict[str, list[Any]]:
+        """The finished instances from the ``start``-th on, as columns named after :class:`InstanceRow` fields.
+
+        ``instance_index`` (the n-th instance of its path, in order of entry) is assigned incrementally, so
+        call it with increasing ``start`` values (as the driver does after each repetition) or with 0.
+        """
+        self._spill()
+        data = self._data
+        n = len(data) // _ROW_WIDTH
+        self._assign_indices(n)
+        cols: dict[str, list[Any]] = {name: [] for name in INSTANCE_FIELDS}
+        if start >= n:
+            return cols
+        lo = start * _ROW_WIDTH
+        iids = data[lo + 0 :: _ROW_WIDTH].tolist()
+        nodes = data[lo + 1 :: _ROW_WIDTH].tolist()
+        markers, paths = _nodes.marker, _nodes.path
+        cols["instance_id"] = iids
+        cols["region_id"] = [markers[k]._rid for k in nodes]  # type: ignore[union-attr]
+        cols["path"] = [paths[k] for k in nodes]
+        cols["instance_index"] = self._idx[start:n].tolist()
+        cols["parent_instance_id"] = data[lo + 2 :: _ROW_WIDTH].tolist()
+        cols["repetition"] = self._repetitions(start, n)
+        cols["pid"] = [self._pid] * (n - start)
+        cols["thread_id"] = data[lo + 3 :: _ROW_WIDTH].tolist()
+        cols["start_ns"] = data[lo + 4 :: _ROW_WIDTH].tolist()
+        cols["end_ns"] = data[lo + 5 :: _ROW_WIDTH].tolist()
+        cols["cpu_ns"] = data[lo + 6 :: _ROW_WIDTH].tolist()
+        errors = self._errors
+        cols["error"] = [errors.get(i, "") for i in iids] if errors else [""] * (n - start)
+        return cols
+
+    def _repetitions(self, start: int, stop: int) -> list[int]:
+        out: list[int] = []
+        marks = self._rep_marks
+        for k, (first, rep) in enumerate(marks):
+            end = marks[k + 1][0] if k + 1 < len(marks) else stop
+            lo, hi = max(first, start), min(end, stop)
+            if hi > lo:
+                out.extend([rep] * (hi - lo))
+        return out
+
+    def _assign_indices(self, n: int) -> None:
+        """Instance index of rows ``[_idx_done, n)``: per path, in order of instance id (entry order)."""
+        done = self._idx_done
+        if n <= done:
+            return
+        data, codes, counts = self._data, _nodes.path_code, self._idx_counts
+        iids = data[done * _ROW_WIDTH :: _ROW_WIDTH][: n - done]
+        nodes = data[done * _ROW_WIDTH + 1 :: _ROW_WIDTH][: n - done]
+        order = sorted(range(n - done), key=iids.__getitem__)
+        idx = [0] * (n - done)
+        for i in order:
+            code = codes[nodes[i]]
+            k = counts.get(code, 0)
+            idx[i] = k
+            counts[code] = k + 1
+        self._idx.extend(idx)
+        self._idx_done = n
+
+    def _nvtx_index(self, node: int) -> int:
+        """The instance index of a new instance of ``node``'s path (only with NVTX payloads, for ncu)."""
+        code = _nodes.path_code[node]
+        k = self._nvtx_counts.get(code, 0)
+        self._nvtx_counts[code] = k + 1
+        return k
+
+    @property
+    def rows(self) -> list[tuple[Any, ...]]:
+        """The finished instances as tuples in :data:`INSTANCE_FIELDS` order (a copy; use :meth:`columns`)."""
+        cols = self.columns()
+        return list(zip(*(cols[name] for name in INSTANCE_FIELDS), strict=True))
 
     def instances(self) -> list[InstanceRow]:
         """The finished instances as values (convenient in tests; use :meth:`columns` in bulk code)."""
         return [InstanceRow(*row) for row in self.rows]
+
+
+def _one_sink(sinks: list[Callable[[int], object]]) -> Callable[[int], object] | None:
+    if not sinks:
+        return None
+    if len(sinks) == 1:
+        return sinks[0]
+
+    def every(instance_id: int) -> None:
+        for sink in sinks:
+            sink(instance_id)
+
+    return every
 
 
 def active_recorder() -> Recorder | None:
@@ -232,93 +499,173 @@ def active_recorder() -> Recorder | None:
     return _active[0]
 
 
+def _after_fork_in_child() -> None:
+    """A forked child never records into its parent's recorder (its rows would be lost or duplicated)."""
+    rec = _active[0]
+    if rec is not None:
+        rec.forked = True
+        _active[0] = None
+        _fast[0] = None
+
+
+os.register_at_fork(after_in_child=_after_fork_in_child)
+
+
 class RegionMarker:
     """A context manager and decorator marking one region.  Create it with :func:`region`."""
 
-    __slots__ = ("_attr", "_rid", "region")
+    __slots__ = ("__weakref__", "_attr", "_idle", "_nodes", "_rid", "region")
 
     def __init__(self, region: Region) -> None:
         self.region = region
         self._rid = region.region_id
         self._attr: Any = None
+        self._nodes: dict[int, int] = {}  # parent node -> this marker's node under it
+        self._idle: _Frame = (self, 0, 0, 0, 0, 0, 0, 0)  # the frame of an instance entered with no recorder
 
     def __repr__(self) -> str:
         return f"region({self.region.name!r})"
 
     def __enter__(self) -> RegionMarker:
+        if _running_loop() is not None:
+            return self._enter_task()
         try:
             stack = _local.stack
         except AttributeError:
             stack = _stack()
-        name = self.region.name
-        path = f"{stack[-1][_PATH]}/{name}" if stack else name
-        nv = _nvtx
-        if not nv.ready:
-            nv.resolve()
-        rec = _active[0]
-        if rec is None:
-            if nv.domain is not None:
-                attr = self._attr
-                if attr is None:
-                    attr = self._attr = nv.domain.get_event_attributes(message=name)
-                nv.domain.push_range(attr)
-            stack.append((self, path, 0, 0, 0, 0))
+        fast = _fast[0]
+        if fast is None:  # no recorder: keep the stack (and the NVTX range when a tool is attached)
+            if _nvtx.mode != 1:
+                self._nvtx_push(0)
+            stack.append(self._idle)
             return self
-        if self._rid not in rec.regions:
-            rec.regions[self._rid] = self.region
-        if not stack and stack.ident not in rec.thread_names:  # remember the thread's name, once per thread
-            rec.thread_names[stack.ident] = threading.current_thread().name
-        counter = rec._index.get(path)
-        if counter is None:
-            counter = rec._index.setdefault(path, itertools.count())
-        iid, index = next(rec._ids), next(counter)
-        if nv.domain is not None:
-            if nv.payload:
-                nv.domain.push_range(nv.domain.get_event_attributes(message=name, payload=index))
+        gen, next_id, _, rec, work = fast
+        top = stack[-1] if stack else None
+        if top is not None and top[2] == gen:
+            piid = top[1]
+            node = self._nodes.get(top[5]) or _nodes.add(self, top[5])
+        else:  # the recorder's top level: regions opened before it started are not parents
+            piid = 0
+            node = self._nodes.get(0) or _nodes.add(self, 0)
+        iid = next_id()
+        if not iid & 2047:  # every 2,048 instance ids: finished rows move into the integer columns
+            rec._spill()
+        cpu0 = 0
+        if work:
+            if work == 1:
+                rec._sink(iid)
             else:
-                attr = self._attr
-                if attr is None:
-                    attr = self._attr = nv.domain.get_event_attributes(message=name)
-                nv.domain.push_range(attr)
-        stack.append((self, path, iid, index, time.time_ns(), time.thread_time_ns() if rec.cpu_clock else 0))
-        for hook in rec.hooks:
-            hook.enter(iid)
+                cpu0 = self._enter_work(rec, iid, node)
+        stack.append((self, iid, gen, stack.ident, piid, node, _time_ns(), cpu0))
         return self
 
     def __exit__(self, exc_type: type[BaseException] | None, exc: BaseException | None, tb: object) -> None:
-        try:
-            stack = _local.stack
-        except AttributeError:
-            stack = _stack()
-        if not stack or stack[-1][0] is not self:
-            _raise_misuse(self, stack)
-        _marker, path, iid, index, t0, cpu0 = stack.pop()
-        _nvtx.pop()
-        if iid == 0:
-            return
-        rec = _active[0]
-        if rec is None:
-            return
-        t1 = time.time_ns()
-        cpu = time.thread_time_ns() - cpu0 if rec.cpu_clock else -1
+        if _running_loop() is not None:
+            frame = self._exit_task()
+        else:
+            try:
+                stack = _local.stack
+            except AttributeError:
+                stack = _stack()
+            if not stack or stack[-1][0] is not self:
+                _raise_misuse(self)
+            frame = stack.pop()
+        iid = frame[1]
+        if iid:
+            t1 = _time_ns()
+            fast = _fast[0]
+            if fast is not None and fast[0] == frame[2]:
+                cpu = -1
+                work = fast[4]
+                if work:
+                    if work == 1:
+                        fast[3]._sink(frame[4])
+                    else:
+                        cpu = self._exit_work(fast[3], frame)
+                fast[2]((iid, frame[5], frame[4], frame[3], frame[6], t1, cpu))
+                if exc_type is not None:
+                    fast[3]._errors[iid] = f"{exc_type.__name__}: {exc}"
+                return
+        if _nvtx.mode > 1:  # not recorded (no recorder, or one that has stopped since)
+            _nvtx.pop()
+
+    def _enter_work(self, rec: Recorder, iid: int, node: int) -> int:
+        """The boundary work beyond the clocks: NVTX range, sink, hooks; returns the thread CPU clock (or 0)."""
+        if _nvtx.mode > 1:
+            self._nvtx_push(node)
+        if rec._sink is not None:
+            rec._sink(iid)
         for hook in rec.hooks:
-            hook.exit(iid)
-        rec.rows.append(
-            (
-                iid,
-                self._rid,
-                path,
-                index,
-                stack[-1][_IID] if stack else 0,
-                rec.repetition,
-                rec._pid,
-                stack.ident,
-                t0,
-                t1,
-                cpu,
-                "" if exc_type is None else f"{exc_type.__name__}: {exc}",
-            )
-        )
+            hook.enter(iid)
+        return _thread_time_ns() if rec.cpu_clock else 0
+
+    def _exit_work(self, rec: Recorder, frame: _Frame) -> int:
+        """The exit side of :meth:`_enter_work`; returns the instance's thread CPU time (or -1)."""
+        cpu = _thread_time_ns() - frame[7] if rec.cpu_clock else -1
+        if rec._sink is not None:
+            rec._sink(frame[4])
+        for hook in rec.hooks:
+            hook.exit(frame[1])
+        if _nvtx.mode > 1:
+            _nvtx.pop()
+        return cpu
+
+    # -- asyncio: a stack per task (a context variable, so a task starts inside its creator's regions) ----------
+    def _enter_task(self) -> RegionMarker:
+        prev = _task_top.get()
+        top = prev
+        if top is None:  # a region opened on this thread before the event loop started is the parent
+            stack = _stack()
+            top = stack[-1] if stack else None
+        tid = threading.get_ident()
+        fast = _fast[0]
+        if fast is None:
+            if _nvtx.mode != 1:
+                self._nvtx_push(0)
+            _task_top.set((self, 0, 0, tid, 0, 0, 0, 0, top, prev))
+            return self
+        gen, next_id, _, rec, work = fast
+        if top is not None and top[2] == gen and top[3] == tid:
+            piid, pnode = top[1], top[5]
+        else:
+            piid = pnode = 0
+            if tid not in _thread_names:
+                _thread_names[tid] = threading.current_thread().name
+        node = self._nodes.get(pnode) or _nodes.add(self, pnode)
+        iid = next_id()
+        if not iid & 2047:
+            rec._spill()
+        cpu0 = self._enter_work(rec, iid, node) if work else 0
+        _task_top.set((self, iid, gen, tid, piid, node, _time_ns(), cpu0, top, prev))
+        return self
+
+    def _exit_task(self) -> _Frame:
+        top = _task_top.get()
+        if top is None:  # entered on this thread's stack before the event loop started
+            stack = _stack()
+            if not stack or stack[-1][0] is not self:
+                _raise_misuse(self)
+            return stack.pop()
+        if top[0] is not self:
+            _raise_misuse(self)
+        _task_top.set(top[9])
+        return top
+
+    def _nvtx_push(self, node: int) -> None:
+        nv = _nvtx
+        if nv.mode == 0:
+            nv.resolve()
+            if nv.mode == 1:
+                return
+        if nv.mode == 3:
+            rec = _active[0]
+            index = rec._nvtx_index(node) if rec is not None and node else 0
+            nv.domain.push_range(nv.domain.get_event_attributes(message=self.region.name, payload=index))
+            return
+        attr = self._attr
+        if attr is None:
+            attr = self._attr = nv.domain.get_event_attributes(message=self.region.name)
+        nv.domain.push_range(attr)
 
     def __call__(self, fn: F) -> F:
         """Use the marker as a decorator: every call of ``fn`` is one instance of the region."""
@@ -331,23 +678,36 @@ class RegionMarker:
         return wrapper  # type: ignore[return-value]
 
 
-def _raise_misuse(marker: RegionMarker, stack: _Stack) -> None:
+def _raise_misuse(marker: RegionMarker) -> None:
     name = marker.region.name
-    if not stack:
+    where = "asyncio task" if _running_loop() is not None else "thread"
+    frames = _open_frames()
+    if not frames:
         msg = (
-            f"region {name!r} was exited on thread {threading.current_thread().name!r} but is not open there; "
-            "enter it first (`with argus_lab.region(...)`), and exit it on the thread that entered it"
+            f"region {name!r} was exited on thread {threading.current_thread().name!r} but is not open in this "
+            f"{where}; enter it first (`with argus_lab.region(...)`), and exit it on the thread that entered it "
+            "(in the same asyncio task)"
         )
     else:
+        open_path = "/".join(f[0].region.name for f in reversed(frames))
         msg = (
-            f"region {name!r} was exited while {stack[-1][_PATH]!r} is the innermost open region on this thread; "
+            f"region {name!r} was exited while {open_path!r} is the innermost open region in this {where}; "
             "regions must be exited in reverse order of entry (use `with` blocks so nesting stays balanced)"
         )
     raise RegionMisuseError(msg)
 
 
-def _caller_location(depth: int) -> tuple[str, str, int]:
-    frame = sys._getframe(depth)
+# -- region(): one marker per call site -----------------------------------------------------------------------
+# _SITES: (id of the caller's code, its instruction offset, name, kind, module) -> (marker, code); the code is kept
+# so that its id is never reused while the entry exists.  _LAST: name -> (code, offset, kind, module, marker) of
+# the site that used the name last, checked first (one lookup by a string, whose hash is cached).
+_SITES: dict[tuple[Any, ...], tuple[RegionMarker, Any]] = {}
+_LAST: dict[str, tuple[Any, int, str, str | None, RegionMarker]] = {}
+_SITES_MAX = 8192  # a program that builds region names dynamically must not grow these without bound
+_getframe = sys._getframe
+
+
+def _caller_location(frame: Any) -> tuple[str, str, int]:
     module = str(frame.f_globals.get("__name__", "__main__"))
     file = frame.f_code.co_filename
     if module == "__main__" and file and not file.startswith("<"):
@@ -355,8 +715,23 @@ def _caller_location(depth: int) -> tuple[str, str, int]:
     return module, file, frame.f_lineno
 
 
+def _check_name(name: object) -> None:
+    if not isinstance(name, str) or not name.strip():
+        msg = f"a region name must be a non-empty string, got {name!r}; e.g. `argus_lab.region('attn')`"
+        raise RegionMisuseError(msg)
+    if "/" in name:
+        msg = (
+            f"region name {name!r} contains '/', which separates levels of a region path; "
+            "nest regions instead: `with region('layer'): with region('attn'): ...`"
+        )
+        raise RegionMisuseError(msg)
+
+
 def region(name: str, *, kind: RegionKind = "host", module: str | None = None) -> RegionMarker:
     """Mark a region of code.
+
+    The marker is made once per call site (and name, kind, module) and reused, so writing
+    ``with argus_lab.region("attn"):`` inside a loop costs about as much as a marker built ahead.
 
     Parameters
     ----------
@@ -375,14 +750,41 @@ def region(name: str, *, kind: RegionKind = "host", module: str | None = None) -
     >>> @argus_lab.region("step")
     ... def step() -> None: ...
     """
-    if not isinstance(name, str) or not name.strip():
-        msg = f"a region name must be a non-empty string, got {name!r}; e.g. `argus_lab.region('attn')`"
-        raise RegionMisuseError(msg)
-    if "/" in name:
-        msg = (
-            f"region name {name!r} contains '/', which separates levels of a region path; "
-            "nest regions instead: `with region('layer'): with region('attn'): ...`"
-        )
-        raise RegionMisuseError(msg)
-    mod, file, line = _caller_location(2)
-    return RegionMarker(Region(name=name, kind=kind, module=module or mod, file=file, line=line))
+    frame = _getframe(1)
+    try:
+        last = _LAST.get(name)
+    except TypeError:  # an unhashable name: _site_marker says what is wrong
+        last = None
+    if (
+        last is not None
+        and last[0] is frame.f_code
+        and last[1] == frame.f_lasti
+        and last[2] == kind
+        and last[3] == module
+    ):
+        return last[4]
+    return _site_marker(frame, name, kind, module)
+
+
+def _site_marker(frame: Any, name: str, kind: RegionKind, module: str | None) -> RegionMarker:
+    code = frame.f_code
+    key = (id(code), frame.f_lasti, name, kind, module)
+    try:
+        hit = _SITES.get(key)
+    except TypeError:
+        hit = None
+    if hit is not None:
+        marker = hit[0]
+    else:
+        _check_name(name)
+        if kind not in ("host", "device"):
+            msg = f"a region kind must be 'host' or 'device', got {kind!r}"
+            raise RegionMisuseError(msg)
+        mod, file, line = _caller_location(frame)
+        marker = RegionMarker(Region(name=name, kind=kind, module=module or mod, file=file, line=line))
+        if len(_SITES) >= _SITES_MAX:
+            _SITES.clear()
+            _LAST.clear()
+        _SITES[key] = (marker, code)
+    _LAST[name] = (code, frame.f_lasti, kind, module, marker)
+    return marker

@@ -1,140 +1,295 @@
-"""Cost of one region boundary (enter + exit), side by side with nvtx.annotate and torch's record_function.
+"""Cost of one region boundary (enter + exit) as users write it, beside nvtx.annotate and record_function.
 
-Run: `.venv/bin/python bench/region_bench.py` (torch optional: `pip install torch`).  Prints a markdown table
-of medians over repeats; docs/benchmarks.md keeps the figures of a recorded run.
+Every case is the idiom of the README: ``with argus_lab.region("attn"):`` (a new ``region()`` call at every use)
+and a function decorated with ``@argus_lab.region("step")``; the other tools are written the way their own docs
+show them (``with nvtx.annotate("attn"):``, ``with torch.profiler.record_function("attn"):``, and their
+decorator forms).  A decorated call is reported minus the same call undecorated.
+
+    .venv/bin/python bench/region_bench.py [--rounds 15] [--n 50000] [--json FILE]
+    .venv/bin/python bench/region_bench.py --memory 1000000     # bytes per recorded instance
+
+Protocol: one sample times ``n`` boundaries in a loop and subtracts the empty loop; the cases are interleaved
+round by round (so machine noise hits them alike) and the table gives the median over rounds with the
+lowest and highest sample.  docs/benchmarks.md ("Region boundary cost") keeps the figures of a recorded run.
 """
 
 from __future__ import annotations
 
+import argparse
+import asyncio
 import gc
+import json
+import operator
+import os
+import resource
 import statistics
+import subprocess
 import sys
 import time
+import tracemalloc
 from collections.abc import Callable
-
-import nvtx
+from typing import Any
 
 import argus_lab
 from argus_lab.regions import Recorder
 
-N = 100_000
-REPEATS = 11
+Case = Callable[[int], None]
 
 
-def per_boundary_ns(body: Callable[[int], None], repeats: int = REPEATS) -> float:
-    """Median over ``repeats`` of the time per enter+exit, minus the empty loop."""
-
-    def empty(n: int) -> None:
-        for _ in range(n):
-            pass
-
-    out = []
-    for _ in range(repeats):
-        gc.collect()
-        gc.disable()
-        t0 = time.perf_counter_ns()
-        body(N)
-        t1 = time.perf_counter_ns()
-        empty(N)
-        t2 = time.perf_counter_ns()
-        gc.enable()
-        out.append(((t1 - t0) - (t2 - t1)) / N)
-    return statistics.median(out)
-
-
-def argus_idle(n: int) -> None:
-    r = argus_lab.region("bench")
+def _empty(n: int) -> None:
     for _ in range(n):
-        with r:
-            pass
+        pass
 
 
-class _PushPop:
-    """Stands for the CUPTI external-correlation hook: two calls per boundary (the GPU's own cost is extra)."""
+def _plain_call(n: int) -> None:
+    def step() -> None:
+        return None
 
-    def __init__(self) -> None:
-        self.stack: list[int] = []
-
-    def enter(self, instance_id: int) -> None:
-        self.stack.append(instance_id)
-
-    def exit(self, instance_id: int) -> None:
-        self.stack.pop()
-
-
-def argus_recording(n: int) -> None:
-    r = argus_lab.region("bench")
-    with Recorder("bench", cpu_clock=False) as rec:
-        for _ in range(n):
-            with r:
-                pass
-    assert len(rec.rows) == n
-
-
-def argus_recording_cpu(n: int) -> None:
-    r = argus_lab.region("bench")
-    with Recorder("bench", cpu_clock=True) as rec:
-        for _ in range(n):
-            with r:
-                pass
-    assert len(rec.rows) == n
-
-
-def argus_recording_hook(n: int) -> None:
-    r = argus_lab.region("bench")
-    with Recorder("bench", hooks=[_PushPop()], cpu_clock=False) as rec:
-        for _ in range(n):
-            with r:
-                pass
-    assert len(rec.rows) == n
-
-
-def nvtx_annotate(n: int) -> None:
-    a = nvtx.annotate("bench", domain="argus")
     for _ in range(n):
-        with a:
+        step()
+
+
+# -- argus_lab, the README idioms ---------------------------------------------------------------------------
+def argus_inline(n: int) -> None:
+    for _ in range(n):
+        with argus_lab.region("attn"):
             pass
 
 
-def record_function(n: int) -> None:
+def argus_decorator(n: int) -> None:
+    @argus_lab.region("step")
+    def step() -> None:
+        return None
+
+    for _ in range(n):
+        step()
+
+
+def argus_prebuilt(n: int) -> None:
+    marker = argus_lab.region("attn")
+    for _ in range(n):
+        with marker:
+            pass
+
+
+def recording(body: Case, *, cpu_clock: bool = False, sink: bool = False) -> Case:
+    """``body`` while a recorder is active (host.wall; host.cpu reads the thread CPU clock too)."""
+
+    class Sink:  # the native CUPTI path's boundary call: one C function taking the instance id (METH_O)
+        current_instance = operator.index
+
+    def run(n: int) -> None:
+        with Recorder("bench", hooks=[Sink()] if sink else [], cpu_clock=cpu_clock) as rec:
+            body(n)
+        if rec.count() < n:
+            raise AssertionError("instances were lost")
+
+    return run
+
+
+def in_event_loop(body: Case) -> Case:
+    """``body`` inside a coroutine of a running asyncio event loop (regions keep a stack per task there)."""
+
+    def run(n: int) -> None:
+        async def main() -> None:
+            body(n)
+
+        asyncio.run(main())
+
+    return run
+
+
+# -- other tools -------------------------------------------------------------------------------------------
+def nvtx_inline(n: int) -> None:
+    import nvtx
+
+    for _ in range(n):
+        with nvtx.annotate("attn"):
+            pass
+
+
+def nvtx_decorator(n: int) -> None:
+    import nvtx
+
+    @nvtx.annotate("step")
+    def step() -> None:
+        return None
+
+    for _ in range(n):
+        step()
+
+
+def record_function_inline(n: int) -> None:
     import torch
 
     for _ in range(n):
-        with torch.profiler.record_function("bench"):
+        with torch.profiler.record_function("attn"):
             pass
 
 
-def main() -> None:
-    cases: list[tuple[str, Callable[[int], None]]] = [
-        ("argus_lab.region, no measurement active", argus_idle),
-        ("argus_lab.region, recording host.wall (wall clock, instance row)", argus_recording),
-        ("argus_lab.region, recording host.wall + correlation hook", argus_recording_hook),
-        ("argus_lab.region, recording host.wall + host.cpu (thread CPU clock)", argus_recording_cpu),
-        ("nvtx.annotate (reused object, no tool attached)", nvtx_annotate),
+def record_function_profiling(n: int) -> None:
+    import torch
+
+    with torch.profiler.profile(activities=[torch.profiler.ProfilerActivity.CPU]):
+        record_function_inline(n)
+
+
+# -- protocol ----------------------------------------------------------------------------------------------
+def sample(body: Case, n: int, minus: Case | None = None) -> float:
+    """ns per boundary of one sample (the empty loop, or ``minus``, subtracted)."""
+    gc.collect()
+    gc.disable()
+    try:
+        t0 = time.perf_counter_ns()
+        body(n)
+        t1 = time.perf_counter_ns()
+        (minus or _empty)(n)
+        t2 = time.perf_counter_ns()
+    finally:
+        gc.enable()
+    return ((t1 - t0) - (t2 - t1)) / n
+
+
+def cases() -> list[tuple[str, Case, Case | None, float]]:
+    """(label, body, what to subtract, share of n): the rows of the table."""
+    out: list[tuple[str, Case, Case | None, float]] = [
+        ("argus_lab `with region('attn')`, no measurement", argus_inline, None, 1.0),
+        ("argus_lab `@region('step')` call, no measurement", argus_decorator, _plain_call, 1.0),
+        ("argus_lab marker built once, no measurement (reference)", argus_prebuilt, None, 1.0),
+        ("argus_lab `with region('attn')`, recording host.wall", recording(argus_inline), None, 1.0),
+        ("argus_lab `@region('step')` call, recording host.wall", recording(argus_decorator), _plain_call, 1.0),
+        (
+            "argus_lab `with region('attn')`, recording host.wall + host.cpu",
+            recording(argus_inline, cpu_clock=True),
+            None,
+            1.0,
+        ),
+        (
+            "argus_lab `with region('attn')`, recording host.wall + native CUPTI boundary call (stand-in)",
+            recording(argus_inline, sink=True),
+            None,
+            1.0,
+        ),
+        (
+            "argus_lab `with region('attn')` in an asyncio task, recording host.wall",
+            in_event_loop(recording(argus_inline)),
+            None,
+            1.0,
+        ),
     ]
+    try:
+        import nvtx  # noqa: F401
+
+        out += [
+            ("`with nvtx.annotate('attn')` (no NVTX tool attached)", nvtx_inline, None, 1.0),
+            ("`@nvtx.annotate('step')` call (no NVTX tool attached)", nvtx_decorator, _plain_call, 1.0),
+        ]
+    except ImportError:
+        print("nvtx not installed: not measured", file=sys.stderr)
     try:
         import torch
 
-        cases.append((f"torch.profiler.record_function (torch {torch.__version__}, no profiler)", record_function))
+        out += [
+            (
+                f"`with torch.profiler.record_function('attn')`, no profiler (torch {torch.__version__})",
+                record_function_inline,
+                None,
+                1.0,
+            ),
+            (
+                "`with torch.profiler.record_function('attn')` inside torch.profiler.profile (CPU activities)",
+                record_function_profiling,
+                None,
+                0.2,
+            ),
+        ]
     except ImportError:
         print("torch not installed: record_function not measured", file=sys.stderr)
-    print(f"Python {sys.version.split()[0]}, {N} boundaries x {REPEATS} repeats, median ns per enter+exit\n")
-    print("| marker | ns per boundary |\n| --- | ---: |")
-    for _, fn in cases:
-        fn(1000)  # warm up
-    samples: dict[str, list[float]] = {name: [] for name, _ in cases}
-    for _ in range(REPEATS):  # interleave the cases so that machine noise hits them alike
-        for name, fn in cases:
-            samples[name].append(per_boundary_ns(fn, repeats=1))
-    results = {name: statistics.median(v) for name, v in samples.items()}
-    for name, value in results.items():
-        print(f"| {name} | {value:.0f} |")
-    rf = next((v for k, v in results.items() if k.startswith("torch")), None)
-    if rf is not None:
-        for key in ("recording host.wall (", "recording host.wall + correlation hook"):
-            name = next(k for k in results if key in k)
-            print(f"\n{name} / record_function: {results[name] / rf:.2f}x", end="")
-        print()
+    return out
+
+
+def boundary_table(rounds: int, n: int) -> dict[str, Any]:
+    rows = cases()
+    for _, body, minus, share in rows:  # warm up (imports, caches, first call sites)
+        sample(body, max(1000, int(1000 * share)), minus)
+    samples: dict[str, list[float]] = {label: [] for label, *_ in rows}
+    for _ in range(rounds):
+        for label, body, minus, share in rows:
+            samples[label].append(sample(body, max(1000, int(n * share)), minus))
+    load = os.getloadavg()
+    print(
+        f"Python {sys.version.split()[0]}, {n:,} boundaries per sample, {rounds} interleaved rounds, "
+        f"load average {load[0]:.2f} on {os.cpu_count()} CPUs; ns per boundary (enter + exit)\n"
+    )
+    print("| marker | median | lowest | highest |\n| --- | ---: | ---: | ---: |")
+    result = {}
+    for label, values in samples.items():
+        med = statistics.median(values)
+        result[label] = {"median_ns": med, "min_ns": min(values), "max_ns": max(values), "samples": values}
+        print(f"| {label} | {med:.0f} | {min(values):.0f} | {max(values):.0f} |")
+    return {"python": sys.version, "n": n, "rounds": rounds, "loadavg": load, "cases": result}
+
+
+# -- memory per recorded instance --------------------------------------------------------------------------
+def _record_many(n: int) -> Recorder:
+    rec = Recorder("memory", cpu_clock=False)
+    with rec:
+        for _ in range(n // 2):
+            with argus_lab.region("outer"), argus_lab.region("inner"):
+                pass
+    return rec
+
+
+def memory_child(n: int, traced: bool) -> dict[str, float]:
+    """Runs in a fresh process: bytes per recorded instance (traced allocations, or peak RSS growth)."""
+    argus_lab.region("warm")  # imports and first allocations happen before the baseline
+    if traced:
+        tracemalloc.start()
+        base = tracemalloc.get_traced_memory()[0]
+        rec = _record_many(n)
+        now, peak = tracemalloc.get_traced_memory()
+        tracemalloc.stop()
+        return {"instances": rec.count(), "kept_bytes": (now - base) / n, "peak_bytes": (peak - base) / n}
+    before = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
+    rec = _record_many(n)
+    after = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
+    return {"instances": rec.count(), "peak_rss_bytes": (after - before) * 1024 / n}
+
+
+def memory_table(n: int) -> dict[str, Any]:
+    out: dict[str, Any] = {"n": n}
+    for traced in (True, False):
+        cmd = [sys.executable, __file__, "--memory-child", str(n)] + (["--traced"] if traced else [])
+        proc = subprocess.run(cmd, capture_output=True, text=True, timeout=600, check=True)
+        out.update(json.loads(proc.stdout))
+    print(f"\n{n:,} region instances recorded (host.wall), bytes per instance while recording:\n")
+    print("| measure | bytes per instance |\n| --- | ---: |")
+    print(f"| traced allocations kept (tracemalloc) | {out['kept_bytes']:.0f} |")
+    print(f"| traced allocations at peak (tracemalloc) | {out['peak_bytes']:.0f} |")
+    print(f"| peak RSS growth (ru_maxrss, separate process) | {out['peak_rss_bytes']:.0f} |")
+    return out
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("--rounds", type=int, default=15)
+    ap.add_argument("--n", type=int, default=50_000)
+    ap.add_argument("--memory", type=int, default=0, help="instances for the memory figure (0: skip)")
+    ap.add_argument("--memory-child", type=int, default=0, help=argparse.SUPPRESS)
+    ap.add_argument("--traced", action="store_true", help=argparse.SUPPRESS)
+    ap.add_argument("--json", default="", help="also write the figures to this file")
+    args = ap.parse_args()
+    if args.memory_child:
+        print(json.dumps(memory_child(args.memory_child, args.traced)))
+        return
+    figures: dict[str, Any] = {}
+    if args.memory:
+        figures["memory"] = memory_table(args.memory)
+    else:
+        figures["boundary"] = boundary_table(args.rounds, args.n)
+    if args.json:
+        with open(args.json, "w") as fh:
+            json.dump(figures, fh, indent=1)
 
 
 if __name__ == "__main__":

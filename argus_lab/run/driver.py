@@ -12,7 +12,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from argus_lab.regions import INSTANCE_FIELDS, Recorder, Region
+from argus_lab.regions import Recorder, Region
 from argus_lab.run.protocols import Collector, Columns, Evidence, RunContext
 from argus_lab.run.workload import Workload
 
@@ -67,8 +67,8 @@ def drive(
                         raise
                 done = rep + 1
                 if after_repetition is not None:
-                    rows = recorder.rows[sent:]
-                    sent += len(rows)
+                    rows = recorder.columns(sent)
+                    sent += len(rows["instance_id"])
                     after_repetition(rep, _columns(rows, run_id, warmup, recorder.rank, recorder.thread_names))
     except KeyboardInterrupt:
         status, cause = "interrupted", f"interrupted by the user after {done} of {warmup + repeat} repetitions"
@@ -77,15 +77,16 @@ def drive(
         tb = traceback.format_exception(type(exc), exc, exc.__traceback__)
         cause = f"{type(exc).__name__}: {exc} (after {done} of {warmup + repeat} repetitions)\n" + "".join(tb[-6:])
     finally:
-        if after_repetition is not None and len(recorder.rows) > sent:  # the partial repetition, if any
-            after_repetition(done, _columns(recorder.rows[sent:], run_id, warmup, recorder.rank, recorder.thread_names))
+        if after_repetition is not None and recorder.count() > sent:  # the partial repetition, if any
+            rest = recorder.columns(sent)
+            after_repetition(done, _columns(rest, run_id, warmup, recorder.rank, recorder.thread_names))
         for c in reversed(started):
             try:
                 c.stop()
             except Exception as exc:
                 status = "failed" if status == "ok" else status
                 cause += f"\n{c.info.name} failed to stop: {exc}"
-    instances = _columns(recorder.rows, run_id, warmup, recorder.rank, recorder.thread_names)
+    instances = _columns(recorder.columns(), run_id, warmup, recorder.rank, recorder.thread_names)
     parts: list[Evidence] = [{"region_instances": instances, "regions": regions_columns(recorder.regions.values())}]
     for c in started:
         try:
@@ -97,12 +98,8 @@ def drive(
 
 
 def _columns(
-    rows: Sequence[tuple[Any, ...]], run_id: str, warmup: int, rank: int = 0, names: Mapping[int, str] | None = None
+    cols: dict[str, list[Any]], run_id: str, warmup: int, rank: int = 0, names: Mapping[int, str] | None = None
 ) -> dict[str, list[Any]]:
-    cols: dict[str, list[Any]] = {name: [] for name in INSTANCE_FIELDS}
-    if rows:
-        for name, col in zip(INSTANCE_FIELDS, zip(*rows, strict=True), strict=True):
-            cols[name] = list(col)
     n = len(cols["instance_id"])
     cols["run_id"] = [run_id] * n
     cols["rank"] = [rank] * n

@@ -23,6 +23,7 @@ from typing import Any
 import numpy as np
 
 from argus_lab.backends.cupti import decode as dec
+from argus_lab.backends.cupti import native as nat
 from argus_lab.errors import BackendUnavailableError, CollectorBusyError
 from argus_lab.plan.backends import BACKENDS
 from argus_lab.regions import BoundaryHook, env_rank
@@ -83,11 +84,15 @@ def check_cupti_free() -> None:
             raise CollectorBusyError(msg)
 
 
-def activity_kinds(signals: Sequence[str], settings: Any) -> list[str]:
-    """The CUPTI activity kinds a run needs (names of ``cupti.ActivityKind`` members)."""
+def activity_kinds(signals: Sequence[str], settings: Any, *, api_records: bool = True) -> list[str]:
+    """The CUPTI activity kinds a run needs (names of ``cupti.ActivityKind`` members).
+
+    ``api_records=False`` when the native launch callback supplies the launch records and the instance ids
+    (:mod:`argus_lab.backends.cupti.native`): CUPTI then records kernels (and copies/sets) only.
+    """
     if settings.get("kinds"):  # explicit list (experiments: e.g. ["CONCURRENT_KERNEL"] alone)
         return list(settings["kinds"])
-    kinds = ["CONCURRENT_KERNEL", "RUNTIME", "DRIVER", "EXTERNAL_CORRELATION"]
+    kinds = ["CONCURRENT_KERNEL", "RUNTIME", "DRIVER", "EXTERNAL_CORRELATION"] if api_records else ["CONCURRENT_KERNEL"]
     wants = set(signals)
     if settings.get("memcpy", False) or wants & {"gpu.memcpy_bytes", "gpu.memcpy_time"}:
         kinds.append("MEMCPY")
@@ -123,13 +128,15 @@ def _synchronize() -> None:
 
 
 class _CorrelationHook:
-    """Pushes/pops the region instance id as external correlation id (kind CUSTOM2)."""
+    """Pushes/pops the region instance id as external correlation id (kind CUSTOM2) from Python, or, when the
+    native launch path runs, hands the recorder its C function as ``current_instance`` (set at start)."""
 
-    __slots__ = ("_pop", "_push")
+    __slots__ = ("_pop", "_push", "current_instance")
 
     def __init__(self) -> None:
         self._push: Callable[[int, int], Any] | None = None
         self._pop: Callable[[int], Any] | None = None
+        self.current_instance: Callable[[int], Any] | None = None
 
     def bind(self, push: Callable[[int, int], Any] | None, pop: Callable[[int], Any] | None) -> None:
         self._push, self._pop = push, pop
@@ -328,6 +335,10 @@ class CuptiCollector:
         self.buffers: list[np.ndarray] = []
         self.layouts: dict[int, np.dtype] = {}
         self._raw_buffers: RawBuffers | None = None
+        self._native: nat.NativeLaunchPath | None = None
+        self.launch_path = "python"  # which path tagged the launches (provenance)
+        self.native_launches = 0
+        self.native_dropped = 0
 
     # -- Collector protocol ---------------------------------------------------------------------
     def hooks(self) -> Sequence[BoundaryHook]:
@@ -351,11 +362,14 @@ class CuptiCollector:
         self._records, self._completions, self._stopping = [], [], False
         settings = ctx.settings
         self.buffer_bytes = int(settings.get("buffer_bytes", self.buffer_bytes))
-        self._kind_names = activity_kinds(ctx.signals, settings)
         self._raw_buffers = None
         self.api_kinds_off = 0
         try:
             cupti.get_timestamp()  # loads libcupti
+            choice = nat.choose(cupti, settings, ctx.signals, mapped_libcupti())
+            self._native, self.launch_path, api_records = choice.path, choice.name, choice.api_records
+            self.notes.extend(choice.notes)
+            self._kind_names = activity_kinds(ctx.signals, settings, api_records=api_records)
             if settings.get("buffers", "raw") == "raw":
                 try:
                     self._raw_buffers = RawBuffers(
@@ -372,7 +386,7 @@ class CuptiCollector:
                 kind = getattr(cupti.ActivityKind, name)
                 cupti.activity_enable(kind)
                 self._kinds.append(kind)
-            if settings.get("api_records", "launch") == "launch":
+            if api_records and settings.get("api_records", "launch") == "launch":
                 self.api_kinds_off = filter_api_records(cupti)
         except cupti.cuptiError as exc:
             self._disable(cupti)
@@ -382,7 +396,12 @@ class CuptiCollector:
             msg = f"CUPTI could not start ({exc}); check that the NVIDIA driver works (`nvidia-smi`)"
             raise BackendUnavailableError(msg) from None
         self.libcupti = mapped_libcupti()
-        self._hook.bind(cupti.activity_push_external_correlation_id, cupti.activity_pop_external_correlation_id)
+        if self._native is not None:  # the recorder calls the C function at every boundary
+            self._hook.current_instance = self._native.set_current
+            self._hook.bind(None, None)
+        else:
+            self._hook.current_instance = None
+            self._hook.bind(cupti.activity_push_external_correlation_id, cupti.activity_pop_external_correlation_id)
         _ACTIVE[0] = self
         self.started_ns = time.time_ns()
 
@@ -392,6 +411,8 @@ class CuptiCollector:
         from cupti import cupti
 
         self._hook.bind(None, None)
+        self._hook.current_instance = None
+        native = self._native_stop()  # unsubscribe first: no launch callback runs after this
         raw_buffers = self._raw_buffers
         layouts = _layouts(cupti, self._kinds)  # before _disable() forgets the kinds
         try:
@@ -421,6 +442,9 @@ class CuptiCollector:
             records, self._records = self._records, []
             self.raw = decode_records(records)
             del records
+        if native is not None:  # the launches the native callback recorded: external + api families
+            self.raw.update(nat.raw_families(native, os.getpid()))
+            self.native_launches, self.native_dropped = len(native), native.dropped
         self.decode_s = time.perf_counter() - t0
 
     def evidence(self, instances: Columns) -> Evidence:
@@ -432,7 +456,11 @@ class CuptiCollector:
         settings = {
             "kinds": self._kind_names,
             "buffer_bytes": self.buffer_bytes,
-            "api": "global Activity API (no subscriber)",
+            "api": "global Activity API"
+            + (" + a callback subscriber for launch calls, released at stop" if self.launch_path == "native" else ""),
+            "launch_path": self.launch_path,
+            "native_launch_records": self.native_launches,
+            "native_dropped_launches": self.native_dropped,
             "external_correlation_kind": "CUSTOM2",
             "records": {f: dec.count(c) for f, c in self.raw.items()},
             "dropped_records": self.dropped,
@@ -488,7 +516,18 @@ class CuptiCollector:
         self._completions.append(time.time_ns())
         self._records.extend(records)
 
+    def _native_stop(self) -> nat.LaunchRecords | None:
+        native, self._native = self._native, None
+        if native is None:
+            return None
+        try:
+            return native.stop()
+        except RuntimeError as exc:
+            self.notes.append(f"native launch path did not stop cleanly: {exc}")
+            return None
+
     def _disable(self, cupti: Any) -> None:
+        self._native_stop()
         for kind in self._kinds:
             try:
                 cupti.activity_disable(kind)

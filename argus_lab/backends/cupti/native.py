@@ -1,0 +1,347 @@
+"""The native per-launch path of the CUPTI timing run: build it, start it, and turn its launches into raw records.
+
+``native.c`` is compiled at first use with the system C compiler into a per-user cache, keyed by the hash of the
+source, the Python version and the platform (the way Triton builds its driver module), and loaded as the
+extension module ``_argus_cupti_native``.  While a timing run records:
+
+* each region boundary calls ``set_current(instance id)`` (one C call: a thread-local store);
+* a CUPTI callback, subscribed only to the kernel-launch API calls (and to copies/sets when their signals are
+  asked), appends (correlation id, current instance id, thread id, CLOCK_REALTIME ns at entry and exit, callback
+  id, domain) to preallocated arrays; no Python runs per launch;
+* CUPTI's activity API records only kernels (plus copies, sets, synchronization when asked).
+
+After the run :func:`raw_families` turns the launch arrays into the record families the decoder already joins:
+``external`` rows (correlation id -> instance id, kind ``CUSTOM2``) for launches made inside a region, and ``api``
+rows (thread, entry and exit time) for every launch, so that kernels launched on threads with no region open are
+attributed by time as before.  When the callback API cannot be used (another CUPTI subscriber, e.g. a
+torch.profiler session earlier in the process), :meth:`NativeLaunchPath.start` can fall back to pushing the
+instance id as external correlation id from C; when the module cannot be built at all, the collector uses the
+Python path (``cupti_backend``).  The provenance of the run says which path ran.
+
+This module runs inside measured processes: numpy and the standard library only.
+"""
+
+from __future__ import annotations
+
+import functools
+import hashlib
+import importlib.machinery
+import importlib.util
+import os
+import re
+import shutil
+import subprocess
+import sys
+import sysconfig
+import tempfile
+import time
+from collections.abc import Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from types import ModuleType
+from typing import Any
+
+import numpy as np
+
+from argus_lab.errors import BackendUnavailableError
+
+SOURCE = Path(__file__).with_name("native.c")
+MODULE_NAME = "_argus_cupti_native"
+CUSTOM2 = 5  # CUpti_ExternalCorrelationKind CUSTOM2: the kind region instance ids are stored with
+KIND_OF_DOMAIN = {1: 4, 2: 5}  # callback domain (driver 1, runtime 2) -> activity kind of an API record
+DEFAULT_CAPACITY = 4_000_000
+"""Launches the arrays hold (about 45 bytes each, only touched pages are backed); more are counted as dropped."""
+
+_LAUNCH = {
+    "runtime": re.compile(r"^(cudaLaunch|cudaGraphLaunch)(?!HostFunc)"),
+    "driver": re.compile(r"^(cuLaunch|cuGraphLaunch)(?!HostFunc)"),
+}
+_COPY = {"runtime": re.compile(r"^cudaMemcpy"), "driver": re.compile(r"^cuMemcpy")}
+_SET = {"runtime": re.compile(r"^cudaMemset"), "driver": re.compile(r"^cuMemset")}
+
+
+class NativeUnavailable(RuntimeError):
+    """The native path cannot run here; the message says why (the collector then uses the Python path)."""
+
+
+@dataclass(frozen=True)
+class Build:
+    """The outcome of building/loading the extension: the module, or ``None`` and why not."""
+
+    module: ModuleType | None
+    path: str
+    note: str
+
+
+# -- build --------------------------------------------------------------------------------------------------
+def cache_dir() -> Path:
+    """Where built modules are kept: ``$ARGUS_NATIVE_CACHE``, else ``$XDG_CACHE_HOME/argus_lab/native``."""
+    explicit = os.environ.get("ARGUS_NATIVE_CACHE", "")
+    if explicit:
+        return Path(explicit)
+    base = os.environ.get("XDG_CACHE_HOME", "") or str(Path.home() / ".cache")
+    return Path(base) / "argus_lab" / "native"
+
+
+def build_key(source: bytes) -> str:
+    """The cache key: the source, the Python version and ABI, the platform."""
+    h = hashlib.sha256(source)
+    for part in (sys.version, sysconfig.get_config_var("SOABI") or "", sysconfig.get_platform()):
+        h.update(b"\x1f" + str(part).encode())
+    return h.hexdigest()[:16]
+
+
+def compiler() -> str | None:
+    """The C compiler to use: ``$CC``, else ``cc`` or ``gcc`` on PATH."""
+    cc = os.environ.get("CC", "").split()
+    if cc and shutil.which(cc[0]):
+        return cc[0]
+    return shutil.which("cc") or shutil.which("gcc")
+
+
+def compile_module(dest: Path, *, timeout_s: float = 120.0) -> float:
+    """Compile ``native.c`` into ``dest`` (atomically: a temporary file is renamed); returns the seconds taken.
+
+    Raises :class:`NativeUnavailable` naming what is missing (compiler, Python headers) or the compiler's error.
+    """
+    cc = compiler()
+    if cc is None:
+        msg = "no C compiler (cc, gcc or $CC) on PATH"
+        raise NativeUnavailable(msg)
+    include = sysconfig.get_paths()["include"]
+    if not (Path(include) / "Python.h").exists():
+        msg = f"Python.h is not in {include} (install the Python development headers)"
+        raise NativeUnavailable(msg)
+    dest.parent.mkdir(parents=True, exist_ok=True)
+    fd, tmp = tempfile.mkstemp(prefix=dest.name, suffix=".tmp.so", dir=dest.parent)
+    os.close(fd)
+    cmd = [cc, "-O2", "-shared", "-fPIC", "-pthread", f"-I{include}", str(SOURCE), "-o", tmp, "-ldl"]
+    t0 = time.perf_counter()
+    try:
+        proc = subprocess.run(cmd, capture_output=True, text=True, timeout=timeout_s, check=False)
+    except (OSError, subprocess.TimeoutExpired) as exc:
+        os.unlink(tmp)
+        msg = f"compiling {SOURCE.name} failed ({exc})"
+        raise NativeUnavailable(msg) from None
+    if proc.returncode != 0:
+        os.unlink(tmp)
+        tail = "\n".join(proc.stderr.strip().splitlines()[-6:])
+        msg = f"compiling {SOURCE.name} with {cc} failed (status {proc.returncode}): {tail}"
+        raise NativeUnavailable(msg)
+    os.replace(tmp, dest)
+    return time.perf_counter() - t0
+
+
+def load_module(path: Path) -> ModuleType:
+    """Import the built extension from ``path``."""
+    loader = importlib.machinery.ExtensionFileLoader(MODULE_NAME, str(path))
+    spec = importlib.util.spec_from_file_location(MODULE_NAME, path, loader=loader)
+    if spec is None:
+        msg = f"cannot import {path}"
+        raise NativeUnavailable(msg)
+    module = importlib.util.module_from_spec(spec)
+    loader.exec_module(module)
+    return module
+
+
+@functools.cache
+def build() -> Build:
+    """The extension module, built once per source/Python version and cached (``ARGUS_NATIVE=0`` disables it)."""
+    if os.environ.get("ARGUS_NATIVE", "1") == "0":
+        return Build(None, "", "disabled by ARGUS_NATIVE=0")
+    try:
+        source = SOURCE.read_bytes()
+        path = cache_dir() / f"{MODULE_NAME}-{build_key(source)}.so"
+        how = "cached"
+        if not path.exists():
+            how = f"compiled in {compile_module(path):.1f} s"
+        module = load_module(path)
+    except (NativeUnavailable, OSError, ImportError) as exc:
+        return Build(None, "", f"native launch path unavailable: {exc}")
+    return Build(module, str(path), f"{path} ({how})")
+
+
+# -- callback ids -------------------------------------------------------------------------------------------
+def callback_ids(cupti: Any, *, copies: bool = False, sets: bool = False) -> tuple[list[int], list[int]]:
+    """(runtime, driver) callback ids of the kernel launches (and copies, sets when asked), read from
+    cupti-python's enums ``runtime_api_trace_cbid`` and ``driver_api_trace_cbid``."""
+    out: dict[str, list[int]] = {}
+    for domain, enum in (("runtime", cupti.runtime_api_trace_cbid), ("driver", cupti.driver_api_trace_cbid)):
+        wanted = [_LAUNCH[domain]] + ([_COPY[domain]] if copies else []) + ([_SET[domain]] if sets else [])
+        ids = set()
+        for name, value in enum.__members__.items():
+            v = int(value)
+            if 0 < v < 0x7FFFFFFF and any(p.search(name) for p in wanted):
+                ids.add(v)
+        out[domain] = sorted(ids)
+    return out["runtime"], out["driver"]
+
+
+# -- launch records -> raw record families ------------------------------------------------------------------
+@dataclass(frozen=True)
+class LaunchRecords:
+    """The launches the callback recorded (one row per API call: a runtime launch and its driver call are two)."""
+
+    correlation: np.ndarray
+    instance: np.ndarray
+    thread: np.ndarray
+    start: np.ndarray
+    end: np.ndarray
+    cbid: np.ndarray
+    domain: np.ndarray
+    dropped: int = 0
+
+    @classmethod
+    def from_export(cls, exported: Sequence[Any]) -> LaunchRecords:
+        """From the tuple the extension's ``export()`` returns."""
+        _, dropped, corr, inst, thread, start, end, cbid, domain = exported
+        return cls(
+            np.frombuffer(corr, dtype=np.uint32).astype(np.int64),
+            np.frombuffer(inst, dtype=np.int64).copy(),
+            np.frombuffer(thread, dtype=np.uint64).copy(),
+            np.frombuffer(start, dtype=np.int64).copy(),
+            np.frombuffer(end, dtype=np.int64).copy(),
+            np.frombuffer(cbid, dtype=np.uint32).astype(np.int64),
+            np.frombuffer(domain, dtype=np.uint8).astype(np.int64),
+            int(dropped),
+        )
+
+    def __len__(self) -> int:
+        return len(self.correlation)
+
+
+def raw_families(records: LaunchRecords, pid: int) -> dict[str, dict[str, np.ndarray]]:
+    """The ``external`` and ``api`` raw families (``backends.cupti.decode.FAMILY_FIELDS``) of the recorded launches.
+
+    ``external``: one ``CUSTOM2`` row per launch made while a region instance was open on its thread.
+    ``api``: one row per launch API call, with its thread (the full ``pthread_self()`` value, which the decoder's
+    32-bit thread matching accepts) and its entry and exit times (a call whose exit was not seen ends at entry).
+    """
+    inside = records.instance != 0
+    n = len(records)
+    end = np.where(records.end > 0, records.end, records.start)
+    kind = np.where(records.domain == 2, KIND_OF_DOMAIN[2], KIND_OF_DOMAIN[1]).astype(np.int64)
+    return {
+        "external": {
+            "external_kind": np.full(int(inside.sum()), CUSTOM2, dtype=np.int64),
+            "external_id": records.instance[inside].astype(np.int64),
+            "correlation_id": records.correlation[inside].astype(np.int64),
+        },
+        "api": {
+            "kind": kind,
+            "cbid": records.cbid.astype(np.int64),
+            "start": records.start.astype(np.int64),
+            "end": end.astype(np.int64),
+            "process_id": np.full(n, pid, dtype=np.int64),
+            "thread_id": records.thread.astype(np.int64),
+            "correlation_id": records.correlation.astype(np.int64),
+            "return_value": np.zeros(n, dtype=np.int64),
+        },
+    }
+
+
+# -- the path a collector drives ----------------------------------------------------------------------------
+class NativeLaunchPath:
+    """Start/stop of the native path for one run (see the module docstring)."""
+
+    def __init__(self, built: Build) -> None:
+        if built.module is None:
+            raise NativeUnavailable(built.note)
+        self.module = built.module
+        self.build_note = built.note
+        self.mode = ""  # "callbacks" | "external correlation"
+        self.callbacks = (0, 0)  # runtime, driver callback ids enabled
+        self.refused: list[tuple[int, ...]] = []  # (domain, cbid, CUPTI result) of ids CUPTI did not enable
+
+    @property
+    def set_current(self) -> Any:
+        """The C function a region boundary calls with the calling thread's innermost open instance id."""
+        return self.module.set_current
+
+    def start(self, libcupti: str, cupti: Any, *, copies: bool, sets: bool, capacity: int = DEFAULT_CAPACITY) -> None:
+        """Subscribe the launch callback; raises :class:`NativeUnavailable` with CUPTI's answer if it cannot."""
+        if not libcupti:
+            msg = "no libcupti is mapped in this process (cupti-python loads it on its first call)"
+            raise NativeUnavailable(msg)
+        runtime, driver = callback_ids(cupti, copies=copies, sets=sets)
+        if not runtime and not driver:
+            msg = "cupti-python lists no launch callback ids"
+            raise NativeUnavailable(msg)
+        try:
+            n_runtime, n_driver, refused = self.module.start(libcupti, runtime, driver, int(capacity), 1)
+        except RuntimeError as exc:
+            raise NativeUnavailable(str(exc)) from None
+        self.mode = "callbacks"
+        self.callbacks = (n_runtime, n_driver)
+        self.refused = [tuple(r) for r in refused]
+
+    def start_external(self, libcupti: str) -> None:
+        """Push/pop the instance id as external correlation id from C instead (no subscriber needed)."""
+        if not libcupti:
+            msg = "no libcupti is mapped in this process"
+            raise NativeUnavailable(msg)
+        try:
+            self.module.start(libcupti, (), (), 1, 2)
+        except RuntimeError as exc:
+            raise NativeUnavailable(str(exc)) from None
+        self.mode = "external correlation"
+
+    def stop(self) -> LaunchRecords | None:
+        """Unsubscribe (no callback runs after this returns) and return the launches (``None`` in mode 2)."""
+        mode, self.mode = self.mode, ""
+        self.module.stop()
+        if mode != "callbacks":
+            return None
+        records = LaunchRecords.from_export(self.module.export())
+        self.module.release()
+        return records
+
+
+@dataclass(frozen=True)
+class Choice:
+    """Which launch path a timing run uses, and what it needs from CUPTI's activity API."""
+
+    path: NativeLaunchPath | None
+    name: str  # "native" | "native external correlation" | "python"
+    api_records: bool  # whether CUPTI's runtime/driver API and external-correlation records are needed
+    notes: tuple[str, ...]
+
+
+def choose(cupti: Any, settings: Any, signals: Sequence[str], libcupti: str) -> Choice:
+    """Start the native launch path if it can run here (called by the CUPTI collector after libcupti loaded).
+
+    ``settings["launch_path"]``: ``"native"`` (the default: the launch callback; if CUPTI refuses a subscriber,
+    external correlation ids pushed from C) or ``"python"`` (external correlation ids pushed from Python).
+    An explicit ``settings["kinds"]`` list (experiments) keeps the Python path.
+    """
+    wanted = str(settings.get("launch_path", "native"))
+    if wanted not in ("native", "python"):
+        msg = f"the cupti setting launch_path must be 'native' or 'python', got {wanted!r}"
+        raise BackendUnavailableError(msg)
+    if wanted == "python" or settings.get("kinds"):
+        return Choice(None, "python", True, ())
+    built = build()
+    if built.module is None:
+        return Choice(None, "python", True, (f"{built.note}; region instance ids are pushed from Python",))
+    path = NativeLaunchPath(built)
+    wants = set(signals)
+    try:
+        path.start(
+            libcupti,
+            cupti,
+            copies=bool(settings.get("memcpy", False)) or bool(wants & {"gpu.memcpy_bytes", "gpu.memcpy_time"}),
+            sets=bool(settings.get("memset", False)) or "gpu.memset_bytes" in wants,
+            capacity=int(settings.get("native_capacity", DEFAULT_CAPACITY)),
+        )
+    except NativeUnavailable as exc:
+        first = f"native launch callback unavailable ({exc})"
+        try:
+            path.start_external(libcupti)
+        except NativeUnavailable as exc2:
+            return Choice(None, "python", True, (first, f"native external correlation unavailable ({exc2})"))
+        return Choice(path, "native external correlation", True, (f"{first}; external correlation pushed from C",))
+    runtime, driver = path.callbacks
+    note = f"native launch path: {built.note}; callbacks on {runtime} runtime + {driver} driver API ids"
+    if path.refused:
+        note += f"; CUPTI refused (domain, cbid, result): {path.refused}"
+    return Choice(path, "native", False, (note,))

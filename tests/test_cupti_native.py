@@ -1,0 +1,248 @@
+"""The native per-launch CUPTI path: it builds here, its C callback records what CUPTI would hand it, and its
+launch records join exactly like the API + external-correlation records the Python path collects.
+
+No GPU here: the callback is driven through the module's ``simulate()`` entry (SYNTHETIC calls), and the join
+equivalence uses the activity records recorded on the H200 (tests/data/gpu/cases), with the launch records the
+native callback would have written derived from the recorded API records.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+import threading
+from collections.abc import Iterator
+from pathlib import Path
+from types import ModuleType
+from typing import Any
+
+import numpy as np
+import pyarrow.parquet as pq
+import pytest
+
+from argus_lab.backends.cupti import decode as dec
+from argus_lab.backends.cupti import native
+from argus_lab.errors import BackendUnavailableError
+
+ROOT = Path(__file__).resolve().parent.parent
+CASES = ROOT / "tests" / "data" / "gpu" / "cases"
+RUNTIME, DRIVER, ENTER, EXIT = 2, 1, 0, 1
+
+
+@pytest.fixture(scope="module")
+def module(tmp_path_factory: pytest.TempPathFactory) -> Iterator[ModuleType]:
+    os.environ["ARGUS_NATIVE_CACHE"] = str(tmp_path_factory.mktemp("native-cache"))
+    native.build.cache_clear()
+    try:
+        built = native.build()
+        assert built.module is not None, built.note
+        yield built.module
+    finally:
+        del os.environ["ARGUS_NATIVE_CACHE"]
+        native.build.cache_clear()
+
+
+def test_the_c_source_compiles_once_and_is_then_cached(module: ModuleType) -> None:
+    first = native.build()
+    assert "compiled in" in first.note
+    assert Path(first.path).exists()
+    assert Path(first.path).name == f"{native.MODULE_NAME}-{native.build_key(native.SOURCE.read_bytes())}.so"
+    native.build.cache_clear()
+    again = native.build()
+    assert again.path == first.path
+    assert again.note.endswith("(cached)")
+
+
+def test_a_missing_compiler_is_named(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
+    monkeypatch.setenv("PATH", str(tmp_path))
+    monkeypatch.setenv("CC", "no-such-cc")
+    with pytest.raises(native.NativeUnavailable, match="no C compiler"):
+        native.compile_module(tmp_path / "x.so")
+
+
+def test_disabled_by_the_environment(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("ARGUS_NATIVE", "0")
+    native.build.cache_clear()
+    try:
+        built = native.build()
+    finally:
+        native.build.cache_clear()
+    assert built.module is None
+    assert "ARGUS_NATIVE=0" in built.note
+
+
+def records_of(module: ModuleType) -> native.LaunchRecords:
+    return native.LaunchRecords.from_export(module.export())
+
+
+def test_each_launch_carries_its_threads_current_instance_synthetic(module: ModuleType) -> None:
+    module.allocate(16)
+    module.set_current(7)
+    module.simulate(RUNTIME, 211, ENTER, 100)  # cudaLaunchKernel ...
+    module.simulate(DRIVER, 307, ENTER, 100)  # ... calls cuLaunchKernel inside
+    module.simulate(DRIVER, 307, EXIT, 100)
+    module.simulate(RUNTIME, 211, EXIT, 100)
+    seen: dict[str, int] = {}
+
+    def other_thread() -> None:  # a thread with no region open (an autograd worker)
+        module.simulate(DRIVER, 307, ENTER, 101)
+        module.simulate(DRIVER, 307, EXIT, 101)
+        seen["ident"] = threading.get_ident()
+        seen["current"] = module.current()
+
+    t = threading.Thread(target=other_thread)
+    t.start()
+    t.join()
+    module.set_current(0)
+    module.simulate(RUNTIME, 211, ENTER, 102)
+    module.simulate(RUNTIME, 211, EXIT, 102)
+    r = records_of(module)
+    assert r.correlation.tolist() == [100, 100, 101, 102]
+    assert r.instance.tolist() == [7, 7, 0, 0]
+    assert seen["current"] == 0  # the instance id is per thread
+    main = threading.get_ident()
+    assert r.thread.tolist() == [main, main, seen["ident"], main]  # the full pthread_self(), like get_ident()
+    assert r.domain.tolist() == [RUNTIME, DRIVER, DRIVER, RUNTIME]
+    assert r.cbid.tolist() == [211, 307, 307, 211]
+    # nesting: the driver call ends before the runtime call that made it
+    assert (r.end >= r.start).all()
+    assert r.start[0] <= r.start[1] <= r.end[1] <= r.end[0]
+    assert r.dropped == 0
+
+
+def test_launches_past_the_capacity_are_counted_not_written_synthetic(module: ModuleType) -> None:
+    module.allocate(2)
+    module.set_current(3)
+    for corr in range(5):
+        module.simulate(RUNTIME, 211, ENTER, corr)
+        module.simulate(RUNTIME, 211, EXIT, corr)
+    module.simulate(RUNTIME, 211, EXIT, 99)  # an exit whose entry came before the subscription: ignored
+    r = records_of(module)
+    assert (len(r), r.dropped) == (2, 3)
+    assert r.correlation.tolist() == [0, 1]
+
+
+def test_set_current_needs_an_integer(module: ModuleType) -> None:
+    with pytest.raises(TypeError):
+        module.set_current("7")
+
+
+def test_launch_callback_ids_come_from_cupti_python() -> None:
+    cupti = pytest.importorskip("cupti.cupti")
+    runtime, driver = native.callback_ids(cupti)
+    names_r = {cupti.runtime_api_trace_cbid(v).name for v in runtime}
+    names_d = {cupti.driver_api_trace_cbid(v).name for v in driver}
+    assert {"cudaLaunchKernel_v7000", "cudaLaunchKernelExC_v11060", "cudaGraphLaunch_v10000"} <= names_r
+    assert {"cuLaunchKernel", "cuLaunchKernelEx", "cuLaunchCooperativeKernel", "cuGraphLaunch"} <= names_d
+    assert not any("HostFunc" in n or "Memcpy" in n for n in names_r | names_d)
+    runtime2, driver2 = native.callback_ids(cupti, copies=True, sets=True)
+    extra = {cupti.runtime_api_trace_cbid(v).name for v in runtime2} - names_r
+    assert {"cudaMemcpyAsync_v3020", "cudaMemsetAsync_v3020"} <= extra
+    assert any(cupti.driver_api_trace_cbid(v).name.startswith("cuMemcpy") for v in driver2)
+
+
+def test_start_refuses_a_libcupti_that_is_not_loaded(module: ModuleType, tmp_path: Path) -> None:
+    path = native.NativeLaunchPath(native.build())
+    with pytest.raises(native.NativeUnavailable, match="not loaded in this process"):
+        path.start(str(tmp_path / "libcupti.so.13"), pytest.importorskip("cupti.cupti"), copies=False, sets=False)
+    assert path.mode == ""
+
+
+def test_without_a_driver_cupti_refuses_the_subscriber_and_the_collector_keeps_the_python_path(
+    module: ModuleType,
+) -> None:
+    pytest.importorskip("cupti.cupti")
+    code = """
+import ctypes, json, sys
+from pathlib import Path
+import nvidia.cu13
+from cupti import cupti
+from argus_lab.backends.cupti import native
+lib = str(Path(nvidia.cu13.__path__[0]) / "lib" / "libcupti.so.13")
+ctypes.CDLL(lib)  # loaded, as cupti-python would have done; this machine has no CUDA driver
+choice = native.choose(cupti, {}, ["gpu.time"], lib)
+print(json.dumps({"name": choice.name, "api_records": choice.api_records, "notes": list(choice.notes),
+                  "path": choice.path is not None}))
+if choice.path is not None:
+    choice.path.stop()
+"""
+    pytest.importorskip("nvidia.cu13")
+    env = dict(os.environ, PYTHONPATH=str(ROOT), ARGUS_NATIVE_CACHE=os.environ["ARGUS_NATIVE_CACHE"])
+    proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120, env=env)
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    out = json.loads(proc.stdout.strip().splitlines()[-1])
+    assert "cuptiSubscribe returned CUPTI error" in out["notes"][0]
+    # the fallback that pushes external correlation ids from C needs no subscriber
+    assert (out["name"], out["api_records"], out["path"]) == ("native external correlation", True, True)
+
+
+def test_launch_path_setting_is_checked() -> None:
+    with pytest.raises(BackendUnavailableError, match="launch_path must be 'native' or 'python'"):
+        native.choose(object(), {"launch_path": "fast"}, [], "")
+    assert native.choose(object(), {"launch_path": "python"}, [], "").name == "python"
+    assert native.choose(object(), {"kinds": ["CONCURRENT_KERNEL"]}, [], "").name == "python"
+
+
+# -- the join does not change -------------------------------------------------------------------------------
+def recorded(case: str) -> tuple[dec.Raw, dict[str, list[Any]]]:
+    return dec.load_raw(CASES / case / "cupti"), pq.read_table(CASES / case / "instances.parquet").to_pydict()
+
+
+def native_records_from(raw: dec.Raw, inst: dict[str, list[Any]]) -> native.LaunchRecords:
+    """The launch records the native callback would have written for the recorded launches: one per API call,
+    with the thread's open instance (what external correlation recorded) and the full thread id."""
+    api = raw["api"]
+    instance = dec.instance_of(raw["external"], api["correlation_id"].astype(np.int64))
+    full = {int(t) & 0xFFFFFFFF: int(t) for t in inst["thread_id"]}
+    thread = np.asarray([full.get(int(t) & 0xFFFFFFFF, int(t)) for t in api["thread_id"].tolist()], dtype=np.uint64)
+    return native.LaunchRecords(
+        correlation=api["correlation_id"].astype(np.int64),
+        instance=instance,
+        thread=thread,
+        start=api["start"].astype(np.int64),
+        end=api["end"].astype(np.int64),
+        cbid=api["cbid"].astype(np.int64),
+        domain=np.where(api["kind"] == 5, 2, 1).astype(np.int64),
+    )
+
+
+@pytest.mark.parametrize("case", ["nested", "triton", "two_streams", "graph", "backward", "edge"])
+def test_native_launch_records_join_like_the_recorded_api_and_external_records(case: str) -> None:
+    raw, inst = recorded(case)
+    before = dec.widen_thread_ids(dec.kernel_table(raw, "r"), inst["thread_id"])
+    swapped = dict(raw)
+    swapped.update(native.raw_families(native_records_from(raw, inst), 4242))
+    after = dec.widen_thread_ids(dec.kernel_table(swapped, "r"), inst["thread_id"])
+    for col in ("instance_id", "ordinal", "thread_id", "api_start_ns", "api_end_ns", "correlation_id", "kernel_key"):
+        assert after[col].tolist() == before[col].tolist(), col
+    assert dec.store_kernels(after) == dec.store_kernels(before)  # the rows the join reads
+
+
+def test_raw_families_shapes_synthetic() -> None:
+    records = native.LaunchRecords(
+        correlation=np.array([5, 5, 6], dtype=np.int64),
+        instance=np.array([9, 9, 0], dtype=np.int64),
+        thread=np.array([2**45 + 1, 2**45 + 1, 77], dtype=np.uint64),
+        start=np.array([100, 110, 200], dtype=np.int64),
+        end=np.array([150, 0, 230], dtype=np.int64),  # the driver call's exit was not seen
+        cbid=np.array([211, 307, 307], dtype=np.int64),
+        domain=np.array([2, 1, 1], dtype=np.int64),
+    )
+    fam = native.raw_families(records, 31)
+    assert set(fam["external"]) == set(dec.FAMILY_FIELDS["external"])
+    assert set(fam["api"]) == set(dec.FAMILY_FIELDS["api"])
+    assert fam["external"]["external_id"].tolist() == [9, 9]
+    assert fam["external"]["correlation_id"].tolist() == [5, 5]
+    assert fam["api"]["kind"].tolist() == [5, 4, 4]  # RUNTIME, DRIVER activity kinds
+    assert fam["api"]["end"].tolist() == [150, 110, 230]
+    assert fam["api"]["thread_id"].tolist() == [2**45 + 1, 2**45 + 1, 77]
+    kernel = dec.empty_family("kernel")
+    kernel = {k: np.zeros(2, dtype=np.int64) for k in kernel if k != "name"} | {"name": np.array(["a", "b"], object)}
+    kernel["correlation_id"] = np.array([5, 6])
+    kernel["start"], kernel["end"] = np.array([300, 400]), np.array([350, 420])
+    table = dec.kernel_table({"kernel": kernel, **fam}, "r")
+    assert table["instance_id"].tolist() == [9, 0]
+    assert table["api_start_ns"].tolist() == [100, 200]  # the outer (runtime) call wins
+    assert table["api_end_ns"].tolist() == [150, 230]
