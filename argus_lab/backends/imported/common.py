@@ -133,9 +133,7 @@ class Nesting:
     """Intervals that overlapped an enclosing one without ending inside it (kept as its child)."""
 
 
-def nest(
-    group: np.ndarray, start: np.ndarray, end: np.ndarray, names: Sequence[str], first_id: int = 1
-) -> Nesting:
+def nest(group: np.ndarray, start: np.ndarray, end: np.ndarray, names: Sequence[str], first_id: int = 1) -> Nesting:
     """Nest intervals per ``group`` (a thread) into region instances.
 
     Within a thread an interval's parent is the innermost interval still open when it starts (ties: the longer
@@ -159,7 +157,7 @@ def nest(
         if g != g_prev:
             stack.clear()
             g_prev = g
-        while stack and e_list[stack[-1]] <= s and not (s_list[stack[-1]] == s):
+        while stack and e_list[stack[-1]] <= s and s_list[stack[-1]] != s:
             stack.pop()
         if stack:
             top = stack[-1]
