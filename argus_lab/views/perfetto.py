@@ -157,6 +157,8 @@ def write_trace(store: Store, run_id: str, path: str | Path) -> dict[str, int]:
                 if api:
                     hpid = host_pid.get(int(r["rank"]), int(r["rank"]))
                     htid = int(r["thread_id"] or 0) % (1 << 32)
+                    procs.setdefault(hpid, f"rank {r['rank']} (pid {hpid})")
+                    tracks.setdefault((hpid, htid), f"thread {htid}")
                     a0 = int(api) - base
                     a1 = int(r["api_end_ns"] or api) - base
                     w.complete("cuda_runtime", "launch", hpid, htid, a0, max(a1 - a0, 0),

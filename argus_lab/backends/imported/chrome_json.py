@@ -82,7 +82,7 @@ def event_parts(path: str | Path, parts: int = 2, workdir: str | None = None) ->
         array = locate(plain, str(p))
         files = _write_parts(array, parts, tmp)
         hasher.join()
-        yield Source(array.meta, files, str(digest.get("sha256", "")), int(digest.get("bytes", 0)), array, tmp)
+        yield Source(array.meta, tuple(files), str(digest.get("sha256", "")), int(digest.get("bytes", 0)), array, tmp)
     finally:
         hasher.join()
         shutil.rmtree(tmp, ignore_errors=True)

@@ -64,7 +64,7 @@ def read(
     names = [path.rsplit("/", 1)[-1] for path, _ in inst]
     ids, region_cols = region_rows(names, MODULE)
     run_ids = [run_id] * len(inst)
-    instances = {
+    instances: dict[str, list[Any]] = {
         "run_id": run_ids,
         "instance_id": list(range(1, len(inst) + 1)),
         "region_id": [ids[n] for n in names],
@@ -103,7 +103,7 @@ def read(
         notes.append(
             f"{inferred} kernel(s) had no instance index in their NVTX range: inferred from path changes (ordinal)"
         )
-    tables = {
+    tables: dict[str, dict[str, list[Any]]] = {
         "regions": region_cols,
         "region_instances": instances,
         "ncu_kernels": ncu_parse.kernel_rows(kernels, run_id),

@@ -166,7 +166,7 @@ def _read_sqlite(db: Path, shown: Path, run_id: str, sha: str, size: int, domain
 
 def _arrow(lite: sqlite3.Connection, sql: str, names: list[str], pa: Any) -> Any:
     rows = lite.execute(sql).fetchall()
-    cols = list(zip(*rows, strict=True)) if rows else [[] for _ in names]
+    cols: list[Any] = list(zip(*rows, strict=True)) if rows else [[] for _ in names]
     return pa.table(
         {n: pa.array(list(c)) if rows else pa.array([], pa.int64()) for n, c in zip(names, cols, strict=True)}
     )
@@ -227,7 +227,8 @@ def _stage(con: Any, parts: dict[str, Any], epoch: int) -> None:
     ]
     if "nvtx" in parts:
         selects.append(
-            f"SELECT 'annotation' AS kind, name, {pid} AS pid, {tid} AS tid, start + {epoch} AS t, \"end\" - start AS d, "
+            f"SELECT 'annotation' AS kind, name, {pid} AS pid, {tid} AS tid, start + {epoch} AS t, "
+            '"end" - start AS d, '
             "NULL::BIGINT AS corr, NULL::BIGINT AS device, NULL::BIGINT AS context, NULL::BIGINT AS stream, "
             "NULL::BIGINT[] AS grid, NULL::BIGINT[] AS block, NULL::BIGINT AS regs, NULL::BIGINT AS nbytes, "
             "NULL::VARCHAR AS arg_name FROM n_nvtx"
