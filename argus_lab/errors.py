@@ -45,3 +45,7 @@ class BackendUnavailableError(ArgusError, RuntimeError):
 
 class PlanError(ArgusError, ValueError):
     """A request cannot be turned into a plan."""
+
+
+class ImportFormatError(ArgusError, ValueError):
+    """A file given to ``argus-lab import`` is not a trace argus_lab can read (or not the format named)."""

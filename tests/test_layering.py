@@ -1,6 +1,6 @@
 """The layout rule (docs/architecture.md): a module imports only from its own stage or stages upstream of it.
 
-Stages, upstream to downstream: markers (``regions``) -> ``plan/`` -> ``run/`` -> ``backends/`` -> ``join/`` ->
+Stages, upstream to downstream: markers (``regions``, ``device``) -> ``plan/`` -> ``run/`` -> ``backends/`` -> ``join/`` ->
 ``store/`` -> ``report/`` -> ``views/`` -> ``faces/``; ``errors`` and ``units`` are usable by every stage, and the
 package's ``__init__`` (the public API, loaded lazily) counts as a face.  Every import is checked, at module level,
 inside functions and under ``TYPE_CHECKING`` alike, by reading the source with :mod:`ast`.  Two things are loaded
@@ -23,7 +23,7 @@ ROOT = PACKAGE.parent
 
 STAGES: tuple[tuple[str, ...], ...] = (
     ("argus_lab.errors", "argus_lab.units"),
-    ("argus_lab.regions",),
+    ("argus_lab.regions", "argus_lab.device"),
     ("argus_lab.plan",),
     ("argus_lab.run",),
     ("argus_lab.backends",),

@@ -1,0 +1,244 @@
+"""What every importer shares: the result type, format detection, region nesting and provenance rows.
+
+An imported trace becomes one run.  Its annotations (``record_function`` ranges, NVTX ranges) become region
+instances exactly as :mod:`argus_lab.regions` records them: a path from the nesting on one thread, an instance
+index per path in order of entry, a parent instance, integer nanoseconds.  Region identity is (name, kind,
+module), with the module naming the tool (``torch.profiler``, ``nvtx``), so the same annotation names of two
+imported traces are the same regions and their runs compare.
+"""
+
+from __future__ import annotations
+
+import gzip
+import hashlib
+import re
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+import numpy as np
+
+from argus_lab.errors import ImportFormatError
+from argus_lab.regions import Region
+
+if TYPE_CHECKING:
+    import pyarrow as pa
+
+FORMATS: tuple[str, ...] = ("kineto", "nsys", "ncu")
+"""The trace formats argus_lab imports."""
+
+PATH_SEPARATOR = "/"
+SEPARATOR_STANDIN = "\u2215"  # DIVISION SLASH: a '/' inside an annotation name would split the region path
+_STEP = re.compile(r"^(ProfilerStep)#\d+$")
+
+
+@dataclass(frozen=True)
+class SourceInfo:
+    """Where an imported run came from."""
+
+    path: str
+    format: str
+    tool: str
+    sha256: str
+    bytes: int
+    tool_version: str = ""
+
+
+@dataclass(frozen=True)
+class ImportedTrace:
+    """The raw evidence of one imported file, as store tables for one run."""
+
+    run_id: str
+    source: SourceInfo
+    tables: dict[str, pa.Table]
+    counts: dict[str, int]
+    started_ns: int
+    ended_ns: int
+    notes: tuple[str, ...] = ()
+    """What the file held that the import could not use, or approximated (one sentence each)."""
+    settings: dict[str, Any] = field(default_factory=dict)
+
+    def text(self) -> str:
+        """A short summary: what was read and what was left out."""
+        got = ", ".join(f"{v} {k}" for k, v in self.counts.items())
+        lines = [f"imported {self.source.format} trace {self.source.path} as run {self.run_id}: {got}"]
+        lines += [f"  note: {n}" for n in self.notes]
+        return "\n".join(lines)
+
+
+def detect_format(path: str | Path) -> str:
+    """The format of a trace file from its name and first bytes; raises with the accepted formats otherwise."""
+    p = Path(path)
+    if not p.exists():
+        msg = f"no trace file at {str(p)!r}; pass the path of a Kineto JSON, an .nsys-rep/.sqlite or an .ncu-rep"
+        raise ImportFormatError(msg)
+    name = p.name.lower()
+    if name.endswith(".ncu-rep"):
+        return "ncu"
+    if name.endswith((".nsys-rep", ".qdrep")):
+        return "nsys"
+    head = _head(p)
+    if head.startswith(b"SQLite format 3"):
+        return "nsys"
+    if head.lstrip()[:1] == b"{" or name.endswith((".json", ".json.gz", ".pt.trace.json")):
+        return "kineto"
+    msg = (
+        f"cannot tell the format of {str(p)!r}; name it .json/.json.gz (torch.profiler/Kineto), .nsys-rep or "
+        ".sqlite (Nsight Systems) or .ncu-rep (Nsight Compute), or pass the format explicitly (--format)"
+    )
+    raise ImportFormatError(msg)
+
+
+def _head(p: Path, n: int = 64) -> bytes:
+    with p.open("rb") as f:
+        raw = f.read(n)
+    if raw[:2] == b"\x1f\x8b":
+        with gzip.open(p, "rb") as g:
+            return g.read(n)
+    return raw
+
+
+def file_digest(path: str | Path) -> tuple[str, int]:
+    """(sha256 hex, bytes) of a file, read in large blocks."""
+    h = hashlib.sha256()
+    n = 0
+    with Path(path).open("rb") as f:
+        while block := f.read(1 << 24):
+            h.update(block)
+            n += len(block)
+    return h.hexdigest(), n
+
+
+def region_name(name: str) -> str:
+    """An annotation name as a region name: torch's ``ProfilerStep#7`` is the region ``ProfilerStep`` (its
+    instances are the steps), and ``/`` (the path separator) is replaced by a look-alike."""
+    m = _STEP.match(name)
+    if m:
+        return m.group(1)
+    return name.replace(PATH_SEPARATOR, SEPARATOR_STANDIN)
+
+
+@dataclass(frozen=True)
+class Nesting:
+    """Region instances built from annotation intervals (arrays aligned with the input order)."""
+
+    instance_id: np.ndarray
+    parent_id: np.ndarray
+    path: list[str]
+    instance_index: np.ndarray
+    region_of: list[str]
+    """The region name of each instance (after :func:`region_name`)."""
+    improper: int
+    """Intervals that overlapped an enclosing one without ending inside it (kept as its child)."""
+
+
+def nest(group: np.ndarray, start: np.ndarray, end: np.ndarray, names: Sequence[str], first_id: int = 1) -> Nesting:
+    """Nest intervals per ``group`` (a thread) into region instances.
+
+    Within a thread an interval's parent is the innermost interval still open when it starts (ties: the longer
+    one is the outer one).  Instance ids count from ``first_id`` in order of start time; the instance index of a
+    path counts its instances in order of start time across threads, as the recorder numbers them.
+    """
+    n = len(start)
+    start = np.asarray(start, dtype=np.int64)
+    end = np.asarray(end, dtype=np.int64)
+    group = np.asarray(group, dtype=np.int64)
+    order = np.lexsort((np.arange(n), -(end - start), start, group))
+    parent_pos = np.full(n, -1, dtype=np.int64)
+    paths: list[str] = [""] * n
+    rnames = [region_name(str(x)) for x in names]
+    improper = 0
+    stack: list[int] = []
+    g_prev: int | None = None
+    g_list, s_list, e_list = group.tolist(), start.tolist(), end.tolist()
+    for pos in order.tolist():
+        g, s, e = g_list[pos], s_list[pos], e_list[pos]
+        if g != g_prev:
+            stack.clear()
+            g_prev = g
+        while stack and e_list[stack[-1]] <= s and s_list[stack[-1]] != s:
+            stack.pop()
+        if stack:
+            top = stack[-1]
+            parent_pos[pos] = top
+            if e > e_list[top]:
+                improper += 1
+            paths[pos] = paths[top] + PATH_SEPARATOR + rnames[pos]
+        else:
+            paths[pos] = rnames[pos]
+        stack.append(pos)
+    by_start = np.lexsort((group, start))
+    ids = np.zeros(n, dtype=np.int64)
+    ids[by_start] = np.arange(first_id, first_id + n, dtype=np.int64)
+    parent_id = np.where(parent_pos >= 0, ids[np.maximum(parent_pos, 0)], 0)
+    index = np.zeros(n, dtype=np.int64)
+    counters: dict[str, int] = {}
+    for pos in by_start.tolist():
+        p = paths[pos]
+        c = counters.get(p, 0)
+        index[pos] = c
+        counters[p] = c + 1
+    return Nesting(ids, parent_id, paths, index, rnames, improper)
+
+
+def region_rows(names: Sequence[str], module: str) -> tuple[dict[str, str], dict[str, list[Any]]]:
+    """(region id by name, ``regions`` table columns) for distinct region names declared by ``module``."""
+    ids: dict[str, str] = {}
+    for name in dict.fromkeys(names):
+        ids[name] = Region(name, "host", module).region_id
+    cols: dict[str, list[Any]] = {
+        "region_id": list(ids.values()),
+        "name": list(ids),
+        "kind": ["host"] * len(ids),
+        "module": [module] * len(ids),
+        "file": [""] * len(ids),
+        "line": [0] * len(ids),
+    }
+    return ids, cols
+
+
+def provenance_rows(
+    run_id: str, source: SourceInfo, backend: str, settings: dict[str, Any], timestamps: str
+) -> dict[str, list[Any]]:
+    """The run's provenance: one row for the evidence (``<run>:<backend>``) and one for the import itself."""
+    import json
+
+    where = {"imported_from": source.path, "format": source.format, "tool": source.tool, "sha256": source.sha256}
+    return {
+        "provenance_id": [f"{run_id}:{backend}", f"{run_id}:import"],
+        "run_id": [run_id, run_id],
+        "backend": [backend, "import"],
+        "backend_version": [source.tool_version or source.tool, f"argus_lab.import ({source.format})"],
+        "settings": [json.dumps({**where, **settings}, sort_keys=True, default=str), json.dumps(where)],
+        "clocks": ["{}", "{}"],
+        "timestamps": [timestamps, "derived (read from the imported file; nothing synthesized)"],
+    }
+
+
+def artifact_rows(run_id: str, source: SourceInfo, note: str) -> dict[str, list[Any]]:
+    """The imported file as the run's artifact (path, sha256, size)."""
+    return {
+        "run_id": [run_id],
+        "kind": [f"{source.format}-trace"],
+        "path": [source.path],
+        "sha256": [source.sha256],
+        "bytes": [source.bytes],
+        "note": [note],
+    }
+
+
+def instance_id_base(rank: int) -> int:
+    """First instance id of a rank (as :class:`argus_lab.regions.Recorder` numbers them)."""
+    return (int(rank) << 40) + 1
+
+
+def arrow_of(res: Any) -> pa.Table:
+    """The result of a DuckDB query as an Arrow table (the method's name differs across DuckDB versions)."""
+    for name in ("to_arrow_table", "fetch_arrow_table", "arrow"):
+        fn = getattr(res, name, None)
+        if fn is not None:
+            tbl = fn()
+            return tbl.read_all() if hasattr(tbl, "read_all") else tbl
+    msg = "internal: this DuckDB version returns no Arrow tables"
+    raise RuntimeError(msg)

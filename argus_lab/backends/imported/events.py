@@ -1,0 +1,232 @@
+"""Staged trace events -> the tables of one run (shared by the Kineto and Nsight Systems importers).
+
+An importer stages its events in a DuckDB table ``ev`` with the columns ``kind`` (``annotation``,
+``gpu_annotation``, ``kernel``, ``memcpy``, ``memset``, ``launch``, ``meta``), ``name``, ``pid``, ``tid``, ``t`` and
+``d`` (integer ns), ``corr`` (correlation id), ``device``, ``context``, ``stream``, ``grid``/``block`` (lists),
+``regs``, ``nbytes`` and ``arg_name`` (thread names of ``meta`` rows); :func:`build` then
+
+* nests the annotations of each thread into region instances (:func:`~argus_lab.backends.imported.common.nest`),
+* finds each GPU record's launching call by correlation id (the longest call per id) and the innermost instance
+  open on that call's thread at its start (ASOF over each thread's innermost-instance timeline, exits before
+  entries at an equal nanosecond, as the join orders them): the instance the launch carried,
+* keys the records as CUPTI records are keyed (``device/context/correlation/n``),
+* optionally cross-checks kernels against the GPU-side annotations (``gpu_annotation`` rows).
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+
+from argus_lab.backends.imported.common import (
+    ImportedTrace,
+    SourceInfo,
+    arrow_of,
+    artifact_rows,
+    instance_id_base,
+    nest,
+    provenance_rows,
+    region_rows,
+)
+
+INSTANCES_SQL = """
+SELECT pid, tid, t, t + d AS e, name FROM ev WHERE kind = 'annotation' AND t IS NOT NULL ORDER BY pid, tid, t
+"""
+
+LAUNCH_SQL = """
+CREATE OR REPLACE TEMP TABLE launch AS
+WITH l AS (
+    SELECT corr, arg_max(pid, d) AS pid, arg_max(tid, d) AS tid, arg_max(t, d) AS t, max(d) AS d
+    FROM ev WHERE kind = 'launch' AND corr IS NOT NULL GROUP BY corr
+), seg AS (
+    SELECT pid, thread_id::BIGINT AS tid, start_ns * 2 + 1 AS key, instance_id AS inner_id FROM inst
+    UNION ALL
+    SELECT pid, thread_id::BIGINT AS tid, end_ns * 2 AS key, parent_instance_id AS inner_id FROM inst
+)
+SELECT l.corr, l.pid, l.tid, l.t, l.d, nullif(s.inner_id, 0) AS instance_id
+FROM l ASOF LEFT JOIN seg s ON s.pid = l.pid AND s.tid = l.tid AND l.t * 2 + 1 >= s.key
+"""
+
+KERNELS_SQL = """
+CREATE OR REPLACE TEMP TABLE kern AS
+WITH k AS (
+    SELECT e.kind, e.name, e.t AS start_ns, e.t + e.d AS end_ns, coalesce(e.device, e.pid, 0)::INTEGER AS device_id,
+           coalesce(e.context, 0)::INTEGER AS context_id, coalesce(e.stream, e.tid, 0) AS stream_id,
+           coalesce(e.corr, 0) AS correlation_id, e.grid, e.block, e.regs, e.nbytes,
+           l.tid AS thread_id, l.t AS api_start_ns, l.t + l.d AS api_end_ns, l.instance_id
+    FROM ev e LEFT JOIN launch l ON l.corr = e.corr
+    WHERE e.kind IN ('kernel', 'memcpy', 'memset') AND e.t IS NOT NULL
+), shared AS (  -- correlation ids several records share (CUDA graph replays): numbered in start order
+    SELECT device_id, context_id, correlation_id FROM k GROUP BY ALL HAVING count(*) > 1
+), keyed AS (
+    SELECT k.*, 0 AS nth FROM k ANTI JOIN shared s USING (device_id, context_id, correlation_id)
+    UNION ALL
+    SELECT k.*, row_number() OVER (PARTITION BY device_id, context_id, correlation_id ORDER BY start_ns, end_ns) - 1
+    FROM k SEMI JOIN shared s USING (device_id, context_id, correlation_id)
+)
+SELECT $run AS run_id, kind, concat_ws('/', device_id, context_id, correlation_id, nth) AS kernel_key,
+       correlation_id, instance_id, name, start_ns, end_ns, device_id, context_id, stream_id,
+       grid[1]::INTEGER AS grid_x, grid[2]::INTEGER AS grid_y, grid[3]::INTEGER AS grid_z,
+       block[1]::INTEGER AS block_x, block[2]::INTEGER AS block_y, block[3]::INTEGER AS block_z,
+       regs::INTEGER AS registers, CASE WHEN kind = 'kernel' THEN 0 ELSE coalesce(nbytes, 0) END AS bytes,
+       thread_id::UBIGINT AS thread_id, api_start_ns, api_end_ns, $rank::INTEGER AS rank
+FROM keyed
+"""
+
+# The GPU-side annotation each kernel ran under (latest one started on its stream), against its attributed region.
+CHECK_SQL = """
+WITH g AS (
+    SELECT pid, tid, t, t + d AS e,
+           replace(regexp_replace(name, '^(ProfilerStep)#[0-9]+$', '\\1'), '/', '\u2215') AS rname
+    FROM ev WHERE kind = 'gpu_annotation'
+), k AS (
+    SELECT kern.start_ns, kern.end_ns, kern.device_id, kern.stream_id, r.leaf
+    FROM kern LEFT JOIN inst_names r ON r.instance_id = kern.instance_id WHERE kern.kind = 'kernel'
+)
+SELECT count(*) FILTER (WHERE g.rname IS NOT NULL AND g.e >= k.end_ns AND g.rname = k.leaf) AS agree,
+       count(*) FILTER (WHERE g.rname IS NOT NULL AND g.e >= k.end_ns AND g.rname IS DISTINCT FROM k.leaf) AS differ,
+       count(*) FILTER (WHERE g.rname IS NULL OR g.e < k.end_ns) AS unchecked
+FROM k ASOF LEFT JOIN g ON g.pid = k.device_id AND g.tid = k.stream_id AND k.start_ns >= g.t
+"""
+
+
+def build(
+    con: Any,
+    run_id: str,
+    rank: int,
+    source: SourceInfo,
+    module: str,
+    extra: dict[str, Any],
+    *,
+    cross_check: bool,
+    check_skipped: str,
+    timestamps: str,
+    rules: str,
+) -> ImportedTrace:
+    """The tables of one run from the staged table ``ev`` on ``con`` (see the module's docstring)."""
+    import pyarrow as pa
+
+    ann = con.execute(INSTANCES_SQL).fetchnumpy()
+    names_arr = ann["name"]
+    pid = np.asarray(ann["pid"], dtype=np.int64)
+    tid = np.asarray(ann["tid"], dtype=np.int64)
+    start = np.asarray(ann["t"], dtype=np.int64)
+    end = np.asarray(ann["e"], dtype=np.int64)
+    group = _group_ids(pid, tid)
+    nst = nest(group, start, end, [str(x) for x in names_arr.tolist()], instance_id_base(rank))
+    ids, region_cols = region_rows(nst.region_of, module)
+    thread_names = dict(
+        ((int(a), int(b)), str(c))
+        for a, b, c in con.execute(
+            "SELECT pid, tid, any_value(arg_name) FROM ev WHERE kind = 'meta' AND tid IS NOT NULL GROUP BY ALL"
+        ).fetchall()
+        if a is not None
+    )
+    n = len(start)
+    inst = pa.table(
+        {
+            "run_id": pa.array([run_id] * n, pa.string()),
+            "instance_id": pa.array(nst.instance_id, pa.int64()),
+            "region_id": pa.array([ids[r] for r in nst.region_of], pa.string()),
+            "path": pa.array(nst.path, pa.string()),
+            "instance_index": pa.array(nst.instance_index, pa.int32()),
+            "parent_instance_id": pa.array(nst.parent_id, pa.int64()),
+            "repetition": pa.array(np.zeros(n, dtype=np.int32), pa.int32()),
+            "pid": pa.array(pid, pa.int32()),
+            "thread_id": pa.array(tid.astype(np.uint64), pa.uint64()),
+            "start_ns": pa.array(start, pa.int64()),
+            "end_ns": pa.array(end, pa.int64()),
+            "cpu_ns": pa.array(np.full(n, -1, dtype=np.int64), pa.int64()),
+            "error": pa.array([""] * n, pa.string()),
+            "warmup": pa.array(np.zeros(n, dtype=bool), pa.bool_()),
+            "rank": pa.array(np.full(n, rank, dtype=np.int32), pa.int32()),
+            "thread_name": pa.array(
+                [thread_names.get((a, b), "") for a, b in zip(pid.tolist(), tid.tolist(), strict=True)], pa.string()
+            ),
+        }
+    )
+    con.register("inst_arrow", inst)
+    con.execute("CREATE OR REPLACE TEMP TABLE inst AS SELECT * FROM inst_arrow")
+    con.execute(
+        "CREATE OR REPLACE TEMP TABLE inst_names AS SELECT instance_id, leaf FROM "
+        "(SELECT unnest(?::BIGINT[]) AS instance_id, unnest(?::VARCHAR[]) AS leaf)",
+        [nst.instance_id.tolist(), nst.region_of],
+    )
+    con.execute(LAUNCH_SQL)
+    con.execute(KERNELS_SQL.replace("$run", "?").replace("$rank", "?"), [run_id, rank])
+    kernels = arrow_of(con.sql("SELECT * FROM kern"))
+    counts_rows = con.execute("SELECT kind, count(*) FROM ev GROUP BY kind").fetchall()
+    events = {str(k): int(c) for k, c in counts_rows}
+    k_stats = con.execute(
+        "SELECT count(*) FILTER (WHERE kind = 'kernel'), count(*) FILTER (WHERE kind <> 'kernel'), "
+        "count(*) FILTER (WHERE api_start_ns IS NULL), count(*) FILTER (WHERE instance_id IS NOT NULL), "
+        "count(*) FILTER (WHERE end_ns = start_ns), count(*) FILTER (WHERE end_ns - start_ns < 1000), "
+        "min(start_ns), max(end_ns) FROM kern"
+    ).fetchone()
+    check = con.execute(CHECK_SQL).fetchone() if cross_check else None
+    bounds = con.execute("SELECT min(t), max(t + d) FROM ev WHERE t IS NOT NULL").fetchone()
+    assert k_stats is not None
+    assert bounds is not None
+    n_k, n_copy, no_launch, carried, zero, sub_us = (int(x or 0) for x in k_stats[:6])
+    notes: list[str] = []
+    if no_launch:
+        notes.append(
+            f"{no_launch} GPU record(s) have no cuda_runtime/cuda_driver event with their correlation id (the "
+            "profiler dropped or did not trace the launch); the join places them by their GPU start time"
+        )
+    if nst.improper:
+        notes.append(f"{nst.improper} annotation(s) overlapped an enclosing one without ending inside it")
+    if not n:
+        notes.append("the trace has no annotation (record_function / NVTX range): every kernel is unattributed")
+    settings = {
+        **extra,
+        "rank": rank,
+        "events_read": events,
+        "kernels": n_k,
+        "copies_and_sets": n_copy,
+        "carried_instance": carried,
+        "zero_length": zero,
+        "sub_microsecond": sub_us,
+        "launch_missing": no_launch,
+        "annotation_nesting_improper": nst.improper,
+        "gpu_user_annotation_check": (
+            {"agree": int(check[0]), "differ": int(check[1]), "unchecked": int(check[2])}
+            if check is not None
+            else check_skipped
+        ),
+        "rules": rules,
+    }
+    tables = {
+        "regions": pa.table(region_cols),
+        "region_instances": inst,
+        "kernels": kernels,
+        "provenance": pa.table(
+            provenance_rows(
+                run_id,
+                source,
+                "cupti",
+                settings,
+                timestamps,
+            )
+        ),
+        "artifacts": pa.table(artifact_rows(run_id, source, f"{source.tool}, {n_k} kernels, {n} annotations")),
+    }
+    return ImportedTrace(
+        run_id=run_id,
+        source=source,
+        tables=tables,
+        counts={"region instances": n, "kernels": n_k, "copies/sets": n_copy},
+        started_ns=int(bounds[0] or 0),
+        ended_ns=int(bounds[1] or 0),
+        notes=tuple(notes),
+        settings=settings,
+    )
+
+
+def _group_ids(pid: np.ndarray, tid: np.ndarray) -> np.ndarray:
+    if len(pid) == 0:
+        return np.zeros(0, dtype=np.int64)
+    pairs = np.stack([pid, tid], axis=1)
+    _, inv = np.unique(pairs, axis=0, return_inverse=True)
+    return np.asarray(inv, dtype=np.int64).reshape(-1)

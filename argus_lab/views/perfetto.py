@@ -1,0 +1,265 @@
+"""A run's evidence as a trace Perfetto (ui.perfetto.dev, trace_processor) and chrome://tracing open.
+
+The format is Chrome's Trace Event JSON (the "JSON Object Format"), written as Kineto writes it so that
+argus_lab's own Kineto importer reads it back exactly (the round trip the tests check):
+
+* times are integer ns written as microseconds with exactly three decimals, relative to the top-level
+  ``baseTimeNanoseconds`` (a double holds such relative values exactly; epoch microseconds it would round);
+* region instances are complete events (``ph: X``, ``cat: user_annotation``) on their process and thread (one
+  process per rank: ``pid`` = the recorded pid, or ``rank`` when none was recorded), named after the region, with
+  the path, instance id and index, repetition and the instance's values in ``args``;
+* GPU records are complete events (``cat: kernel``, ``gpu_memcpy``, ``gpu_memset``) on a process per device
+  (``pid`` = :data:`GPU_PID` + device) and a thread per stream, with the attribution class, weight, reason and the
+  instance path in ``args``;
+* each record's launching call becomes a ``cuda_runtime`` slice on its host thread, and a flow (``ph: s`` at the
+  call, ``ph: f`` at the GPU record; ``cat: ac2g`` as Kineto names it) links the two;
+* time samples (NVML, PM sampling) are counter events (``ph: C``) on their device's process, one track per signal;
+* ``process_name`` / ``thread_name`` metadata events name every track.
+
+Events are written while the store's rows stream by (Arrow batches), so a run of millions of kernels is not held
+in memory as Python objects.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterator, Sequence
+from pathlib import Path
+from typing import IO, Any
+
+from argus_lab.store import Store
+
+GPU_PID = 1_000_000
+"""Process id of device 0's track (device d: ``GPU_PID + d``)."""
+
+_CAT = {"kernel": "kernel", "memcpy": "gpu_memcpy", "memset": "gpu_memset"}
+
+INSTANCES = """
+SELECT i.instance_id, i.path, i.instance_index, i.repetition, coalesce(i.pid, 0) AS pid, coalesce(i.rank, 0) AS rank,
+       coalesce(i.thread_id, 0) AS tid, i.start_ns, i.end_ns, coalesce(i.error, '') AS error,
+       coalesce(i.thread_name, '') AS thread_name, regexp_extract(i.path, '[^/]*$') AS name,
+       v.vals
+FROM region_instances i
+LEFT JOIN (SELECT instance_id, map(list(signal), list(inclusive)) AS vals FROM instance_values
+           WHERE run_id = $1 GROUP BY instance_id) v ON v.instance_id = i.instance_id
+WHERE i.run_id = $1 AND i.start_ns IS NOT NULL AND i.end_ns IS NOT NULL
+ORDER BY i.start_ns
+"""
+
+KERNELS = """
+WITH a AS (
+    SELECT evidence_id, arg_max(class, weight) AS class, max(weight) AS weight, count(*) AS candidates,
+           arg_max(instance_id, weight) AS instance_id, arg_max(reason, weight) AS reason
+    FROM attributions WHERE run_id = $1 AND evidence IN ('kernel', 'memcpy', 'memset') GROUP BY evidence_id
+)
+SELECT coalesce(k.kind, 'kernel') AS kind, k.name, k.kernel_key, k.correlation_id, coalesce(k.device_id, 0) AS device,
+       coalesce(k.stream_id, 0) AS stream, k.start_ns, k.end_ns, k.thread_id, k.api_start_ns, k.api_end_ns,
+       coalesce(k.rank, 0) AS rank, k.grid_x, k.grid_y, k.grid_z, k.block_x, k.block_y, k.block_z, k.bytes,
+       coalesce(a.class, 'unattributed') AS class, a.weight, a.candidates, a.reason, i.path
+FROM kernels k
+LEFT JOIN a ON a.evidence_id = k.kernel_key
+LEFT JOIN region_instances i ON i.run_id = k.run_id AND i.instance_id = a.instance_id
+WHERE k.run_id = $1 AND k.start_ns IS NOT NULL
+ORDER BY k.start_ns
+"""
+
+SAMPLES = """
+SELECT coalesce(device_id, 0) AS device, signal, unit, t_ns, value FROM samples
+WHERE run_id = $1 AND value IS NOT NULL ORDER BY t_ns
+"""
+
+BOUNDS = """
+SELECT min(t) FROM (
+    SELECT min(start_ns) AS t FROM region_instances WHERE run_id = $1
+    UNION ALL SELECT min(least(start_ns, coalesce(nullif(api_start_ns, 0), start_ns))) FROM kernels WHERE run_id = $1
+    UNION ALL SELECT min(t_ns) FROM samples WHERE run_id = $1
+)
+"""
+
+
+def us(ns: int) -> str:
+    """Non-negative integer ns as microseconds with three decimals (exact)."""
+    return f"{ns // 1000}.{ns % 1000:03d}"
+
+
+def write_trace(store: Store, run_id: str, path: str | Path) -> dict[str, int]:
+    """Write run ``run_id`` of ``store`` as a Chrome-trace JSON file; returns the counts of what was written.
+
+    Raises :class:`ValueError` naming the runs of the store when ``run_id`` is not one of them.
+    """
+    out = Path(path)
+    with store.connect() as con:
+        known = con.execute("SELECT count(*) FROM runs WHERE run_id = ?", [run_id]).fetchone()
+        if not known or not known[0]:
+            runs = [r[0] for r in con.execute("SELECT run_id FROM runs ORDER BY started_ns DESC LIMIT 5").fetchall()]
+            msg = f"no run {run_id!r} in {store.path}; its latest runs: {', '.join(runs) or '(none)'}"
+            raise ValueError(msg)
+        row = con.execute(BOUNDS, [run_id]).fetchone()
+        base = int(row[0]) if row and row[0] is not None else 0
+        counts = {"instances": 0, "kernels": 0, "flows": 0, "counters": 0}
+        with out.open("w", encoding="utf-8") as f:
+            f.write('{\n  "schemaVersion": 1,\n  "displayTimeUnit": "ns",\n')
+            f.write(f'  "baseTimeNanoseconds": {base},\n  "otherData": {json.dumps({"argus_run": run_id})},\n')
+            f.write('  "traceEvents": [\n')
+            w = _Writer(f)
+            host_pid = {
+                int(rk): int(pid or 0) or int(rk)
+                for rk, pid in con.execute(
+                    "SELECT coalesce(rank, 0), any_value(pid) FROM region_instances WHERE run_id = ? GROUP BY ALL",
+                    [run_id],
+                ).fetchall()
+            }
+            tracks: dict[tuple[int, int], str] = {}
+            procs: dict[int, str] = {}
+            for r in _rows(con, INSTANCES, run_id):
+                pid = int(r["pid"]) or int(r["rank"])
+                tid = int(r["tid"]) % (1 << 32)
+                procs.setdefault(pid, f"rank {r['rank']} (pid {r['pid']})")
+                tracks.setdefault((pid, tid), str(r["thread_name"] or f"thread {tid}"))
+                args: dict[str, Any] = {
+                    "path": r["path"],
+                    "instance_id": r["instance_id"],
+                    "instance_index": r["instance_index"],
+                    "repetition": r["repetition"],
+                }
+                if r["error"]:
+                    args["error"] = r["error"]
+                if r["vals"]:
+                    args.update({str(k): v for k, v in dict(r["vals"]).items() if v is not None})
+                w.complete("user_annotation", str(r["name"]), pid, tid, r["start_ns"] - base,
+                           r["end_ns"] - r["start_ns"], args)  # fmt: skip
+                counts["instances"] += 1
+            flow = 0
+            for r in _rows(con, KERNELS, run_id):
+                dev = GPU_PID + int(r["device"])
+                stream = int(r["stream"])
+                procs.setdefault(dev, f"GPU {r['device']}")
+                tracks.setdefault((dev, stream), f"stream {stream}")
+                args = {
+                    "class": r["class"],
+                    "weight": r["weight"],
+                    "region": r["path"],
+                    "reason": r["reason"],
+                    "correlation": r["correlation_id"],
+                    "kernel_key": r["kernel_key"],
+                    "device": r["device"],
+                    "stream": stream,
+                }
+                if r["kind"] == "kernel" and r["grid_x"] is not None:
+                    args["grid"] = [r["grid_x"], r["grid_y"], r["grid_z"]]
+                    args["block"] = [r["block_x"], r["block_y"], r["block_z"]]
+                if r["kind"] != "kernel":
+                    args["bytes"] = r["bytes"]
+                if r["candidates"] and r["candidates"] > 1:
+                    args["candidates"] = r["candidates"]
+                t0 = int(r["start_ns"]) - base
+                api = r["api_start_ns"]
+                if api:
+                    hpid = host_pid.get(int(r["rank"]), int(r["rank"]))
+                    htid = int(r["thread_id"] or 0) % (1 << 32)
+                    procs.setdefault(hpid, f"rank {r['rank']} (pid {hpid})")
+                    tracks.setdefault((hpid, htid), f"thread {htid}")
+                    a0 = int(api) - base
+                    a1 = int(r["api_end_ns"] or api) - base
+                    w.complete("cuda_runtime", "launch", hpid, htid, a0, max(a1 - a0, 0),
+                               {"correlation": r["correlation_id"]})  # fmt: skip
+                    flow += 1
+                    w.flow("s", flow, hpid, htid, a0)
+                    w.flow("f", flow, dev, stream, t0)
+                    counts["flows"] += 1
+                w.complete(_CAT.get(str(r["kind"]), "kernel"), str(r["name"]), dev, stream, t0,
+                           int(r["end_ns"]) - int(r["start_ns"]), args)  # fmt: skip
+                counts["kernels"] += 1
+            for r in _rows(con, SAMPLES, run_id):
+                dev = GPU_PID + int(r["device"])
+                procs.setdefault(dev, f"GPU {r['device']}")
+                name = f"{r['signal']} ({r['unit']})" if r["unit"] else str(r["signal"])
+                w.counter(name, dev, int(r["t_ns"]) - base, float(r["value"]))
+                counts["counters"] += 1
+            for pid, name in procs.items():
+                w.meta("process_name", pid, 0, name)
+            for (pid, tid), name in tracks.items():
+                w.meta("thread_name", pid, tid, name)
+            f.write('\n  ],\n  "traceName": ' + json.dumps(out.name) + "\n}\n")
+    return counts
+
+
+class _Writer:
+    """Writes events separated by commas (Kineto's layout: one event per line)."""
+
+    def __init__(self, f: IO[str]) -> None:
+        self.f = f
+        self.first = True
+
+    def _emit(self, text: str) -> None:
+        if not self.first:
+            self.f.write(",\n")
+        self.first = False
+        self.f.write("  " + text)
+
+    def complete(self, cat: str, name: str, pid: int, tid: int, t: int, d: int, args: dict[str, Any]) -> None:
+        a = json.dumps({k: v for k, v in args.items() if v is not None}, default=str)
+        self._emit(
+            f'{{"ph": "X", "cat": "{cat}", "name": {json.dumps(name)}, "pid": {pid}, "tid": {tid}, '
+            f'"ts": {us(max(t, 0))}, "dur": {us(max(d, 0))}, "args": {a}}}'
+        )
+
+    def flow(self, ph: str, fid: int, pid: int, tid: int, t: int) -> None:
+        bind = ', "bp": "e"' if ph == "f" else ""
+        self._emit(
+            f'{{"ph": "{ph}", "id": {fid}, "pid": {pid}, "tid": {tid}, "ts": {us(max(t, 0))}, '
+            f'"cat": "ac2g", "name": "launch"{bind}}}'
+        )
+
+    def counter(self, name: str, pid: int, t: int, value: float) -> None:
+        self._emit(
+            f'{{"ph": "C", "name": {json.dumps(name)}, "pid": {pid}, "tid": 0, "ts": {us(max(t, 0))}, '
+            f'"args": {{"value": {json.dumps(value)}}}}}'
+        )
+
+    def meta(self, what: str, pid: int, tid: int, name: str) -> None:
+        self._emit(
+            f'{{"ph": "M", "name": "{what}", "pid": {pid}, "tid": {tid}, "args": {{"name": {json.dumps(name)}}}}}'
+        )
+
+
+def _rows(con: Any, sql: str, run_id: str, batch: int = 65_536) -> Iterator[dict[str, Any]]:
+    res = con.execute(sql, [run_id])
+    names = [d[0] for d in res.description]
+    while chunk := res.fetchmany(batch):
+        for row in chunk:
+            yield dict(zip(names, row, strict=True))
+
+
+def write_parquet(store: Store, folder: str | Path, run_ids: Sequence[str] | None = None) -> list[Path]:
+    """Every table of the store as ``<folder>/<table>.parquet`` (only ``run_ids``' rows where a table has runs)."""
+    from argus_lab.store.schema import TABLES, column_types
+
+    out = Path(folder)
+    out.mkdir(parents=True, exist_ok=True)
+    files = []
+    with store.connect() as con:
+        for table in TABLES:
+            cols = {c for c, _ in column_types(table)}
+            where = ""
+            params: list[Any] = []
+            if run_ids is not None and "run_id" in cols:
+                where = " WHERE run_id IN (SELECT unnest(?::VARCHAR[]))"
+                params = [list(run_ids)]
+            elif run_ids is not None and table == "requests":
+                where = (
+                    " WHERE request_id IN (SELECT request_id FROM runs WHERE run_id IN (SELECT unnest(?::VARCHAR[])))"
+                )
+                params = [list(run_ids)]
+            target = out / f"{table}.parquet"
+            sql = f"COPY (SELECT * FROM {table}{where}) TO '{_sql_path(target)}' (FORMAT parquet, COMPRESSION zstd)"
+            con.execute(sql, params)
+            files.append(target)
+    return files
+
+
+def _sql_path(p: Path) -> str:
+    return str(p).replace("'", "''")
+
+
+__all__ = ["GPU_PID", "write_parquet", "write_trace"]
