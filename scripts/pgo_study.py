@@ -304,11 +304,11 @@ def read_evidence(store: Path, run_ids: list[str]) -> dict[str, Any]:
     }
 
 
-def summarize(ev: dict[str, Any]) -> dict[str, Any]:
-    """The figures the rule uses (see RULE)."""
+def summarize(ev: dict[str, Any], top: str = "step") -> dict[str, Any]:
+    """The figures the rule uses (see RULE), from the instances of the region path ``top``."""
     by_rank = {}
     for rank, paths in ev["per_rank"].items():
-        step = paths.get("step", {})
+        step = paths.get(top, {})
         by_rank[rank] = {
             sig: (step.get(sig) or {}).get("median") or 0.0
             for sig in ("host.wall", "gpu.time", "comm.time", "comm.kernels", "comm.overlap", "comm.exposed")
@@ -428,6 +428,7 @@ def run_setting(s: Setting, out: Path, opts: argparse.Namespace, deadline: float
     if opts.exercise_change and not change:  # dry runs: walk the changed-configuration path anyway
         change = {"bucket_cap_mb": base["bucket_cap_mb"] * 8} if s.workload == "ddp_train" else {"chunks": 2}
         rec["exercised_change"] = change
+        print(f"    exercised change (dry run, not chosen by the rule): {change}", flush=True)
     after = {**base, **change}
     rec["changed_config"] = after
     if time.perf_counter() > deadline:
@@ -435,6 +436,16 @@ def run_setting(s: Setting, out: Path, opts: argparse.Namespace, deadline: float
         return rec
     rec["changed"] = measure(s, after, "changed", out, opts)
     print(f"    changed measured: exit {rec['changed']['exit']} in {rec['changed']['seconds']} s", flush=True)
+    for i in range(1, opts.processes):  # more processes per side, alternating: process-level noise in the diff
+        if time.perf_counter() > deadline:
+            rec["error"] = f"time budget spent after {i} process(es) per side"
+            break
+        for label, config in (("base", base), ("changed", after)):
+            more = measure(s, config, f"{label}{i}", out, opts)
+            rec.setdefault(f"{label}_more", []).append(more)
+            rec["baseline" if label == "base" else "changed"]["run_ids"] += more["run_ids"]
+            print(f"    {label} process {i + 1}: exit {more['exit']} in {more['seconds']} s", flush=True)
+    base_ids = rec["baseline"]["run_ids"]
     if rec["changed"]["run_ids"]:
         rec["changed_evidence"] = read_evidence(store, rec["changed"]["run_ids"])
         rec["changed_figures"] = summarize(rec["changed_evidence"])
@@ -481,6 +492,7 @@ def main(argv: list[str]) -> int:
     p.add_argument("--plain-steps", type=int, default=10, help="steps per plain round")
     p.add_argument("--timeout", type=float, default=150.0, help="seconds per subprocess")
     p.add_argument("--budget", type=float, default=380.0, help="no new measurement starts after this many seconds")
+    p.add_argument("--processes", type=int, default=1, help="argus-lab processes per configuration (alternating)")
     p.add_argument("--exercise-change", action="store_true", help="apply a change even when the rule keeps")
     opts = p.parse_args(argv)
     out = Path(opts.out).resolve()
@@ -521,7 +533,9 @@ def main(argv: list[str]) -> int:
         d = r.get("decision", {})
         t = r.get("throughput", {})
         ch = f"{100 * t['change']:+.1f} % ({t['verdict']})" if "change" in t else t.get("verdict", r.get("error", "-"))
-        print(f"{name:13s} {d.get('rule', '-'):3s} {json.dumps(d.get('change', {})):32s} plain steps/s {ch}")
+        applied = json.dumps(r.get("exercised_change") or d.get("change", {}))
+        applied += " (exercised)" if r.get("exercised_change") else ""
+        print(f"{name:13s} {d.get('rule', '-'):3s} {applied:44s} plain steps/s {ch}")
     mean = study["mean_throughput_change"]
     print(f"mean throughput change: {'-' if mean is None else f'{100 * mean:+.1f} %'} (seed: +7 %); "
           f"{study['seconds']} s; {out / 'pgo.json'}")  # fmt: skip
