@@ -12,7 +12,9 @@ comm.kernels per region and rank, the attribution classes of the NCCL kernels, t
 cross-rank skew and clock offsets, the bucket order inside ``backward``); apply :func:`decide` (the written rule,
 :data:`RULE`); measure the changed configuration the same way (a second request in the same store); measure the
 plain (no-tool) steps/s of both configurations in one torchrun process, alternating rounds A B A B; compare with
-``Report.diff`` and with a Mann-Whitney test over the plain rounds.  Everything lands in ``OUT/pgo.json``; the
+``Report.diff`` and with a Mann-Whitney test over the plain rounds.  A second pass, while the time budget lasts,
+adds argus-lab processes per side (``--processes``, default 2) and judges the diff again over all of them: with
+one process per side the diff's spread misses process-level noise.  Everything lands in ``OUT/pgo.json``; the
 stores in ``OUT/stores/<setting>.duckdb``.  Every subprocess has a timeout; a setting that fails is recorded with
 its cause and the study goes on.
 """
@@ -436,24 +438,10 @@ def run_setting(s: Setting, out: Path, opts: argparse.Namespace, deadline: float
         return rec
     rec["changed"] = measure(s, after, "changed", out, opts)
     print(f"    changed measured: exit {rec['changed']['exit']} in {rec['changed']['seconds']} s", flush=True)
-    for i in range(1, opts.processes):  # more processes per side, alternating: process-level noise in the diff
-        if time.perf_counter() > deadline:
-            rec["error"] = f"time budget spent after {i} process(es) per side"
-            break
-        for label, config in (("base", base), ("changed", after)):
-            more = measure(s, config, f"{label}{i}", out, opts)
-            rec.setdefault(f"{label}_more", []).append(more)
-            rec["baseline" if label == "base" else "changed"]["run_ids"] += more["run_ids"]
-            print(f"    {label} process {i + 1}: exit {more['exit']} in {more['seconds']} s", flush=True)
-    base_ids = rec["baseline"]["run_ids"]
     if rec["changed"]["run_ids"]:
         rec["changed_evidence"] = read_evidence(store, rec["changed"]["run_ids"])
         rec["changed_figures"] = summarize(rec["changed_evidence"])
-        rec["diff"] = diff_rows(store, base_ids, rec["changed"]["run_ids"])
-        step = [r for r in rec["diff"]["rows"] if r["path"] == "step"]
-        for r in step:
-            ch = "-" if r["change"] is None else f"{100 * r['change']:+.1f}%"
-            print(f"    diff step {r['signal']:13s} {ch:>8s} {r['verdict']}", flush=True)
+        judge_diff(store, rec)
     if time.perf_counter() > deadline:
         rec["error"] = "time budget spent before the plain throughput"
         return rec
@@ -475,6 +463,37 @@ def run_setting(s: Setting, out: Path, opts: argparse.Namespace, deadline: float
     return rec
 
 
+def judge_diff(store: Path, rec: dict[str, Any]) -> None:
+    """``Report.diff`` of every baseline run against every changed run; prints the ``step`` rows."""
+    rec["diff"] = diff_rows(store, rec["baseline"]["run_ids"], rec["changed"]["run_ids"])
+    rec["diff_processes"] = [len(rec["baseline"]["run_ids"]), len(rec["changed"]["run_ids"])]
+    for r in rec["diff"]["rows"]:
+        if r["path"] == "step":
+            ch = "-" if r["change"] is None else f"{100 * r['change']:+.1f}%"
+            print(f"    diff step {r['signal']:13s} {ch:>8s} {r['verdict']}", flush=True)
+
+
+def more_processes(s: Setting, rec: dict[str, Any], out: Path, opts: argparse.Namespace, deadline: float) -> None:
+    """Second pass: more argus-lab processes per side (base, changed, base, changed ...), then the diff again over
+    all of them, so that process-level noise (placement, clocks) is inside the spread the diff judges against."""
+    if not rec.get("changed", {}).get("run_ids"):
+        return
+    print(f"--- {s.name}: more processes per side", flush=True)
+    first = rec.get("diff")
+    for i in range(1, opts.processes):
+        for label, config in (("base", rec["baseline_config"]), ("changed", rec["changed_config"])):
+            if time.perf_counter() > deadline:
+                rec["note"] = f"time budget spent during process {i + 1} per side"
+                break
+            more = measure(s, config, f"{label}{i}", out, opts)
+            rec.setdefault(f"{label}_more", []).append(more)
+            rec["baseline" if label == "base" else "changed"]["run_ids"] += more["run_ids"]
+            print(f"    {label} process {i + 1}: exit {more['exit']} in {more['seconds']} s", flush=True)
+    if first is not None:
+        rec["diff_first_process"] = first
+    judge_diff(out / "stores" / f"{s.name}.duckdb", rec)
+
+
 def finish_store(s: Setting, out: Path, rec: dict[str, Any]) -> None:
     store = out / "stores" / f"{s.name}.duckdb"
     if store.exists():
@@ -492,7 +511,7 @@ def main(argv: list[str]) -> int:
     p.add_argument("--plain-steps", type=int, default=10, help="steps per plain round")
     p.add_argument("--timeout", type=float, default=150.0, help="seconds per subprocess")
     p.add_argument("--budget", type=float, default=380.0, help="no new measurement starts after this many seconds")
-    p.add_argument("--processes", type=int, default=1, help="argus-lab processes per configuration (alternating)")
+    p.add_argument("--processes", type=int, default=2, help="argus-lab processes per configuration (second pass)")
     p.add_argument("--exercise-change", action="store_true", help="apply a change even when the rule keeps")
     opts = p.parse_args(argv)
     out = Path(opts.out).resolve()
@@ -513,14 +532,22 @@ def main(argv: list[str]) -> int:
             print(f"--- {s.name}: skipped (budget)", flush=True)
             continue
         try:
-            rec = run_setting(s, out, opts, deadline)
-            finish_store(s, out, rec)
-            study["settings"].append(rec)
+            study["settings"].append(run_setting(s, out, opts, deadline))
         except Exception as exc:  # one setting's failure must not lose the others
             import traceback
 
             study["settings"].append({"setting": asdict(s), "error": "".join(traceback.format_exception(exc))})
             print(f"    {s.name} failed: {exc}", flush=True)
+        (out / "pgo.json").write_text(json.dumps(study, indent=1, default=str))
+    for rec in study["settings"]:  # second pass, while time is left; then the stores are compacted
+        s = next(x for x in chosen if x.name == rec["setting"]["name"])
+        try:
+            if opts.processes > 1 and time.perf_counter() < deadline:
+                more_processes(s, rec, out, opts, deadline)
+        except Exception as exc:
+            rec["note"] = f"second pass failed: {exc}"
+            print(f"    {s.name} second pass failed: {exc}", flush=True)
+        finish_store(s, out, rec)
         (out / "pgo.json").write_text(json.dumps(study, indent=1, default=str))
     changes = [r["throughput"]["change"] for r in study["settings"] if "change" in r.get("throughput", {})]
     study["mean_throughput_change"] = statistics.mean(changes) if changes else None
