@@ -195,7 +195,7 @@ def measure(s: Setting, config: dict[str, Any], label: str, out: Path, opts: arg
     if s.workload == "ddp_train":
         args += ["--info", str(out / "info" / f"{s.name}-{label}.json")]
     cmd = [
-        sys.executable, "-m", "argus_lab.cli", "run", str(EXAMPLES / f"{s.workload}.py"),
+        sys.executable, "-m", "argus_lab.faces.cli", "run", str(EXAMPLES / f"{s.workload}.py"),
         "--launch", " ".join(launcher()), "--signals", SIGNALS, "--repeat", str(opts.repeat), "--warmup", "1",
         "--store", str(store), "--", *args,
     ]  # fmt: skip

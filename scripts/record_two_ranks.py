@@ -71,7 +71,7 @@ def main(argv: list[str]) -> int:
                 args = [a for a in args if a not in ("--model", "s")] + cpu
             before = {r[0] for r in Store(store).rows("SELECT run_id FROM runs")} if store.exists() else set()
             cmd = [
-                sys.executable, "-m", "argus_lab.cli", "run", str(ps.EXAMPLES / script), "--launch",
+                sys.executable, "-m", "argus_lab.faces.cli", "run", str(ps.EXAMPLES / script), "--launch",
                 " ".join(ps.launcher()), "--signals", SIGNALS, "--repeat", str(reps), "--warmup", "1",
                 "--store", str(store), "--", *args,
             ]  # fmt: skip
@@ -93,7 +93,7 @@ def main(argv: list[str]) -> int:
         if not store.exists():
             continue
         show = ps.run_logged(
-            [sys.executable, "-m", "argus_lab.cli", "show", "--all", "--store", str(store), "--provenance"],
+            [sys.executable, "-m", "argus_lab.faces.cli", "show", "--all", "--store", str(store), "--provenance"],
             out / f"{name}.txt",
             opts.timeout,
         )
