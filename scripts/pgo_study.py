@@ -38,6 +38,7 @@ sys.path.insert(0, str(ROOT))
 EXAMPLES = ROOT / "examples" / "gpu"
 
 from argus_lab.diff import ALPHA, MIN_CHANGE, mann_whitney, min_p  # noqa: E402
+
 from argus_lab.report import Report  # noqa: E402
 from argus_lab.store import Store  # noqa: E402
 
