@@ -1,8 +1,8 @@
 """The layout rule (docs/architecture.md): a module imports only from its own stage or stages upstream of it.
 
 Stages, upstream to downstream: markers (``regions``, ``device``) -> ``plan/`` -> ``run/`` -> ``backends/`` ->
-``join/`` -> ``store/`` -> ``report/`` -> ``views/`` -> ``faces/``; ``errors`` and ``units`` are usable by every stage, and the
-package's ``__init__`` (the public API, loaded lazily) counts as a face.  Every import is checked, at module level,
+``join/`` -> ``store/`` -> ``report/`` -> ``views/`` -> ``faces/``; ``errors`` and ``units`` are usable by every
+stage, and the package's ``__init__`` (the public API, loaded lazily) counts as a face.  Every import is checked, at module level,
 inside functions and under ``TYPE_CHECKING`` alike, by reading the source with :mod:`ast`.  Two things are loaded
 by the name a declaration holds instead of imported, which is how an upstream stage reaches downstream code
 without depending on it: a backend's implementation (``BackendInfo.module``) and the Report's renderer
