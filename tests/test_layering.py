@@ -2,10 +2,10 @@
 
 Stages, upstream to downstream: markers (``regions``, ``device``) -> ``plan/`` -> ``run/`` -> ``backends/`` ->
 ``join/`` -> ``store/`` -> ``report/`` -> ``views/`` -> ``faces/``; ``errors`` and ``units`` are usable by every
-stage, and the package's ``__init__`` (the public API, loaded lazily) counts as a face.  Every import is checked, at module level,
-inside functions and under ``TYPE_CHECKING`` alike, by reading the source with :mod:`ast`.  Two things are loaded
-by the name a declaration holds instead of imported, which is how an upstream stage reaches downstream code
-without depending on it: a backend's implementation (``BackendInfo.module``) and the Report's renderer
+stage, and the package's ``__init__`` (the public API, loaded lazily) counts as a face. Every import is checked, at
+module level, inside functions and under ``TYPE_CHECKING`` alike, by reading the source with :mod:`ast`. Two things
+are loaded by the name a declaration holds instead of imported, which is how an upstream stage reaches downstream
+code without depending on it: a backend's implementation (``BackendInfo.module``) and the Report's renderer
 (``report.report.RENDERER``).
 """
 
