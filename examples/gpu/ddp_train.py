@@ -223,13 +223,19 @@ def parse(argv: list[str]) -> tuple[Config, argparse.Namespace]:
 
 
 def trainer_for(cfg: Config) -> Trainer:
-    """The process's trainer for ``cfg`` (built on first use, kept for later repetitions)."""
+    """The process's trainer for ``cfg`` (built on first use, kept for later repetitions).
+
+    Keyed by the configuration's *fields*: argus_lab runs this script with fresh globals per repetition, so each
+    repetition has its own ``Config`` class, and a key of the dataclass itself would never match (the two-rank
+    fixture of tests/data was recorded with that bug: each repetition built a new DDP, whose first iteration
+    reduces every gradient in one bucket)."""
     slot = dist_common.state_slot()
-    cache: dict[Config, Trainer] = slot.__dict__.setdefault("ddp_trainers", {})
-    if cfg not in cache:
+    cache: dict[tuple[tuple[str, Any], ...], Trainer] = slot.__dict__.setdefault("ddp_trainers", {})
+    key = tuple(sorted(asdict(cfg).items()))
+    if key not in cache:
         device = dist_common.init_group(cfg.device)
-        cache[cfg] = build(cfg, device)
-    return cache[cfg]
+        cache[key] = build(cfg, device)
+    return cache[key]
 
 
 def plain(cfg: Config, a: argparse.Namespace) -> None:

@@ -106,10 +106,11 @@ def forward(s: Stack) -> torch.Tensor:
 
 def stack_for(cfg: Config) -> Stack:
     """The process's stack for ``cfg`` (built once, kept for later repetitions)."""
-    cache: dict[Config, Stack] = dist_common.state_slot().__dict__.setdefault("tp_stacks", {})
-    if cfg not in cache:
-        cache[cfg] = build(cfg)
-    return cache[cfg]
+    cache: dict[tuple[tuple[str, Any], ...], Stack] = dist_common.state_slot().__dict__.setdefault("tp_stacks", {})
+    key = tuple(sorted(asdict(cfg).items()))  # fields, not the class: each repetition runs with fresh globals
+    if key not in cache:
+        cache[key] = build(cfg)
+    return cache[key]
 
 
 def main(argv: list[str]) -> None:
