@@ -238,34 +238,39 @@ def trainer_for(cfg: Config) -> Trainer:
     return cache[key]
 
 
-def plain(cfg: Config, a: argparse.Namespace) -> None:
-    """No tool: steps/s of ``cfg`` (and of config B, from the same initial weights) in alternating rounds."""
+def ab_result(cfg: Config, change: dict[str, Any], rounds: int, steps: int) -> dict[str, Any]:
+    """No tool: steps/s of ``cfg`` (config a) and of ``cfg`` with ``change`` (config b; the same configuration
+    again when ``change`` is empty: an A/A pair), both from the same initial weights, in alternating rounds of
+    ``steps`` steps (``dist_common.ab_rounds``).  Also used by ``ab_suite.py``."""
     device = dist_common.init_group(cfg.device)
-    configs = {"a": cfg}
-    if a.ab:
-        configs["b"] = replace(cfg, **json.loads(a.ab))
+    configs = {"a": cfg, "b": replace(cfg, **change)}
     model = base_model(cfg, device)
     trainers = {k: build(c, device, copy.deepcopy(model)) for k, c in configs.items()}
     del model
-    steps = {k: (lambda t=t: train_step(t)) for k, t in trainers.items()}
-    sps = dist_common.ab_rounds(steps, a.plain_rounds, a.steps, device)
+    step_fns = {k: (lambda t=t: train_step(t)) for k, t in trainers.items()}
+    sps = dist_common.ab_rounds(step_fns, rounds, steps, device)
     tokens = cfg.dims()["batch"] * cfg.dims()["seq"] * dist.get_world_size()
-    payload = {
+    return {
         "workload": "ddp_train",
-        "steps_per_round": a.steps,
-        "rounds": a.plain_rounds,
+        "steps_per_round": steps,
+        "rounds": rounds,
         "environment": dist_common.environment(),
         "configs": {
             k: {"config": asdict(c), "steps_per_s": sps[k], "tokens_per_step": tokens, **ddp_facts(trainers[k])}
             for k, c in configs.items()
         },
     }
+
+
+def plain(cfg: Config, a: argparse.Namespace) -> None:
+    """``--plain-rounds``: :func:`ab_result` against ``--ab`` (A/A without it), printed and written to ``--result``."""
+    payload = ab_result(cfg, json.loads(a.ab) if a.ab else {}, a.plain_rounds, a.steps)
     if a.result:
         dist_common.write_result(a.result, payload)
     if dist.get_rank() == 0:
-        for k in configs:
-            med = sorted(sps[k])[len(sps[k]) // 2]
-            print(f"[ddp_train plain] {k}: {med:.2f} steps/s (median of {len(sps[k])} rounds) {configs[k]}")
+        for k, entry in payload["configs"].items():
+            sps = sorted(entry["steps_per_s"])
+            print(f"[ddp_train plain] {k}: {sps[len(sps) // 2]:.2f} steps/s (median of {len(sps)} rounds)")
 
 
 def main(argv: list[str]) -> None:
