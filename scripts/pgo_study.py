@@ -54,6 +54,7 @@ from argus_lab.store.compact import compact  # noqa: E402
 SIGNALS = "gpu.time,gpu.kernels,comm.time,comm.kernels,comm.overlap,comm.exposed,host.wall"
 COMM_PATTERN = r"(?i)nccl|onerankreduce"  # the join's definition (argus_lab.join.comm.COMM_KERNEL_PATTERN)
 RESERVE_S = 10.0  # kept free at the end of the limit: compacting the stores, the final pgo.json and summary
+PLAIN_SHARE = 0.4  # the plain throughput launch may start settings during at least this share of the time left
 FIRST_GUESS_S = {"argus": 28.0, "suite": 70.0}  # expected launch seconds before one of the kind was timed
 
 
@@ -488,7 +489,8 @@ def phase_baseline(s: Setting, out: Path, opts: argparse.Namespace, clock: Clock
 
 def phase_plain(recs: list[dict[str, Any]], out: Path, opts: argparse.Namespace, clock: Clock, reserve: float) -> None:
     """B: plain throughput of every decided setting, baseline against changed, in one torchrun launch.  The suite
-    starts no setting later than ``reserve`` seconds before the limit (the changed argus runs still to come)."""
+    starts no setting later than ``reserve`` seconds before the limit (the changed argus runs still to come), but
+    gets at least :data:`PLAIN_SHARE` of the time left: when time is short, both phases lose their last settings."""
     todo = [r for r in recs if "changed_config" in r]
     if not todo:
         return
@@ -503,11 +505,12 @@ def phase_plain(recs: list[dict[str, Any]], out: Path, opts: argparse.Namespace,
     }  # fmt: skip
     spec_path, result = out / "plain" / "suite-spec.json", out / "plain" / "suite.json"
     spec_path.write_text(json.dumps(spec, indent=1))
-    deadline = time.time() + max(10.0, clock.left() - reserve)
+    window = max(10.0, clock.left() - reserve, PLAIN_SHARE * clock.left())
+    deadline = time.time() + window
     cmd = [*launcher(), str(EXAMPLES / "ab_suite.py"), str(spec_path), "--result", str(result)]
     cmd += ["--deadline", f"{deadline:.1f}"]
     print(f"--- plain throughput, {len(todo)} setting(s) in one launch ({opts.rounds} rounds x {opts.plain_steps} "
-          f"steps a side; no setting starts after {max(10.0, clock.left() - reserve):.0f} s)", flush=True)  # fmt: skip
+          f"steps a side; no setting starts after {window:.0f} s)", flush=True)  # fmt: skip
     res = run_logged(cmd, out / "logs" / "plain-suite.log", min(opts.timeout * 2, clock.left()))
     clock.took("suite", res["seconds"])
     print(f"    suite: exit {res['exit']} in {res['seconds']} s", flush=True)
