@@ -158,8 +158,10 @@ class Clock:
     def expect(self, kind: str, key: str = "") -> float:
         return self.last.get((kind, key), self.slowest.get(kind, FIRST_GUESS_S[kind]))
 
-    def fits(self, kind: str, key: str = "") -> bool:
-        return self.left() >= self.expect(kind, key)
+    def fits(self, kind: str, key: str = "", launches: int = 1) -> bool:
+        """Whether ``launches`` such launches fit in the time left, with a 10 % margin (a launch cut by the limit
+        is time lost)."""
+        return self.left() >= 1.1 * launches * self.expect(kind, key)
 
     def took(self, kind: str, seconds: float, key: str = "") -> None:
         self.slowest[kind] = max(self.slowest.get(kind, 0.0), seconds)
@@ -547,7 +549,7 @@ def phase_more(rec: dict[str, Any], out: Path, opts: argparse.Namespace, clock: 
     """D: one more argus process per side (base, then changed), the diff judged again over all; False when the
     time left does not hold both."""
     name = rec["setting"]["name"]
-    if not rec.get("changed", {}).get("run_ids") or clock.left() < 2 * clock.expect("argus", name):
+    if not rec.get("changed", {}).get("run_ids") or not clock.fits("argus", name, launches=2):
         return False
     s = setting_of(rec)
     i = len(rec.get("base_more", [])) + 1

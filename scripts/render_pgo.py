@@ -35,7 +35,7 @@ def evidence(f: dict[str, Any] | None) -> str:
         return "-"
     return (
         f"rank {f.get('rank')}: step {ms(f.get('W'))}, comm {ms(f.get('C'))} in {f.get('K', 0):.0f} kernels, "
-        f"overlap {ms(f.get('O'))}, exposed {ms(f.get('E'))}, skew {ms(f.get('S'))}"
+        f"overlap {ms(f.get('O'))}, exposed {ms(f.get('E'))}, start skew {(f.get('S') or 0.0) / 1e3:.0f} us"
     )
 
 

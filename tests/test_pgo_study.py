@@ -89,10 +89,14 @@ def test_plain_rounds_are_judged_like_the_diff() -> None:
 
 
 def test_the_time_limit_refuses_a_launch_that_would_not_fit() -> None:
-    clock = ps.Clock(limit_s=ps.RESERVE_S + 30.0)
-    assert clock.fits("argus")  # 30 s left, the first guess is 28 s
-    clock.took("argus", 40.0)
-    assert not clock.fits("argus")  # the slowest launch so far took 40 s
+    clock = ps.Clock(limit_s=ps.RESERVE_S + 40.0)
+    assert clock.fits("argus")  # 40 s left, the first guess is 28 s (+10 %)
+    assert not clock.fits("argus", launches=2)
+    clock.took("argus", 20.0, "tp-m-c1")
+    clock.took("argus", 38.0, "ddp-m-b25")
+    assert clock.fits("argus", "tp-m-c1")  # that setting's own launch took 20 s
+    assert not clock.fits("argus", "ddp-m-b25")  # 38 s + 10 % does not fit
+    assert not clock.fits("argus", "ddp-s-b1")  # never launched: the slowest so far (38 s) is expected
 
 
 def test_render_pgo_prints_a_row_per_setting_and_says_what_is_missing(tmp_path: Path) -> None:
