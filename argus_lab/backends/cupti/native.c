@@ -102,10 +102,12 @@ static inline int64_t now_ns(void) {
 /* ---- the CUPTI callback: runs on the launching thread, inside the API call; never touches Python ------- */
 static void on_api_call(void *userdata, int domain, uint32_t cbid, const void *raw) {
     const cupti_callback_data_t *data = (const cupti_callback_data_t *)raw;
-    thread_state_t *t = &T;
+    thread_state_t *t;
     (void)userdata;
     if (S.mode == MODE_CALLBACKS_EMPTY)
         return;
+    t = &T;
+    __asm__("" : "+r"(t)); /* keep the address: the compiler would otherwise recompute it after every call */
     if (t->generation != S.generation) {
         t->generation = S.generation;
         t->depth = 0;
