@@ -743,7 +743,7 @@ def check_attribution(out: Path) -> dict[str, Any]:
     import argus_lab
 
     @triton.jit
-    def argus_add_kernel(x_ptr, y_ptr, o_ptr, n, BLOCK: tl.constexpr):  # type: ignore[no-untyped-def]
+    def argus_add_kernel(x_ptr, y_ptr, o_ptr, n, BLOCK: tl.constexpr):
         offs = tl.program_id(0) * BLOCK + tl.arange(0, BLOCK)
         mask = offs < n
         tl.store(o_ptr + offs, tl.load(x_ptr + offs, mask=mask) + tl.load(y_ptr + offs, mask=mask), mask=mask)
@@ -1165,9 +1165,9 @@ def main() -> int:
         raise SystemExit(f"unknown tools {unknown}; tools: {', '.join(TOOLS)}")
     if args.device != "cuda":
         tools = [t for t in tools if t not in GPU_TOOLS]
+    os.environ.setdefault("PYTORCH_NVML_BASED_CUDA_CHECK", "1")  # torch.cuda.is_available() without CUDA init
     env = environment(args.device)
     print(f"environment: {json.dumps(env)}", flush=True)
-    os.environ.setdefault("PYTORCH_NVML_BASED_CUDA_CHECK", "1")  # torch.cuda.is_available() without CUDA init
     import torch  # noqa: F401  (the children inherit it when forked)
 
     if "decode" in workloads:
