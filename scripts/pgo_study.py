@@ -521,7 +521,8 @@ def phase_plain(recs: list[dict[str, Any]], out: Path, opts: argparse.Namespace,
         entry = got["settings"].get(r["setting"]["name"])
         r["plain"] = {**res, "result": entry, "environment": got.get("environment")}
         if not entry or "configs" not in entry:
-            r["throughput"] = {"verdict": (entry or {}).get("skipped", "not measured (see the suite's log)")}
+            why = (entry or {}).get("skipped") or (entry or {}).get("error")
+            r["throughput"] = {"verdict": why or "not measured (see the suite's log)"}
             continue
         t = judge(entry["configs"]["a"]["steps_per_s"], entry["configs"]["b"]["steps_per_s"])
         r["throughput"] = t

@@ -65,7 +65,14 @@ def main(argv: list[str]) -> None:
             continue
         module, config = WORKLOADS[s["workload"]]
         t0 = time.perf_counter()
-        payload = module.ab_result(config(**s["base"]), dict(s["change"]), spec["rounds"], spec["steps"])
+        try:
+            payload = module.ab_result(config(**s["base"]), dict(s["change"]), spec["rounds"], spec["steps"])
+        except Exception as exc:  # e.g. out of memory on every rank: recorded, and the next setting goes on
+            out["settings"][s["name"]] = {"error": f"{type(exc).__name__}: {exc}"[:2000]}
+            dist_common.write_result(a.result, out)
+            gc.collect()
+            dist.barrier()
+            continue
         payload["seconds"] = round(time.perf_counter() - t0, 2)
         out["settings"][s["name"]] = payload
         out["environment"] = payload.pop("environment")
