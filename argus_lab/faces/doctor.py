@@ -389,14 +389,15 @@ def check_cupti(facts: Facts) -> list[Check]:
         out.append(Check("CUPTI versions", OK, f"{versions}" + (f"; torch's CUDA {runtime}" if runtime else "")))
     answer = _profiler_host(None) if facts.driver_cuda else {}
     if facts.driver_cuda is None:
-        out.append(Check("libcupti", NA, "no driver: which libcupti a GPU run loads is checked on a GPU host"))
+        out.append(Check("libcupti", NA, "no driver: the libcupti and chip of a GPU are checked on a GPU host"))
     elif answer.get("ok"):
         out.append(
             Check(
                 "libcupti",
                 OK,
-                f"{answer['library']} (CUPTI {cupti_version_text(int(answer['cupti_version']))}); chip "
-                f"{answer['chip']} of device 0 ({answer.get('device') or '?'}, via {answer.get('chip_from')})",
+                f"{answer['library']} (CUPTI {cupti_version_text(int(answer['cupti_version']))}) answers the "
+                f"profiler host API; chip {answer['chip']} of device 0 ({answer.get('device') or '?'}, via "
+                f"{answer.get('chip_from')})",
             )
         )
     else:
@@ -456,16 +457,23 @@ def check_ncu(facts: Facts) -> list[Check]:
 
 
 def ncu_report_version(ncu: str) -> tuple[str, str]:
-    """(version, where) of the ncu_report reader argus_lab would use: the pip one first, else the one ncu ships."""
+    """(version, where) of the ncu_report reader argus_lab would use, in the order
+    :func:`argus_lab.backends.ncu.parse.import_ncu_report` tries: the pip package, else the newest reader an Nsight
+    Compute install ships (``<root>/<version>/extras/python``)."""
+    from argus_lab.backends.ncu.parse import NCU_ROOTS
+
     pip = package_version("ncu-report")
     if pip:
         return pip, "pip package ncu-report"
-    base = Path(os.path.realpath(ncu)).parent
-    for cand in (base / "extras" / "python", base.parent / "extras" / "python"):
-        if (cand / "ncu_report.py").is_file():
-            m = re.search(r"(\d{4}\.\d+\.\d+)", str(cand.resolve()))
-            return (m.group(1) if m else "bundled"), f"shipped with ncu in {cand}"
-    return "", "no ncu_report reader: neither the pip package ncu-report nor ncu's extras/python"
+    for root in NCU_ROOTS:
+        if not os.path.isdir(root):
+            continue
+        for ver in sorted(os.listdir(root), reverse=True):
+            extras = Path(root, ver, "extras", "python")
+            if (extras / "ncu_report.py").is_file():
+                m = re.search(r"(\d{4}\.\d+\.\d+)", ver)
+                return (m.group(1) if m else ver), f"shipped with Nsight Compute in {extras}"
+    return "", f"no ncu_report reader: neither the pip package ncu-report nor {' or '.join(NCU_ROOTS)}/*/extras/python"
 
 
 def counter_permission(facts: Facts) -> Check:

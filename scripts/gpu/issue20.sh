@@ -26,6 +26,10 @@ WHEELS=${ARGUS_WHEELS:-$REPO/.whl}
 WORK=${ARGUS_U20_WORK:-/tmp/argus-u20}
 BUDGET=${ARGUS_U20_BUDGET:-95}
 T0=$(date +%s)
+# as a user: nothing of the repository or of a side folder on the path (gpu-check's PYTHONPATH would hide what pip
+# has to install), no user site
+unset PYTHONPATH
+export PYTHONNOUSERSITE=1
 exec > >(tee "$OUT/issue20.log") 2>&1
 el() { echo $(( $(date +%s) - T0 )); }
 left() { echo $(( BUDGET - $(el) )); }
@@ -42,17 +46,21 @@ nvidia-smi --query-gpu=name,driver_version,clocks.sm,power.draw --format=csv,noh
 step "1. fresh venv seeing torch's site-packages; pip install --no-index --find-links $WHEELS $(basename "$WHL")"
 rm -rf "$WORK" && mkdir -p "$WORK/x"
 VENV="$WORK/venv"
-if ! timeout "$(cap 30)" "$TORCH_PY" -m venv --system-site-packages "$VENV" 2>"$WORK/venv.err"; then
-  echo "venv with pip failed ($(tail -1 "$WORK/venv.err")); retrying --without-pip (pip runs from torch's env)"
-  rm -rf "$VENV"
-  timeout "$(cap 20)" "$TORCH_PY" -m venv --system-site-packages --without-pip "$VENV" || { echo "venv failed"; exit 2; }
-fi
+# no ensurepip (seconds): torch's pip installs into the venv with --python (pip >= 22.3), which runs it under the
+# venv's interpreter, so it resolves against what that interpreter sees
+timeout "$(cap 20)" "$TORCH_PY" -m venv --system-site-packages --without-pip "$VENV" || { echo "venv failed"; exit 2; }
 VPY="$VENV/bin/python"
 TORCH_SITE=$("$TORCH_PY" -c 'import sysconfig; print(sysconfig.get_paths()["purelib"])')
 VSITE=$("$VPY" -c 'import sysconfig; print(sysconfig.get_paths()["purelib"])')
 echo "import site; site.addsitedir('$TORCH_SITE')" > "$VSITE/_argus_torch_env.pth"  # its own .pth files too
 echo "venv $VENV sees $TORCH_SITE"
-if "$VPY" -m pip --version >/dev/null 2>&1; then PIP=("$VPY" -m pip); else PIP=("$TORCH_PY" -m pip --python "$VPY"); fi
+if "$TORCH_PY" -m pip --python "$VPY" --version >/dev/null 2>&1; then
+  PIP=("$TORCH_PY" -m pip --python "$VPY")
+else  # an older pip: give the venv its own
+  timeout "$(cap 30)" "$VPY" -m ensurepip -q >/dev/null 2>&1 || { echo "ensurepip failed"; exit 2; }
+  PIP=("$VPY" -m pip)
+fi
+echo "pip: ${PIP[*]} ($("${PIP[@]}" --version 2>/dev/null))"
 timeout "$(cap 60)" "${PIP[@]}" install --no-index --no-cache-dir --disable-pip-version-check --find-links "$WHEELS" "$WHL" \
   2>&1 | grep -v "^Requirement already satisfied" || true
 if ! "$VPY" -c "import argus_lab" 2>/dev/null; then echo "the wheel did not install (see pip-install.log)"; exit 1; fi
@@ -68,7 +76,6 @@ for d in ("argus_lab", "torch", "triton", "cupti-python", "nvidia-cuda-cupti", "
 EOF
 ARGUS="$VENV/bin/argus-lab"
 export XDG_CACHE_HOME="$WORK/cache" PYTHONUNBUFFERED=1
-unset PYTHONPATH
 
 step "2. argus-lab doctor (from $WORK/x)"
 cd "$WORK/x"
