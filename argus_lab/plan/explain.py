@@ -42,6 +42,9 @@ def explain_plan(plan: Plan) -> str:
         )
         if r.passes_from:
             lines.append(f"    passes: {r.passes} ({r.passes_from})")
+        for b in r.backends:
+            if BACKENDS[b].perturbation != "static":
+                lines.append(f"    overhead of {b}: {BACKENDS[b].overhead_text()}")
         lines.append(f"    why: {r.reason}")
     if plan.minimal and not plan.conflict_groups:
         lines.append("minimum: only static backends were requested; one run loads the kernels they read")
