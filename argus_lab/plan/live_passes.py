@@ -86,9 +86,11 @@ def _read_line(stream: IO[str], timeout: float) -> str:
 class Worker:
     """The worker process: one JSON request line in, one JSON answer line out."""
 
-    def __init__(self, chip: str | None, *, timeout: float = START_TIMEOUT_S) -> None:
+    def __init__(self, chip: str | None, *, timeout: float = START_TIMEOUT_S, capability_only: bool = False) -> None:
         env = {k: v for k, v in os.environ.items() if k not in _DROP_ENV}
         cmd = [sys.executable, "-m", WORKER_MODULE, "--serve", *(["--chip", chip] if chip else [])]
+        if capability_only:
+            cmd.append("--chip-from-capability")
         self._err = tempfile.TemporaryFile(mode="w+")  # noqa: SIM115 (lives as long as the worker; closed in close())
         try:
             self.proc = subprocess.Popen(
@@ -336,8 +338,16 @@ def live_model(chip: str | None, fallback_for: Callable[[str], PassModel]) -> Li
     try:
         worker = Worker(chip)
     except LiveUnavailable as exc:
-        _OPENED[key] = f"{exc} (after {time.monotonic() - t0:.1f} s)"
-        raise
+        first = str(exc)
+        if chip or "ended with status -" not in first:  # only a worker killed by a signal is retried
+            _OPENED[key] = f"{first} (after {time.monotonic() - t0:.1f} s)"
+            raise
+        try:  # it died asking CUPTI for the chip: find the chip by compute capability instead
+            worker = Worker(None, capability_only=True)
+        except LiveUnavailable as exc2:
+            _OPENED[key] = f"{first}; then {exc2} (after {time.monotonic() - t0:.1f} s)"
+            raise LiveUnavailable(_OPENED[key]) from None
+        worker.hello["chip_from"] = f"{worker.hello.get('chip_from')}; the first worker {first}"
     model = LivePassModel(worker, fallback_for(str(worker.hello["chip"])), chip_given=bool(chip))
     _OPENED[key] = model
     return model

@@ -239,8 +239,9 @@ class Cupti:
                 out.append(m)
         return out
 
-    def device_chip(self, index: int = 0) -> tuple[str, str]:
-        """(chip, how it was found) of CUDA device ``index``; needs the CUDA driver."""
+    def device_chip(self, index: int = 0, *, ask_cupti: bool = True) -> tuple[str, str]:
+        """(chip, how it was found) of CUDA device ``index``; needs the CUDA driver.  ``ask_cupti=False`` skips
+        ``cuptiDeviceGetChipName`` and uses the compute capability (the retry after a worker that died asking)."""
         try:
             cuda = ctypes.CDLL("libcuda.so.1")
         except OSError as exc:
@@ -253,6 +254,9 @@ class Cupti:
             )
             raise HostApiError("cuInit", result, msg)
         try:
+            if not ask_cupti:
+                msg = "cuptiDeviceGetChipName was skipped (the previous worker died in it)"
+                raise HostApiError("chip name", -1, msg)
             init = _ProfilerInit(ctypes.sizeof(_ProfilerInit), None)
             self._check("cuptiProfilerInitialize", self.lib.cuptiProfilerInitialize(ctypes.byref(init)))
             p = _ChipName(ctypes.sizeof(_ChipName), None, index, None)
@@ -301,9 +305,10 @@ class Opened:
     tried: tuple[str, ...]
 
 
-def open_host(chip: str | None = None, device: int = 0) -> Opened:
+def open_host(chip: str | None = None, device: int = 0, *, ask_cupti: bool = True) -> Opened:
     """The first libcupti (:func:`candidates`) whose host API answers, and the chip: ``chip`` when given, else the
-    chip of CUDA device ``device``.  Raises :class:`HostApiError` saying what was tried."""
+    chip of CUDA device ``device`` (``ask_cupti``: see :meth:`Cupti.device_chip`).  Raises :class:`HostApiError`
+    saying what was tried."""
     tried: list[str] = []
     for path in candidates():
         try:
@@ -317,7 +322,7 @@ def open_host(chip: str | None = None, device: int = 0) -> Opened:
                 msg = f"chip {chip!r} is not known to {path}; it knows {', '.join(chips)}"
                 raise HostApiError("chip name", -1, msg)
             return Opened(cupti, chip, "given", "", tuple(tried))
-        found, how = cupti.device_chip(device)
+        found, how = cupti.device_chip(device, ask_cupti=ask_cupti)
         return Opened(cupti, found, how, device_name(device), tuple(tried))
     msg = "no libcupti with a working profiler host API: " + ("; ".join(tried) or "none found")
     raise HostApiError("libcupti", -1, msg)
@@ -366,12 +371,15 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--chip", default=os.environ.get("ARGUS_GPU_CHIP", ""), help="chip name, e.g. GH100")
     parser.add_argument("--device", type=int, default=0, help="CUDA device whose chip is used (default 0)")
     parser.add_argument("--serve", action="store_true", help="answer JSON request lines on stdin")
+    parser.add_argument(
+        "--chip-from-capability", action="store_true", help="find the device's chip by compute capability only"
+    )
     args = parser.parse_args(argv)
     # the protocol owns the real stdout; anything a library prints goes to stderr
     proto = os.fdopen(os.dup(1), "w")
     os.dup2(2, 1)
     try:
-        opened = open_host(args.chip or None, args.device)
+        opened = open_host(args.chip or None, args.device, ask_cupti=not args.chip_from_capability)
     except (HostApiError, OSError) as exc:
         proto.write(json.dumps({"ok": False, "error": str(exc)}) + "\n")
         proto.flush()
