@@ -63,7 +63,7 @@ fi
 echo "pip: ${PIP[*]} ($("${PIP[@]}" --version 2>/dev/null))"
 timeout "$(cap 60)" "${PIP[@]}" install --no-index --no-cache-dir --disable-pip-version-check --find-links "$WHEELS" "$WHL" \
   2>&1 | grep -v "^Requirement already satisfied" || true
-if ! "$VPY" -c "import argus_lab" 2>/dev/null; then echo "the wheel did not install (see pip-install.log)"; exit 1; fi
+if ! "$VPY" -c "import argus_lab" 2>/dev/null; then echo "the wheel did not install (pip's output above)"; exit 1; fi
 "$VPY" - <<'EOF'
 import importlib.metadata as md
 for d in ("argus_lab", "torch", "triton", "cupti-python", "nvidia-cuda-cupti", "cuda-bindings", "duckdb", "nvtx",
