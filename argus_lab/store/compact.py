@@ -41,7 +41,8 @@ def compact(store: Store | str | Path, block_size: int = 16_384, drop_shards: bo
     with st.connect(write=True) as con:  # under the write lock: no writer changes the store meanwhile
         src = con.execute("SELECT current_database()").fetchone()
         assert src is not None
-        con.execute(f"ATTACH '{tmp}' AS _compact_dst (BLOCK_SIZE {int(block_size)})")
+        quoted = str(tmp).replace("'", "''")  # ATTACH takes no bound parameter
+        con.execute(f"ATTACH '{quoted}' AS _compact_dst (BLOCK_SIZE {int(block_size)})")
         try:
             con.execute(f'COPY FROM DATABASE "{src[0]}" TO _compact_dst')
         finally:
