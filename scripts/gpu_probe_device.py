@@ -141,7 +141,7 @@ def main(out: Path) -> int:
 
     from argus_lab.backends.device.collector import ProbeBuffer
     from argus_lab.backends.device.decode import decode
-    from argus_lab.backends.device.summary import summarize
+    from tests.device_reference import summarize
     from examples.gpu import persistent_gemm as pg
 
     out.mkdir(parents=True, exist_ok=True)

@@ -51,7 +51,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Protocol
 
 from argus_lab.join import attribution_sql as q
-from argus_lab.join import comm, windows
+from argus_lab.join import comm, device, windows
 from argus_lab.join import skew as skew_sql
 from argus_lab.join.windows import LEVEL_UNITS
 
@@ -135,7 +135,7 @@ def joined_runs(store: JoinTarget, run_ids: Sequence[str]) -> set[str]:
 
 def _attribute(con: duckdb.DuckDBPyConnection, ids: list[str]) -> str | None:
     con.execute(q.RUNS, [ids])
-    for stmt in (q.INSTANCES, q.ANCESTORS, q.TIMELINE, q.THREADS, q.PROVENANCE_IDS):
+    for stmt in (q.INSTANCES, q.ANCESTORS, q.TIMELINE, q.THREADS, q.TIMED, q.PROVENANCE_IDS):
         con.execute(stmt)
     con.execute(q.DELETE_ATTRIBUTIONS, [list(q.EVIDENCE_KINDS)])
     for stmt in q.DELETE_DERIVED:
@@ -172,6 +172,7 @@ def _attribute(con: duckdb.DuckDBPyConnection, ids: list[str]) -> str | None:
     con.execute(q.INSTANCE_METRICS, [list(NON_ADDITIVE)])
     con.execute(q.INSTANCE_ATTRIBUTIONS)
     skew_sql.derive(con)  # multi-rank runs: rank.start_lag / rank.end_lag on rank 0's clock
+    device.derive(con)  # instrumented runs: device regions under their kernel and host instance; the overhead
     return ref
 
 

@@ -44,6 +44,9 @@ class BackendInfo:
         Further backend names it must not share a run with.
     cost_factor
         Relative cost of one workload execution with this backend attached (1.0 = plain execution).
+    note
+        A sentence the plan's explanation adds to every run this backend takes part in (e.g. what its variant
+        means for the other runs).
     """
 
     name: str
@@ -57,6 +60,7 @@ class BackendInfo:
     variant: str = ""
     conflicts: frozenset[str] = field(default_factory=frozenset)
     cost_factor: float = 1.0
+    note: str = ""
 
     @property
     def implementation(self) -> str:
@@ -76,10 +80,10 @@ def conflict_reason(a: BackendInfo, b: BackendInfo) -> str | None:
                 f"{x.name} ({x.perturbation}) serializes and replays kernels, which would distort what "
                 f"{y.name} measures, so it runs alone"
             )
-    if a.holds_cupti and b.holds_cupti:
-        return f"{a.name} and {b.name} each hold the process's only CUPTI client"
     if a.variant != b.variant:
         return f"{a.name} needs program variant {a.variant or 'plain'!r} and {b.name} needs {b.variant or 'plain'!r}"
+    if a.holds_cupti and b.holds_cupti:
+        return f"{a.name} and {b.name} each hold the process's only CUPTI client"
     if b.name in a.conflicts or a.name in b.conflicts:
         return f"{a.name} declares a conflict with {b.name}"
     return None
@@ -130,6 +134,26 @@ BACKENDS: dict[str, BackendInfo] = {
             launches_workload=True,
             exclusive=True,
             cost_factor=1.0,
+        ),
+        BackendInfo(
+            "device",
+            "instrumenting",
+            "device regions: the instrumented variant of Triton kernels with device markers records a timestamp per "
+            "marker, SM and CTA into a per-launch probe buffer; CUPTI kernel records of the same run place each launch",
+            needs_gpu=True,
+            module="argus_lab.backends.device.collector",
+            holds_cupti=True,
+            variant="instrumented",
+            cost_factor=1.3,
+            note=(
+                "dev.* signals need the instrumented variant (argus_lab.device.probe() hands each launch a probe "
+                "buffer and its markers read the GPU timers), which perturbs kernel timing, so gpu.* stay on the "
+                "clean variant of the other runs; device regions keep one identity (kind 'device', name, module) in "
+                "both variants, and each instrumented launch nests under its CUPTI kernel record and the host region "
+                "instance that launched it, exactly, through the launch's correlation id; its overhead (instrumented "
+                "against clean kernel time of the same launch) is stored as provenance when a clean timing run "
+                "(gpu.time) is in the plan"
+            ),
         ),
         BackendInfo(
             "compiler",

@@ -1,16 +1,17 @@
-"""Per-launch figures of device regions, derived from decoded rows (numpy only).
+"""An independent numpy computation of the per-launch device-region figures, from decoded rows (tests only).
 
-Phase B moves this into the join (``join/device.py``), which owns every derived value; it lives here until the
-package restructure lands. Every figure is in ns on the GPU-wide ``%globaltimer`` time base, durations from the
-SM cycle counters scaled by each program's measured clock rate.
+The join derives the same figures in SQL (:mod:`argus_lab.join.device`); the tests compare the two, so this file
+must not share code with the join. It also serves ``scripts/gpu_probe_device.py`` (the phase-A probe), which
+prints the figures of probe buffers that never went through a store. Every figure is in ns on the GPU-wide
+``%globaltimer`` time base, durations from the SM cycle counters scaled by each program's measured clock rate.
 
 * ``dev.count``: occurrences of a region in the launch (all programs).
 * ``dev.time``: a region's time per program (sum of its occurrences in that CTA): median, min, max, p10, p90
   over the programs that ran it; also the median of one occurrence.
-* ``sm.busy``: per SM, the union of the spans of the programs that ran on it; per SM and region, the sum of the
-  region's occurrences there.
-* ``sm.tail``: the tail imbalance, last SM's end minus the median SM's end (an SM's end is the latest end of its
-  programs); the kernel span, first begin to last end.
+* ``dev.sm_busy``: per SM, the union of the spans of the programs that ran on it; per SM and region, the sum of
+  the region's occurrences there.
+* ``dev.tail``: the tail imbalance, last SM's end minus the median SM's end (an SM's end is the latest end of its
+  programs); ``dev.span``: first begin to last end.
 """
 
 from __future__ import annotations
