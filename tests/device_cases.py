@@ -115,22 +115,43 @@ class GemmStep:
     clean_ns: int = 345_100
     instrumented_ns: int = 350_600
     events: int = 0
+    regions: DeviceRegions = PHASES
+    mode: str = "same"
+    """``same``: probe and launch in ``gemm_step``; ``elsewhere``: launched in a nested region ``other``;
+    ``unlaunched``: the kernel is never launched; ``outside``: probe and launch outside every region."""
     launches: int = 0
 
     def __call__(self) -> None:
+        if self.mode == "outside":
+            self._launch()
+            return
+        with region("gemm_step"):
+            if self.mode == "elsewhere":
+                probe = self._probe()
+                with region("other"):
+                    self._launch(probe)
+            else:
+                self._launch()
+
+    def _probe(self) -> Any:
+        events = self.events or int(self.buffer[3])
+        return argus_lab.device.probe(
+            "persistent_gemm", programs=int(self.buffer[2]), events=events, regions=self.regions, device="cpu"
+        )
+
+    def _launch(self, probe: Any = False) -> None:
         import torch
 
-        with region("gemm_step"):
-            events = self.events or int(self.buffer[3])
-            probe = argus_lab.device.probe(
-                "persistent_gemm", programs=int(self.buffer[2]), events=events, regions=PHASES, device="cpu"
-            )
-            if probe is not None:
-                self.cupti.launch("vectorized_elementwise_kernel", 2_000)  # another kernel between probe and launch
-            self.cupti.launch("persistent_gemm", self.instrumented_ns if probe is not None else self.clean_ns)
-            if probe is not None:  # what the GPU would write
-                probe.copy_(torch.from_numpy(self.buffer[: probe.numel()]))
-            self.launches += 1
+        if probe is False:
+            probe = self._probe()
+        if probe is not None:
+            self.cupti.launch("vectorized_elementwise_kernel", 2_000)  # another kernel between probe and launch
+        if self.mode == "unlaunched" and probe is not None:
+            return
+        self.cupti.launch("persistent_gemm", self.instrumented_ns if probe is not None else self.clean_ns)
+        if probe is not None:  # what the GPU would write
+            probe.copy_(torch.from_numpy(self.buffer[: probe.numel()]))
+        self.launches += 1
 
 
 @contextmanager

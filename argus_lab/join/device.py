@@ -8,8 +8,8 @@ same run.  :func:`derive` runs inside the join's transaction, after the kernels 
 instances matched to the reference (timing) run, and writes:
 
 ``attributions`` (evidence ``device_launch``)
-    The launch that took a probe is the first launch of that kernel on the probe's thread after the probe was
-    ready (and before the thread's next probe).  ``exact``: that launch's kernel record carried the external
+    The launch that took a probe is the first launch of that kernel (a kernel record whose name is the kernel's
+    name, or starts with it) on the probe's thread after the probe was ready (and before the thread's next probe).  ``exact``: that launch's kernel record carried the external
     correlation id of the instance the probe was asked in (one instance, found two independent ways: the CUPTI
     correlation of the launch and the host's region stack); ``mismatch``: they differ (kept under the kernel's
     instance, with both in the reason); ``temporal``: no kernel record (no CUPTI in the run) or one without a
@@ -74,9 +74,10 @@ WITH p AS (
     FROM device_launches d WHERE d.{IN_RUNS}
 ), c AS (
     SELECT p.run_id, p.launch, k.key, k.correlation_id, k.carried, k.start_ns, k.end_ns,
-           row_number() OVER (PARTITION BY p.run_id, p.launch ORDER BY k.q, k.correlation_id) AS rn
+           row_number() OVER (PARTITION BY p.run_id, p.launch
+                              ORDER BY k.q, k.name <> p.kernel, k.correlation_id) AS rn
     FROM p JOIN _j_k k
-      ON k.run_id = p.run_id AND k.kind = 'kernel' AND k.name = p.kernel AND k.q >= p.probe_ns
+      ON k.run_id = p.run_id AND k.kind = 'kernel' AND starts_with(k.name, p.kernel) AND k.q >= p.probe_ns
      AND (p.next_ns IS NULL OR k.q < p.next_ns) AND k.thread_id % 4294967296 = p.thread_id % 4294967296
 )
 SELECT p.run_id, p.launch, p.kernel, p.asked_in, c.key AS kernel_key, c.correlation_id, c.start_ns AS k_start_ns,
@@ -167,9 +168,11 @@ WITH per_cta AS (
            quantile_cont(busy_ns, 0.9), min(busy_ns), max(busy_ns), count(*), 'ns'
     FROM device_sm WHERE {IN_RUNS} GROUP BY ALL
     UNION ALL
-    SELECT run_id, launch, NULL, 'dev.tail', max(end_ns) - quantile_cont(end_ns, 0.5), NULL, NULL, NULL, NULL,
-           count(*), 'ns'
-    FROM device_sm WHERE {IN_RUNS} GROUP BY ALL
+    SELECT run_id, launch, NULL, 'dev.tail', max(e) - quantile_cont(e, 0.5), NULL, NULL, NULL, NULL, count(*), 'ns'
+    FROM (  -- ends relative to the launch's first begin: epoch ns as doubles would round to 256 ns
+        SELECT run_id, launch, end_ns - min(begin_ns) OVER (PARTITION BY run_id, launch) AS e
+        FROM device_sm WHERE {IN_RUNS})
+    GROUP BY ALL
     UNION ALL
     SELECT run_id, launch, NULL, 'dev.span', max(t_end_ns) - min(t_begin_ns), NULL, NULL, NULL, NULL, count(*), 'ns'
     FROM device_programs WHERE {IN_RUNS} AND t_end_ns > 0 GROUP BY ALL

@@ -641,11 +641,13 @@
       var bars = deviceBars(t, null);
       info.textContent = head + bars.note;
       var marks = [[t.tail.median_end, 'median SM end'], [t.tail.last_end, 'last SM end']];
+      var every = Math.max(1, Math.ceil(t.lanes.length / 44)), laneTicks = [];  // labels readable, lanes all drawn
+      for (var li = 0; li < t.lanes.length; li += every) laneTicks.push(li);
       var layout = {
         barmode: 'overlay', height: Math.max(300, 90 + 7 * t.lanes.length), margin: {l: 70, r: 10, t: 40, b: 40},
         xaxis: {title: {text: '\u00b5s since the launch\u2019s first CTA began (GPU %globaltimer)'}, zeroline: false},
-        yaxis: {tickmode: 'array', tickvals: t.lanes.map(function (l, i) { return i; }),
-          ticktext: t.lanes.map(esc), range: [t.lanes.length - 0.5, -0.5], autorange: false, fixedrange: true},
+        yaxis: {tickmode: 'array', tickvals: laneTicks, ticktext: laneTicks.map(function (i) { return esc(t.lanes[i]); }),
+          range: [t.lanes.length - 0.5, -0.5], autorange: false, fixedrange: true},
         shapes: marks.map(function (m) {
           return {type: 'line', x0: m[0] / 1e3, x1: m[0] / 1e3, yref: 'paper', y0: 0, y1: 1,
             line: {dash: 'dash', color: '#444', width: 1}};

@@ -51,7 +51,7 @@ class BundleLimits:
     provenance: int = 200
     timeline_runs: int = 6
     timeline: TimelineLimits = field(default_factory=lambda: TimelineLimits(exact_limit=5_000, bin_budget=40_000))
-    device_launches: int = 2
+    device_launches: int = 1
     device_timeline: TimelineLimits = device.DEVICE_LIMITS
 
 
