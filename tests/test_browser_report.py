@@ -278,7 +278,9 @@ def test_device_tab_draws_sm_lanes_and_the_region_drills_into_a_launch(in_browse
         page.goto(out.as_uri())
         page.get_by_role("button", name="Device").click()
         page.locator(".argus-device .main-svg").first.wait_for(timeout=10_000)
-        ticks = page.evaluate("() => [...document.querySelectorAll('.argus-device g.ytick text')].map(e => e.textContent)")
+        ticks = page.evaluate(
+            "() => [...document.querySelectorAll('.argus-device g.ytick text')].map(e => e.textContent)"
+        )
         assert len(ticks) == 44 and all(t.startswith("SM ") for t in ticks)  # 132 lanes, every third labelled
         assert page.locator(".argus-device g.trace.bars").count() == 2  # mainloop, epilogue
         info = page.locator(".argus-device").locator("xpath=preceding-sibling::div[1]").inner_text()

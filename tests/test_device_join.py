@@ -86,9 +86,9 @@ def test_dev_signals_get_an_instrumented_run_of_their_own_and_gpu_time_stays_cle
 def test_probe_is_none_outside_an_instrumented_run() -> None:
     assert argus_lab.device.instrumented() is False
     assert argus_lab.device.probe("k", programs=4, events=8, regions=PHASES) is None
-    with pytest.raises(argus_lab.errors.RegionMisuseError, match=r"argus_lab.device.regions"):
+    with pytest.raises(argus_lab.errors.RegionMisuseError, match=r"argus_lab\.device\.regions"):
         argus_lab.device.probe("k", programs=4, events=8, regions=("load",))  # type: ignore[arg-type]
-    with pytest.raises(argus_lab.errors.RegionMisuseError, match="pass the @triton.jit function or its name"):
+    with pytest.raises(argus_lab.errors.RegionMisuseError, match=r"pass the @triton\.jit function or its name"):
         argus_lab.device.probe(object(), programs=4, events=8, regions=PHASES)
 
 
@@ -203,7 +203,9 @@ def test_dev_values_equal_an_independent_numpy_computation(kstep: Any) -> None:
 def test_tail_is_the_h200_figure_and_the_per_sm_rows_explain_it(kstep: Any) -> None:
     store, dev = kstep.report.store, _device_run(kstep)
     want = json.loads((DATA / "device_probe.json").read_text())["shapes"]["tail3072"]["kstep"]
-    tails = [r[0] for r in store.rows("SELECT value FROM device_values WHERE run_id = ? AND signal = 'dev.tail'", [dev])]
+    tails = [
+        r[0] for r in store.rows("SELECT value FROM device_values WHERE run_id = ? AND signal = 'dev.tail'", [dev])
+    ]
     assert tails == pytest.approx([want["tail_imbalance_us"] * 1e3] * 4, abs=256)  # see the test above: 256 ns
     ends = [r[0] for r in store.rows("SELECT t_end_ns FROM device_programs WHERE run_id = ? AND launch = 0", [dev])]
     idle = store.rows("SELECT min(idle_tail_ns), max(idle_tail_ns) FROM device_sm WHERE run_id = ? AND launch = 0",

@@ -93,10 +93,9 @@ def probe(kernel: Any, *, programs: int, events: int, regions: DeviceRegions, de
     device
         The CUDA device of the launch (default: the current one).
     """
-    if not isinstance(regions, DeviceRegions):
-        msg = (
-            f"regions must be the kernel's declaration from argus_lab.device.regions(...), got {type(regions).__name__}"
-        )
+    given: object = regions  # checked at run time: callers need not be typed
+    if not isinstance(given, DeviceRegions):
+        msg = f"regions must be the kernel's declaration from argus_lab.device.regions(...), got {type(given).__name__}"
         raise RegionMisuseError(msg)
     name = kernel_name(kernel)
     source = _SOURCE[0]

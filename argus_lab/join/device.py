@@ -9,11 +9,12 @@ instances matched to the reference (timing) run, and writes:
 
 ``attributions`` (evidence ``device_launch``)
     The launch that took a probe is the first launch of that kernel (a kernel record whose name is the kernel's
-    name, or starts with it) on the probe's thread after the probe was ready (and before the thread's next probe).  ``exact``: that launch's kernel record carried the external
-    correlation id of the instance the probe was asked in (one instance, found two independent ways: the CUPTI
-    correlation of the launch and the host's region stack); ``mismatch``: they differ (kept under the kernel's
-    instance, with both in the reason); ``temporal``: no kernel record (no CUPTI in the run) or one without a
-    recorded instance, placed by the instance the probe was asked in; ``unattributed``: asked outside every region.
+    name, or starts with it) on the probe's thread after the probe was ready (and before the thread's next
+    probe).  ``exact``: that launch's kernel record carried the external correlation id of the instance the probe
+    was asked in (one instance, found two independent ways: the CUPTI correlation of the launch and the host's
+    region stack); ``mismatch``: they differ (kept under the kernel's instance, with both in the reason);
+    ``temporal``: no kernel record (no CUPTI in the run) or one without a recorded instance, placed by the
+    instance the probe was asked in; ``unattributed``: asked outside every region.
 
 ``device_values``
     Per launch and device region: ``dev.time`` (a region's time per CTA, the sum of its occurrences there:

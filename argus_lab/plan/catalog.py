@@ -89,7 +89,13 @@ CATALOG: dict[str, Signal] = {
             "time the region's communication kernels ran with no compute kernel on the device",
         ),
         # device regions (instrumented variant): per device region and launch, and per launch
-        _s("dev.time", "ns", "device", "a device region's time per CTA in one launch (median, p10, p90)", "device_region"),
+        _s(
+            "dev.time",
+            "ns",
+            "device",
+            "a device region's time per CTA in one launch (median, p10, p90)",
+            "device_region",
+        ),
         _s("dev.count", "count", "device", "occurrences of a device region in one launch (all CTAs)", "device_region"),
         _s("dev.sm_busy", "ns", "device", "per SM, the time its CTAs ran in one launch (median over SMs)", "launch"),
         _s(
@@ -99,7 +105,13 @@ CATALOG: dict[str, Signal] = {
             "tail imbalance of a launch: the last SM's end minus the median SM's end",
             "launch",
         ),
-        _s("dev.span", "ns", "device", "first CTA begin to last CTA end of an instrumented launch, on the GPU", "launch"),
+        _s(
+            "dev.span",
+            "ns",
+            "device",
+            "first CTA begin to last CTA end of an instrumented launch, on the GPU",
+            "launch",
+        ),
         _s(
             "dev.unmarked",
             "ns",

@@ -55,9 +55,11 @@ SELECT l.run_id, l.launch, l.kernel, coalesce(i.path, '(outside regions)') AS pa
        i.instance_index, v.kernel_key, coalesce(a.class, 'not joined') AS attribution,
        coalesce(i.warmup, false) AS warmup
 FROM device_launches l
-LEFT JOIN attributions a ON a.run_id = l.run_id AND a.evidence = 'device_launch' AND a.evidence_id = 'launch:' || l.launch
+LEFT JOIN attributions a
+    ON a.run_id = l.run_id AND a.evidence = 'device_launch' AND a.evidence_id = 'launch:' || l.launch
 LEFT JOIN region_instances i ON i.run_id = l.run_id AND i.instance_id = a.instance_id
-LEFT JOIN (SELECT DISTINCT run_id, launch, kernel_key FROM device_values) v ON v.run_id = l.run_id AND v.launch = l.launch
+LEFT JOIN (SELECT DISTINCT run_id, launch, kernel_key FROM device_values) v
+    ON v.run_id = l.run_id AND v.launch = l.launch
 WHERE l.run_id IN (SELECT unnest(?::VARCHAR[]))
 ORDER BY coalesce(i.warmup, false), l.run_id, l.launch
 """
@@ -73,7 +75,8 @@ def launches(store: Store, ids: Sequence[str]) -> list[LaunchRef]:
 
 
 def pick(refs: Sequence[LaunchRef], limit: int) -> list[LaunchRef]:
-    """Launches worth drawing: the first measured launch of each (run, host path, kernel), then more, up to ``limit``."""
+    """Launches worth drawing: the first measured launch of each (run, host path, kernel), then more, up to
+    ``limit``."""
     firsts: dict[tuple[str, str, str], LaunchRef] = {}
     for r in refs:
         firsts.setdefault((r.run_id, r.path, r.kernel), r)
@@ -154,8 +157,11 @@ def launch_data(ref: LaunchRef, cols: Mapping[str, Mapping[str, Any]], limits: T
             "end": (ends - t0).tolist(),
             "busy": np.asarray(sm.get("busy_ns", []), dtype=np.int64).tolist(),
         },
-        "tail": {"median_end": med_end, "last_end": float(ends.max() - t0) if ends.size else 0.0,
-                 "imbalance": float(ends.max() - t0 - med_end) if ends.size else 0.0},  # fmt: skip
+        "tail": {
+            "median_end": med_end,
+            "last_end": float(ends.max() - t0) if ends.size else 0.0,
+            "imbalance": float(ends.max() - t0 - med_end) if ends.size else 0.0,
+        },
         "values": jsonable([dict(v) for v in values]),
         "total": n,
     }
@@ -185,7 +191,9 @@ def launch_values(store: Store, run_id: str, launch: int) -> list[dict[str, Any]
     )
 
 
-def timelines(store: Store, ids: Sequence[str], count: int, limits: TimelineLimits = DEVICE_LIMITS) -> list[dict[str, Any]]:  # fmt: skip
+def timelines(
+    store: Store, ids: Sequence[str], count: int, limits: TimelineLimits = DEVICE_LIMITS
+) -> list[dict[str, Any]]:
     """The per-SM timelines of up to ``count`` launches of the runs (see :func:`pick`)."""
     out = []
     for ref in pick(launches(store, ids), count):

@@ -55,7 +55,9 @@ def _measure_gpu(store: Path, summary: dict[str, Any]) -> Any:
     clean = step()  # outside any measurement: the clean variant, compiled now
     torch.cuda.synchronize()
     summary["rel_err_clean"] = float((clean.float() - ref).abs().max()) / scale
-    print(f"[{time.monotonic() - T0:5.1f} s] clean variant compiled, rel err {summary['rel_err_clean']:.2e}", flush=True)
+    print(
+        f"[{time.monotonic() - T0:5.1f} s] clean variant compiled, rel err {summary['rel_err_clean']:.2e}", flush=True
+    )
     report = measure(step, SIGNALS, repeat=REPEAT, warmup=WARMUP, store=str(store))
     torch.cuda.synchronize()
     summary["rel_err_instrumented"] = float((step.out.float() - ref).abs().max()) / scale
@@ -105,11 +107,12 @@ def summarize(report: Any, summary: dict[str, Any], store: Path) -> None:
         [list(report.run_ids)],
     )
     summary["device_launches_by_class"] = {c: int(n) for c, n in launches}
-    summary["kernel_names_instrumented_run"] = sorted(
-        {r[0] for r in report.store.rows(
-            "SELECT DISTINCT k.name FROM kernels k JOIN runs r USING (run_id) WHERE r.variant = 'instrumented' "
-            "AND k.run_id IN (SELECT unnest(?::VARCHAR[]))", [list(report.run_ids)])}  # fmt: skip
-    )[:10]
+    names = report.store.rows(
+        "SELECT DISTINCT k.name FROM kernels k JOIN runs r USING (run_id) WHERE r.variant = 'instrumented' "
+        "AND k.run_id IN (SELECT unnest(?::VARCHAR[]))",
+        [list(report.run_ids)],
+    )
+    summary["kernel_names_instrumented_run"] = sorted(r[0] for r in names)[:10]
     summary["device"] = [
         {"region": d.region, "signal": d.signal, "median": d.median, "p10": d.spread_p10, "p90": d.spread_p90,
          "unit": d.unit, "launches": d.launches, "attribution": d.attribution}

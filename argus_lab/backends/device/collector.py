@@ -261,7 +261,7 @@ def launch_tables(run_id: str, launches: Sequence[Launch], rank: int = 0) -> dic
         iv = d.intervals
         ids = {code: launch.regions.region(name).region_id for code, name in d.names.items()}
         intervals["region_id"].extend(ids.get(int(c), f"?{int(c):#x}") for c in iv.code.tolist())
-        for k, col in (
+        icols: tuple[tuple[str, np.ndarray], ...] = (
             ("cta", iv.cta),
             ("warp", iv.warp),
             ("sm", iv.sm),
@@ -272,7 +272,8 @@ def launch_tables(run_id: str, launches: Sequence[Launch], rank: int = 0) -> dic
             ("clk_start", iv.clk_start),
             ("clk_end", iv.clk_end),
             ("dur_ns", iv.dur_ns),
-        ):
+        )
+        for k, col in icols:
             intervals[k].extend(col.tolist())
         intervals["run_id"].extend([run_id] * n_iv)
         intervals["launch"].extend([launch.launch] * n_iv)
