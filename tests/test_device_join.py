@@ -247,6 +247,8 @@ def test_gpu_values_come_from_the_clean_run_and_dev_values_from_the_instrumented
     assert device[("(launch)", "dev.span")].attribution == "exact"
     assert "device regions (instrumented runs; GPU ns)" in kstep.report.text()
     js = json.loads(kstep.report.to_json())
+    jsonschema = pytest.importorskip("jsonschema")
+    jsonschema.validate(js, json.loads((Path(__file__).parents[1] / "docs" / "report-json.schema.json").read_text()))
     assert {d["signal"] for d in js["device"]} >= {"dev.time", "dev.count", "dev.sm_busy", "dev.tail"}
     assert js["device_overhead"][0]["kernel"] == "persistent_gemm"
 
