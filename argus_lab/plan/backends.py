@@ -205,14 +205,14 @@ BACKENDS: dict[str, BackendInfo] = {
             module="argus_lab.backends.device.collector",
             holds_cupti=True,
             variant="instrumented",
-            cost_factor=1.3,
+            cost_factor=1.07,
             overhead=(
                 Overhead("persistent GEMM, tile marks (kernel time)", 1.016, 1.016, 1.016, DEVICE_PROBE),
                 Overhead("persistent GEMM, k-step marks (kernel time)", 1.067, 1.067, 1.067, DEVICE_PROBE),
             ),
             overhead_note=(
                 "the instrumented kernel against the clean one, CUDA events, 3072x3072x8192; each run's own figure "
-                "is its device.overhead provenance; the run also carries CUPTI (cost factor 1.3 assumed)"
+                "is its device.overhead provenance; the CUPTI records the run also takes are not in this figure"
             ),
             note=(
                 "dev.* signals need the instrumented variant (argus_lab.device.probe() hands each launch a probe "
