@@ -38,6 +38,10 @@ one transaction, for the given runs:
 ``provenance``
     one row ``<run>:join`` per run with the rules' version and what was attributed.
 
+Instrumented runs (device regions) are joined by :mod:`argus_lab.join.device` in the same transaction: each
+launch under its kernel record and host instance (evidence ``device_launch``), ``device_values``, ``device_sm``, and
+the overhead against the clean run; their own kernels give no ``gpu.*`` values.
+
 Everything is set-based SQL in DuckDB (:mod:`argus_lab.join.attribution_sql`): no Python loop touches a record.
 """
 
