@@ -69,16 +69,18 @@ DELETE: tuple[str, ...] = (
 LAUNCHES = f"""
 CREATE OR REPLACE TEMP TABLE _j_dl AS
 WITH p AS (
-    SELECT d.run_id, d.launch, d.kernel, d.thread_id, coalesce(d.instance_id, 0) AS asked_in, d.probe_ns,
-           lead(d.probe_ns) OVER (PARTITION BY d.run_id, d.thread_id % 4294967296 ORDER BY d.probe_ns, d.launch)
-               AS next_ns
+    SELECT d.run_id, d.launch, d.kernel, d.thread_id, coalesce(d.rank, 0) AS rank,
+           coalesce(d.instance_id, 0) AS asked_in, d.probe_ns,
+           lead(d.probe_ns) OVER (PARTITION BY d.run_id, coalesce(d.rank, 0), d.thread_id % 4294967296
+                                  ORDER BY d.probe_ns, d.launch) AS next_ns
     FROM device_launches d WHERE d.{IN_RUNS}
 ), c AS (
     SELECT p.run_id, p.launch, k.key, k.correlation_id, k.carried, k.start_ns, k.end_ns,
            row_number() OVER (PARTITION BY p.run_id, p.launch
                               ORDER BY k.q, k.name <> p.kernel, k.correlation_id) AS rn
     FROM p JOIN _j_k k
-      ON k.run_id = p.run_id AND k.kind = 'kernel' AND starts_with(k.name, p.kernel) AND k.q >= p.probe_ns
+      ON k.run_id = p.run_id AND k.rank = p.rank AND k.kind = 'kernel' AND starts_with(k.name, p.kernel)
+     AND k.q >= p.probe_ns
      AND (p.next_ns IS NULL OR k.q < p.next_ns) AND k.thread_id % 4294967296 = p.thread_id % 4294967296
 )
 SELECT p.run_id, p.launch, p.kernel, p.asked_in, c.key AS kernel_key, c.correlation_id, c.start_ns AS k_start_ns,

@@ -84,7 +84,8 @@ TABLES: dict[str, str] = {
         "run_id VARCHAR, instance_id BIGINT, ref_run_id VARCHAR, ref_instance_id BIGINT, path VARCHAR, "
         "repetition INTEGER, rep_index INTEGER, status VARCHAR, difference VARCHAR"
     ),
-    # Device regions (the device backend, instrumented variant): one row per instrumented launch, with what the
+    # Device regions (the device backend, instrumented variant; ``launch`` is unique in a run: rank << 20 plus the
+    # rank's own launch count): one row per instrumented launch, with what the
     # probe was asked for on the host (kernel name, thread, the region instance open there, CLOCK_REALTIME ns after
     # the probe was made) and what its buffer held (programs, intervals, dropped events, the decoder's problems).
     "device_launches": (

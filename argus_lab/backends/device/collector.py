@@ -37,6 +37,8 @@ from argus_lab.run.machine import package_version
 from argus_lab.run.protocols import Columns, Evidence, RunContext
 
 MAX_BUFFER_BYTES = 4 << 30
+RANK_SHIFT = 20
+"""A launch's number is unique in its run: ``rank << RANK_SHIFT`` plus the rank's own launch count."""
 
 
 @dataclass(frozen=True)
@@ -146,7 +148,13 @@ class DeviceCollector:
     def probe(self, kernel: str, programs: int, events: int, regions: DeviceRegions, device: Any) -> Any:
         """A fresh probe buffer for the next launch of ``kernel`` (see :func:`argus_lab.device.probe`)."""
         with self._lock:
-            index = len(self.launches)
+            if len(self.launches) >= 1 << RANK_SHIFT:
+                msg = (
+                    f"this run already instrumented {len(self.launches)} launches, the most one run keeps; "
+                    "measure fewer repetitions, or instrument fewer launches (probe() only where it matters)"
+                )
+                raise RegionMisuseError(msg)
+            index = (env_rank() << RANK_SHIFT) + len(self.launches)
             buf = ProbeBuffer.allocate(programs, events, device=device, launch=index, kernel=kernel)
             self.launches.append(
                 Launch(index, kernel, regions, threading.get_ident(), current_instance(), time.time_ns(), buf)
