@@ -107,10 +107,10 @@ def _parse(line: str) -> Any:
 
 
 def _applies(req: Any, extras: tuple[str, ...]) -> bool:
-    """Whether the requirement's marker holds here, for no extra (``extras`` empty) or for one of ``extras``."""
+    """Whether the requirement holds here: its marker true with no extra, or with one of ``extras`` asked."""
     if req.marker is None:
-        return not extras
-    return any(req.marker.evaluate({"extra": extra}) for extra in (extras or ("",)))
+        return True
+    return any(req.marker.evaluate({"extra": extra}) for extra in ("", *extras))
 
 
 def pins_on(dist: str, target: str, depth: int = 2) -> list[Pin]:
