@@ -31,11 +31,16 @@ def explain_plan(plan: Plan) -> str:
         lines.append(f"    variant: {r.variant or 'plain program'}")
         lines.append(f"    signals: {', '.join(r.signals)}")
         for backend, settings in r.settings.items():
-            shown = {k: v for k, v in settings.items() if k != "args"}
+            shown = {k: v for k, v in settings.items() if k not in ("args", "region_filters", "scope")}
             parts = [f"{k}={_show(v)}" for k, v in shown.items()]
             lines.append(f"    {backend}: {'; '.join(parts)}")
             if "args" in settings:
                 lines.append(f"    command: {backend} {' '.join(_quote(a) for a in settings['args'])} <workload>")
+            if "scope" in settings:
+                lines.append(
+                    "    replays: only kernels launched inside instances of the scope "
+                    f"({settings['scope'] or 'every region'}; measured repetitions); nothing outside them"
+                )
         factors = " x ".join(f"{BACKENDS[b].cost_factor:g}" for b in r.backends)
         lines.append(
             f"    cost: {req.executions} execution(s) x {r.passes} pass(es) x cost factors {factors} = {r.cost:g}"
