@@ -160,9 +160,10 @@ def _attribute(con: duckdb.DuckDBPyConnection, ids: list[str]) -> str | None:
     # Nsight Compute kernels, across runs
     row = con.execute(q.REFERENCE_RUN).fetchone()
     ref: str | None = row[0] if row else None
-    if _count(con, q.HAS_NCU):
+    has_ncu = _count(con, q.HAS_NCU) > 0
+    con.execute(q.TIMING_SEQUENCE, [ref if has_ncu else None])  # empty without ncu kernels to match
+    if has_ncu:
         if ref is not None:
-            con.execute(q.TIMING_SEQUENCE, [ref])
             con.execute(q.NCU_MATCH, [ref])
         else:
             con.execute(q.NCU_OWN)

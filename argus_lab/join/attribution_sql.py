@@ -465,14 +465,25 @@ pairs AS (
     CROSS JOIN r
     FULL OUTER JOIN o ON o.run_id = oth.run_id AND o.region_id IS NOT DISTINCT FROM r.region_id AND o.path = r.path
                      AND o.repetition = r.repetition AND o.rep_index = r.rep_index
-)
+),
+ncu_runs AS (SELECT DISTINCT run_id FROM _j_nm WHERE run_id IS NOT NULL),
+placed AS (SELECT DISTINCT run_id, instance_id FROM _j_nm WHERE instance_id IS NOT NULL),
+owns AS (SELECT instance_id, count(*) AS n FROM _j_tseq GROUP BY instance_id)
 SELECT p.run_id, p.instance_id, p.ref_run_id, p.ref_instance_id, p.path, p.repetition, p.rep_index,
        CASE WHEN bad.reason IS NOT NULL THEN 'mismatch'  -- evidence of this run disagrees with the reference
-            WHEN p.instance_id IS NULL OR p.ref_instance_id IS NULL THEN 'missing' ELSE 'match' END,
+            WHEN p.instance_id IS NULL OR p.ref_instance_id IS NULL THEN 'missing'
+            WHEN nr.run_id IS NOT NULL AND ow.n > 0 AND pl.run_id IS NULL THEN 'not replayed'
+            ELSE 'match' END,
        CASE WHEN bad.reason IS NOT NULL THEN bad.reason
             WHEN p.instance_id IS NULL THEN 'only the reference run has this instance'
-            WHEN p.ref_instance_id IS NULL THEN 'the reference run has no such instance' END
+            WHEN p.ref_instance_id IS NULL THEN 'the reference run has no such instance'
+            WHEN nr.run_id IS NOT NULL AND ow.n > 0 AND pl.run_id IS NULL
+                THEN 'ncu replayed none of its ' || ow.n || ' kernel(s): outside the request''s scope (or launched '
+                     || 'on a thread without the region''s NVTX range)' END
 FROM pairs p LEFT JOIN bad ON bad.run_id = p.run_id AND bad.ref_instance_id = p.ref_instance_id
+LEFT JOIN ncu_runs nr ON nr.run_id = p.run_id
+LEFT JOIN placed pl ON pl.run_id = p.run_id AND pl.instance_id = p.ref_instance_id
+LEFT JOIN owns ow ON ow.instance_id = p.ref_instance_id
 WHERE p.run_id IS NOT NULL
 """
 

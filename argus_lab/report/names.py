@@ -100,12 +100,12 @@ def _strip_signature(text: str) -> str:
                     if head and not head.endswith(("operator", "(anonymous namespace")):
                         s = head
                     break
-    depth = 0  # the return type: a space outside every <...> before the name
+    depth = 0  # the return type: a space outside every <...> and (...) before the name
     cut = -1
     for i, ch in enumerate(s):
-        if ch == "<":
+        if ch in "<(":
             depth += 1
-        elif ch == ">":
+        elif ch in ">)":
             depth -= 1
         elif ch == " " and depth == 0:
             cut = i

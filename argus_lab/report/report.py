@@ -153,7 +153,7 @@ class Report:
             self._values, self._units = summary.values, summary.units
             self._joined_ok = True
             self.attribution = rt.read_attribution(self.provenance)
-            self.matches = rt.read_matches(self.store, ids)
+            self.matches = rt.read_matches(self.store, ids, self._scope_sql)
             self.clocks = rt.read_clocks(self.store, ids)
             self.ranks = rt.read_ranks(self.store, ids, self._scope_sql)
 

@@ -731,8 +731,10 @@ def read_clocks(store: Store, ids: list[str]) -> tuple[ClockRow, ...]:
     return tuple(ClockRow(**r) for r in store.records(q.CLOCKS_SEEN, [ids]))
 
 
-def read_matches(store: Store, ids: list[str]) -> tuple[MatchRow, ...]:
-    """Instance matching of each run against the reference run, by status."""
+def read_matches(store: Store, ids: list[str], scope: ScopeFilter | None = None) -> tuple[MatchRow, ...]:
+    """Instance matching of each run against the reference run, by region path and status (measured instances of
+    the report's scope only)."""
+    sql, bound = scoped(q.MATCHES, scope)
     return tuple(
         MatchRow(
             run_id=r["run_id"],
@@ -743,7 +745,7 @@ def read_matches(store: Store, ids: list[str]) -> tuple[MatchRow, ...]:
             difference=r["difference"] or "",
             indexes=index_ranges(r["indexes"] or ()),
         )
-        for r in store.records(q.MATCHES, [ids, ids])
+        for r in store.records(sql, [*bound, ids, ids])
     )
 
 

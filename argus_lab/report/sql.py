@@ -211,13 +211,14 @@ WITH warm AS (
     GROUP BY ALL
 )
 SELECT m.run_id, m.ref_run_id, m.status, m.path, count(*) AS n,
-       list(DISTINCT coalesce(ri.instance_index, oi.instance_index) - coalesce(w.warm, 0)) AS indexes,
+       list(DISTINCT coalesce(i.instance_index, oi.instance_index) - coalesce(w.warm, 0)) AS indexes,
        any_value(m.difference) FILTER (WHERE m.status <> 'match') AS difference
 FROM instance_matches m
-LEFT JOIN region_instances ri ON ri.run_id = m.ref_run_id AND ri.instance_id = m.ref_instance_id
+LEFT JOIN region_instances i ON i.run_id = m.ref_run_id AND i.instance_id = m.ref_instance_id
 LEFT JOIN region_instances oi ON oi.run_id = m.run_id AND oi.instance_id = m.instance_id
 LEFT JOIN warm w ON w.run_id = m.ref_run_id AND w.path = m.path
-WHERE m.run_id {IN_RUNS}
+WHERE m.run_id {IN_RUNS} AND NOT coalesce(i.warmup, oi.warmup, false)  -- warm-up instances are never measured
+  AND (i.instance_id IS NULL /*SCOPE_OR*/)  -- instances of the reference run outside the report's scope are left out
 GROUP BY m.run_id, m.ref_run_id, m.status, m.path
 ORDER BY m.run_id, m.path, m.status
 """
