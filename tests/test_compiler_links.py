@@ -87,7 +87,13 @@ def test_inductor_static_launcher_kernels_get_facts_from_the_cache(compiled: lis
     k = compiled[1]
     obj = StaticallyLaunchedCudaKernel(k)
     f, text = col.facts_of_launcher(obj, [cache])
-    assert (f.name, f.binary_hash, f.registers, f.threads, f.shared_bytes) == ("matmul_kernel", k.hash, 96, 128, k.metadata.shared)
+    assert (f.name, f.binary_hash, f.registers, f.threads, f.shared_bytes) == (
+        "matmul_kernel",
+        k.hash,
+        96,
+        128,
+        k.metadata.shared,
+    )
     assert f.num_stages == 3 and f.sass_instructions and text and "HGMMA" in text
     assert f.origin == "inductor static launcher"
     # found by the collector's one pass over live objects, whatever module defined the class
@@ -96,7 +102,9 @@ def test_inductor_static_launcher_kernels_get_facts_from_the_cache(compiled: lis
     # a hash no cache holds: the facts say what is missing instead of inventing it
     obj.hash = "0" * 64
     g, _ = col.facts_of_launcher(obj, [cache])
-    assert g.registers == 96 and g.sass_instructions is None and "not found in the Triton/Inductor caches" in g.unavailable
+    assert (
+        g.registers == 96 and g.sass_instructions is None and "not found in the Triton/Inductor caches" in g.unavailable
+    )
 
 
 def test_a_kernel_whose_object_is_gone_is_read_from_the_load_hook_record(compiled: list[Any]) -> None:
@@ -125,8 +133,18 @@ def test_cache_folder_naming_follows_triton(compiled: list[Any], cache: Path) ->
 def _launch(f: cf.KernelFacts, corr: int, t: int, inst: int) -> Kern:
     """A launch record of binary ``f`` (SYNTHETIC: the values CUPTI reports for a Triton launch)."""
     assert f.registers is not None and f.shared_bytes is not None
-    return Kern(corr, f.name, t, t + 5_000, inst, api=t - 100, registers=f.registers, static_smem=f.static_shared or 0,
-                dynamic_smem=f.shared_bytes, block=(f.threads or 128, 1, 1))
+    return Kern(
+        corr,
+        f.name,
+        t,
+        t + 5_000,
+        inst,
+        api=t - 100,
+        registers=f.registers,
+        static_smem=f.static_shared or 0,
+        dynamic_smem=f.shared_bytes,
+        block=(f.threads or 128, 1, 1),
+    )
 
 
 @pytest.fixture(scope="module")
@@ -144,7 +162,9 @@ def store(tmp_path_factory: pytest.TempPathFactory, facts: dict[int, cf.KernelFa
         write(st, [run], request_id=f"q-{run_id}")
         st.write({"kernel_facts": cf.fact_rows(list(facts.values()), run_id)})
         if scope:
-            st.execute("UPDATE requests SET spec = ? WHERE request_id = ?", [json.dumps({"scope": scope}), f"q-{run_id}"])
+            st.execute(
+                "UPDATE requests SET spec = ? WHERE request_id = ?", [json.dumps({"scope": scope}), f"q-{run_id}"]
+            )
         join.attribute_request(st, [run_id])
     return st
 
@@ -156,7 +176,9 @@ def test_each_launch_is_linked_to_the_binary_that_ran(store: Store, facts: dict[
     )
     k64, k128 = facts[64].key, facts[128].key
     # before issue 15 both binaries were "ran in matmul" by name alone, with no instance
-    assert rows == sorted([(k64, 1, "exact"), (k128, 1, "exact"), (k128, 2, "exact"), (k128, 3, "exact"), (k128, 4, "exact")])
+    assert rows == sorted(
+        [(k64, 1, "exact"), (k128, 1, "exact"), (k128, 2, "exact"), (k128, 3, "exact"), (k128, 4, "exact")]
+    )
 
 
 def test_the_report_says_which_configuration_ran_in_the_measured_instances(store: Store) -> None:

@@ -92,8 +92,9 @@ def test_ncu_replays_only_the_measured_instances_and_every_one_has_counters(tmp_
     )
     assert classes == [("ordinal",)]
     values = store.rows(
-        "SELECT i.instance_index, v.inclusive FROM instance_values v JOIN region_instances i USING (run_id, instance_id) "
-        "WHERE v.run_id = ? AND v.signal = 'hw:dram__bytes_read.sum' AND i.path = 'matmul' ORDER BY 1",
+        "SELECT i.instance_index, v.inclusive FROM instance_values v "
+        "JOIN region_instances i USING (run_id, instance_id) WHERE v.run_id = ? "
+        "AND v.signal = 'hw:dram__bytes_read.sum' AND i.path = 'matmul' ORDER BY 1",
         [report.runs[0].run_id],
     )
     assert [v[0] for v in values if v[1] is not None] == [1, 2, 3]
@@ -168,9 +169,9 @@ def test_ncu_replays_nothing_outside_regions_of_a_model_built_before_them(tmp_pa
         [ncu],
     )
     assert outside == [(0,)]
-    profiled = store.rows(
-        "SELECT count(*) FROM ncu_kernels WHERE run_id IN (SELECT unnest(?::VARCHAR[]))", [ncu[:1]]
-    )[0][0]
+    profiled = store.rows("SELECT count(*) FROM ncu_kernels WHERE run_id IN (SELECT unnest(?::VARCHAR[]))", [ncu[:1]])[
+        0
+    ][0]
     timing = report.runs[0].run_id
     measured = store.rows(
         "SELECT count(*) FROM kernels k JOIN region_instances i USING (run_id, instance_id) WHERE k.run_id = ? "

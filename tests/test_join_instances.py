@@ -76,9 +76,9 @@ def test_a_mismatched_instance_keeps_its_difference_and_the_others_keep_their_co
     # before issue 15 every one of the 7 ncu kernels was `mismatch`: placed by position under the path, instance
     # 0's 4 kernels against the timing run's 7 shifted every later instance
     assert classes == [(1, "mismatch", 4), (2, "ordinal", 1), (3, "ordinal", 1), (4, "ordinal", 1)]
-    reason = store.rows(
-        "SELECT any_value(reason) FROM attributions WHERE run_id = 'n-all' AND class = 'mismatch'"
-    )[0][0]
+    reason = store.rows("SELECT any_value(reason) FROM attributions WHERE run_id = 'n-all' AND class = 'mismatch'")[0][
+        0
+    ]
     assert "matmul #0" in reason and "the timing run launched 7, ncu profiled 4" in reason
     dram = dict(
         store.rows(
@@ -87,9 +87,7 @@ def test_a_mismatched_instance_keeps_its_difference_and_the_others_keep_their_co
         )
     )
     assert dram == {1: None, 2: 2000.0, 3: 3000.0, 4: 4000.0}
-    status = store.rows(
-        "SELECT instance_id, status FROM instance_matches WHERE run_id = 'n-all' ORDER BY instance_id"
-    )
+    status = store.rows("SELECT instance_id, status FROM instance_matches WHERE run_id = 'n-all' ORDER BY instance_id")
     assert status == [(1, "mismatch"), (2, "match"), (3, "match"), (4, "match")]
 
 

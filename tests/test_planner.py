@@ -446,9 +446,10 @@ def test_an_ncu_run_without_a_scope_still_replays_only_kernels_inside_regions() 
     args = unscoped.settings["ncu"]["args"]
     assert args[args.index("--nvtx") :] == ["--nvtx", "--nvtx-include", "argus-scope@in/"]
     assert unscoped.settings["ncu"]["scope"] == ""
-    assert "replays: only kernels launched inside instances of the scope (every region" in plan(
-        Request.build("hw:dram__bytes_read.sum"), SYNTHETIC_MODEL
-    ).explain()
+    assert (
+        "replays: only kernels launched inside instances of the scope (every region"
+        in plan(Request.build("hw:dram__bytes_read.sum"), SYNTHETIC_MODEL).explain()
+    )
     assert unscoped.settings["ncu"]["clock_control"] == "base"
     assert unscoped.settings["ncu"]["cache_control"] == "all"
     assert unscoped.settings["ncu"]["replay_mode"] == "kernel"

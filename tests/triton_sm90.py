@@ -53,6 +53,8 @@ def compile_configs(cache_dir: Path, num_warps: int = 4, num_stages: int = 3) ->
     for cfg in CONFIGS:
         src = ASTSource(fn=matmul_kernel, signature=SIGNATURE, constexprs=dict(cfg))
         out.append(
-            triton.compile(src, target=GPUTarget("cuda", 90, 32), options={"num_warps": num_warps, "num_stages": num_stages})
+            triton.compile(
+                src, target=GPUTarget("cuda", 90, 32), options={"num_warps": num_warps, "num_stages": num_stages}
+            )
         )
     return out

@@ -629,9 +629,11 @@ def _group_note(
     mn = int(major["n"])
     mk = int(major["kernels"] or 0)
     mt = _time_of(base_vals)
-    other = f"the other {mn} instance{'s' if mn != 1 else ''}: {mk:,} kernel{'s' if mk != 1 else ''}" + (
-        f", {mt}" if mt else ""
-    ) + (" each" if mn != 1 else "")
+    other = (
+        f"the other {mn} instance{'s' if mn != 1 else ''}: {mk:,} kernel{'s' if mk != 1 else ''}"
+        + (f", {mt}" if mt else "")
+        + (" each" if mn != 1 else "")
+    )
     return f"{head}, a different kernel sequence ({other})"
 
 
@@ -641,10 +643,7 @@ def read_compiler(store: Store, ids: list[str], scope: ScopeFilter | None = None
     from argus_lab.report.names import display_name
 
     have = {
-        r[0]
-        for r in store.rows(
-            "SELECT column_name FROM information_schema.columns WHERE table_name = 'kernel_facts'"
-        )
+        r[0] for r in store.rows("SELECT column_name FROM information_schema.columns WHERE table_name = 'kernel_facts'")
     }
     sql, bound = scoped(q.compiler_sql(have), scope)
     out = []

@@ -190,8 +190,23 @@ ORDER BY 1, 2, 12
 """
 
 FACT_COLUMNS = (
-    "run_id", "name", "binary_hash", "source", "registers", "local_words", "shared_bytes", "num_warps", "num_stages",
-    "sass_instructions", "sass_mix", "unavailable", "threads", "static_shared", "config", "origin", "binary_path",
+    "run_id",
+    "name",
+    "binary_hash",
+    "source",
+    "registers",
+    "local_words",
+    "shared_bytes",
+    "num_warps",
+    "num_stages",
+    "sass_instructions",
+    "sass_mix",
+    "unavailable",
+    "threads",
+    "static_shared",
+    "config",
+    "origin",
+    "binary_path",
 )
 """The ``kernel_facts`` columns the compiler table reads (columns a store written before them lacks read NULL)."""
 

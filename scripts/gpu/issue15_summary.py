@@ -151,9 +151,9 @@ def model(folder: Path) -> dict[str, Any]:
         "SELECT count(*) FROM ncu_kernels WHERE run_id IN (SELECT unnest(?::VARCHAR[])) AND coalesce(path, '') = ''",
         [ncu_runs],
     )[0][0]
-    replayed = store.rows(
-        "SELECT count(*) FROM ncu_kernels WHERE run_id IN (SELECT unnest(?::VARCHAR[]))", [ncu_runs]
-    )[0][0]
+    replayed = store.rows("SELECT count(*) FROM ncu_kernels WHERE run_id IN (SELECT unnest(?::VARCHAR[]))", [ncu_runs])[
+        0
+    ][0]
     measured = store.rows(
         "SELECT count(*) FROM kernels k JOIN region_instances i USING (run_id, instance_id) "
         "WHERE k.run_id IN (SELECT unnest(?::VARCHAR[])) AND NOT i.warmup AND k.kind = 'kernel'",
@@ -163,14 +163,18 @@ def model(folder: Path) -> dict[str, Any]:
         "SELECT count(*) FROM kernels k WHERE k.run_id IN (SELECT unnest(?::VARCHAR[])) AND k.instance_id IS NULL",
         [timing],
     )[0][0]
-    print(f"ncu replayed {replayed} kernels, {outside} outside every region; the timing run's measured instances "
-          f"launched {measured}")
+    print(
+        f"ncu replayed {replayed} kernels, {outside} outside every region; the timing run's measured instances "
+        f"launched {measured}"
+    )
     names = sorted({k.name for k in report.kernels})
     prof_path = folder / "profiler_names.json"
     prof = json.loads(prof_path.read_text())["kernels"] if prof_path.exists() else []
     ours = {demangle(n) for n in names}
-    print(f"demangler: {demangler()}; kernel names: {len(names)}, of them as torch.profiler names them: "
-          f"{len(ours & set(prof))} of {len(prof)}")
+    print(
+        f"demangler: {demangler()}; kernel names: {len(names)}, of them as torch.profiler names them: "
+        f"{len(ours & set(prof))} of {len(prof)}"
+    )
     for k in report.kernels[:12]:
         print(f"  {k.display_name}")
     print("\n".join(report.matching_lines()))

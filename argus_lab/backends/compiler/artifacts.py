@@ -128,7 +128,9 @@ def binaries_named(names: Iterable[str], dirs: Sequence[Path] | None = None) -> 
                 except (OSError, ValueError):
                     continue
                 cubin = folder / f"{name}.cubin"
-                out.append(Binary(name, str(metadata.get("hash", "")), folder, metadata, cubin if cubin.is_file() else None))
+                out.append(
+                    Binary(name, str(metadata.get("hash", "")), folder, metadata, cubin if cubin.is_file() else None)
+                )
     return out
 
 

@@ -21,6 +21,7 @@ get what their launch records say, in the report (:data:`argus_lab.report.sql.CO
 
 from __future__ import annotations
 
+import functools
 import gc
 import sys
 import warnings
@@ -206,7 +207,9 @@ class _LoadHook:
 
     def __call__(self, *args: Any, **kwargs: Any) -> None:
         # Triton calls it as (module, function, name, metadata_group, hash)
-        vals = list(args) + [kwargs.get(k) for k in ("module", "function", "name", "metadata_group", "hash")][len(args) :]
+        vals = (
+            list(args) + [kwargs.get(k) for k in ("module", "function", "name", "metadata_group", "hash")][len(args) :]
+        )
         if len(vals) < 5:
             return
         name, group, hex_hash = vals[2], vals[3], vals[4]
@@ -260,20 +263,20 @@ class CompilerCollector:
             key = (str(getattr(k, "name", "")), str(getattr(k, "hash", "")))
             if key not in seen:
                 seen.add(key)
-                jobs.append(lambda k=k: facts_of(k))
+                jobs.append(functools.partial(facts_of, k))
         dirs = art.cache_dirs()
         for o in launchers:
             key = (str(o.name), str(o.hash))
             if key not in seen:
                 seen.add(key)
-                jobs.append(lambda o=o: facts_of_launcher(o, dirs))
+                jobs.append(functools.partial(facts_of_launcher, o, dirs))
         for (name, hex_hash), group in self._hook.loaded.items():
             if (name, hex_hash) in seen:
                 continue
             seen.add((name, hex_hash))
             binary = _binary_of_group(name, hex_hash, group) or art.find_binary(name, hex_hash, dirs)
             if binary is not None:
-                jobs.append(lambda b=binary: facts_of_binary(b, "triton load hook"))
+                jobs.append(functools.partial(facts_of_binary, binary, "triton load hook"))
         facts: list[cf.KernelFacts] = []
         with ThreadPoolExecutor(max_workers=8) as pool:  # cuobjdump runs in subprocesses: overlap them
             for res in pool.map(_safe, jobs):
