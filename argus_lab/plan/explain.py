@@ -45,6 +45,9 @@ def explain_plan(plan: Plan) -> str:
         lines.append(
             f"    cost: {req.executions} execution(s) x {r.passes} pass(es) x cost factors {factors} = {r.cost:g}"
         )
+        for b in r.backends:
+            if BACKENDS[b].perturbation != "static":
+                lines.append(f"    overhead of {b}: {BACKENDS[b].overhead_text()}")
         lines.append(f"    why: {r.reason}")
     if plan.minimal and not plan.conflict_groups:
         lines.append("minimum: only static backends were requested; one run loads the kernels they read")
