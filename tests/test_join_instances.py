@@ -108,3 +108,13 @@ def test_the_report_says_which_instances_matched(store: Store) -> None:
     text = report.text()
     assert "matmul: instances 1-3 match" in text
     assert "instance 0 mismatch" in text
+
+
+def test_the_census_of_a_timing_run_counts_kernels_per_path(store: Store) -> None:
+    from argus_lab.report.census import kernel_census
+
+    census = kernel_census(store, "synthetic")
+    assert census is not None and census.source.startswith("timing run t-")
+    (matmul,) = census.paths
+    # 4 instances over 4 executions; (7 + 1 + 1 + 1) / 4 kernels of their own each
+    assert (matmul.path, matmul.instances, matmul.kernels, census.outside) == ("matmul", 1.0, 2.5, 0.0)

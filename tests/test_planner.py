@@ -560,3 +560,27 @@ def test_measured_cost_factors_follow_the_declared_overheads() -> None:
         base = {o.workload: o.ratio for o in BACKENDS["host"].overhead} if info.name != "host" else {}
         worst = max(o.ratio / base.get(o.workload, 1.0) for o in info.overhead)
         assert info.cost_factor == pytest.approx(worst, abs=0.01), info.name
+
+
+def test_an_ncu_run_is_costed_by_the_kernels_of_the_scope_it_replays() -> None:
+    """With a census of an earlier timing run (SYNTHETIC numbers), an ncu run's cost counts only the kernels of the
+    scope's instances: here 3 of 44 (instances 1-3 of matmul; not instance 0, not the 10 kernels per execution
+    outside regions)."""
+    from argus_lab.plan.ncu_settings import KernelCensus, PathCensus
+
+    census = KernelCensus((PathCensus("matmul", 1.0, 1.0),), outside=10.0, source="timing run r-t")
+    req = Request.build("hw:dram__bytes_read.sum", "matmul; instances=1:", repeat=4, warmup=0)
+    with_census = plan(req, SYNTHETIC_MODEL, census=census).runs[0]
+    without = plan(req, SYNTHETIC_MODEL).runs[0]
+    assert with_census.settings["ncu"]["replayed_kernels"] == 3.0
+    assert with_census.cost == pytest.approx(without.cost * 3 / 44, abs=1e-3)
+    assert (
+        "about 3 of the 44 kernels its 4 execution(s) launch (timing run r-t)"
+        in plan(req, SYNTHETIC_MODEL, census=census).explain()
+    )
+    assert without.settings["ncu"]["replayed_kernels"] is None
+    assert "every measured instance of the covered region paths" in without.settings["ncu"]["replays"]
+    # nested paths count with the instance that encloses them; the scope's instance share applies to both
+    nested = KernelCensus((PathCensus("step", 1.0, 2.0), PathCensus("step/attn", 2.0, 3.0)))
+    est = plan(Request.build("hw:dram__bytes_read.sum", "step; instances=2:", repeat=4), SYNTHETIC_MODEL, census=nested)
+    assert est.runs[0].settings["ncu"]["replayed_kernels"] == pytest.approx((2 * 1 * 4 + 3 * 2 * 4) * 2 / 4)
