@@ -20,11 +20,15 @@ set -uo pipefail
 cd "$(dirname "$0")/../.."
 OUT=${1:?usage: scripts/gpu/issue15.sh OUT}
 mkdir -p "$OUT"
+T0=$(date +%s)
+exec > >(tee -a "$OUT/issue15.log") 2>&1
 PY=${ARGUS_PYTHON:-/opt/torch/.venv/bin/python3}
 [ -x "$PY" ] || PY=$(command -v python3)
-export PYTHONPATH="${PYTHONPATH:-/tmp/argus-site:$PWD}"
+case ":${PYTHONPATH:-}:" in *":$PWD:"*) ;; *) export PYTHONPATH="$PWD${PYTHONPATH:+:$PYTHONPATH}" ;; esac
+if [ -d /tmp/argus-site ]; then
+  case ":$PYTHONPATH:" in *":/tmp/argus-site:"*) ;; *) export PYTHONPATH="/tmp/argus-site:$PYTHONPATH" ;; esac
+fi
 export TRITON_PRINT_AUTOTUNING=1 PYTHONUNBUFFERED=1
-T0=$(date +%s)
 DEADLINE=$((T0 + 112))   # the summary and the size checks need the last seconds
 left() { echo $((DEADLINE - $(date +%s))); }
 CLI=("$PY" -m argus_lab.faces.cli run)
