@@ -74,3 +74,28 @@ def test_without_cxxfilt_the_cplusfilt_program_demangles(monkeypatch: pytest.Mon
         assert names.demangle_all([FILL, "matmul_kernel"])[FILL].startswith("void at::native::vectorized")
     finally:
         names.demangle.cache_clear()
+
+
+def test_the_perfetto_export_names_kernels_as_kineto_does(tmp_path: Path) -> None:
+    """Chrome/Perfetto traces (like torch.profiler's) show demangled names; the recorded one stays in the args and
+    the Kineto importer takes it back (so an export re-imports to the same kernels)."""
+    import json
+
+    from test_join_recorded import load_case
+
+    from argus_lab import join
+    from argus_lab.store import Store
+    from argus_lab.views.perfetto import GPU_PID, write_trace
+
+    st = Store(tmp_path / "n.duckdb")
+    load_case(st, DATA / "cases" / "nested", "nested")
+    join.attribute_request(st, ["nested"])
+    write_trace(st, "nested", tmp_path / "t.json")
+    gpu = [
+        e
+        for e in json.loads((tmp_path / "t.json").read_text())["traceEvents"]
+        if e["ph"] == "X" and e["pid"] >= GPU_PID
+    ]
+    mangled = [e for e in gpu if "mangled" in e["args"]]
+    assert mangled and all(e["name"] == names.demangle(e["args"]["mangled"]) for e in mangled)
+    assert not any(e["name"].startswith("_Z") for e in gpu)
