@@ -1,6 +1,6 @@
 """An autotuned Triton matmul in a region (GPU; issue 15): the first instance autotunes, every later one does not.
 
-Measured as ``examples.gpu.autotuned_matmul:step`` (one ``matmul`` instance per repetition; the inputs are built at
+Measured from examples/gpu as ``autotuned_matmul:step`` (one ``matmul`` instance per repetition; the inputs are built at
 import, before the first region).  ``@triton.autotune`` benchmarks its four configurations on the first call, so
 instance 0 launches hundreds of kernels (their number depends on timing) and every later instance launches the
 chosen configuration once: the case of first-call heterogeneity, of an ncu run whose instance 0 differs from the

@@ -1,6 +1,6 @@
 """A torch.compile'd MLP in a region (GPU; issue 15): Inductor's Triton kernels need compiler facts and SASS mix.
 
-Measured as ``examples.gpu.compiled_mlp:step``: the module and its compiled form are built at import; the first
+Measured from examples/gpu as ``compiled_mlp:step``: the module and its compiled form are built at import; the first
 ``mlp`` instance compiles (Inductor generates and loads its Triton kernels, launched by its own launcher), every
 later one reuses them.
 """

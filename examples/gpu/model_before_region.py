@@ -1,6 +1,6 @@
 """A model built before its first region (GPU; issue 15): an ncu run must replay only kernels inside regions.
 
-Measured as ``examples.gpu.model_before_region:step``: building the decoder-shaped model at import launches
+Measured from examples/gpu as ``model_before_region:step``: building the decoder-shaped model at import launches
 initialisation kernels outside every region; each ``decode`` instance runs one forward step.  ``python
 examples/gpu/model_before_region.py --profiler OUT.json`` writes the kernel names torch.profiler shows for the
 same step (for comparing names).
