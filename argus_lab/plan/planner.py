@@ -64,8 +64,8 @@ def plan(request: Request, passes: PassModel | None = None, census: KernelCensus
     request
         What to measure (see :meth:`Request.build`).
     passes
-        The ncu pass-count model; by default :func:`argus_lab.plan.passes.default_pass_model` (the table recorded on
-        the H200).  On a GPU machine a model that asks the GPU can be passed here.
+        The ncu pass-count model; by default :func:`argus_lab.plan.passes.default_pass_model` (on a GPU host the
+        live count of CUPTI's profiler host API, else the table recorded on the H200).
     census
         Kernels per execution by region path from an earlier timing run of the workload
         (:func:`argus_lab.report.census.kernel_census`): an ncu run's cost then counts only the kernels of the
@@ -86,18 +86,35 @@ def plan(request: Request, passes: PassModel | None = None, census: KernelCensus
     static = [b for b in used if BACKENDS[b].perturbation == "static"]
     runtime = [b for b in used if BACKENDS[b].perturbation != "static"]
     groups = min_conflict_free_groups(runtime)
-    conflict_groups = len(groups)
 
     # Replay backends (ncu) collect counters by replaying kernels: their signals are split by the pass model.
     counters = {
         b: [metric_of(sig.name) for sig in by_backend[b]] for b in runtime if BACKENDS[b].perturbation == "replay"
     }
     hw = [m for ms in counters.values() for m in ms]
-    model: PassModel | None = None
+    model: PassModel | None = (passes if passes is not None else default_pass_model()) if hw else None
+    try:
+        return _plan(request, model, by_backend, static, runtime, groups, counters, census)
+    finally:
+        close = getattr(model, "close", None) if passes is None else None
+        if close is not None:
+            close()  # a live model's worker process ends with the plan (its counts stay cached)
+
+
+def _plan(
+    request: Request,
+    model: PassModel | None,
+    by_backend: dict[str, list[Signal]],
+    static: list[str],
+    runtime: list[str],
+    groups: list[list[str]],
+    counters: dict[str, list[str]],
+    census: KernelCensus | None = None,
+) -> Plan:
+    conflict_groups = len(groups)
     minimal = True
     splits: dict[str, list[list[str]]] = {}
-    if hw:
-        model = passes if passes is not None else default_pass_model()
+    if model is not None:
         for b, metrics in counters.items():
             parts, proven = split_counters(metrics, model.passes, request.settings.max_passes_per_run)
             splits[b] = [sorted(part, key=metrics.index) for part in parts]
@@ -133,11 +150,14 @@ def plan(request: Request, passes: PassModel | None = None, census: KernelCensus
         signals: list[str] = []
         settings: dict[str, dict[str, Any]] = {}
         n_passes = 1
+        passes_from = ""
         for b in backends:
             if b == spec.replay and spec.metrics is not None:
                 assert model is not None
                 signals += [sig.name for sig in by_backend[b] if metric_of(sig.name) in spec.metrics]
                 n_passes = model.passes(spec.metrics)
+                origin = getattr(model, "origin", None)
+                passes_from = str(origin(spec.metrics)) if origin is not None else ""
                 settings[b] = ncu_settings(request, spec.metrics, n_passes, census)
             else:
                 signals += [sig.name for sig in by_backend[b]]
@@ -156,6 +176,7 @@ def plan(request: Request, passes: PassModel | None = None, census: KernelCensus
                 passes=n_passes,
                 cost=_cost(execs, n_passes, backends, _replayed_share(settings)),
                 attached=attached,
+                passes_from=passes_from,
             )
         )
 
