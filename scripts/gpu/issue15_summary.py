@@ -2,7 +2,8 @@
 
     python scripts/gpu/issue15_summary.py OUT
 
-Writes OUT/issue15-summary.json (the facts below, for tests/test_issue15_recorded.py) and prints:
+Writes OUT/issue15-summary.json (the facts below, for tests/test_issue15_recorded.py), compacts the stores (16 KiB
+DuckDB blocks, :mod:`argus_lab.store.compact`) and prints:
 
 1. autotune.duckdb, request 2 (ncu, ``--scope 'matmul; instances=1:'``): every kernel ncu replayed, by region path
    and instance, the instance matches, the counters of every measured instance, and the compiler table (which
@@ -26,6 +27,7 @@ from typing import Any
 import argus_lab
 from argus_lab.report.names import demangle, demangler
 from argus_lab.store import Store
+from argus_lab.store.compact import compact
 
 
 def _requests(store: Store) -> list[list[str]]:
@@ -204,6 +206,13 @@ def main(argv: list[str]) -> int:
     _section("3. torch.compile'd MLP: Triton facts and SASS mix", out, "compiled", lambda: compiled(folder))
     _section("4. model built before its first region: ncu and names", out, "model", lambda: model(folder))
     (folder / "issue15-summary.json").write_text(json.dumps(out, indent=1, default=str))
+    for name in ("autotune.duckdb", "compiled.duckdb", "model.duckdb"):  # 16 KiB blocks: small enough to keep
+        if (folder / name).exists():
+            try:
+                done = compact(folder / name)
+                print(f"compacted {name}: {done.bytes_before:,} -> {done.bytes:,} bytes")
+            except Exception as exc:  # an uncompacted store is still evidence (the shell gzips a large one)
+                print(f"could not compact {name}: {exc}")
     return 0
 
 
