@@ -18,6 +18,7 @@ import sys
 import tempfile
 import warnings
 from collections.abc import Sequence
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
@@ -65,6 +66,25 @@ def cuobjdump_sass(cubin: bytes) -> str | None:
     return res.stdout
 
 
+def cuobjdump_res_usage(cubin: bytes) -> list[cf.ResourceUsage]:
+    """``cuobjdump -res-usage`` of a cubin: registers, local memory, stack and static shared memory per function.
+
+    Needs no GPU (the compile pool of an optimisation loop reads it before anything is launched); ``[]`` when the
+    tool is missing or fails.
+    """
+    tool = cuobjdump_path()
+    if tool is None:
+        return []
+    with tempfile.NamedTemporaryFile(suffix=".cubin") as fh:
+        fh.write(cubin)
+        fh.flush()
+        try:
+            res = subprocess.run([tool, "-res-usage", fh.name], capture_output=True, text=True, check=True, timeout=60)
+        except (OSError, subprocess.SubprocessError):
+            return []
+    return cf.parse_res_usage(res.stdout)
+
+
 def sass_of(kernel: Any) -> str | None:
     """SASS text of a compiled kernel: ``cuobjdump -sass`` on its cubin, else Triton's ``asm['sass']``."""
     asm = getattr(kernel, "asm", {})
@@ -80,8 +100,8 @@ def sass_of(kernel: Any) -> str | None:
     return str(text) if text else None
 
 
-def facts_of(kernel: Any) -> tuple[cf.KernelFacts, str | None]:
-    """The facts of one Triton ``CompiledKernel`` and its SASS text."""
+def facts_of(kernel: Any, *, sass: bool = True) -> tuple[cf.KernelFacts, str | None]:
+    """The facts of one Triton ``CompiledKernel`` and its SASS text (``sass=False``: not disassembled)."""
     try:
         kernel._init_handles()
     except (AttributeError, RuntimeError):
@@ -89,12 +109,20 @@ def facts_of(kernel: Any) -> tuple[cf.KernelFacts, str | None]:
     md = kernel.metadata
     meta = md._asdict() if hasattr(md, "_asdict") else dict(vars(md)) if hasattr(md, "__dict__") else dict(md)
     name = str(meta.get("name") or getattr(kernel, "name", ""))
-    sass = sass_of(kernel)
-    return cf.triton_facts(name, meta, getattr(kernel, "n_regs", None), getattr(kernel, "n_spills", None), sass), sass
+    text = sass_of(kernel) if sass else None
+    facts = cf.triton_facts(name, meta, getattr(kernel, "n_regs", None), getattr(kernel, "n_spills", None), text)
+    if not sass:
+        facts = replace(facts, unavailable="SASS: not disassembled (compiler setting sass=false)")
+    return facts, text
 
 
 class CompilerCollector:
-    """Collects compiled-kernel facts at the end of a run."""
+    """Collects compiled-kernel facts at the end of a run.
+
+    Setting ``sass`` (default true): disassemble each kernel's cubin for the SASS instruction mix. ``cuobjdump -sass``
+    takes about a second per kernel; a loop that measures many variants sets it false and keeps registers, local
+    memory, shared memory, warps and stages.
+    """
 
     info = BACKENDS["compiler"]
 
@@ -102,18 +130,20 @@ class CompilerCollector:
         self._ctx: RunContext | None = None
         self.facts: list[cf.KernelFacts] = []
         self.sass: dict[str, str] = {}
+        self._disassemble = True
 
     def hooks(self) -> Sequence[BoundaryHook]:
         return ()
 
     def start(self, ctx: RunContext) -> None:
         self._ctx = ctx
+        self._disassemble = bool(ctx.settings.get("sass", True))
 
     def stop(self) -> None:
         facts = []
         for k in compiled_kernels():
             try:
-                f, sass = facts_of(k)
+                f, sass = facts_of(k, sass=self._disassemble)
             except (AttributeError, KeyError, TypeError, RuntimeError):
                 continue
             facts.append(f)
@@ -133,7 +163,12 @@ class CompilerCollector:
                 "run_id": [run_id],
                 "backend": ["compiler"],
                 "backend_version": [_triton_version()],
-                "settings": [{"kernels": len(self.facts), "sass": "cuobjdump -sass (Triton bundled)"}],
+                "settings": [
+                    {
+                        "kernels": len(self.facts),
+                        "sass": "cuobjdump -sass (Triton bundled)" if self._disassemble else "not disassembled",
+                    }
+                ],
                 "clocks": [{}],
                 "timestamps": ["none (static facts)"],
             },

@@ -108,6 +108,51 @@ def parse_sass(text: str) -> list[SassFunction]:
     return funcs
 
 
+_RES_FUNC = re.compile(r"^\s*Function\s+([^\s:]+)\s*:")
+_RES_FIELD = re.compile(r"([A-Z]+(?:\[\d+\])?):(\d+)")
+
+
+@dataclass(frozen=True)
+class ResourceUsage:
+    """``cuobjdump -res-usage`` of one function: what the binary asks of an SM, known without a GPU.
+
+    ``registers`` per thread, ``local_bytes`` of local memory per thread (register spills and local arrays),
+    ``stack_bytes``, ``static_shared_bytes`` (the dynamic shared memory a launch adds is not in the binary).
+    """
+
+    name: str
+    registers: int
+    local_bytes: int
+    stack_bytes: int
+    static_shared_bytes: int
+
+
+def parse_res_usage(text: str) -> list[ResourceUsage]:
+    """Parse ``cuobjdump -res-usage`` output: one entry per ``Function <name>:`` block."""
+    out: list[ResourceUsage] = []
+    name: str | None = None
+    for line in text.splitlines():
+        m = _RES_FUNC.match(line)
+        if m:
+            name = m.group(1)
+            continue
+        if name is None:
+            continue
+        fields = dict(_RES_FIELD.findall(line))
+        if "REG" in fields:
+            out.append(
+                ResourceUsage(
+                    name=name,
+                    registers=int(fields["REG"]),
+                    local_bytes=int(fields.get("LOCAL", 0)),
+                    stack_bytes=int(fields.get("STACK", 0)),
+                    static_shared_bytes=int(fields.get("SHARED", 0)),
+                )
+            )
+            name = None
+    return out
+
+
 @dataclass(frozen=True)
 class KernelFacts:
     """What is known about one compiled kernel."""
