@@ -28,7 +28,9 @@ from __future__ import annotations
 
 import argparse
 import concurrent.futures as cf
+import gzip
 import heapq
+import shutil
 import json
 import math
 import multiprocessing as mp
@@ -86,12 +88,16 @@ CONFIGS: list[dict[str, Any]] = [
 ]
 # fmt: on
 TINY = [CONFIGS[0], CONFIGS[1]]
+HOST_DEMO: list[dict[str, Any]] = [{"kind": "host", "n": 96, "walk": True}, {"kind": "host", "n": 64}]
+"""``--host-demo``: the driver end to end on a host region (tests/optimize_cpu.py, host.wall), on any machine."""
 
 
 def label(cfg: dict[str, Any]) -> str:
     """The configuration in words (the target's name)."""
     if cfg["kind"] == "gemm":
         return f"gemm {cfg['dtype']} {cfg['m']}x{cfg['n']}x{cfg['k']}"
+    if cfg["kind"] == "host":
+        return f"blocked matmul {cfg['n']}"
     kind = "causal" if cfg["causal"] else "full"
     return f"attn {cfg['dtype']} b{cfg['batch']} h{cfg['heads']} n{cfg['seq']} d{cfg['head_dim']} {kind}"
 
@@ -106,6 +112,10 @@ def make_target(cfg: dict[str, Any], builds: Any, sms: int) -> Any:
 
     if cfg["kind"] == "gemm":
         return GemmTarget(cfg["m"], cfg["n"], cfg["k"], cfg["dtype"], builds=builds, sms=sms)
+    if cfg["kind"] == "host":
+        from tests.optimize_cpu import BlockedMatmul
+
+        return BlockedMatmul(cfg["n"])
     return AttentionTarget(
         cfg["batch"], cfg["heads"], cfg["seq"], cfg["head_dim"], causal=cfg["causal"], dtype=cfg["dtype"],
         builds=builds, sms=sms,
@@ -302,7 +312,7 @@ def worker_main(args: argparse.Namespace) -> int:
     from argus_lab.run.machine import gpu_available
 
     opt = argus_lab.optimize
-    have_gpu = args.device != "cpu" and gpu_available()
+    have_gpu = args.device != "cpu" and gpu_available() and not args.host_demo
     sms = 132
     device_name = None
     if have_gpu:
@@ -313,20 +323,24 @@ def worker_main(args: argparse.Namespace) -> int:
 
         device_name = torch.cuda.get_device_name()
         say(f"GPU {device_name}, {sms} SMs")
+    elif args.host_demo:
+        say("host demo: a host region measured by host.wall (no GPU, nothing to compile)")
     else:
         say("no GPU (or --device cpu): candidates are compiled for sm_90 and every measurement is skipped")
     spec = opt.device_spec(device_name) or opt.device_spec("NVIDIA H200")
     stores = out / "stores"
     stores.mkdir(exist_ok=True)
-    store_path = stores / f"worker{wid}.duckdb"
-    signals = tuple(args.signals.split(","))
+    # one store per worker, one connection held for the whole run (each evaluation nests in it: no open and
+    # checkpoint per candidate); the walk configuration has a store of its own (notebooks/optimize.ipynb)
+    shared_store = argus_lab.open_store(str(stores / f"worker{wid}.duckdb"))
+    signals = ("host.wall",) if args.host_demo else tuple(args.signals.split(","))
     budget = opt.Budget(candidates=args.budget)
     cand_log = open(out / "results" / f"worker{wid}-candidates.jsonl", "a", buffering=1)  # noqa: SIM115
     res_log = open(out / "results" / f"worker{wid}.jsonl", "a", buffering=1)  # noqa: SIM115
 
     def start(cfg: dict[str, Any]) -> ConfigRun:
         target = make_target(cfg, builds, sms)
-        store = store_path
+        store: Any = shared_store
         if cfg.get("walk"):
             (out / "evidence").mkdir(exist_ok=True)
             store = out / "evidence" / "optimize_walk.duckdb"
@@ -338,8 +352,10 @@ def worker_main(args: argparse.Namespace) -> int:
         ctx = opt.RuleContext(space, target.model, spec, target.phase_roles)
 
         def static(c: Any) -> Any:
-            key = target.specs(c)[0].key
-            return builds.errors.get(key) or builds.facts.get(key)
+            specs = target.specs(c)
+            if not specs:
+                return None
+            return builds.errors.get(specs[0].key) or builds.facts.get(specs[0].key)
 
         timing = opt.TimingOnly(space, target.default(), seed=seed_of(cfg, args.seed))
         guided = opt.EvidenceGuided(space, target.default(), ctx, static=static)
@@ -455,7 +471,7 @@ def worker_main(args: argparse.Namespace) -> int:
             (out / "evidence" / "optimize_walk.json").write_text(json.dumps(line, indent=1))
         t, g = summary["timing-only"], summary["evidence-guided"]
         say(
-            f"done {cr.target.name} in {line['seconds']:.1f}s: default {fmt_ms(summary['default_ms'])}, "
+            f"{'done' if complete else 'stopped'} {cr.target.name} in {line['seconds']:.1f}s: default {fmt_ms(summary['default_ms'])}, "
             f"timing-only x{fmt_x(t.get('speedup'))} ({t.get('verdict')}), "
             f"evidence-guided x{fmt_x(g.get('speedup'))} ({g.get('verdict')})"
         )
@@ -471,6 +487,13 @@ def worker_main(args: argparse.Namespace) -> int:
     active: list[ConfigRun] = []
     firsts: dict[str, tuple[Any, list[Any]]] = {}
     status = 0
+
+    def terminated(signum: int, frame: Any) -> None:
+        raise KeyboardInterrupt
+
+    signal.signal(signal.SIGTERM, terminated)  # the parent's deadline: finish what is measured, close the store
+    held = shared_store.connect(write=True)
+    held.__enter__()
     try:
         while (queue or active) and time.time() < deadline - args.margin_s:
             while len(active) < args.active and queue:
@@ -507,10 +530,13 @@ def worker_main(args: argparse.Namespace) -> int:
             compiles.pump()
             if not progressed:
                 compiles.wait(0.1)
+    except KeyboardInterrupt:
+        say("terminated by the driver (deadline): writing what was measured")
     except Exception:
         status = 1
         say("worker failed:\n" + traceback.format_exc())
     finally:
+        signal.signal(signal.SIGTERM, signal.SIG_DFL)
         for cr in active:
             finish(cr, False, "the time budget ended first" if status == 0 else "the worker failed")
         for cfg in queue:
@@ -521,6 +547,7 @@ def worker_main(args: argparse.Namespace) -> int:
         pool.shutdown(wait=False, cancel_futures=True)
         for p in workers:  # compile jobs still running are not waited for
             p.terminate()
+        held.__exit__(None, None, None)
     return status
 
 
@@ -534,6 +561,8 @@ def start_static(cfg: dict[str, Any], builds: Any, sms: int, args: argparse.Name
 
 
 def load_configs(args: argparse.Namespace) -> list[dict[str, Any]]:
+    if args.host_demo:
+        return HOST_DEMO
     return TINY if args.tiny else CONFIGS
 
 
@@ -584,8 +613,10 @@ def merge(out: Path, args: argparse.Namespace, wall: float) -> dict[str, Any]:
     agg["timing_better"] = sum(
         1 for r in both if r["summary"]["timing-only"]["speedup"] > r["summary"]["evidence-guided"]["speedup"] * 1.01
     )
+    devices = sorted({str(r.get("device")) for r in measured if r.get("device")})
     doc = {
         "schema": "argus_lab.optimize-bench/1",
+        "device": ", ".join(devices) if devices else ("host" if args.host_demo else "none"),
         "command": " ".join(sys.argv),
         "budget": args.budget,
         "repeat": args.repeat,
@@ -644,8 +675,10 @@ def table(doc: dict[str, Any]) -> str:
         "",
         "| | configurations improved | geometric-mean speed-up |",
         "| --- | --- | --- |",
-        f"| timing-only (argus_lab, H200) | {t['improved']}/{t['configurations']} | {pct(t['geomean_gain'])} |",
-        f"| evidence-guided (argus_lab, H200) | {g['improved']}/{g['configurations']} | {pct(g['geomean_gain'])} |",
+        f"| timing-only (argus_lab, {doc['device']}) | {t['improved']}/{t['configurations']} "
+        f"| {pct(t['geomean_gain'])} |",
+        f"| evidence-guided (argus_lab, {doc['device']}) | {g['improved']}/{g['configurations']} "
+        f"| {pct(g['geomean_gain'])} |",
         f"| seed: without evidence | - | {pct(seed['geomean_without_evidence'])} |",
         f"| seed: with Argus evidence | {seed['improved_with_evidence']}/{seed['configurations']} "
         f"| {pct(seed['geomean_with_evidence'])} |",
@@ -654,6 +687,19 @@ def table(doc: dict[str, Any]) -> str:
         f"{a['timing_better']}. Wall time {doc['wall_s']:.0f} s.",
     ]
     return "\n".join(lines) + "\n"
+
+
+def compress_stores(out: Path) -> None:
+    """The DuckDB files (and a write-ahead log left by a killed worker) gzipped: a store of a few runs is megabytes of
+    blocks and some tens of kilobytes compressed."""
+    for folder in (out / "stores", out / "evidence"):
+        for f in sorted(folder.glob("*.duckdb*")):
+            if f.suffix == ".lock":
+                f.unlink()
+            elif f.is_file() and f.suffix in (".duckdb", ".wal"):
+                with f.open("rb") as src, gzip.open(f.with_name(f.name + ".gz"), "wb") as dst:
+                    shutil.copyfileobj(src, dst)
+                f.unlink()
 
 
 def parent_main(args: argparse.Namespace) -> int:
@@ -683,6 +729,8 @@ def parent_main(args: argparse.Namespace) -> int:
         ]  # fmt: skip
         if args.tiny:
             cmd.append("--tiny")
+        if args.host_demo:
+            cmd.append("--host-demo")
         procs.append(subprocess.Popen(cmd, env=wenv, cwd=ROOT, start_new_session=True))
     print(f"optimize_bench: {n} worker(s), budget {args.budget} candidates per search, deadline {args.budget_s:.0f} s")
     hard = deadline + args.kill_grace_s
@@ -699,6 +747,7 @@ def parent_main(args: argparse.Namespace) -> int:
                 os.killpg(p.pid, signal.SIGKILL)
                 p.wait(timeout=3)
     doc = merge(out, args, time.time() - t0)
+    compress_stores(out)
     print((out / "optimize.md").read_text())
     return 0 if doc["measured"] or args.device == "cpu" else 1
 
@@ -721,6 +770,11 @@ def parse(argv: list[str] | None = None) -> argparse.Namespace:
     ap.add_argument("--kill-grace-s", type=float, default=6.0)
     ap.add_argument("--cache", default=os.environ.get("ARGUS_I21_CACHE", "/tmp/argus-issue21"))
     ap.add_argument("--tiny", action="store_true", help="two configurations (a dry run)")
+    ap.add_argument(
+        "--host-demo",
+        action="store_true",
+        help="the driver end to end on a host region measured by host.wall (tests/optimize_cpu.py), any machine",
+    )
     ap.add_argument("--worker", type=int, default=None, help=argparse.SUPPRESS)
     ap.add_argument("--of", type=int, default=1, help=argparse.SUPPRESS)
     ap.add_argument("--deadline", type=float, default=0.0, help=argparse.SUPPRESS)

@@ -49,7 +49,6 @@ class Blocked:
 class BlockedMatmul:
     """The target (``argus_lab.optimize.Target``)."""
 
-    name = "blocked matmul 64"
     region = "blocked_matmul"
     module = "tests.optimize_cpu"
     kernel = "blocked_matmul"
@@ -57,6 +56,7 @@ class BlockedMatmul:
     device = None
 
     def __init__(self, n: int = 64) -> None:
+        self.name = f"blocked matmul {n}"
         rng = np.random.default_rng(0)
         self.a, self.b = rng.standard_normal((n, n)), rng.standard_normal((n, n))
         self.ref = self.a @ self.b
@@ -79,6 +79,10 @@ class BlockedMatmul:
         if c.get("variant") == "unbuildable":
             raise CandidateError("compile", "SYNTHETIC compile failure: this variant cannot be built")
         return Blocked(self.a, self.b, int(c.get("block") or 8), str(c.get("variant")))
+
+    def specs(self, c: Candidate) -> tuple[()]:
+        """Nothing to compile (the benchmark driver's host demo asks)."""
+        return ()
 
     def check(self, output: Any) -> str | None:
         err = float(np.abs(output - self.ref).max())

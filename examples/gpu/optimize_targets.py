@@ -192,6 +192,7 @@ class LaunchedVariant:
     def __init__(
         self,
         builds: Builds,
+        kernel: Any,
         clean: KernelSpec,
         instrumented: KernelSpec | None,
         args: list[Any],
@@ -202,7 +203,6 @@ class LaunchedVariant:
         out: Any,
     ) -> None:
         self._builds = builds
-        kernel = builds.kernel(clean)
         self.facts = builds.facts.get(clean.key)
         try:
             self._runner = kernel[(grid, 1, 1)]  # loads the module: resource limits are checked here
@@ -395,7 +395,7 @@ class GemmTarget:
         from examples.gpu.persistent_gemm import PHASES
 
         clean, instr = self.specs(c)
-        self.builds.kernel(clean)  # a compile failure raises before any input is made
+        kernel = self.builds.kernel(clean)  # a compile failure raises before any input is made
         a, b, out = self._materialize()
         p = c.as_dict()
         model = self.model(c)
@@ -406,7 +406,7 @@ class GemmTarget:
             int(p["block_m"]), int(p["block_n"]), int(p["block_k"]), int(p["group_m"]),
             int(p["ctas_per_sm"]) * self.sms, "none",
         ]  # fmt: skip
-        return LaunchedVariant(self.builds, clean, instr, args, 12, model.programs, per_cta, PHASES, out)
+        return LaunchedVariant(self.builds, kernel, clean, instr, args, 12, model.programs, per_cta, PHASES, out)
 
     def check(self, output: Any) -> str | None:
         import torch
@@ -573,7 +573,7 @@ class AttentionTarget:
         from examples.gpu.persistent_attention import LOG2E, PHASES
 
         clean, instr = self.specs(c)
-        self.builds.kernel(clean)
+        kernel = self.builds.kernel(clean)
         q, k, v, out = self._materialize()
         p = c.as_dict()
         model = self.model(c)
@@ -584,7 +584,7 @@ class AttentionTarget:
             self.head_dim, int(p["block_m"]), int(p["block_n"]), self.causal, bool(p["heavy_first"]),
             int(p["ctas_per_sm"]) * self.sms, "none",
         ]  # fmt: skip
-        return LaunchedVariant(self.builds, clean, instr, args, 4, model.programs, per_cta, PHASES, out)
+        return LaunchedVariant(self.builds, kernel, clean, instr, args, 4, model.programs, per_cta, PHASES, out)
 
     def check(self, output: Any) -> str | None:
         from examples.gpu.persistent_attention import reference
