@@ -30,11 +30,11 @@ import argparse
 import concurrent.futures as cf
 import gzip
 import heapq
-import shutil
 import json
 import math
 import multiprocessing as mp
 import os
+import shutil
 import signal
 import subprocess
 import sys
@@ -470,8 +470,9 @@ def worker_main(args: argparse.Namespace) -> int:
         if cr.cfg.get("walk"):
             (out / "evidence" / "optimize_walk.json").write_text(json.dumps(line, indent=1))
         t, g = summary["timing-only"], summary["evidence-guided"]
+        verb = "done" if complete else "stopped"
         say(
-            f"{'done' if complete else 'stopped'} {cr.target.name} in {line['seconds']:.1f}s: default {fmt_ms(summary['default_ms'])}, "
+            f"{verb} {cr.target.name} in {line['seconds']:.1f}s: default {fmt_ms(summary['default_ms'])}, "
             f"timing-only x{fmt_x(t.get('speedup'))} ({t.get('verdict')}), "
             f"evidence-guided x{fmt_x(g.get('speedup'))} ({g.get('verdict')})"
         )
