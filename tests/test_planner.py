@@ -22,7 +22,7 @@ from argus_lab.plan.passes import AssumedPassModel, PassModel, TablePassModel, b
 from argus_lab.plan.scope import Scope
 
 DATA = Path(__file__).parent / "data"
-RECORDED = DATA / "ncu_passes_gh100.json"
+RECORDED = passes_mod.DATA / "ncu_passes_gh100.json"  # package data (shipped in the wheel)
 SYNTHETIC = DATA / "synthetic" / "ncu_passes_gh100_synthetic.json"
 GOLDEN = Path(__file__).parent / "golden"
 
