@@ -202,6 +202,7 @@ class ConfigRun:
     confirm: dict[str, Any] = field(default_factory=dict)
     confirm_queue: list[tuple[str, Any]] = field(default_factory=list)
     phase: str = "search"
+    budget: int = 0
     started: float = field(default_factory=time.monotonic)
 
 
@@ -334,12 +335,24 @@ def worker_main(args: argparse.Namespace) -> int:
     # checkpoint per candidate); the walk configuration has a store of its own (notebooks/optimize.ipynb)
     shared_store = argus_lab.open_store(str(stores / f"worker{wid}.duckdb"))
     signals = ("host.wall",) if args.host_demo else tuple(args.signals.split(","))
-    budget = opt.Budget(candidates=args.budget)
+    pace = {"evals": 0, "first": 0.0}  # wall time per evaluation so far (compile waits included)
+
+    def choose_budget(left_configs: int) -> int:
+        """The per-search budget of the next configuration: ``--budget``, or less (never below 4) when the evaluations
+        so far say the configurations left would not finish by the deadline at that budget. Both searches of one
+        configuration always get the same budget."""
+        if pace["evals"] < 6:
+            return args.budget
+        per_eval = (time.monotonic() - pace["first"]) / pace["evals"]
+        return fit_budget(args.budget, per_eval, deadline - args.margin_s - time.time(), left_configs)
+
     cand_log = open(out / "results" / f"worker{wid}-candidates.jsonl", "a", buffering=1)  # noqa: SIM115
     res_log = open(out / "results" / f"worker{wid}.jsonl", "a", buffering=1)  # noqa: SIM115
 
-    def start(cfg: dict[str, Any]) -> ConfigRun:
+    def start(cfg: dict[str, Any], left_configs: int) -> ConfigRun:
         target = make_target(cfg, builds, sms)
+        n = choose_budget(left_configs)
+        budget = opt.Budget(candidates=n)
         store: Any = shared_store
         if cfg.get("walk"):
             (out / "evidence").mkdir(exist_ok=True)
@@ -363,8 +376,8 @@ def worker_main(args: argparse.Namespace) -> int:
             "timing-only": opt.SearchRun(timing, budget, target=target.name),
             "evidence-guided": opt.SearchRun(guided, budget, target=target.name),
         }
-        say(f"start {target.name}: space {space.size()} ({len(space.valid())} valid), budget {args.budget}")
-        return ConfigRun(cfg, target, session, runs, ctx)
+        say(f"start {target.name}: space {space.size()} ({len(space.valid())} valid), budget {n} per search")
+        return ConfigRun(cfg, target, session, runs, ctx, budget=n)
 
     def want_specs(cr: ConfigRun, cands: list[Any], prio: int) -> None:
         for c in cands:
@@ -372,7 +385,10 @@ def worker_main(args: argparse.Namespace) -> int:
                 compiles.want(s, prio)
 
     def evaluate(cr: ConfigRun, cand: Any, *, again: bool = False) -> Any:
+        if pace["evals"] == 0:
+            pace["first"] = time.monotonic()
         ev = cr.session.evaluate(cand, again=again)
+        pace["evals"] += 1
         cand_log.write(
             json.dumps(
                 {
@@ -454,7 +470,7 @@ def worker_main(args: argparse.Namespace) -> int:
             "region": cr.session.summary()["region"],
             "worker": wid,
             "device": device_name,
-            "budget": args.budget,
+            "budget": cr.budget,
             "space": cr.session.space.to_dict(),
             "default": cr.target.default().to_dict(),
             "searches": {n: search_result(r) for n, r in cr.runs.items()},
@@ -498,7 +514,7 @@ def worker_main(args: argparse.Namespace) -> int:
     try:
         while (queue or active) and time.time() < deadline - args.margin_s:
             while len(active) < args.active and queue:
-                active.append(start(queue.popleft()))
+                active.append(start(queue.popleft(), len(queue) + len(active) + 1))
             compiles.collect()
             progressed = False
             for cr in list(active):
@@ -550,6 +566,14 @@ def worker_main(args: argparse.Namespace) -> int:
             p.terminate()
         held.__exit__(None, None, None)
     return status
+
+
+def fit_budget(most: int, per_eval_s: float, left_s: float, left_configs: int, least: int = 4) -> int:
+    """The largest per-search budget (``least``..``most``) with which ``left_configs`` configurations fit ``left_s``
+    at ``per_eval_s`` a measured candidate: a configuration takes about 2 x budget - 1 distinct candidates (the two
+    searches share the default) and three confirmation runs."""
+    evals_each = left_s / max(per_eval_s, 1e-6) / max(left_configs, 1)
+    return max(least, min(most, int((evals_each - 2) // 2)))
 
 
 def start_static(cfg: dict[str, Any], builds: Any, sms: int, args: argparse.Namespace) -> tuple[Any, list[Any]]:
@@ -637,13 +661,14 @@ def merge(out: Path, args: argparse.Namespace, wall: float) -> dict[str, Any]:
 
 def table(doc: dict[str, Any]) -> str:
     lines = [
-        f"Budget: {doc['budget']} measured candidates per search (the default included); each candidate: "
+        f"Budget: up to {doc['budget']} measured candidates per search (the default included; the same for both "
+        "searches of a configuration, column B: fewer for configurations started when time ran short); each candidate: "
         f"{doc['repeat']} timed launches after {doc['warmup']} warm-ups. Speed-up = default / best on pooled "
         "launches of the search's measurement and a fresh confirmation run; `*` = faster beyond noise "
         "(Mann-Whitney p < 0.01 and >= 1 %); noise = the default's change between its two runs.",
         "",
-        "| # | configuration | default | timing-only best | x | evidence-guided best | x | noise |",
-        "| --- | --- | --- | --- | --- | --- | --- | --- |",
+        "| # | configuration | B | default | timing-only best | x | evidence-guided best | x | noise |",
+        "| --- | --- | --- | --- | --- | --- | --- | --- | --- |",
     ]
     for i, r in enumerate(doc["results"], 1):
         s = r.get("summary")
@@ -652,7 +677,7 @@ def table(doc: dict[str, Any]) -> str:
             first = next(iter(r.get("evaluations", {}).values()), None)
             if first is not None and first.get("status") != "ok":
                 why = f"{first.get('status')}: {first.get('cause', '')[:80]}"
-            lines.append(f"| {i} | {r['target']} | - | - | - | - | - | {why} |")
+            lines.append(f"| {i} | {r['target']} | {r.get('budget', '-')} | - | - | - | - | - | {why} |")
             continue
         cells = []
         for name in ("timing-only", "evidence-guided"):
@@ -662,7 +687,8 @@ def table(doc: dict[str, Any]) -> str:
             cells += [f"`{x.get('best') or '-'}`", "-" if sp is None else f"{sp:.3f}{mark}"]
         noise = s.get("run_to_run")
         lines.append(
-            f"| {i} | {r['target']} | {s['default_ms']:.3f} ms | {cells[0]} | {cells[1]} | {cells[2]} | {cells[3]} "
+            f"| {i} | {r['target']} | {r.get('budget', '-')} | {s['default_ms']:.3f} ms | {cells[0]} | {cells[1]} "
+            f"| {cells[2]} | {cells[3]} "
             f"| {'-' if noise is None else f'{noise:.1%}'} |"
         )
     a = doc["aggregate"]

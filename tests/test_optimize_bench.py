@@ -19,7 +19,7 @@ import pytest
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
-from bench.optimize_bench import geomean, judge  # noqa: E402
+from bench.optimize_bench import fit_budget, geomean, judge  # noqa: E402
 
 
 @pytest.fixture(scope="module")
@@ -55,7 +55,7 @@ def test_the_driver_writes_results_table_and_walk_evidence(demo: Path) -> None:
     agg = doc["aggregate"]
     assert agg["timing-only"]["configurations"] == agg["evidence-guided"]["configurations"] == 2
     md = (demo / "optimize.md").read_text()
-    assert "| 1 | blocked matmul 96 |" in md and "39/44" in md and "+8.9 %" in md
+    assert "| 1 | blocked matmul 96 | 3 |" in md and "39/44" in md and "+8.9 %" in md
     walk = json.loads((demo / "evidence" / "optimize_walk.json").read_text())
     assert walk["target"] == "blocked matmul 96" and (demo / "evidence" / "optimize_walk.duckdb.gz").exists()
     lines = (demo / "results" / "worker0-candidates.jsonl").read_text().splitlines()
@@ -91,3 +91,9 @@ def test_judge_uses_the_report_diff_rule() -> None:
     assert same["verdict"] == "same" and not same["improved"]
     assert judge([], faster)["verdict"] == "not measured"
     assert geomean([1.1, 1.0, 0.0]) == pytest.approx(1.1**0.5)
+
+
+def test_the_budget_shrinks_for_both_searches_when_time_runs_short() -> None:
+    assert fit_budget(8, per_eval_s=0.3, left_s=150.0, left_configs=12) == 8  # 41 evaluations each: room for 8
+    assert fit_budget(8, per_eval_s=0.6, left_s=100.0, left_configs=12) == 5  # 13.9 evaluations each
+    assert fit_budget(8, per_eval_s=2.0, left_s=10.0, left_configs=12) == 4  # never below 4
