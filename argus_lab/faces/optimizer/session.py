@@ -476,7 +476,8 @@ class Session:
             else:
                 registers = registers if registers is not None else facts.registers
                 local = local if local is not None else facts.local_bytes
-                shared = shared if shared is not None else facts.shared_bytes
+                # the compile step's figure counts the static shared memory as well as Triton's dynamic part
+                shared = facts.shared_bytes if facts.shared_bytes is not None else shared
                 warps = warps if warps is not None else facts.num_warps
                 stages = stages if stages is not None else facts.num_stages
         occ = occupancy(registers, shared, warps, self.spec) if self.spec is not None else None
