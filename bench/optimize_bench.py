@@ -67,7 +67,7 @@ CONFIGS: list[dict[str, Any]] = [
     {"kind": "attn", "batch": 4, "heads": 16, "seq": 2048, "head_dim": 64, "causal": True, "dtype": "bf16"},
     {"kind": "gemm", "m": 1024, "n": 1024, "k": 8192, "dtype": "bf16"},
     {"kind": "attn", "batch": 2, "heads": 16, "seq": 4096, "head_dim": 128, "causal": False, "dtype": "bf16"},
-    {"kind": "gemm", "m": 8192, "n": 8192, "k": 8192, "dtype": "bf16"},
+    {"kind": "gemm", "m": 6144, "n": 6144, "k": 4096, "dtype": "bf16"},
     {"kind": "attn", "batch": 2, "heads": 16, "seq": 4096, "head_dim": 64, "causal": False, "dtype": "fp16"},
     {"kind": "gemm", "m": 2048, "n": 2048, "k": 2048, "dtype": "bf16"},
     {"kind": "attn", "batch": 1, "heads": 32, "seq": 4096, "head_dim": 128, "causal": True, "dtype": "fp16"},

@@ -36,9 +36,6 @@ class Blocked:
                 out[i : i + bs] += self.a[i : i + bs, k : k + bs] @ self.b[k : k + bs]
         return out + (1.0 if self.variant == "wrong" else 0.0)
 
-    def instrumented(self) -> None:
-        return None
-
     def timer(self) -> None:
         return None
 

@@ -35,6 +35,7 @@ from argus_lab.faces.optimizer.evidence import (
     Work,
     device_spec,
     occupancy,
+    phases_from_device,
     phases_of,
     roofline,
 )
@@ -51,6 +52,7 @@ from argus_lab.faces.optimizer.search import (
 )
 from argus_lab.faces.optimizer.session import (
     DEFAULT_SIGNALS,
+    DEVICE_SIGNALS,
     CandidateError,
     Prepared,
     Session,
@@ -63,6 +65,7 @@ from argus_lab.faces.optimizer.session import (
 __all__ = [
     "DEFAULT_SIGNALS",
     "DEVICES",
+    "DEVICE_SIGNALS",
     "ROLES",
     "RULES",
     "SCHEMA",
@@ -102,6 +105,7 @@ __all__ = [
     "history",
     "load_evaluation",
     "occupancy",
+    "phases_from_device",
     "phases_of",
     "propose",
     "prune",

@@ -3,8 +3,8 @@
 A candidate is a Triton config plus launch settings of one kernel on one shape. Its variants are compiled for
 sm_90 from a :class:`KernelSpec` (picklable, so a pool of CPU processes compiles them ahead, without a GPU, into
 Triton's cache) and launched as Triton ``CompiledKernel`` objects directly: the clean variant (``probe=None``, the
-markers compile to nothing) for the timing run, the instrumented one (a probe buffer per launch) for the device
-phases. :func:`compile_job` is what the pool runs: it compiles a spec and reads the compiler's facts of the cubin
+markers compile to nothing) for the timing run, the instrumented one (the probe buffer
+``argus_lab.device.probe`` hands out in the planned instrumented run) for the device phases. :func:`compile_job` is what the pool runs: it compiles a spec and reads the compiler's facts of the cubin
 (``cuobjdump -res-usage``: registers, local memory; Triton's metadata: shared memory, warps, stages).
 
 Nothing here fakes a GPU: :meth:`GemmTarget.prepare` compiles on any machine and needs CUDA only to load and
@@ -24,9 +24,10 @@ from typing import Any, ClassVar
 from argus_lab.faces.optimize import Candidate, CandidateError, Model, Space, StaticFacts, Work
 
 ARCH = 90
-EVENT_CAP = 1024
-"""Events one program records at most in an instrumented launch: the first k-steps / KV blocks of each CTA (the
-phases are read from those; spans and the SM tail from every CTA's begin and end, which are always written)."""
+EVENT_CAP = 8192
+"""Events one program records at most in an instrumented launch (a probe of 132 programs is then at most 17 MB).
+Every configuration of the benchmark stays below it; a CTA that records more keeps its first events, the decoder
+counts the dropped ones, and the evaluation says so (``Phases.sampled``)."""
 SHARED_LIMIT = 232448
 """Bytes of shared memory one CTA may use on sm_90 (227 KiB)."""
 ACC_REGISTERS = 128
@@ -191,7 +192,9 @@ class CudaEvents:
 
 
 class LaunchedVariant:
-    """A prepared candidate (``argus_lab.optimize.Prepared``): clean launches, one instrumented launch."""
+    """A prepared candidate (``argus_lab.optimize.Prepared``): each launch asks ``argus_lab.device.probe`` for its
+    probe and launches the clean variant without one (every run but the instrumented one) or the instrumented
+    variant with it (the instrumented run of ``dev.*`` signals, which hands out the probe buffers)."""
 
     def __init__(
         self,
@@ -208,43 +211,46 @@ class LaunchedVariant:
     ) -> None:
         self._builds = builds
         self.facts = builds.facts.get(clean.key)
+        self.kernel_name = clean.function
         try:
             self._runner = kernel[(grid, 1, 1)]  # loads the module: resource limits are checked here
         except Exception as exc:
             raise CandidateError("launch", f"{type(exc).__name__}: {exc}") from exc
         self._spec_instr = instrumented
+        self._instr_runner: Any = None  # loaded in the instrumented run only (the timing run's compiler facts are
+        # then those of the clean kernel alone)
         self._args = args
         self._probe_index = probe_index
         self._grid = grid
-        self._events = events
+        self._events = min(events, EVENT_CAP)
         self._regions = regions
         self._out = out
 
     def launch(self) -> Any:
-        self._runner(*self._args)
-        return self._out
+        import argus_lab.device
 
-    def instrumented(self) -> Any:
-        if self._spec_instr is None:
-            return None
-        import torch
-
-        from argus_lab.backends.device.collector import ProbeBuffer
-        from argus_lab.backends.device.decode import decode
-
-        kernel = self._builds.kernel(self._spec_instr)
-        probe = ProbeBuffer.allocate(self._grid, min(self._events, EVENT_CAP), device=self._out.device)
+        probe = None
+        if self._spec_instr is not None:
+            probe = argus_lab.device.probe(
+                self.kernel_name, programs=self._grid, events=self._events, regions=self._regions,
+                device=self._out.device,
+            )  # fmt: skip
+        if probe is None:
+            self._runner(*self._args)
+            return self._out
+        if self._instr_runner is None:
+            self._instr_runner = self._builds.kernel(self._spec_instr)[(self._grid, 1, 1)]
         args = list(self._args)
-        args[self._probe_index] = probe.tensor
-        kernel[(self._grid, 1, 1)](*args)
-        torch.cuda.synchronize()
-        return decode(probe.host(), self._regions, strict=False)
+        args[self._probe_index] = probe
+        self._instr_runner(*args)
+        return self._out
 
     def timer(self) -> CudaEvents:
         return CudaEvents()
 
     def close(self) -> None:
         self._runner = None
+        self._instr_runner = None
         self._args = []
 
 

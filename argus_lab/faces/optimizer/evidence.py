@@ -5,7 +5,8 @@
 * :class:`Roofline`: the shape's work (FLOPs, compulsory DRAM bytes) against the device's peaks.
 * :class:`Compiled`: registers, local memory (spills), shared memory, warps, stages, and the occupancy they allow.
 * :class:`Phases`: device-region figures of one instrumented launch: phase times and shares, the period of the
-  loop step, the SM tail (:func:`phases_of`).
+  loop step, the SM tail; from the Report's ``dev.*`` rows (:func:`phases_from_device`, what a session uses) or
+  from a decoded probe buffer (:func:`phases_of`).
 * :class:`Model`: the target's static model of a candidate (tiles, programs, waves, estimated shared memory).
 
 Every value is plain JSON (:meth:`Evaluation.to_dict`); docs/optimize.md lists the fields.
@@ -219,9 +220,12 @@ class PhaseRow:
     region: str
     count: int
     per_cta_median_ns: float
-    occurrence_median_ns: float
+    occurrence_ns: float
+    """One occurrence: the median occurrence (:func:`phases_of`), or the per-CTA median over the occurrences per CTA
+    (:func:`phases_from_device`)."""
     share: float
-    """The region's time over the recorded time of the CTAs (first marker to last recorded exit)."""
+    """The region's time over the CTAs' time (:func:`phases_from_device`: the per-CTA medians of the regions and of
+    ``dev.unmarked``; :func:`phases_of`: the recorded time, first marker to last recorded exit)."""
 
 
 @dataclass(frozen=True)
@@ -452,7 +456,7 @@ def phases_of(
                 region=str(name),
                 count=int(sel.sum()),
                 per_cta_median_ns=float(np.median(per_cta)),
-                occurrence_median_ns=float(np.median(iv.dur_ns[sel])),
+                occurrence_ns=float(np.median(iv.dur_ns[sel])),
                 share=total_top / covered if covered > 0 else 0.0,
             )
         )
@@ -471,6 +475,76 @@ def phases_of(
         step_efficiency=efficiency,
         sampled=sampled,
         problems=problems,
+    )
+
+
+LAUNCH = "(launch)"
+"""The region name of the Report's device rows about a whole launch (``argus_lab.report.device.LAUNCH``)."""
+
+
+def phases_from_device(
+    rows: Sequence[Any],
+    *,
+    programs: int,
+    sms_used: int,
+    dropped: int = 0,
+    problems: Sequence[str] = (),
+    step_region: str | None = None,
+    epilogue_region: str | None = None,
+    ideal_step_ns: float | None = None,
+    source: str = "",
+) -> Phases | None:
+    """Device-region figures of one instrumented launch from the Report's ``dev.*`` rows of one host region path and
+    kernel (:class:`argus_lab.report.device.DeviceRow`: ``region``, ``signal``, ``median``).
+
+    A CTA's time is the sum of its regions' ``dev.time`` and its ``dev.unmarked`` (per-CTA medians; the regions are
+    top-level); a region's share is its ``dev.time`` over that; the tail is ``dev.tail`` over ``dev.span``; the loop
+    step's period is the CTA's time outside the epilogue over the steps one CTA ran (``dev.count`` of the step
+    region over the programs).  When CTAs dropped events (``dropped`` > 0: their slots were full), the regions hold
+    the first events only: shares are then over the regions' own time and there is no step period.  ``None`` when
+    the rows hold no launch.
+    """
+    value = {(str(r.region), str(r.signal)): float(r.median) for r in rows}
+    span = value.get((LAUNCH, "dev.span"))
+    if span is None:
+        return None
+    tail = value.get((LAUNCH, "dev.tail"), 0.0)
+    unmarked = value.get((LAUNCH, "dev.unmarked"), 0.0)
+    names = sorted({str(r.region) for r in rows if r.region != LAUNCH})
+    per_cta = {n: value.get((n, "dev.time"), 0.0) for n in names}
+    count = {n: value.get((n, "dev.count"), 0.0) for n in names}
+    sampled = dropped > 0
+    cta_time = sum(per_cta.values()) + (0.0 if sampled else unmarked)
+    n_programs = max(programs, 1)
+    out = []
+    for n in names:
+        per = count[n] / n_programs
+        out.append(
+            PhaseRow(
+                region=n,
+                count=int(round(count[n])),
+                per_cta_median_ns=per_cta[n],
+                occurrence_ns=per_cta[n] / per if per > 0 else 0.0,
+                share=per_cta[n] / cta_time if cta_time > 0 else 0.0,
+            )
+        )
+    period = None
+    if step_region is not None and count.get(step_region) and not sampled:
+        steps = count[step_region] / n_programs
+        period = (cta_time - per_cta.get(epilogue_region or "", 0.0)) / steps if steps > 0 else None
+    return Phases(
+        source=source,
+        programs=programs,
+        sms_used=sms_used,
+        span_ns=span,
+        tail_ns=tail,
+        tail_fraction=tail / span if span > 0 else 0.0,
+        regions=tuple(out),
+        step_region=step_region,
+        step_period_ns=period,
+        step_efficiency=ideal_step_ns / period if period and ideal_step_ns else None,
+        sampled=sampled,
+        problems=tuple(problems),
     )
 
 
@@ -529,6 +603,7 @@ __all__ = [
     "device_spec",
     "ideal_step_ns",
     "occupancy",
+    "phases_from_device",
     "phases_of",
     "roofline",
 ]

@@ -5,12 +5,15 @@
 1. the candidate is checked against the target's space, and the budget is checked (a spent budget answers
    ``over_budget`` and measures nothing; a candidate already evaluated answers from the record);
 2. the target prepares it (compiles and loads the variant); a failure is stored as a failed run (``compile_failed``);
-3. argus_lab plans and executes a timing run (``warmup + repeat`` executions of one launch inside the target's
-   region; the run's variant is the candidate's key and its settings carry the parameters): the first warm-up
-   output is checked against the reference (``wrong_result``, ``launch_failed`` end the run, stored with the
-   cause), then the join runs and the Report is read: time with its spread, compiler facts, attribution;
-4. one instrumented launch of the variant gives the device-region phases (:func:`~.evidence.phases_of`);
-5. the evaluation's JSON is written next to the run (``<store>.runs/<run>/optimize-evaluation.json``) and listed
+3. argus_lab plans and executes the measurement: a timing run (``warmup + repeat`` executions of one launch inside
+   the target's region; the run's variant is the candidate's key and its settings carry the parameters) and, for a
+   target with device regions, the planner's instrumented run of ``dev.*`` signals with one execution: the workload
+   asks ``argus_lab.device.probe`` for each launch's probe, so the same workload launches the clean variant in the
+   timing run and the instrumented one there.  The first warm-up output is checked against the reference
+   (``wrong_result``, ``launch_failed`` end the run, stored with the cause); the join runs and the Report is read:
+   time with its spread, compiler facts, attribution, and the device phases from its ``dev.*`` rows
+   (:func:`~.evidence.phases_from_device`);
+4. the evaluation's JSON is written next to the run (``<store>.runs/<run>/optimize-evaluation.json``) and listed
    in the store's ``artifacts`` (kind ``optimize.evaluation``).
 
 Every candidate's runs carry the same region identity (name, kind, module), so the store answers "every variant of
@@ -26,6 +29,7 @@ from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Protocol, runtime_checkable
 
+from argus_lab.device import instrumented
 from argus_lab.errors import ArgusError
 from argus_lab.faces.measure import open_store, plan, run_plan
 from argus_lab.faces.optimizer.candidates import Budget, Candidate, OptimizeError, Space
@@ -42,7 +46,7 @@ from argus_lab.faces.optimizer.evidence import (
     device_spec,
     ideal_step_ns,
     occupancy,
-    phases_of,
+    phases_from_device,
     roofline,
 )
 from argus_lab.regions import Region, region
@@ -52,15 +56,13 @@ from argus_lab.store import Store
 from argus_lab.store.sink import run_folder
 
 if TYPE_CHECKING:
-    from argus_lab.backends.device.decode import DecodedLaunch
     from argus_lab.report import Report
 
 EVALUATION_FILE = "optimize-evaluation.json"
 ARTIFACT_KIND = "optimize.evaluation"
-PHASE_SOURCE = (
-    "device regions of one instrumented launch after the timing run, read by the device decoder "
-    "(argus_lab.backends.device.decode) in the session; the dev.* signals of the planner were not on main yet"
-)
+PHASE_SOURCE = "dev.* of the planned instrumented run (one launch), read from the Report (argus_lab.report.device)"
+DEVICE_SIGNALS = ("dev.time", "dev.count", "dev.tail", "dev.span", "dev.unmarked", "dev.sm_busy")
+"""The signals of the instrumented run a session adds for a target with device regions."""
 
 
 class CandidateError(ArgusError):
@@ -85,16 +87,14 @@ class Timer(Protocol):
 
 
 class Prepared(Protocol):
-    """A candidate built and ready: one clean launch, one instrumented launch, the compiler's facts."""
+    """A candidate built and ready: its launch and the compiler's facts."""
 
     facts: StaticFacts | None
 
     def launch(self) -> Any:
-        """One launch of the clean variant; returns its output (for the check)."""
-        ...
-
-    def instrumented(self) -> DecodedLaunch | None:
-        """One launch of the instrumented variant, its probe buffer decoded (``None``: the target has no phases)."""
+        """One launch; returns its output (for the check).  A kernel with device regions asks
+        ``argus_lab.device.probe(...)`` for the launch's probe first and launches the clean variant when it is
+        ``None`` (every run but the instrumented one) and the instrumented variant with the probe otherwise."""
         ...
 
     def timer(self) -> Timer | None:
@@ -110,9 +110,9 @@ class Target(Protocol):
     """A region to optimise and how to build its variants (docs/optimize.md, "Writing a target").
 
     ``name`` labels the configuration (kernel and shape); ``region``/``module`` are the region identity every
-    candidate is stored under; ``kernel`` is the name of the kernel function the compiler facts are read for;
-    ``phase_roles`` maps the roles the rules know (``memory``, ``math``, ``softmax``, ``epilogue``, ``step``) to
-    the device regions the kernel marks.
+    candidate is stored under; ``kernel`` is the name of the kernel function the compiler facts and device regions
+    are read for; ``phase_roles`` maps the roles the rules know (``memory``, ``math``, ``softmax``, ``epilogue``,
+    ``step``) to the device regions the kernel marks (empty: the target has none, no instrumented run is planned).
     """
 
     name: str
@@ -168,7 +168,8 @@ class Session:
     repeat, warmup
         Measured and warm-up executions of the timing run (one launch each).
     phases
-        Whether to take one instrumented launch per candidate for the device-region phases.
+        Whether to plan the instrumented run (``dev.*``, one launch) for the device-region phases of a target that has
+        device regions (also settable between evaluations: ``session.phases = False``).
     include_report
         Whether each evaluation carries the whole Report JSON (``Evaluation.report``).
     spec
@@ -204,6 +205,11 @@ class Session:
         self.space = target.space()
         self.identity = Region(name=target.region, kind="host", module=target.module)
         self._plan = plan(",".join(self.signals), repeat=self.repeat, warmup=self.warmup)
+        self._plan_phases = (
+            plan(",".join((*self.signals, *DEVICE_SIGNALS)), repeat=self.repeat, warmup=self.warmup)
+            if target.phase_roles and self._needs_gpu()
+            else None
+        )
         self._failure_plan = plan("host.wall", repeat=1, warmup=0)
         self._record: dict[str, Evaluation] = {}
         self._measured = 0
@@ -333,16 +339,18 @@ class Session:
         return {"target": self.target.name, "candidate": cand.as_dict(), "key": cand.key}
 
     def _run_plan(self, which: Any, cand: Candidate, fn: Callable[[], Any]) -> Any:
+        """Run ``which`` on ``fn``: the candidate's key is the variant of its runs (the instrumented run keeps the
+        variant ``instrumented`` the join knows it by, and runs one execution); settings carry the candidate."""
+        settings = {"optimize": self._settings(cand), "compiler": {"sass": False}}
         runs = tuple(
-            dataclasses.replace(
-                r,
-                variant=cand.key,
-                settings={**r.settings, "optimize": self._settings(cand), "compiler": {"sass": False}},
-            )
+            dataclasses.replace(r, repeat=1, warmup=0, settings={**r.settings, **settings})
+            if r.variant == "instrumented"
+            else dataclasses.replace(r, variant=cand.key, settings={**r.settings, **settings})
             for r in which.runs
         )
         workload = Workload.of_callable(fn)
-        return run_plan(dataclasses.replace(which, runs=runs), workload, self.store)
+        # a timing run that fails (a wrong result) ends the plan: its instrumented run is stored as not run
+        return run_plan(dataclasses.replace(which, runs=runs), workload, self.store, on_error="stop")
 
     def _record_failure(self, cand: Candidate, status: Status, cause: str) -> Evaluation:
         """A candidate that never ran: stored as a failed run of the same region with the cause."""
@@ -381,12 +389,13 @@ class Session:
         first = [True]
 
         def step() -> None:
+            clean = not instrumented()  # the instrumented run's launch is neither timed by events nor checked
             try:
                 with marker:
-                    if timer is not None:
+                    if timer is not None and clean:
                         timer.start()
                     out = prepared.launch()
-                    if timer is not None:
+                    if timer is not None and clean:
                         timer.stop()
             except CandidateError as exc:
                 failure.append(("compile_failed" if exc.kind == "compile" else "launch_failed", str(exc)))
@@ -394,14 +403,15 @@ class Session:
             except Exception as exc:
                 failure.append(("launch_failed", f"{type(exc).__name__}: {exc}"))
                 raise
-            if first[0]:  # the first warm-up output, outside the region: the check's own kernels are not timed
+            if first[0] and clean:  # the first warm-up output, outside the region: the check's kernels are not timed
                 first[0] = False
                 problem = self.target.check(out)
                 if problem is not None:
                     failure.append(("wrong_result", problem))
                     raise CandidateError("check", f"wrong result: {problem}")
 
-        m = self._run_plan(self._plan, cand, step)
+        which = self._plan_phases if self.phases and self._plan_phases is not None else self._plan
+        m = self._run_plan(which, cand, step)
         run_ids = m.execution.run_ids
         result = m.execution.results[0]
         if failure:
@@ -416,7 +426,7 @@ class Session:
         model = self.target.model(cand)
         work = self.target.work()
         compiled = self._compiled(report, prepared)
-        phases, notes = self._phases(prepared, model, work)
+        phases, notes = self._phases(report, m.execution, model, work) if which is self._plan_phases else (None, [])
         return self._evaluation(
             cand,
             "ok",
@@ -483,22 +493,44 @@ class Session:
         occ = occupancy(registers, shared, warps, self.spec) if self.spec is not None else None
         return Compiled(self.target.kernel, source, registers, local, shared, warps, stages, occ)
 
-    def _phases(self, prepared: Prepared, model: Model | None, work: Work | None) -> tuple[Phases | None, list[str]]:
-        if not self.phases:
-            return None, []
-        try:
-            launch = prepared.instrumented()
-        except Exception as exc:  # the timing evidence stands; the phases are missing, with the reason
-            return None, [f"no device phases: the instrumented launch failed ({type(exc).__name__}: {exc})"]
-        if launch is None:
-            return None, []
-        step = self.target.phase_roles.get("step")
-        return (
-            phases_of(
-                launch, step_region=step, ideal_step_ns=ideal_step_ns(model, work, self.spec), source=PHASE_SOURCE
-            ),
-            [],
+    def _phases(
+        self, report: Report, execution: Any, model: Model | None, work: Work | None
+    ) -> tuple[Phases | None, list[str]]:
+        """The device phases of the instrumented run, from the Report's dev.* rows of the region and kernel."""
+        inst = [r for r in execution.results if r.index > 0]
+        bad = [r for r in inst if r.status not in ("ok", "partial")]
+        if bad:
+            return None, [f"no device phases: the instrumented run {bad[0].status}: {bad[0].cause[:300]}"]
+        rows = [r for r in report.device if r.path == self.identity.name and r.kernel == self.target.kernel]
+        if not rows:
+            return None, [f"no device phases: no dev.* rows of kernel {self.target.kernel!r} in the report"]
+        ids = [r.run_id for r in inst]
+        sm = self.store.records(
+            "SELECT count(*) AS sms, coalesce(sum(programs), 0) AS programs FROM device_sm "
+            "WHERE run_id IN (SELECT unnest(?::VARCHAR[]))",
+            [ids],
         )
+        launches = self.store.records(
+            "SELECT coalesce(sum(dropped), 0) AS dropped, list(problems) AS problems FROM device_launches "
+            "WHERE run_id IN (SELECT unnest(?::VARCHAR[]))",
+            [ids],
+        )
+        problems: list[str] = []
+        for p in (launches[0]["problems"] or []) if launches else []:
+            problems.extend(json.loads(p) if isinstance(p, str) else (p or []))
+        roles = self.target.phase_roles
+        phases = phases_from_device(
+            rows,
+            programs=int(sm[0]["programs"]) if sm else 0,
+            sms_used=int(sm[0]["sms"]) if sm else 0,
+            dropped=int(launches[0]["dropped"]) if launches else 0,
+            problems=[str(p) for p in problems],
+            step_region=roles.get("step"),
+            epilogue_region=roles.get("epilogue"),
+            ideal_step_ns=ideal_step_ns(model, work, self.spec),
+            source=PHASE_SOURCE,
+        )
+        return phases, [] if phases is not None else ["no device phases: the instrumented run recorded no launch"]
 
     def _keep(self, ev: Evaluation) -> None:
         """The evaluation's JSON next to its first run, listed in the store's artifacts."""
@@ -525,8 +557,9 @@ class Session:
 
 
 def history(store: str | Path | Store, target: str | None = None) -> list[dict[str, Any]]:
-    """Every candidate run in ``store`` (of one ``target`` name, or all), in the order they ran: run, variant,
-    parameters, the run's status and cause, the evaluation's outcome (``ok``, ``wrong_result``, ...) and median,
+    """Every candidate run in ``store`` (of one ``target`` name, or all), in the order they ran: run, candidate (its
+    key), the run's variant (the candidate's key; ``instrumented`` for the run of its device phases), parameters, the
+    run's status and cause, the evaluation's outcome (``ok``, ``wrong_result``, ...) and median (on the timing run),
     the region ids of its instances, and the evaluation file (read from the run folder next to the store)."""
     st = open_store(store if not isinstance(store, Path) else str(store))
     rows = st.records(
@@ -552,6 +585,7 @@ def history(store: str | Path | Store, target: str | None = None) -> list[dict[s
             {
                 "run_id": r["run_id"],
                 "target": opt.get("target"),
+                "candidate": opt.get("key", r["variant"]),
                 "variant": r["variant"],
                 "params": opt.get("candidate", {}),
                 "status": r["status"],
@@ -573,6 +607,7 @@ def load_evaluation(path: str | Path) -> Evaluation:
 __all__ = [
     "ARTIFACT_KIND",
     "DEFAULT_SIGNALS",
+    "DEVICE_SIGNALS",
     "EVALUATION_FILE",
     "CandidateError",
     "Prepared",
