@@ -15,12 +15,12 @@ import pytest
 
 pytest.importorskip("torch")
 
-from argus_lab.backends.device.decode import decode  # noqa: E402
-from argus_lab.faces import optimize as opt  # noqa: E402
-from argus_lab.faces.optimizer import session as session_module  # noqa: E402
-from argus_lab.faces.optimizer.rules import MEMORY_SHARE  # noqa: E402
-from argus_lab.regions import Region  # noqa: E402
-from tests.device_cases import PHASES, FakeCupti, cpu_backends, raw  # noqa: E402
+from argus_lab.backends.device.decode import decode
+from argus_lab.faces import optimize as opt
+from argus_lab.faces.optimizer import session as session_module
+from argus_lab.faces.optimizer.rules import MEMORY_SHARE
+from argus_lab.regions import Region
+from tests.device_cases import PHASES, FakeCupti, cpu_backends, raw
 
 BUFFER = raw("tail3072_kstep")
 

@@ -522,7 +522,7 @@ def phases_from_device(
         out.append(
             PhaseRow(
                 region=n,
-                count=int(round(count[n])),
+                count=round(count[n]),
                 per_cta_median_ns=per_cta[n],
                 occurrence_ns=per_cta[n] / per if per > 0 else 0.0,
                 share=per_cta[n] / cta_time if cta_time > 0 else 0.0,
