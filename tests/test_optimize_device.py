@@ -8,6 +8,7 @@ the probe the run hands out).
 
 from __future__ import annotations
 
+from pathlib import Path
 from typing import Any, ClassVar
 
 import numpy as np
@@ -18,7 +19,7 @@ pytest.importorskip("torch")
 from argus_lab.backends.device.decode import decode
 from argus_lab.faces import optimize as opt
 from argus_lab.faces.optimizer import session as session_module
-from argus_lab.faces.optimizer.rules import MEMORY_SHARE
+from argus_lab.faces.optimizer.rules import MEMORY_SHARE, TAIL_FRACTION
 from argus_lab.regions import Region
 from tests.device_cases import PHASES, FakeCupti, cpu_backends, raw
 
@@ -145,3 +146,36 @@ def test_gpu_time_is_the_clean_runs_and_each_candidate_has_its_instrumented_run(
     assert {rid for h in hist for rid in h["region_ids"]} == {identity}
     reps = s.store.rows("SELECT repetitions, warmup FROM runs WHERE variant = 'instrumented'")
     assert reps == [(1, 0), (1, 0)]  # one instrumented launch per candidate
+
+
+def test_phases_of_the_persistent_gemm_recorded_on_the_h200(tmp_path: Path) -> None:
+    """tests/data/gpu/device/device_gemm_h200.duckdb: GemmStep(3072, 3072, 1024), k-step marks, gpu.time + dev.*
+    measured by argus_lab on the H200 (scripts/gpu/issue18.sh); four instrumented launches of 132 CTAs."""
+    import shutil
+
+    import argus_lab
+
+    local = tmp_path / "g.duckdb"
+    shutil.copy(Path(__file__).parent / "data" / "gpu" / "device" / "device_gemm_h200.duckdb", local)
+    store = argus_lab.open_store(str(local))
+    report = argus_lab.Report(store)
+    inst = [r[0] for r in store.rows("SELECT run_id FROM runs WHERE variant = ?", ["instrumented"])]
+    roles = RecordedGemm.phase_roles
+    ideal = 2.0 * 128 * 128 * 64 / (989.4e12 / 132) * 1e9
+    ph = session_module.device_phases(store, report, inst, path="gemm_step", kernel="persistent_gemm", roles=roles,
+                                      ideal=ideal)  # fmt: skip
+    assert ph is not None
+    assert (ph.programs, ph.sms_used) == (132, 132)
+    assert ph.tail_fraction == pytest.approx(8576 / 43040)  # dev.tail over dev.span, as the Report has them
+    by = {r.region: r for r in ph.regions}
+    assert (by["load"].count, by["mma"].count, by["epilogue"].count) == (9216, 9216, 576)
+    # a CTA's time (its regions and its unmarked time) is what its SM was busy: one CTA per SM
+    cta = sum(r.per_cta_median_ns for r in ph.regions) / (1 - 26031.9 / 35016.2)
+    assert cta == pytest.approx(34384, rel=0.03)  # dev.sm_busy
+    assert ph.share("load") == pytest.approx(2527.4 / 35016.2, rel=1e-3)
+    assert ph.step_period_ns == pytest.approx((35016.2 - 2063.6) / (9216 / 132), rel=1e-3)  # 472 ns a k-step
+    assert ph.step_efficiency == pytest.approx(ideal / ph.step_period_ns)
+    # what the rules read in it: a 20 % tail, loads at 37 % of load + mma (the memory rule), an epilogue of 6 %
+    load, mma = ph.share("load") or 0.0, ph.share("mma") or 0.0
+    assert load / (load + mma) >= MEMORY_SHARE
+    assert ph.tail_fraction >= TAIL_FRACTION

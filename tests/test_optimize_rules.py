@@ -1,8 +1,8 @@
 """The evidence-guided rule set, the occupancy arithmetic and the phase figures.
 
 The evaluations fed to the rules are SYNTHETIC (built here, each test names the evidence it stands for); the phase
-figures are read from device-region buffers recorded on the H200 in phase A (tests/data/gpu/optimize, see the
-README there) and from SYNTHETIC buffers (tests/device_synth.py).
+figures are read from device-region buffers recorded on the H200 in phase A (tests/data/gpu/device, see the README
+there) and from SYNTHETIC buffers (tests/device_synth.py).
 """
 
 from __future__ import annotations
@@ -15,11 +15,19 @@ import pytest
 
 from argus_lab.backends.device.decode import decode
 from argus_lab.device import regions
+from argus_lab.device.layout import (
+    H_EVENTS_PER_SLOT,
+    H_N_SLOTS,
+    H_SLOT_WORDS,
+    LAUNCH_HEADER_WORDS,
+    buffer_words,
+    slot_words,
+)
 from argus_lab.faces import optimize as opt
 from argus_lab.faces.optimizer import rules as r
 from tests.device_synth import build
 
-DATA = Path(__file__).parent / "data" / "gpu" / "optimize"
+DATA = Path(__file__).parent / "data" / "gpu" / "device"
 H200 = opt.device_spec("NVIDIA H200")
 assert H200 is not None
 GEMM_PHASES = regions("load", "mma", "mainloop", "epilogue", module="examples.gpu.persistent_gemm")
@@ -265,9 +273,21 @@ def test_phase_figures_of_a_recorded_tile_launch() -> None:
     assert not ph.sampled
 
 
+def capped(buf: np.ndarray, cap: int) -> np.ndarray:
+    """The bytes a probe of ``cap`` events per slot holds after the same launch: each slot's header and first ``cap``
+    events (the markers write the first ones and count every one), with the launch header saying ``cap``."""
+    n_slots, words = int(buf[H_N_SLOTS]), int(buf[H_SLOT_WORDS])
+    slots = buf[LAUNCH_HEADER_WORDS : LAUNCH_HEADER_WORDS + n_slots * words].reshape(n_slots, words)
+    out = np.zeros(buffer_words(n_slots, cap), dtype=np.int64)
+    out[:LAUNCH_HEADER_WORDS] = buf[:LAUNCH_HEADER_WORDS]
+    out[H_EVENTS_PER_SLOT], out[H_SLOT_WORDS] = cap, slot_words(cap)
+    out[LAUNCH_HEADER_WORDS:] = slots[:, : slot_words(cap)].reshape(-1)
+    return out
+
+
 def test_phase_figures_of_a_capped_kstep_launch() -> None:
-    """The same shape with k-step marks, the slots cut to 256 events as a capped probe keeps them (README)."""
-    buf = np.load(DATA / "raw_tail3072_kstep_cap256.npz")["buffer"]
+    """The same shape with k-step marks (2570 events per CTA), cut to 256 events a slot as a capped probe keeps them."""
+    buf = capped(np.load(DATA / "raw_tail3072_kstep.npz")["buffer"], 256)
     ideal = 2 * 128 * 128 * 64 / (989.4e12 / 132) * 1e9
     ph = opt.phases_of(decode(buf, GEMM_PHASES, strict=False), step_region="load", ideal_step_ns=ideal)
     assert ph.sampled and ph.problems  # the dropped events are said, and the shares are over what was kept

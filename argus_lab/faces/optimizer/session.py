@@ -25,7 +25,7 @@ from __future__ import annotations
 import dataclasses
 import json
 import time
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Protocol, runtime_checkable
 
@@ -501,36 +501,18 @@ class Session:
         bad = [r for r in inst if r.status not in ("ok", "partial")]
         if bad:
             return None, [f"no device phases: the instrumented run {bad[0].status}: {bad[0].cause[:300]}"]
-        rows = [r for r in report.device if r.path == self.identity.name and r.kernel == self.target.kernel]
-        if not rows:
+        phases = device_phases(
+            self.store,
+            report,
+            [r.run_id for r in inst],
+            path=self.identity.name,
+            kernel=self.target.kernel,
+            roles=self.target.phase_roles,
+            ideal=ideal_step_ns(model, work, self.spec),
+        )
+        if phases is None:
             return None, [f"no device phases: no dev.* rows of kernel {self.target.kernel!r} in the report"]
-        ids = [r.run_id for r in inst]
-        sm = self.store.records(
-            "SELECT count(*) AS sms, coalesce(sum(programs), 0) AS programs FROM device_sm "
-            "WHERE run_id IN (SELECT unnest(?::VARCHAR[]))",
-            [ids],
-        )
-        launches = self.store.records(
-            "SELECT coalesce(sum(dropped), 0) AS dropped, list(problems) AS problems FROM device_launches "
-            "WHERE run_id IN (SELECT unnest(?::VARCHAR[]))",
-            [ids],
-        )
-        problems: list[str] = []
-        for p in (launches[0]["problems"] or []) if launches else []:
-            problems.extend(json.loads(p) if isinstance(p, str) else (p or []))
-        roles = self.target.phase_roles
-        phases = phases_from_device(
-            rows,
-            programs=int(sm[0]["programs"]) if sm else 0,
-            sms_used=int(sm[0]["sms"]) if sm else 0,
-            dropped=int(launches[0]["dropped"]) if launches else 0,
-            problems=[str(p) for p in problems],
-            step_region=roles.get("step"),
-            epilogue_region=roles.get("epilogue"),
-            ideal_step_ns=ideal_step_ns(model, work, self.spec),
-            source=PHASE_SOURCE,
-        )
-        return phases, [] if phases is not None else ["no device phases: the instrumented run recorded no launch"]
+        return phases, []
 
     def _keep(self, ev: Evaluation) -> None:
         """The evaluation's JSON next to its first run, listed in the store's artifacts."""
@@ -554,6 +536,49 @@ class Session:
                 }
             }
         )
+
+
+def device_phases(
+    store: Store,
+    report: Report,
+    run_ids: Sequence[str],
+    *,
+    path: str,
+    kernel: str,
+    roles: Mapping[str, str],
+    ideal: float | None = None,
+) -> Phases | None:
+    """The device phases of ``kernel`` under region ``path`` in the instrumented runs ``run_ids`` of ``report``: its
+    ``dev.*`` rows (:func:`~.evidence.phases_from_device`), with the programs and SMs of the runs' last launch from
+    the join's per-SM rows and the events its CTAs dropped."""
+    rows = [r for r in report.device if r.path == path and r.kernel == kernel and r.run_id in run_ids]
+    if not rows:
+        return None
+    ids = list(run_ids)
+    sm = store.records(
+        "SELECT launch, count(*) AS sms, coalesce(sum(programs), 0) AS programs FROM device_sm "
+        "WHERE run_id IN (SELECT unnest(?::VARCHAR[])) GROUP BY run_id, launch ORDER BY run_id, launch DESC LIMIT 1",
+        [ids],
+    )
+    launches = store.records(
+        "SELECT coalesce(max(dropped), 0) AS dropped, list(problems) AS problems FROM device_launches "
+        "WHERE run_id IN (SELECT unnest(?::VARCHAR[])) AND kernel = ?",
+        [ids, kernel],
+    )
+    problems: list[str] = []
+    for p in (launches[0]["problems"] or []) if launches else []:
+        problems.extend(json.loads(p) if isinstance(p, str) else (p or []))
+    return phases_from_device(
+        rows,
+        programs=int(sm[0]["programs"]) if sm else 0,
+        sms_used=int(sm[0]["sms"]) if sm else 0,
+        dropped=int(launches[0]["dropped"]) if launches else 0,
+        problems=[str(p) for p in problems],
+        step_region=roles.get("step"),
+        epilogue_region=roles.get("epilogue"),
+        ideal_step_ns=ideal,
+        source=PHASE_SOURCE,
+    )
 
 
 def history(store: str | Path | Store, target: str | None = None) -> list[dict[str, Any]]:
@@ -614,6 +639,7 @@ __all__ = [
     "Session",
     "Target",
     "Timer",
+    "device_phases",
     "history",
     "load_evaluation",
 ]
