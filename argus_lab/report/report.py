@@ -420,6 +420,10 @@ class Report:
         ]
         return [dict(zip(cols, r, strict=True)) for r in self.store.rows(TRACE, [list(self.run_ids), path, signal])]
 
+    def values(self, path: str, signal: str) -> np.ndarray | None:
+        """The per-instance inclusive values behind one region row (warm-up excluded): what :meth:`diff` judges."""
+        return self._values.get((path, signal))
+
     def diff(self, other: Report) -> ReportDiff:
         """What changed from this report (the base) to ``other`` beyond run-to-run noise (rule: diff.RULE)."""
         units = {**other._units, **self._units}

@@ -112,7 +112,7 @@ def _usage(cubin: bytes | Path | None, name: str) -> art.ResourceUsage | None:
     return usage.get(name) or (next(iter(usage.values())) if len(usage) == 1 else None)
 
 
-def facts_of(kernel: Any) -> tuple[cf.KernelFacts, str | None]:
+def facts_of(kernel: Any, sass: bool = True) -> tuple[cf.KernelFacts, str | None]:
     """The facts of one Triton ``CompiledKernel`` and its SASS text."""
     meta = _metadata(kernel)
     name = str(meta.get("name") or getattr(kernel, "name", ""))
@@ -123,8 +123,8 @@ def facts_of(kernel: Any) -> tuple[cf.KernelFacts, str | None]:
     usage = _usage(cubin_bytes, name)
     if n_regs is None and usage is not None:  # never loaded here (or no GPU): the cubin says the same
         n_regs, n_spills = usage.registers, usage.local // 4
-    text = art.sass(cubin_bytes) if cubin_bytes else None
-    if not text:
+    text = art.sass(cubin_bytes) if cubin_bytes and sass else None
+    if not text and sass:
         try:
             text = str(asm["sass"]) or None
         except Exception:  # Triton disassembles with its bundled tools; any failure means no SASS
@@ -145,7 +145,9 @@ def facts_of(kernel: Any) -> tuple[cf.KernelFacts, str | None]:
     return facts, text
 
 
-def facts_of_launcher(obj: Any, dirs: Sequence[Path] | None = None) -> tuple[cf.KernelFacts, str | None]:
+def facts_of_launcher(
+    obj: Any, dirs: Sequence[Path] | None = None, sass: bool = True
+) -> tuple[cf.KernelFacts, str | None]:
     """The facts of one of Inductor's ``StaticallyLaunchedCudaKernel`` objects (cubin and metadata from the cache)."""
     name, hex_hash = str(obj.name), str(obj.hash)
     binary = art.find_binary(name, hex_hash, dirs)
@@ -160,7 +162,7 @@ def facts_of_launcher(obj: Any, dirs: Sequence[Path] | None = None) -> tuple[cf.
     n_regs, n_spills = getattr(obj, "n_regs", None), getattr(obj, "n_spills", None)
     if n_regs is None and usage is not None:
         n_regs, n_spills = usage.registers, usage.local // 4
-    text = art.sass(cubin) if cubin is not None else None
+    text = art.sass(cubin) if cubin is not None and sass else None
     config = {k: meta[k] for k in ("num_warps", "num_stages") if meta.get(k) is not None}
     facts = cf.triton_facts(
         name,
@@ -179,10 +181,10 @@ def facts_of_launcher(obj: Any, dirs: Sequence[Path] | None = None) -> tuple[cf.
     return facts, text
 
 
-def facts_of_binary(binary: art.Binary, origin: str) -> tuple[cf.KernelFacts, str | None]:
+def facts_of_binary(binary: art.Binary, origin: str, sass: bool = True) -> tuple[cf.KernelFacts, str | None]:
     """The facts of a cached binary alone (its metadata, and registers/local memory from ``cuobjdump``)."""
     usage = _usage(binary.cubin, binary.name)
-    text = art.sass(binary.cubin) if binary.cubin is not None else None
+    text = art.sass(binary.cubin) if binary.cubin is not None and sass else None
     config = {k: binary.metadata[k] for k in ("num_warps", "num_stages") if binary.metadata.get(k) is not None}
     facts = cf.triton_facts(
         binary.name,
@@ -236,7 +238,12 @@ class _LoadHook:
 
 
 class CompilerCollector:
-    """Collects compiled-kernel facts at the end of a run."""
+    """Collects compiled-kernel facts at the end of a run.
+
+    Setting ``sass`` (default true): disassemble each kernel's cubin for the SASS instruction mix. ``cuobjdump -sass``
+    takes about a second per kernel; a loop that measures many variants sets it false and keeps registers, local
+    memory, shared memory, warps and stages.
+    """
 
     info = BACKENDS["compiler"]
 
@@ -245,12 +252,14 @@ class CompilerCollector:
         self.facts: list[cf.KernelFacts] = []
         self.sass: dict[str, str] = {}
         self._hook = _LoadHook()
+        self._disassemble = True
 
     def hooks(self) -> Sequence[BoundaryHook]:
         return ()
 
     def start(self, ctx: RunContext) -> None:
         self._ctx = ctx
+        self._disassemble = bool(ctx.settings.get("sass", True))  # sass=false: no disassembly (optimisation loops)
         if "triton" in sys.modules:  # never import Triton only to install a hook
             self._hook.install()
 
@@ -263,20 +272,20 @@ class CompilerCollector:
             key = (str(getattr(k, "name", "")), str(getattr(k, "hash", "")))
             if key not in seen:
                 seen.add(key)
-                jobs.append(functools.partial(facts_of, k))
+                jobs.append(functools.partial(facts_of, k, sass=self._disassemble))
         dirs = art.cache_dirs()
         for o in launchers:
             key = (str(o.name), str(o.hash))
             if key not in seen:
                 seen.add(key)
-                jobs.append(functools.partial(facts_of_launcher, o, dirs))
+                jobs.append(functools.partial(facts_of_launcher, o, dirs, sass=self._disassemble))
         for (name, hex_hash), group in self._hook.loaded.items():
             if (name, hex_hash) in seen:
                 continue
             seen.add((name, hex_hash))
             binary = _binary_of_group(name, hex_hash, group) or art.find_binary(name, hex_hash, dirs)
             if binary is not None:
-                jobs.append(functools.partial(facts_of_binary, binary, "triton load hook"))
+                jobs.append(functools.partial(facts_of_binary, binary, "triton load hook", sass=self._disassemble))
         facts: list[cf.KernelFacts] = []
         with ThreadPoolExecutor(max_workers=8) as pool:  # cuobjdump runs in subprocesses: overlap them
             for res in pool.map(_safe, jobs):
@@ -306,7 +315,9 @@ class CompilerCollector:
                     {
                         "kernels": len(self.facts),
                         "found_by": origins,
-                        "sass": f"cuobjdump -sass ({art.cuobjdump_path() or 'not found'})",
+                        "sass": f"cuobjdump -sass ({art.cuobjdump_path() or 'not found'})"
+                        if self._disassemble
+                        else "not disassembled (setting sass=false)",
                         "caches": [str(d) for d in art.cache_dirs()],
                     }
                 ],
