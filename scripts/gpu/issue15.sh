@@ -13,7 +13,9 @@
 #                    (Triton facts and SASS mix of Inductor's kernels, each launch linked to its binary)
 #   model.duckdb     model_before_region:step (model built at import, before any region): gpu.time
 #                    + 3 ncu counters with no scope (ncu must replay only kernels inside `decode` instances)
-# plus OUT/profiler_names.json (torch.profiler's kernel names of the same decode step), one log per step, and
+# plus OUT/profiler_names.json (torch.profiler's kernel names of the same decode step), OUT/ncu_env.log (whether an
+# environment variable set to an empty value reaches a process ncu starts), one log per step, the ncu children's
+# OUT/*.duckdb.runs/<run>/nvtx-scope.json (what their scope gate saw), and
 # OUT/issue15-summary.json + the printed summary (scripts/gpu/issue15_summary.py).  Every file is kept < 8 MB
 # (a larger one is gzipped; .ncu-rep files of cuBLAS kernels are removed).  The compile case runs alongside the
 # first (timing-only) step; the ncu steps run alone.
@@ -62,6 +64,15 @@ BG_PROFILER=$!
 
 step autotune_timing 25 "${CLI[@]}" autotuned_matmul:step --store "$OUT/autotune.duckdb" --repeat 4 \
   --warmup 0 --signals gpu.time,gpu.kernels,compile.registers,compile.spills,compile.sass_instructions
+
+# does an environment variable set to an empty value reach a process ncu starts? (the first recording's model case
+# had ARGUS_NVTX_SCOPE= and profiled nothing; a process without CUDA: ncu profiles nothing and touches no GPU)
+NCU=${ARGUS_NCU:-/usr/local/cuda/bin/ncu}
+if [ -x "$NCU" ]; then
+  step ncu_env 10 env ARGUS_PROBE_EMPTY= ARGUS_PROBE_SET=1 "$NCU" --target-processes all "$PY" -c \
+    "import os; print('ncu_env: empty', repr(os.environ.get('ARGUS_PROBE_EMPTY')), 'set', repr(os.environ.get('ARGUS_PROBE_SET')))"
+  grep -h '^ncu_env:' "$OUT/ncu_env.log"
+fi
 
 # the ncu steps run alone on the GPU: wait for the background steps (at most until 45 s have passed)
 while kill -0 "$BG_COMPILED" 2>/dev/null || kill -0 "$BG_PROFILER" 2>/dev/null; do
