@@ -15,7 +15,7 @@ from argus_lab.join.skew import SIGNALS as RANK_SIGNALS
 
 if TYPE_CHECKING:
     from argus_lab.report.report import Report
-    from argus_lab.report.rows import ClockOffsetRow, MatchRow, RankRow, RunRow
+    from argus_lab.report.rows import ClockOffsetRow, MatchRow, ProvenanceRow, RankRow, RunRow
 
 NOT_EXACT = ("unattributed", "ambiguous", "mismatch")
 """Attribution classes whose share of some evidence is reported as missing coverage."""
@@ -58,6 +58,21 @@ def join_pending(store: str, run_ids: Sequence[str]) -> str:
     )
 
 
+def parent_cycles(provenance: Sequence[ProvenanceRow]) -> list[str]:
+    """Runs whose stored parent links formed a cycle (the join took those instances as top level)."""
+    out = []
+    for p in provenance:
+        cyc = p.settings.get("parent_cycles") if p.backend == "join" else None
+        if cyc:
+            out.append(
+                f"run {p.run_id}: {cyc['instances']} region instance(s) (e.g. ids {cyc['ids']}, paths "
+                f"{', '.join(cyc['paths'])}) name parents that are their own descendants: the stored rows form a "
+                "cycle, so the join took them as top-level instances (their inclusive values hold no nested "
+                "instance); the store was damaged or merged wrongly: measure again into a new store"
+            )
+    return out
+
+
 def matches(rows: Sequence[MatchRow]) -> list[str]:
     """Instances that did not match the reference run."""
     return [
@@ -91,4 +106,4 @@ def ranks(
     return out
 
 
-__all__ = ["NOT_EXACT", "join_pending", "matches", "ranks", "runs", "sentences"]
+__all__ = ["NOT_EXACT", "join_pending", "matches", "parent_cycles", "ranks", "runs", "sentences"]
