@@ -59,6 +59,34 @@ def elide(text: str, width: int) -> str:
     return text[:head] + "..." + text[len(text) - (width - 3 - head) :]
 
 
+def elide_path(path: str, width: int = CELL_WIDTH) -> str:
+    """A region path cut to about ``width`` characters at whole segments, saying how many levels were left out
+    (``decode/layer/.../3 more/.../attn``)."""
+    path = escape(path)
+    if len(path) <= width:
+        return path
+    segs = path.split("/")
+    head, tail = [segs[0]], [segs[-1]] if len(segs) > 1 else []
+    lo, hi = 1, len(segs) - 1
+    budget = width - len(head[0]) - (len(tail[0]) if tail else 0) - 16
+    while lo < hi and budget > 0:
+        nxt = segs[hi - 1] if len(tail) <= len(head) else segs[lo]
+        if len(nxt) + 1 > budget:
+            break
+        if len(tail) <= len(head):
+            tail.insert(0, nxt)
+            hi -= 1
+        else:
+            head.append(nxt)
+            lo += 1
+        budget -= len(nxt) + 1
+    left = hi - lo
+    if left <= 0:
+        return elide(path, width)
+    out = "/".join([*head, f"...{left} more...", *tail])
+    return out if len(out) <= width + 16 else elide(path, width)
+
+
 def line(text: str, width: int = LINE_WIDTH) -> str:
     """One line of free text, escaped and elided: for sentences that quote stored values."""
     return elide(escape(text), width)
@@ -95,7 +123,7 @@ def regions(rows: Sequence[RegionRow]) -> str:
     header = ("region", "signal", "instances", "median", "p25..p75", "spread", "exclusive", "attribution", "origin run")
     body = [
         (
-            r.path,
+            elide_path(r.path),
             r.signal,
             str(r.instances),
             fmt(r.median, r.unit),
@@ -136,7 +164,7 @@ def counters(rows: Sequence[CounterRow]) -> str:
     header = ("region", "counter", "instances", "median", "exclusive", "attribution", "measured with")
     body = [
         (
-            r.path,
+            elide_path(r.path),
             r.signal,
             str(r.instances),
             fmt(r.median, r.unit),

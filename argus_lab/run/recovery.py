@@ -103,22 +103,22 @@ def process_alive(pid: int | None, started_ns: int | None = None) -> bool:
         return False
     except PermissionError:
         pass  # alive, owned by someone else
-    if started_ns:
-        born = _start_time_s(pid)
-        if born is not None and born > started_ns / 1e9 + 2.0:
-            return False
-    return True
+    state, born = _proc_stat(pid)
+    if state in ("Z", "X"):  # exited, not yet reaped (an orphan whose new parent does not reap)
+        return False
+    return not (started_ns and born is not None and born > started_ns / 1e9 + 2.0)
 
 
-def _start_time_s(pid: int) -> float | None:
-    """When process ``pid`` started (seconds since the epoch; Linux ``/proc``), or ``None``."""
+def _proc_stat(pid: int) -> tuple[str, float | None]:
+    """The state of process ``pid`` and when it started (seconds since the epoch), from Linux ``/proc``; ``("",
+    None)`` elsewhere."""
     try:
-        stat = Path(f"/proc/{pid}/stat").read_text()
-        ticks = int(stat.rsplit(")", 1)[1].split()[19])
+        fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+        ticks = int(fields[19])
         btime = next(int(ln.split()[1]) for ln in Path("/proc/stat").read_text().splitlines() if ln.startswith("btime"))
-        return btime + ticks / os.sysconf("SC_CLK_TCK")
+        return fields[0], btime + ticks / os.sysconf("SC_CLK_TCK")
     except (OSError, ValueError, IndexError, StopIteration):
-        return None
+        return "", None
 
 
 def _concat(a: Any, data: Any) -> Any:

@@ -215,10 +215,33 @@ def _finish(
     secs: float,
     command: str | None = None,
     evidence: Mapping[str, Any] | None = None,
+    folder_kept: bool = False,
 ) -> RunResult:
-    sink.finish_run(
-        run_id, status=status, cause=cause, reps_done=reps, ended_ns=time.time_ns(), command=command, evidence=evidence
-    )
+    """Hand the run's end (and its evidence) to the sink.  When the sink refuses the evidence, an in-process run is
+    marked failed with the cause, if the store still takes that much; a child run (``folder_kept``) stays
+    ``running`` so that recovery stores its run folder once the store can be written again."""
+    try:
+        sink.finish_run(
+            run_id,
+            status=status,
+            cause=cause,
+            reps_done=reps,
+            ended_ns=time.time_ns(),
+            command=command,
+            evidence=evidence,
+        )
+    except ArgusError as exc:  # the store refused the evidence (a full disk): say so in the run, if it still can
+        if evidence and not folder_kept:
+            with contextlib.suppress(Exception):
+                sink.finish_run(
+                    run_id,
+                    status="failed",
+                    cause=f"{reps} repetition(s) were measured but their evidence could not be stored: {exc}",
+                    reps_done=0,
+                    ended_ns=time.time_ns(),
+                    command=command,
+                )
+        raise
     return RunResult(run_id, index, status, cause, reps, secs)
 
 
@@ -351,6 +374,7 @@ def _child_run(
         time.monotonic() - t0,
         shlex.join(cmd),
         evidence=got.tables,
+        folder_kept=True,
     )
 
 

@@ -26,7 +26,6 @@ import errno
 import fcntl
 import os
 import shutil
-import tempfile
 import threading
 import time
 from collections.abc import Iterator, Mapping, Sequence
@@ -142,7 +141,9 @@ spills to a private temporary folder instead of growing without bound."""
 def reader_config() -> dict[str, str | bool | int | float | list[str]]:
     """The DuckDB settings of a read-only connection: bounded memory, and a temporary folder of the user's own
     (never beside the store: a reader creates nothing there)."""
-    tmp = Path(tempfile.gettempdir()) / f"argus-duckdb-{os.getuid() if hasattr(os, 'getuid') else 'user'}"
+    # $TMPDIR as it is: tempfile.gettempdir() would probe by writing a file, and fail on a full disk
+    base = os.environ.get("TMPDIR") or ("/tmp" if os.name == "posix" else os.environ.get("TEMP", "."))
+    tmp = Path(base) / f"argus-duckdb-{os.getuid() if hasattr(os, 'getuid') else 'user'}"
     return {"memory_limit": os.environ.get("ARGUS_READ_MEMORY", READ_MEMORY), "temp_directory": str(tmp)}
 
 
@@ -255,6 +256,12 @@ class Store:
         except OSError as exc:
             if exc.errno in _FULL:
                 raise StoreError(disk_full_message(self.path, _FULL[exc.errno])) from exc
+            if exc.errno == errno.ELOOP:
+                msg = (
+                    f"{str(lock_path)!r} is a symbolic link; argus_lab does not follow it (it would create a file "
+                    "wherever it points): remove the link, or use another --store"
+                )
+                raise StoreError(msg) from exc
             msg = (
                 f"cannot write the evidence store at {str(self.path)!r} ({exc.strerror}); "
                 "choose a writable location with --store PATH (or the ARGUS_STORE variable)"
