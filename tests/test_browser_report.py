@@ -262,3 +262,92 @@ def test_recorded_h200_kernel_click_drills_into_its_region(in_browser: InBrowser
         page.close()
 
     in_browser(body)
+
+
+TWO_RANKS = ROOT / "tests" / "data" / "gpu" / "two_ranks" / "nccl_overlap_2r.duckdb"
+
+
+def test_exported_two_rank_report_draws_a_lane_per_rank_thread_and_stream(
+    in_browser: InBrowser, tmp_path: Path
+) -> None:
+    """The HTML export of the recorded two-H200 store: the timeline has the host and stream lanes of both ranks,
+    says that both ranks are on rank 0's clock, and a report scoped to ``ranks=1`` draws rank 1's lanes only."""
+    import json
+
+    from argus_lab.store import Store
+
+    path = tmp_path / "two.duckdb"
+    shutil.copy(TWO_RANKS, path)
+    runs = json.loads((TWO_RANKS.parent / "runs.json").read_text())["stores"]["nccl_overlap_2r"]["requests"]
+    (run,) = next(r for r in runs if r["label"] == "train-overlapped")["runs"]
+    report = Report(Store(path), [run])
+    both = export(report, tmp_path / "two.html")
+    one = export(report.scoped("ranks=1"), tmp_path / "rank1.html")
+
+    def ticks(page: Any) -> list[str]:
+        page.get_by_role("button", name="Timeline").click()
+        page.locator(".argus-timeline .main-svg").first.wait_for(timeout=10_000)
+        return [t.text_content() for t in page.locator(".argus-timeline g.ytick text").all()]
+
+    def body(browser: Any) -> None:
+        pg = Page(browser)
+        page = pg.page
+        page.goto(both.as_uri())
+        labels = ticks(page)
+        for rank in (0, 1):
+            assert f"rank {rank} \u00b7 MainThread \u00b7 depth 0" in labels
+            assert f"rank {rank} \u00b7 GPU {rank} stream 7" in labels  # compute
+            assert f"rank {rank} \u00b7 GPU {rank} stream 17" in labels  # NCCL
+        assert labels.index("rank 0 \u00b7 GPU 0 stream 17") < labels.index("rank 1 \u00b7 MainThread \u00b7 depth 0")
+        info = page.locator(".argus-timeline").locator("xpath=preceding-sibling::div[1]").inner_text()
+        assert "2 ranks, each on rank 0\u2019s clock" in info
+        assert "rank 0\u2019s clock" in (page.locator(".argus-timeline .g-xtitle").text_content() or "")
+        _click_first_bar(page, lane="rank 1 \u00b7 GPU 1 stream 17")  # an NCCL kernel of rank 1 opens its region
+        page.locator(".argus-drill-title").wait_for(timeout=5_000)
+        assert page.locator(".argus-drill-title").inner_text().startswith("region train/overlapped/allreduce")
+        page.screenshot(path="/tmp/argus_browser_two_ranks.png", full_page=True)
+        pg.check_clean()
+        page.goto(one.as_uri())
+        labels = ticks(page)
+        assert labels and all(lab.startswith("rank 1 \u00b7 ") for lab in labels)
+        page.screenshot(path="/tmp/argus_browser_rank1.png", full_page=True)
+        pg.check_clean()
+        page.close()
+
+    in_browser(body)
+
+
+def test_device_tab_draws_sm_lanes_and_the_region_drills_into_a_launch(in_browser: InBrowser, tmp_path: Path) -> None:
+    """A recorded H200 probe buffer (tile marks) joined under SYNTHETIC kernel records (tests/device_cases.py)."""
+    from argus_lab.store import Store
+    from tests.device_cases import measure, raw
+
+    m = measure(Store(tmp_path / "dev.duckdb"), raw("tail3072_tile"), repeat=2, warmup=0)
+    out = export(m.report, tmp_path / "dev.html")
+
+    def body(browser: Any) -> None:
+        pg = Page(browser)
+        page = pg.page
+        page.goto(out.as_uri())
+        page.get_by_role("button", name="Device").click()
+        page.locator(".argus-device .main-svg").first.wait_for(timeout=10_000)
+        ticks = page.evaluate(
+            "() => [...document.querySelectorAll('.argus-device g.ytick text')].map(e => e.textContent)"
+        )
+        assert len(ticks) == 44 and all(t.startswith("SM ") for t in ticks)  # 132 lanes, every third labelled
+        assert page.locator(".argus-device g.trace.bars").count() == 2  # mainloop, epilogue
+        info = page.locator(".argus-device").locator("xpath=preceding-sibling::div[1]").inner_text()
+        assert "tail imbalance" in info and "every one drawn" in info
+        page.screenshot(path="/tmp/argus_browser_device.png", full_page=True)
+        # from the host region to its launch
+        page.get_by_role("button", name="Regions").click()
+        page.get_by_text("gemm_step", exact=True).first.click()
+        drill = page.locator(".argus-drill")
+        assert drill.get_by_text("device regions (instrumented launches; GPU ns)").count() == 1
+        drill.get_by_role("button", name=re.compile(r"persistent_gemm · launch 1")).click()
+        assert page.locator(".argus-pane >> visible=true").locator("select").input_value() == "1"
+        page.locator(".argus-device .main-svg").first.wait_for(timeout=10_000)
+        pg.check_clean()
+        page.close()
+
+    in_browser(body)

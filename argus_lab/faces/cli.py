@@ -1,4 +1,4 @@
-"""The ``argus-lab`` command line: run, show, join, recover, plan, signals, export."""
+"""The ``argus-lab`` command line: run, show, join, recover, plan, signals, export, doctor."""
 
 from __future__ import annotations
 
@@ -16,7 +16,12 @@ EPILOG = """examples:
   argus-lab recover --store argus.duckdb
   argus-lab plan --signals host.wall,gpu.time,hw:sm__throughput.avg.pct_of_peak_sustained_elapsed,compile.registers
   argus-lab signals
+  argus-lab doctor
 """
+
+
+JUPYTER_EXTRA = ("polars", "plotly", "ipywidgets", "IPython", "jupyterlab", "jupyter_server")
+"""Modules of the `jupyter` extra (views, export, notebooks), which a plain `pip install argus_lab` lacks."""
 
 
 def _common(p: argparse.ArgumentParser) -> None:
@@ -144,6 +149,13 @@ def build_parser() -> argparse.ArgumentParser:
     recover.add_argument("--no-join", action="store_true", help="store the recovered runs without joining them")
 
     sub.add_parser("signals", help="list every known signal with its unit and backend")
+    doctor = sub.add_parser(
+        "doctor",
+        help="check what this machine can measure (GPU, driver, CUDA, CUPTI, ncu, NVML, PM sampling, torch, Triton, "
+        "native extension, pass model): each line ok or the fix",
+    )
+    doctor.add_argument("--json", action="store_true", help="print the checks as JSON")
+    doctor.add_argument("--save", metavar="FILE", default=None, help="also write the checks as JSON to FILE")
     export = sub.add_parser("export", help="write a report as one standalone HTML file that opens offline")
     _common(export)
     export.add_argument("out", metavar="OUT.html", help="the HTML file to write, e.g. report.html")
@@ -176,6 +188,10 @@ def main(argv: Sequence[str] | None = None) -> int:
             return _join(args)
         if args.command == "recover":
             return _recover(args)
+        if args.command == "doctor":
+            from argus_lab.faces.doctor import main as doctor_main
+
+            return doctor_main(as_json=args.json, save=args.save)
         if args.command == "export":
             from argus_lab.views.html import export_cli
 
@@ -192,16 +208,27 @@ def main(argv: Sequence[str] | None = None) -> int:
             file=sys.stderr,
         )
         return 130
+    except ModuleNotFoundError as exc:
+        if (exc.name or "").split(".")[0] not in JUPYTER_EXTRA:
+            raise
+        print(
+            f"argus-lab: error: `argus-lab {args.command}` needs {exc.name}, which is not installed; "
+            'install the notebook extras: pip install "argus_lab[jupyter]"',
+            file=sys.stderr,
+        )
+        return 2
 
 
 def _run(args: argparse.Namespace) -> int:
-    from argus_lab.faces.measure import plan, run_plan
+    from argus_lab.faces.measure import open_store, plan, run_plan
+    from argus_lab.report.census import kernel_census
     from argus_lab.run.runtime import summarize, terminal_progress
     from argus_lab.run.workload import Workload
 
     script_args = tuple(args.script_args)
     workload = Workload.from_target(args.script, script_args)
-    the_plan = plan(args.signals, scope=args.scope, repeat=args.repeat, warmup=args.warmup)
+    census = kernel_census(open_store(args.store), workload.describe())  # an earlier timing run costs ncu runs
+    the_plan = plan(args.signals, scope=args.scope, repeat=args.repeat, warmup=args.warmup, census=census)
     print(the_plan.explain(), end="\n\n")
     done = run_plan(
         the_plan, workload, args.store, on_error=args.on_error, progress=terminal_progress(), launch=args.launch

@@ -30,7 +30,7 @@ from argus_lab.plan.backends import BACKENDS
 from argus_lab.plan.catalog import Signal
 from argus_lab.plan.explain import reason
 from argus_lab.plan.model import PERTURBATION_ORDER, Plan, PlannedRun, Request
-from argus_lab.plan.ncu_settings import metric_of, ncu_settings
+from argus_lab.plan.ncu_settings import KernelCensus, metric_of, ncu_settings
 from argus_lab.plan.passes import PassModel, default_pass_model
 from argus_lab.plan.search import min_conflict_free_groups, split_counters
 
@@ -46,11 +46,17 @@ def _attach_rank(group: Sequence[str]) -> tuple[int, int]:
     return (1 + worst, 0 if any(i.needs_gpu for i in infos) else 1)
 
 
-def _cost(executions: int, passes: int, backends: Iterable[str]) -> float:
-    return round(executions * passes * math.prod(BACKENDS[b].cost_factor for b in backends), 3)
+def _cost(executions: int, passes: int, backends: Iterable[str], share: float = 1.0) -> float:
+    """Workload executions x replay passes x the backends' cost factors; a replay run's passes replay only the
+    in-scope share of the kernels (``share``, from a census; 1 when unknown)."""
+    return round(executions * passes * share * math.prod(BACKENDS[b].cost_factor for b in backends), 3)
 
 
-def plan(request: Request, passes: PassModel | None = None) -> Plan:
+def _replayed_share(settings: dict[str, dict[str, Any]]) -> float:
+    return float(next((s["replayed_share"] for s in settings.values() if "replayed_share" in s), 1.0))
+
+
+def plan(request: Request, passes: PassModel | None = None, census: KernelCensus | None = None) -> Plan:
     """Turn a request into the fewest runs the declared conflicts and the pass bound allow.
 
     Parameters
@@ -58,8 +64,12 @@ def plan(request: Request, passes: PassModel | None = None) -> Plan:
     request
         What to measure (see :meth:`Request.build`).
     passes
-        The ncu pass-count model; by default :func:`argus_lab.plan.passes.default_pass_model` (the table recorded on
-        the H200).  On a GPU machine a model that asks the GPU can be passed here.
+        The ncu pass-count model; by default :func:`argus_lab.plan.passes.default_pass_model` (on a GPU host the
+        live count of CUPTI's profiler host API, else the table recorded on the H200).
+    census
+        Kernels per execution by region path from an earlier timing run of the workload
+        (:func:`argus_lab.report.census.kernel_census`): an ncu run's cost then counts only the kernels of the
+        scope's instances, the ones it replays.
 
     Returns
     -------
@@ -76,18 +86,35 @@ def plan(request: Request, passes: PassModel | None = None) -> Plan:
     static = [b for b in used if BACKENDS[b].perturbation == "static"]
     runtime = [b for b in used if BACKENDS[b].perturbation != "static"]
     groups = min_conflict_free_groups(runtime)
-    conflict_groups = len(groups)
 
     # Replay backends (ncu) collect counters by replaying kernels: their signals are split by the pass model.
     counters = {
         b: [metric_of(sig.name) for sig in by_backend[b]] for b in runtime if BACKENDS[b].perturbation == "replay"
     }
     hw = [m for ms in counters.values() for m in ms]
-    model: PassModel | None = None
+    model: PassModel | None = (passes if passes is not None else default_pass_model()) if hw else None
+    try:
+        return _plan(request, model, by_backend, static, runtime, groups, counters, census)
+    finally:
+        close = getattr(model, "close", None) if passes is None else None
+        if close is not None:
+            close()  # a live model's worker process ends with the plan (its counts stay cached)
+
+
+def _plan(
+    request: Request,
+    model: PassModel | None,
+    by_backend: dict[str, list[Signal]],
+    static: list[str],
+    runtime: list[str],
+    groups: list[list[str]],
+    counters: dict[str, list[str]],
+    census: KernelCensus | None = None,
+) -> Plan:
+    conflict_groups = len(groups)
     minimal = True
     splits: dict[str, list[list[str]]] = {}
-    if hw:
-        model = passes if passes is not None else default_pass_model()
+    if model is not None:
         for b, metrics in counters.items():
             parts, proven = split_counters(metrics, model.passes, request.settings.max_passes_per_run)
             order = {m: k for k, m in reversed(list(enumerate(metrics)))}
@@ -132,12 +159,15 @@ def plan(request: Request, passes: PassModel | None = None) -> Plan:
         signals: list[str] = []
         settings: dict[str, dict[str, Any]] = {}
         n_passes = 1
+        passes_from = ""
         for b in backends:
             if b == spec.replay and spec.metrics is not None:
                 assert model is not None
                 signals += [name for m in spec.metrics for name in signals_of.get(m, ())]
                 n_passes = model.passes(spec.metrics)
-                settings[b] = ncu_settings(request, spec.metrics, n_passes)
+                origin = getattr(model, "origin", None)
+                passes_from = str(origin(spec.metrics)) if origin is not None else ""
+                settings[b] = ncu_settings(request, spec.metrics, n_passes, census)
             else:
                 signals += [sig.name for sig in by_backend[b]]
         if spec.replay and spec.replay not in totals:
@@ -155,8 +185,9 @@ def plan(request: Request, passes: PassModel | None = None) -> Plan:
                 variant=next((BACKENDS[b].variant for b in backends if b not in static), ""),
                 settings=settings,
                 passes=n_passes,
-                cost=_cost(execs, n_passes, backends),
+                cost=_cost(execs, n_passes, backends, _replayed_share(settings)),
                 attached=attached,
+                passes_from=passes_from,
             )
         )
 

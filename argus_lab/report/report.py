@@ -11,10 +11,15 @@ connection, so it can be displayed, printed or exported later.  Its tables:
 ``counters``     hardware counters (``hw:``/``pm:``) per region path, with the settings they were read under
 ``compiler``     static kernel facts and the region paths that ran each kernel
 ``attribution``  per evidence kind: the share that is exact/ordinal/temporal/ambiguous/unattributed/mismatch
-``matches``      instance matching of each run against the reference (timing) run
+``matches``      instance matching of each run against the reference (timing) run: which instances matched
+``groups``       region paths whose instances ran different kernel sequences (first-call autotuning, lazy
+                 initialisation, compilation): one row per group, the majority first, with per-group medians
 ``clocks``       clocks, power and temperature seen during the runs
 ``ranks``        multi-rank runs: per region path the cross-rank skew of its occurrences (median, max)
 ``clock_offsets`` each rank's host-clock offset against rank 0, before and after the workload, with uncertainty
+``device``       instrumented runs: dev.* per host region path, kernel and device region, over launches
+                 (:class:`DeviceRow`; :mod:`argus_lab.report.device`)
+``device_overhead`` the instrumented variant's kernel time against the clean variant's, per kernel
 ``provenance``   every backend's provenance record (run, backend and version, settings, clocks, timestamps)
 ``runs``         the runs with status, backends, commands and versions
 
@@ -30,9 +35,12 @@ import json
 from typing import TYPE_CHECKING, Any, Literal, get_args
 
 from argus_lab.errors import StoreError
+from argus_lab.plan.scope import Scope
 from argus_lab.report import coverage
+from argus_lab.report import device as dev
 from argus_lab.report import rows as rt
 from argus_lab.report import text as txt
+from argus_lab.report.device import DeviceRow, OverheadRow
 from argus_lab.report.diff import ReportDiff, compare
 from argus_lab.report.rows import (
     AttributionRow,
@@ -40,6 +48,7 @@ from argus_lab.report.rows import (
     ClockRow,
     CompilerRow,
     CounterRow,
+    InstanceGroupRow,
     KernelRow,
     MatchRow,
     ProvenanceRow,
@@ -47,7 +56,7 @@ from argus_lab.report.rows import (
     RegionRow,
     RunRow,
 )
-from argus_lab.report.scope_sql import ScopeFilter
+from argus_lab.report.scope_sql import ScopeFilter, conjoin, kernel_predicate
 from argus_lab.report.sql import JOINED, TRACE
 from argus_lab.store import Store, queries
 
@@ -66,11 +75,14 @@ TableName = Literal[
     "compiler",
     "attribution",
     "matches",
+    "groups",
     "clocks",
     "provenance",
     "runs",
     "ranks",
     "clock_offsets",
+    "device",
+    "device_overhead",
 ]
 TABLES: tuple[TableName, ...] = get_args(TableName)
 
@@ -81,8 +93,11 @@ __all__ = [
     "ClockRow",
     "CompilerRow",
     "CounterRow",
+    "DeviceRow",
+    "InstanceGroupRow",
     "KernelRow",
     "MatchRow",
+    "OverheadRow",
     "ProvenanceRow",
     "RankRow",
     "RegionRow",
@@ -101,14 +116,26 @@ class Report:
         The evidence store (a :class:`~argus_lab.store.Store` or a path).
     run_ids
         The runs to report on; default: the runs of the latest request in the store.
+    scope
+        Scope text (docs/scopes.md) applied on top of each run's request scope, e.g. ``"ranks=1"`` or
+        ``"step/**; ranks=0"``: the tables, the timeline and the views cover only the instances (and the kernels of
+        the ranks, devices and streams) it selects.  :meth:`scoped` makes such a report from another one.
 
     A Report only reads: it never runs the join nor takes the store's write lock.  The join runs where the runs end
     (:func:`argus_lab.faces.measure.run_plan`, ``argus-lab join``); runs it has not processed yet are listed in
     :attr:`pending`, and :meth:`coverage` says how to join them.
     """
 
-    def __init__(self, store: Store | str, run_ids: tuple[str, ...] | list[str] | None = None) -> None:
+    def __init__(
+        self,
+        store: Store | str,
+        run_ids: tuple[str, ...] | list[str] | None = None,
+        scope: str | Scope | None = None,
+    ) -> None:
         self.store = store if isinstance(store, Store) else Store(store)
+        view = Scope.parse(scope)  # a malformed scope is refused here, with its caret message
+        self.view_scope: str = str(view)
+        """The scope given to this report (``""`` = none), applied on top of the requests' scopes."""
         if run_ids is None:
             latest = self.store.rows(queries.LATEST_REQUEST)
             run_ids = [r[0] for r in self.store.rows(queries.RUNS_OF_REQUEST, [latest[0][0]])] if latest else []
@@ -136,12 +163,21 @@ class Report:
         self.scopes: dict[str, str] = {}
         """The scope of each run's request (canonical text; ``""`` = everything); the tables cover only it."""
         self._scope_sql: ScopeFilter | None = None
+        self.kernel_scope: ScopeFilter | None = None
+        """A predicate over ``kernels`` rows (alias ``k``) for the ranks, devices and streams in scope."""
         if not ids:
             return
         self.provenance = rt.read_provenance(self.store, ids)
         self.notes.extend(coverage.parent_cycles(self.provenance))
         self.clock_offsets = rt.clock_offsets(self.provenance)
-        self.scopes, self._scope_sql = rt.read_scopes(self.store, ids)
+        requested = rt.read_scope_map(self.store, ids)
+        self.scopes = {r: str(s) for r, s in requested.items()}
+        self._scope_sql = rt.scope_predicate(self.store, ids, requested)
+        self.kernel_scope = kernel_predicate(requested)
+        if not view.is_everything:
+            given = dict.fromkeys(ids, view)
+            self._scope_sql = conjoin(self._scope_sql, rt.scope_predicate(self.store, ids, given))
+            self.kernel_scope = conjoin(self.kernel_scope, kernel_predicate(given))
         if joined:
             summary = rt.read_summary(self.store, ids, self._scope_sql)
             self.regions = summary.regions
@@ -149,9 +185,20 @@ class Report:
             self._values, self._units = summary.values, summary.units
             self._joined_ok = True
             self.attribution = rt.read_attribution(self.provenance)
-            self.matches = rt.read_matches(self.store, ids)
+            self.matches = rt.read_matches(self.store, ids, self._scope_sql)
             self.clocks = rt.read_clocks(self.store, ids)
             self.ranks = rt.read_ranks(self.store, ids, self._scope_sql)
+
+    @property
+    def scope_filter(self) -> ScopeFilter | None:
+        """The predicate over ``region_instances`` rows (alias ``i``) of the instances in scope (``None``: all):
+        the requests' scopes and the report's own (views apply it with :func:`argus_lab.report.scope_sql.scoped`)."""
+        return self._scope_sql
+
+    def scoped(self, scope: str | Scope) -> Report:
+        """The same runs with ``scope`` as the report's own scope, in place of this report's (the requests' scopes
+        still apply underneath), e.g. ``report.scoped("ranks=1")``."""
+        return Report(self.store, self.run_ids, scope=scope)
 
     @functools.cached_property
     def kernels(self) -> tuple[KernelRow, ...]:
@@ -159,9 +206,31 @@ class Report:
         return rt.read_kernels(self.store, list(self.run_ids), self._scope_sql) if self._joined_ok else ()
 
     @functools.cached_property
+    def groups(self) -> tuple[InstanceGroupRow, ...]:
+        """Region paths whose measured instances ran different kernel sequences, one row per group (read on first
+        use); :meth:`heterogeneity` words them."""
+        return rt.read_groups(self.store, list(self.run_ids), self._scope_sql) if self._joined_ok else ()
+
+    def heterogeneity(self) -> list[str]:
+        """One sentence per instance group that differs from its region's majority, e.g. ``matmul (run r-1):
+        instance 0: 1,895 kernels, 364 ms, a different kernel sequence (the other 3 instances: 1 kernel, 203 µs
+        each)``."""
+        return [f"{g.path} (run {g.run_id}): {g.note}" for g in self.groups if not g.majority]
+
+    @functools.cached_property
     def compiler(self) -> tuple[CompilerRow, ...]:
         """Compiler facts per kernel function (read on first use)."""
-        return rt.read_compiler(self.store, list(self.run_ids)) if self._joined_ok else ()
+        return rt.read_compiler(self.store, list(self.run_ids), self._scope_sql) if self._joined_ok else ()
+
+    @functools.cached_property
+    def device(self) -> tuple[DeviceRow, ...]:
+        """dev.* values of instrumented runs per host region path, kernel and device region (read on first use)."""
+        return dev.read_device(self.store, list(self.run_ids)) if self._joined_ok else ()
+
+    @functools.cached_property
+    def device_overhead(self) -> tuple[OverheadRow, ...]:
+        """The instrumented variant's overhead per kernel (from the join's provenance of each instrumented run)."""
+        return dev.read_overhead(self.provenance)
 
     def _pending(self, ids: list[str]) -> tuple[str, ...]:
         """Runs of ``ids`` without the join's provenance row (all of them for a store older than the join)."""
@@ -198,9 +267,19 @@ class Report:
         """The attribution summary as text."""
         return txt.attribution(self.attribution)
 
+    def device_table(self) -> str:
+        """Device regions (dev.* per host region, kernel and device region) as text."""
+        return dev.table(self.device)
+
     def rank_table(self) -> str:
         """Cross-rank skew per region and the clock offsets behind it, as text."""
         return txt.ranks(self.ranks, self.clock_offsets)
+
+    def matching_lines(self) -> list[str]:
+        """Which instances of each replay run (and of any run with a mismatch) matched the timing run."""
+        replay = {r.run_id for r in self.runs if any(b in rt.REPLAY_BACKENDS for b in r.backends)}
+        shown = {m.run_id for m in self.matches if m.status != "match"} | replay
+        return coverage.match_lines([m for m in self.matches if m.run_id in shown])
 
     def runs_table(self) -> str:
         """One line per run with status, backends and provenance."""
@@ -247,17 +326,32 @@ class Report:
     def text(self) -> str:
         """The whole report as text."""
         scopes = sorted({s for s in self.scopes.values() if s})
+        if self.view_scope:
+            scopes = [f"({s}) and ({self.view_scope})" for s in scopes] if scopes else [self.view_scope]
         parts = [txt.line(f"scope: {'; or '.join(scopes)} (instances outside it are left out)"), ""] if scopes else []
         parts.append(self.region_table())
+        differ = self.heterogeneity()
+        if differ:
+            parts += [
+                "",
+                "instances that ran a different kernel sequence (left in the medians above; Report.groups has "
+                "per-group values):",
+                *(f"  {d}" for d in differ),
+            ]
         for title, rows, render in (
             ("kernels", self.kernels, self.kernel_table),
             ("counters", self.counters, self.counter_table),
             ("compiler facts", self.compiler, self.compiler_table),
             ("attribution", self.attribution, self.attribution_table),
             ("ranks (skew of each occurrence: its largest lag over the ranks)", self.ranks, self.rank_table),
+            ("device regions (instrumented runs; GPU ns)", self.device, self.device_table),
+            ("instrumented variant overhead", self.device_overhead, lambda: dev.overhead_table(self.device_overhead)),
         ):
             if rows:
                 parts += ["", f"{title}:", render()]
+        matching = self.matching_lines()
+        if matching:
+            parts += ["", "instance matching (replay runs against the timing run):", *(f"  {m}" for m in matching)]
         parts += ["", self.runs_table()]
         cov = self.coverage()
         if cov:
@@ -326,6 +420,10 @@ class Report:
             "join_rules",
         ]
         return [dict(zip(cols, r, strict=True)) for r in self.store.rows(TRACE, [list(self.run_ids), path, signal])]
+
+    def values(self, path: str, signal: str) -> np.ndarray | None:
+        """The per-instance inclusive values behind one region row (warm-up excluded): what :meth:`diff` judges."""
+        return self._values.get((path, signal))
 
     def diff(self, other: Report) -> ReportDiff:
         """What changed from this report (the base) to ``other`` beyond run-to-run noise (rule: diff.RULE)."""
