@@ -56,7 +56,6 @@ _DAMAGED = (
     "Corrupt database file",
     "checksum",
     "Invalid Input Error: Failed to deserialize",
-    "INTERNAL Error",
     "database has been invalidated",
 )
 """DuckDB's words for a truncated or damaged database file."""
