@@ -98,9 +98,10 @@ class Store:
         try:
             if write:
                 self.path.parent.mkdir(parents=True, exist_ok=True)
-            fd = os.open(lock_path, os.O_RDWR | os.O_CREAT, 0o666)
+            # a reader never creates the lock file: the first write does (a file no argus run ever wrote has none)
+            fd = os.open(lock_path, os.O_RDWR | os.O_CREAT, 0o666) if write else os.open(lock_path, os.O_RDONLY)
         except OSError as exc:
-            if not write:  # a read-only folder: reading without the lock is still safe for a finished store
+            if not write:  # no lock file (never written by argus) or a read-only folder: nothing to wait for
                 return os.open(os.devnull, os.O_RDONLY)
             msg = (
                 f"cannot write the evidence store at {str(self.path)!r} ({exc.strerror}); "
@@ -129,6 +130,9 @@ class Store:
         try:
             return duckdb.connect(str(self.path), read_only=not write)
         except duckdb.IOException as exc:
+            if "not a valid DuckDB database" in str(exc):
+                msg = f"{str(self.path)!r} is not a DuckDB evidence store; pass the path of an argus_lab store"
+                raise StoreError(msg) from exc
             verb = "write" if write else "read"
             msg = (
                 f"cannot {verb} the evidence store at {str(self.path)!r}: {exc}; "
