@@ -160,7 +160,7 @@ def kernel_store(shell: Any = None) -> _Json:
     if shell is None:
         from IPython import get_ipython
 
-        shell = get_ipython()  # type: ignore[no-untyped-call]
+        shell = get_ipython()
     magics = shell.magics_manager.registry.get("ArgusMagics") if shell is not None else None
     chosen = getattr(magics, "store_path", None)
     env = os.environ.get("ARGUS_STORE")
@@ -357,8 +357,8 @@ class ArgusMagics(Magics):
         implicit = args.region or f"cell_{number}"
         try:
             region_check(implicit)
-        except ArgusError as exc:
-            raise UsageError(str(exc)) from None
+        except ArgusError as bad:
+            raise UsageError(str(bad)) from None
         workload = CellWorkload(
             "cell",
             source,

@@ -71,9 +71,11 @@ IN_RUNS = "run_id IN (SELECT unnest(?::VARCHAR[]))"
 
 def instances(store: Store, ids: list[str], limit: int) -> Table:
     """Region instances with their region's declaration, in start order."""
+    have = table_columns(store, "region_instances")
     sql = f"""
         SELECT i.run_id, i.instance_id, i.path, i.instance_index, i.parent_instance_id, i.repetition, i.pid,
-               i.thread_id, i.start_ns, i.end_ns, i.end_ns - i.start_ns AS wall_ns, i.cpu_ns, i.error, i.warmup,
+               i.thread_id, {_col(have, "thread_name", prefix="i.")}, {_col(have, "rank", prefix="i.")},
+               i.start_ns, i.end_ns, i.end_ns - i.start_ns AS wall_ns, i.cpu_ns, i.error, i.warmup,
                r.kind, r.module, r.file, r.line
         FROM region_instances i LEFT JOIN regions r ON r.region_id = i.region_id
         WHERE i.{IN_RUNS} ORDER BY i.run_id, i.start_ns LIMIT ?"""
@@ -209,11 +211,41 @@ def run_list(store: Store, limit: int = 200) -> Table:
     return Table(cols, rows, int(total[0]) if total else len(rows))
 
 
+def flame(store: Store, ids: list[str]) -> list[dict[str, Any]]:
+    """Per region path and time signal (unit ns): summed inclusive and exclusive values of the measured (non-warm-up)
+    instances, and their count, from the one run that measured the signal first (plan order), so that replay runs
+    never add to the timing run.  What the flame view of a report draws."""
+    rows = store.records(
+        f"""
+        SELECT v.run_id, i.path, v.signal, sum(v.inclusive) AS inclusive, sum(v.exclusive) AS exclusive,
+               count(*) AS instances, any_value(v.unit) AS unit, any_value(r.plan_index) AS plan_index
+        FROM region_instances i
+        JOIN instance_values v ON v.run_id = i.run_id AND v.instance_id = i.instance_id
+        JOIN runs r ON r.run_id = i.run_id
+        WHERE i.{IN_RUNS} AND NOT coalesce(i.warmup, false) AND v.unit = 'ns' AND v.inclusive IS NOT NULL
+        GROUP BY v.run_id, i.path, v.signal ORDER BY plan_index, i.path
+        """,
+        [ids],
+    )
+    first: dict[str, str] = {}
+    for r in rows:
+        first.setdefault(r["signal"], r["run_id"])
+    return [
+        {k: r[k] for k in ("run_id", "path", "signal", "inclusive", "exclusive", "instances", "unit")}
+        for r in rows
+        if first[r["signal"]] == r["run_id"]
+    ]
+
+
 def timeline_columns(store: Store, run_id: str) -> tuple[dict[str, Any], dict[str, Any]]:
     """All region instances and kernel records of one run as numpy-friendly columns (for the timeline)."""
+    got = table_columns(store, "region_instances")
+    extra = ", ".join(
+        c if c in got else f"CAST(NULL AS {t}) AS {c}" for c, t in (("thread_name", "VARCHAR"), ("rank", "INTEGER"))
+    )
     inst = _fetch_columns(
         store,
-        "SELECT instance_id, path, instance_index, pid, thread_id, start_ns, end_ns, error, warmup "
+        f"SELECT instance_id, path, instance_index, pid, thread_id, start_ns, end_ns, error, warmup, {extra} "
         "FROM region_instances WHERE run_id = ? ORDER BY start_ns",
         [run_id],
     )
@@ -221,8 +253,9 @@ def timeline_columns(store: Store, run_id: str) -> tuple[dict[str, Any], dict[st
     kind = "kind" if "kind" in have else "'kernel' AS kind"
     kern = _fetch_columns(
         store,
-        f"SELECT instance_id, name, start_ns, end_ns, device_id, stream_id, {kind} FROM kernels WHERE run_id = ? "
-        "ORDER BY start_ns",
+        f"SELECT instance_id, name, start_ns, end_ns, device_id, stream_id, {kind}, "
+        f"{'rank' if 'rank' in have else 'CAST(NULL AS INTEGER) AS rank'} "
+        "FROM kernels WHERE run_id = ? ORDER BY start_ns",
         [run_id],
     )
     return inst, kern
@@ -238,8 +271,12 @@ def _fetch_columns(store: Store, sql: str, params: list[Any]) -> dict[str, Any]:
     for name, value in raw.items():
         col: Any = value
         if isinstance(col, np.ma.MaskedArray):
-            filled = np.ma.filled(col, 0) if col.dtype.kind in "iuf" else np.ma.filled(col.astype(object), None)
-            out[name] = np.asarray(filled)
+            if col.dtype.kind in "iuf":
+                out[name] = np.asarray(np.ma.filled(col, 0))
+            else:  # np.ma.filled(x, None) would use the array's fill value ('?'), not None
+                text = np.asarray(col.data, dtype=object).copy()
+                text[np.ma.getmaskarray(col)] = None
+                out[name] = text
         else:
             out[name] = np.asarray(col)
     return out

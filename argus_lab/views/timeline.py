@@ -124,13 +124,14 @@ def _host_rows(
     max_depth = {k: 0 for k in keys}
     for p, t, d in zip(pid.tolist(), tid.tolist(), depth.tolist(), strict=True):
         max_depth[(int(p), int(t))] = max(max_depth[(int(p), int(t))], int(d))
-    thread_no: dict[tuple[int, int], int] = {}
+    names = _thread_labels(instances, order, pid, tid, keys)
     for p, t in keys:
-        thread_no[(p, t)] = sum(1 for q, _ in thread_no if q == p) + 1
         for d in range(max_depth[(p, t)] + 1):
             row_of[(p, t, d)] = len(lanes)
-            label = f"pid {p} thread {thread_no[(p, t)]} depth {d}"
-            lanes.append({"kind": "host", "label": label, "pid": p, "thread_id": str(t), "depth": d})
+            label = names[(p, t)] if d == 0 else f"{names[(p, t)]} (level {d + 1})"
+            lanes.append(
+                {"kind": "host", "label": label, "pid": p, "thread_id": str(t), "thread": names[(p, t)], "depth": d}
+            )
     rows = [
         row_of[(int(p), int(t), int(d))] for p, t, d in zip(pid.tolist(), tid.tolist(), depth.tolist(), strict=True)
     ]
@@ -150,6 +151,36 @@ def _host_rows(
     }
 
 
+def _thread_labels(
+    instances: Columns, order: np.ndarray, pid: np.ndarray, tid: np.ndarray, keys: list[tuple[int, int]]
+) -> dict[tuple[int, int], str]:
+    """A lane label per (pid, thread): the thread's name (``MainThread``), after ``rank r ·`` when the run has
+    several ranks (or ``pid p ·`` for several processes without ranks); ``thread k`` when no name was recorded."""
+    names_col = _arr(instances, "thread_name", object, "")[order].tolist()
+    ranks_col = _arr(instances, "rank", np.int64, 0)[order].tolist() if "rank" in instances else None
+    named: dict[tuple[int, int], str] = {}
+    rank_of: dict[int, int] = {}
+    for i, (p, t) in enumerate(zip(pid.tolist(), tid.tolist(), strict=True)):
+        key = (int(p), int(t))
+        if not named.get(key) and names_col[i]:
+            named[key] = str(names_col[i])
+        if ranks_col is not None:
+            rank_of.setdefault(int(p), int(ranks_col[i]))
+    several_ranks = len(set(rank_of.values())) > 1
+    several_pids = len({p for p, _ in keys}) > 1
+    out: dict[tuple[int, int], str] = {}
+    seen: dict[str, int] = {}
+    for p, t in keys:
+        base = named.get((p, t)) or f"thread {sum(1 for q, _ in out if q == p) + 1}"
+        if several_ranks:
+            base = f"rank {rank_of.get(p, 0)} · {base}"
+        elif several_pids:
+            base = f"pid {p} · {base}"
+        seen[base] = seen.get(base, 0) + 1
+        out[(p, t)] = base if seen[base] == 1 else f"{base} #{seen[base]}"
+    return out
+
+
 def _device_rows(
     kernels: Columns,
     t0: int,
@@ -166,11 +197,15 @@ def _device_rows(
     end = _arr(kernels, "end_ns") - t0
     dev = _arr(kernels, "device_id")
     stream = _arr(kernels, "stream_id")
-    lane_key = dev * (1 << 32) + stream
+    rank = _arr(kernels, "rank") if "rank" in kernels else np.zeros(n, dtype=np.int64)
+    several = len(np.unique(rank)) > 1
+    lane_key = (rank * (1 << 16) + dev) * (1 << 32) + stream
     ukeys, lane_idx = np.unique(lane_key, return_inverse=True)
     base = len(lanes)
     for k in ukeys.tolist():
-        lanes.append({"kind": "device", "label": f"GPU {k >> 32} stream {k & 0xFFFFFFFF}"})
+        r, d, st = k >> 48, (k >> 32) & 0xFFFF, k & 0xFFFFFFFF
+        label = f"GPU {d} stream {st}"
+        lanes.append({"kind": "device", "label": f"rank {r} · {label}" if several else label, "rank": r})
     lane = lane_idx.astype(np.int64) + base
     iid = _arr(kernels, "instance_id")
     # region of each kernel: its instance's region; -1 = outside every region
