@@ -28,6 +28,7 @@ from __future__ import annotations
 
 import argparse
 import ast
+import dataclasses
 import hashlib
 import json
 import os
@@ -118,6 +119,21 @@ def _cell_id(shell: Any) -> str:
     return str(meta.get("cellId") or "")
 
 
+def prompt_number(shell: Any) -> int:
+    """The ``[N]`` of the cell being executed.  IPython counts the cell before running it (``execution_count`` is
+    then N + 1), so the number is the one the running cell was compiled under: the newest in the compile cache."""
+    numbers = getattr(getattr(shell, "compile", None), "_filename_map", {}).values()
+    return int(max(numbers)) if numbers else int(shell.execution_count)
+
+
+def _cell_origin(shell: Any) -> str:
+    """The origin (JSON) of the cell being executed: its notebook and cell id ("" outside a notebook cell)."""
+    notebook, cell_id = notebook_path(shell), _cell_id(shell)
+    if not (notebook and cell_id):
+        return ""
+    return json.dumps({"notebook": notebook, "cells": [{"id": cell_id, "execution_count": prompt_number(shell)}]})
+
+
 def cell_label(number: int | None, notebook: str) -> str:
     """``cell [5] of quickstart.ipynb`` (the prompt number and the notebook's file name, as people see them)."""
     name = os.path.basename(notebook)
@@ -205,6 +221,7 @@ class ArgusMagics(Magics):
         self.store_path: str | None = None
         self.last_plan: Plan | None = None
         self._markers: dict[tuple[str, str], Any] = {}
+        self._origin_cells: dict[str, str] = {}  # region name -> "cell 2 of demo.ipynb" (cells the panel runs)
         from argus_lab.regions import add_source_namer
 
         self._namer = _CellNamer(shell)
@@ -233,7 +250,12 @@ class ArgusMagics(Magics):
 
         try:
             the_plan = plan("host.wall,host.cpu", repeat=1, warmup=0)
-            workload = Workload.of_callable(lambda: self._run_in_region(marker, cell))
+            shell: Any = self.shell
+            workload = dataclasses.replace(
+                Workload.of_callable(lambda: self._run_in_region(marker, cell)),
+                label=marker.region.file,
+                origin=_cell_origin(shell),
+            )
             report = run_plan(the_plan, workload, self._store(None)).report
         except ArgusError as exc:
             raise UsageError(str(exc)) from None
@@ -249,8 +271,10 @@ class ArgusMagics(Magics):
         from argus_lab.regions import Region, RegionMarker
 
         shell: Any = self.shell
-        number = shell.execution_count if _cell_id(shell) else None
-        label = cell_label(number, notebook_path(shell))
+        if _cell_id(shell):
+            label = cell_label(prompt_number(shell), notebook_path(shell))
+        else:  # run by the panel's code: the cell is known from the origin it passed (its position)
+            label = self._origin_cells.get(name) or cell_label(None, notebook_path(shell))
         key = (name, label)
         if key not in self._markers:
             self._markers[key] = RegionMarker(Region(name=name, kind="host", module="__main__", file=label, line=1))
@@ -264,11 +288,14 @@ class ArgusMagics(Magics):
         transformer = _RegionWrap(marker_name, result_name)
         shell.ast_transformers.append(transformer)
         try:
-            shell.run_cell(cell, store_history=False)
+            result = shell.run_cell(cell, store_history=False)
         finally:
             shell.ast_transformers.remove(transformer)
             ns.pop(marker_name, None)
             ns.pop(result_name, None)
+        if isinstance(getattr(result, "error_in_exec", None), KeyboardInterrupt):
+            # IPython showed the interrupt of the cell and went on; a measurement must stop (the panel's Stop)
+            raise KeyboardInterrupt
 
     # -- %%argus_setup ----------------------------------------------------------------------------------------
     @cell_magic
@@ -322,7 +349,8 @@ class ArgusMagics(Magics):
         the_plan = plan(args.signals, scope=args.scope, repeat=args.repeat, warmup=args.warmup)
         shell: Any = self.shell
         source = shell.transform_cell(cell)
-        filename = shell.compile.cache(source, shell.execution_count)
+        number = prompt_number(shell)  # before this cell's body is cached under the same number
+        filename = shell.compile.cache(source, number)
         code = compile(source, filename, "exec")
         ns = shell.user_ns
         raised: list[tuple[BaseException, Any]] = []
@@ -346,14 +374,10 @@ class ArgusMagics(Magics):
                 "%%argus_setup, or use --setup history"
             )
         notebook = notebook_path(shell)
-        number = shell.execution_count
         cell_id = _cell_id(shell)
-        origin = args.origin or (
-            json.dumps({"notebook": notebook, "cells": [{"id": cell_id, "execution_count": number}]})
-            if notebook and cell_id
-            else ""
-        )
+        origin = args.origin or _cell_origin(shell)
         label = _origin_label(origin) or cell_label(number if cell_id else None, notebook)
+        self._origin_cells = _origin_cells(origin)
         implicit = args.region or f"cell_{number}"
         try:
             region_check(implicit)
@@ -582,6 +606,20 @@ def _origin_label(origin: str) -> str:
         return ""
     what = ("cell " if len(names) == 1 else "cells ") + ", ".join(names)
     return f"{what} of {notebook}" if notebook else what
+
+
+def _origin_cells(origin: str) -> dict[str, str]:
+    """Region name -> ``cell 2 of demo.ipynb`` for the cells of an origin that carry a position."""
+    try:
+        data = json.loads(origin) if origin else {}
+        notebook = os.path.basename(str(data.get("notebook", "")))
+        return {
+            str(c["name"]): f"cell {int(c['index']) + 1} of {notebook}"
+            for c in data.get("cells", [])
+            if c.get("name") and isinstance(c.get("index"), int)
+        }
+    except (ValueError, AttributeError, TypeError, KeyError):
+        return {}
 
 
 def region_check(name: str) -> None:

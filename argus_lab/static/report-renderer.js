@@ -99,7 +99,7 @@
   function declared(d) {
     // where a region is declared: a notebook cell ("cell [3] of quickstart.ipynb, line 5") or module (file:line)
     var file = String(d.file || '');
-    if (/^(cell \[|a cell)/.test(file)) return file + (d.line ? ', line ' + d.line : '');
+    if (/^(cell |a cell)/.test(file)) return file + (d.line ? ', line ' + d.line : '');
     return (d.module || '?') + ' (' + (file || '?') + ':' + (d.line || '?') + ')';
   }
 

@@ -18,6 +18,8 @@ export interface INotebookStore {
   /** Relative to the Jupyter root; null when the store is outside it. */
   path: string | null;
   exists: boolean;
+  /** `ARGUS_STORE` (the server's environment, inherited by kernels) or `default`. */
+  source?: string;
 }
 
 export interface IStores {

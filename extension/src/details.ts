@@ -145,7 +145,7 @@ export class ArgusDetails extends Widget {
     head.appendChild(pathNode(d.path));
     box.appendChild(head);
     if (info?.file) {
-      const where = /^(cell \[|a cell)/.test(info.file)
+      const where = /^(cell |a cell)/.test(info.file)
         ? `${info.file}${info.line ? `, line ${info.line}` : ''}`
         : `${info.file}:${info.line ?? '?'}`;
       box.appendChild(el('div', 'jp-ArgusPanel-note jp-ArgusPanel-declared', `declared in ${where}`));

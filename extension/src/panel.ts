@@ -62,6 +62,8 @@ export interface IKernelStore {
   rel: string | null;
   /** How the kernel chose it: `%argus store`, `ARGUS_STORE`, `default` (argus.duckdb in its folder). */
   source: string;
+  /** Whether the kernel itself said so (else the server's answer: the notebook's folder and $ARGUS_STORE). */
+  asked?: boolean;
 }
 
 export const REPORT_MIME = 'application/vnd.argus.report+json';
@@ -122,7 +124,16 @@ export class ArgusPanel extends Widget {
     this.title.caption = 'Argus: evidence stores, runs, regions';
     this.details = new ArgusDetails({
       openRun: runId => void this.showRun(runId),
-      openCell: (path, cellId) => this.openCell?.(path, cellId)
+      // a kernel names its notebook by its absolute path: the notebook is opened by its path under the root
+      openCell: (path, cellId) => {
+        const root = this.stores?.root_dir ?? '';
+        const rel = path.startsWith('/') ? relativeTo(root, path) : path;
+        if (rel === null) {
+          this.setStatus(`${path} is outside the Jupyter root ${root}: open it from a server rooted above it`, true);
+          return;
+        }
+        this.openCell?.(rel, cellId);
+      }
     });
     this._build();
   }
@@ -163,7 +174,8 @@ export class ArgusPanel extends Widget {
     this.node.appendChild(this._status);
     this._buildPlanner();
     this._detail.root.hidden = true;
-    for (const s of [this._planner, this._runs, this._regions, this._detail]) {
+    // what was measured first (runs, regions), then planning a new measurement
+    for (const s of [this._runs, this._regions, this._planner, this._detail]) {
       this.node.appendChild(s.root);
     }
   }
@@ -300,18 +312,19 @@ export class ArgusPanel extends Widget {
       }
     }
     const before = this.kernelStore;
-    if (!abs && before && before.notebook === nb.name && before.source !== 'default') {
-      return before; // the kernel is busy now (a cell runs): keep what it said when it was idle
+    if (!abs && before?.asked && before.notebook === nb.name) {
+      return before; // the kernel is busy now (a long cell runs): keep what it said when it was idle
     }
+    const asked = abs !== '';
     if (!abs && stores.notebook_store) {
       abs = stores.notebook_store.abs_path;
-      source = 'default';
+      source = stores.notebook_store.source ?? 'default';
     }
     if (!abs) {
       this.kernelStore = null;
       return null;
     }
-    this.kernelStore = { notebook: nb.name, abs, rel: relativeTo(stores.root_dir, abs), source };
+    this.kernelStore = { notebook: nb.name, abs, rel: relativeTo(stores.root_dir, abs), source, asked };
     return this.kernelStore;
   }
 
@@ -454,7 +467,6 @@ export class ArgusPanel extends Widget {
     const cols: IColumn[] = [
       { title: 'run', value: r => String(r.run_id), nowrap: true },
       { title: 'status', value: r => String(r.status), nowrap: true },
-      { title: 'reps', value: r => `${r.reps_done}/${Number(r.repetitions) + Number(r.warmup)}`, numeric: true },
       { title: 'time', value: r => formatSeconds(r.seconds), numeric: true },
       { title: 'started', value: r => formatWhen(r.started_ns), numeric: true }
     ];
@@ -470,7 +482,8 @@ export class ArgusPanel extends Widget {
         tr.classList.add('jp-ArgusPanel-run', `jp-ArgusPanel-status-${run.status.replace(/[^a-z]/g, '')}`);
         (tr as HTMLElement).title =
           `run ${run.plan_index} of its plan: ${(run.backends || []).join(', ')} measuring ` +
-          `${(run.signals || []).join(', ')}; started ${formatTime(run.started_ns)} UTC; click for its details`;
+          `${(run.signals || []).join(', ')}; ${run.reps_done} of ${Number(run.repetitions) + Number(run.warmup)} ` +
+          `repetitions done; started ${formatTime(run.started_ns)} UTC; click for its details`;
       }
     });
     this._runs.body.appendChild(t);

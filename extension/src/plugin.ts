@@ -45,8 +45,25 @@ function codeSources(panel: NotebookPanel): ICodeCell[] {
 /** Evaluate `expression` in the notebook's kernel as a silent user expression; its JSON value, or null. */
 async function evaluate(panel: NotebookPanel, expression: string): Promise<unknown> {
   const kernel = panel.sessionContext.session?.kernel;
+  if (kernel && kernel.status !== 'idle') {
+    // a cell runs (Run All): wait a little for the kernel to be idle, never queue behind a long cell
+    await new Promise<void>(resolve => {
+      const done = (): void => {
+        kernel.statusChanged.disconnect(check);
+        window.clearTimeout(timer);
+        resolve();
+      };
+      const check = (): void => {
+        if (kernel.status === 'idle') {
+          done();
+        }
+      };
+      const timer = window.setTimeout(done, 3000);
+      kernel.statusChanged.connect(check);
+    });
+  }
   if (!kernel || kernel.status !== 'idle') {
-    return null; // never queue behind a running cell
+    return null;
   }
   const future = kernel.requestExecute({
     code: '',

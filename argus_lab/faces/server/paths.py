@@ -97,10 +97,11 @@ class NotebookStore:
     abs_path: str
     path: str | None  # relative to the root, with ``/``; None when the store is outside the root
     exists: bool
+    source: str  # ``ARGUS_STORE`` (the server's environment, which kernels inherit) or ``default``
 
     def to_dict(self) -> dict[str, object]:
         """A JSON-ready form."""
-        return {"abs_path": self.abs_path, "path": self.path, "exists": self.exists}
+        return {"abs_path": self.abs_path, "path": self.path, "exists": self.exists, "source": self.source}
 
 
 def notebook_store(root: str | os.PathLike[str], notebook: str) -> NotebookStore:
@@ -109,6 +110,8 @@ def notebook_store(root: str | os.PathLike[str], notebook: str) -> NotebookStore
     else ``argus.duckdb`` in the notebook's folder.  Nothing is created or opened."""
     base = Path(root).resolve()
     folder = (base / notebook.lstrip("/")).parent
-    target = (folder / os.path.expanduser(os.environ.get("ARGUS_STORE", "argus.duckdb"))).resolve()
+    env = os.environ.get("ARGUS_STORE")
+    target = (folder / os.path.expanduser(env or "argus.duckdb")).resolve()
     inside = target == base or base in target.parents
-    return NotebookStore(str(target), target.relative_to(base).as_posix() if inside else None, target.is_file())
+    rel = target.relative_to(base).as_posix() if inside else None
+    return NotebookStore(str(target), rel, target.is_file(), "ARGUS_STORE" if env else "default")

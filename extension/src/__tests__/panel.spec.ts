@@ -368,10 +368,10 @@ describe('the Argus panel, as a newcomer reads it', () => {
     const panel = new ArgusPanel(new FakeClient(), () => null);
     await panel.refresh();
     const heads = Array.from(panel.node.querySelectorAll('.jp-ArgusPanel-runTable th')).map(th => th.textContent);
-    expect(heads).toEqual(['run', 'status', 'reps', 'time', 'started']);
+    expect(heads).toEqual(['run', 'status', 'time', 'started']);
     const row = panel.node.querySelector('.jp-ArgusPanel-run') as HTMLElement;
     expect(row.textContent).toContain('0.5 s');
-    expect(row.title).toContain('host measuring host.wall');
+    expect(row.title).toContain('host measuring host.wall; 4 of 4 repetitions done');
   });
 
   it('breaks region paths only after a slash, never inside a name', async () => {
