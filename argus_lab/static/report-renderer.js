@@ -172,7 +172,8 @@
           var v = r[c.key];
           var text = c.fmt ? c.fmt(v, r) : unit !== undefined ? fmt(v, unit) : v == null ? '' : String(v);
           var td = b.el('td', typeof v === 'number' ? 'argus-num'
-            : c.key === 'run_id' || c.key === 'runs' || c.key === 'ref_run_id' ? 'argus-nowrap' : null, text);
+            : c.key === 'run_id' || c.key === 'runs' || c.key === 'ref_run_id' ? 'argus-nowrap'
+              : c.key === 'cause' ? 'argus-pre' : null, text);
           tr.appendChild(td);
         });
         if (opts.onRowClick) {
