@@ -46,31 +46,34 @@ FROM s
 SAMPLE_PIECES = """
 CREATE OR REPLACE TEMP TABLE _j_sp AS
 WITH series AS (SELECT DISTINCT run_id, device_id, signal FROM _j_s),
-grp AS (SELECT th.run_id, th.thread_id, sr.device_id, sr.signal FROM _j_threads th JOIN series sr USING (run_id)),
+grp AS (
+    SELECT th.run_id, th.rank, th.thread_id, sr.device_id, sr.signal FROM _j_threads th JOIN series sr USING (run_id)
+),
 pts AS (
-    SELECT g.run_id, g.thread_id, g.device_id, g.signal, s.t AS b
-    FROM grp g JOIN _j_seg s ON s.run_id = g.run_id AND s.thread_id = g.thread_id
+    SELECT g.run_id, g.rank, g.thread_id, g.device_id, g.signal, s.t AS b
+    FROM grp g JOIN _j_seg s ON s.run_id = g.run_id AND s.rank = g.rank AND s.thread_id = g.thread_id
     UNION ALL
-    SELECT g.run_id, g.thread_id, g.device_id, g.signal, w.w0
+    SELECT g.run_id, g.rank, g.thread_id, g.device_id, g.signal, w.w0
     FROM grp g JOIN _j_s w ON w.run_id = g.run_id AND w.device_id = g.device_id AND w.signal = g.signal
     UNION ALL
-    SELECT g.run_id, g.thread_id, g.device_id, g.signal, w.w1
+    SELECT g.run_id, g.rank, g.thread_id, g.device_id, g.signal, w.w1
     FROM grp g JOIN _j_s w ON w.run_id = g.run_id AND w.device_id = g.device_id AND w.signal = g.signal
 ),
 pieces AS (
     SELECT *, b * 2 + 1 AS bk,
-           lead(b) OVER (PARTITION BY run_id, thread_id, device_id, signal ORDER BY b) AS b2
+           lead(b) OVER (PARTITION BY run_id, rank, thread_id, device_id, signal ORDER BY b) AS b2
     FROM pts
 ),
 cut AS (
-    SELECT p.run_id, p.thread_id, p.device_id, p.signal, p.b, p.b2, p.bk, w.key, w.w0, w.w1, w.value, w.unit
+    SELECT p.run_id, p.rank, p.thread_id, p.device_id, p.signal, p.b, p.b2, p.bk, w.key, w.w0, w.w1, w.value, w.unit
     FROM pieces p ASOF JOIN _j_s w
       ON w.run_id = p.run_id AND w.device_id = p.device_id AND w.signal = p.signal AND p.b >= w.w0
     WHERE p.b2 > p.b AND p.b < w.w1
 )
-SELECT c.run_id, c.key, c.signal, c.unit, c.value, c.thread_id, seg.inner_id,
+SELECT c.run_id, c.key, c.signal, c.unit, c.value, c.rank, c.thread_id, seg.inner_id,
        sum(c.b2 - c.b) AS len, any_value(c.w1 - c.w0) AS wlen
-FROM cut c ASOF JOIN _j_seg seg ON seg.run_id = c.run_id AND seg.thread_id = c.thread_id AND c.bk >= seg.key
+FROM cut c ASOF JOIN _j_seg seg
+  ON seg.run_id = c.run_id AND seg.rank = c.rank AND seg.thread_id = c.thread_id AND c.bk >= seg.key
 WHERE seg.inner_id <> 0
 GROUP BY ALL
 """
@@ -78,7 +81,7 @@ GROUP BY ALL
 SAMPLE_ATTRIBUTIONS = """
 INSERT INTO attributions (run_id, evidence, evidence_id, instance_id, class, weight, reason, target_run_id)
 WITH tot AS (
-    SELECT run_id, key, sum(len / wlen) AS covered, count(DISTINCT thread_id) AS threads FROM _j_sp GROUP BY ALL
+    SELECT run_id, key, sum(len / wlen) AS covered, count(DISTINCT (rank, thread_id)) AS threads FROM _j_sp GROUP BY ALL
 )
 SELECT p.run_id, 'sample', p.key, p.inner_id,
        CASE WHEN t.threads > 1 THEN 'ambiguous' ELSE 'temporal' END,
@@ -108,7 +111,7 @@ WITH x AS (
            count(*) AS n
     FROM _j_sp GROUP BY ALL
 ), amb AS (
-    SELECT run_id, key FROM _j_sp GROUP BY ALL HAVING count(DISTINCT thread_id) > 1
+    SELECT run_id, key FROM _j_sp GROUP BY ALL HAVING count(DISTINCT (rank, thread_id)) > 1
 ), xa AS (
     SELECT p.run_id, p.inner_id AS instance_id, p.signal, sum(p.len / p.wlen) AS w
     FROM _j_sp p SEMI JOIN amb USING (run_id, key) GROUP BY ALL

@@ -159,6 +159,9 @@ export class ArgusDetails extends Widget {
     const signals = Array.from(new Set(d.instances.flatMap(i => Object.keys((i.values as Row) || {})))).sort();
     const runIds = new Set([...d.summary, ...d.instances].map(r => String(r.run_id)));
     const runCol: IColumn[] = runIds.size > 1 ? [{ title: 'run', value: r => String(r.run_id), nowrap: true }] : [];
+    const ranks = new Set(d.instances.map(r => String(r.rank ?? 0)));
+    const rankCol: IColumn[] =
+      ranks.size > 1 ? [{ title: 'rank', value: r => String(r.rank ?? 0), numeric: true }] : [];
     if (runIds.size === 1) {
       box.appendChild(el('div', 'jp-ArgusPanel-note', `from run ${Array.from(runIds)[0]}`));
     }
@@ -179,6 +182,7 @@ export class ArgusDetails extends Widget {
       'Instances',
       [
         ...runCol,
+        ...rankCol,
         { title: 'id', value: r => String(r.instance_id), numeric: true },
         { title: 'index', value: r => String(r.instance_index), numeric: true },
         { title: 'rep', value: r => `${r.repetition}${r.warmup ? ' (warm-up)' : ''}`, nowrap: true },
@@ -245,8 +249,7 @@ export class ArgusDetails extends Widget {
   }
 }
 
-/** `MainThread`, or `rank 1 · MainThread` for a rank other than 0 ('-' when no name was recorded). */
+/** The instance's thread as people know it: its name (`MainThread`), '-' when no name was recorded. */
 export function threadLabel(r: Row): string {
-  const name = r.thread_name ? String(r.thread_name) : '-';
-  return r.rank !== null && r.rank !== undefined && Number(r.rank) !== 0 ? `rank ${String(r.rank)} · ${name}` : name;
+  return r.thread_name ? String(r.thread_name) : '-';
 }

@@ -192,12 +192,13 @@ def region_detail(store: Store, path: str, run_id: str | None = None) -> dict[st
     rp: list[Any] = [path, run_id] if run_id else [path]
     inst_filter = f"i.path = ? {run_clause}"
     have = _columns(store, "region_instances")
-    thread = ", ".join(f"i.{c}" if c in have else f"NULL AS {c}" for c in ("thread_name", "rank"))
+    thread_name = "i.thread_name" if "thread_name" in have else "NULL AS thread_name"  # older stores lack it
     instances = _records(
         store,
         f"""
         SELECT i.run_id, i.instance_id, i.instance_index, i.parent_instance_id, i.repetition, i.warmup,
-               i.pid, {thread}, i.end_ns - i.start_ns AS duration_ns, i.cpu_ns, i.error
+               i.pid, coalesce(i.rank, 0) AS rank, {thread_name}, i.end_ns - i.start_ns AS duration_ns, i.cpu_ns,
+               i.error
         FROM region_instances i JOIN runs r ON r.run_id = i.run_id
         WHERE {inst_filter} ORDER BY r.started_ns DESC, i.instance_id LIMIT ?
         """,
