@@ -12,12 +12,8 @@ from argus_lab.faces.magics import ArgusMagics, measure_line
 
 
 @pytest.fixture(scope="module")
-def ip() -> Any:
-    from IPython.testing.globalipapp import start_ipython
-
-    shell = start_ipython()
-    shell.run_line_magic("load_ext", "argus_lab")
-    return shell
+def ip(ipython_shell: Any) -> Any:
+    return ipython_shell
 
 
 @pytest.fixture

@@ -126,12 +126,8 @@ def test_workload_description_travels_to_a_child_process() -> None:
 
 # -- the magics ---------------------------------------------------------------------------------------------------
 @pytest.fixture(scope="module")
-def ip() -> Any:
-    from IPython.testing.globalipapp import start_ipython
-
-    shell = start_ipython()
-    shell.run_line_magic("load_ext", "argus_lab")
-    return shell
+def ip(ipython_shell: Any) -> Any:
+    return ipython_shell
 
 
 @pytest.fixture
@@ -261,8 +257,8 @@ def test_timeline_lanes_are_thread_names_with_the_rank_when_there_are_several() 
         "rank 0 · MainThread",
         "rank 0 · MainThread (level 2)",
         "rank 0 · loader",
-        "rank 1 · MainThread",
         "rank 0 · GPU 0 stream 7",
+        "rank 1 · MainThread",
         "rank 1 · GPU 1 stream 7",
     ]
     one = {k: v[:3] for k, v in inst.items()}

@@ -65,14 +65,13 @@ async def test_stores_answers_the_notebook_store_and_the_kernel_probe(
     assert "notebook_store" not in await get(jp_fetch, "stores")
 
 
-def test_store_probe_names_the_kernels_store(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+def test_store_probe_names_the_kernels_store(
+    ipython_shell: Any, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     """The probe is an expression that evaluates, in a shell with the magics, to the store the kernel writes."""
-    from IPython.testing.globalipapp import start_ipython
-
     from argus_lab.faces.cell_code import STORE_PROBE
 
-    ip = start_ipython()
-    ip.run_line_magic("load_ext", "argus_lab")
+    ip = ipython_shell
     magics = ip.magics_manager.registry["ArgusMagics"]
     saved = magics.store_path
     monkeypatch.chdir(tmp_path)
