@@ -267,3 +267,15 @@ def test_timeline_lanes_are_thread_names_with_the_rank_when_there_are_several() 
         "MainThread (level 2)",
         "loader",
     ]
+
+
+def test_a_failed_cells_stored_cause_names_the_cell_and_line(ip: Any, magics: Any, store_path: Path) -> None:
+    ip.user_ns["__session__"] = "/srv/work/notebooks/quickstart.ipynb"
+    try:
+        res = ip.run_cell("%%argus -n 1 -w 0 --no-show\nx = 1\nraise ValueError('bad')\n", store_history=True)
+    finally:
+        ip.user_ns.pop("__session__", None)
+    assert not res.success
+    (cause,) = Store(store_path).rows("SELECT cause FROM runs")[0]
+    assert f'File "cell [{res.execution_count}] of quickstart.ipynb", line 2, in <module>' in cause
+    assert "ipykernel" not in cause and "/tmp/" not in cause

@@ -150,8 +150,12 @@ def _first_repetition(recorder: Recorder, fn: Callable[[], None], marker: Region
 
 def user_traceback(exc: BaseException, limit: int = 8) -> str:
     """The traceback of ``exc`` in the user's code: argus_lab's and runpy's frames left out, the last ``limit``
-    frames kept (file and line of each)."""
-    frames = [f for f in traceback.extract_tb(exc.__traceback__) if not _internal(f.filename)]
+    frames kept (file and line of each; files named by :func:`argus_lab.regions.source_name`)."""
+    frames = [
+        traceback.FrameSummary(source_name(f.filename), f.lineno, f.name, lookup_line=False, line=f.line)
+        for f in traceback.extract_tb(exc.__traceback__)
+        if not _internal(f.filename)
+    ]  # a notebook kernel's temporary cell file reads as `cell [4] of quickstart.ipynb`
     lines = ["Traceback (most recent call last):\n", *traceback.format_list(frames[-limit:])]
     lines += traceback.format_exception_only(type(exc), exc)
     return "".join(lines).rstrip()
