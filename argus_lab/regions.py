@@ -189,6 +189,18 @@ def current_path() -> str:
     return "/".join(f[0].region.name for f in reversed(frames))
 
 
+def current_instance() -> int:
+    """The id of the innermost region instance the active recorder records on the calling thread or asyncio task
+    (0 outside every recorded region, or when no recorder is active)."""
+    rec = _active[0]
+    if rec is None:
+        return 0
+    for frame in _open_frames():
+        if frame[1] and frame[2] == rec.gen:
+            return int(frame[1])
+    return 0
+
+
 class _Nvtx:
     """NVTX push/pop in the ``argus`` domain, resolved on first use (after any tool was injected).
 

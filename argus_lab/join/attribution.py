@@ -38,6 +38,10 @@ one transaction, for the given runs:
 ``provenance``
     one row ``<run>:join`` per run with the rules' version and what was attributed.
 
+Instrumented runs (device regions) are joined by :mod:`argus_lab.join.device` in the same transaction: each
+launch under its kernel record and host instance (evidence ``device_launch``), ``device_values``, ``device_sm``, and
+the overhead against the clean run; their own kernels give no ``gpu.*`` values.
+
 Everything is set-based SQL in DuckDB (:mod:`argus_lab.join.attribution_sql`): no Python loop touches a record.
 """
 
@@ -51,7 +55,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Protocol
 
 from argus_lab.join import attribution_sql as q
-from argus_lab.join import comm, windows
+from argus_lab.join import comm, device, windows
 from argus_lab.join import skew as skew_sql
 from argus_lab.join.windows import LEVEL_UNITS
 
@@ -135,7 +139,7 @@ def joined_runs(store: JoinTarget, run_ids: Sequence[str]) -> set[str]:
 
 def _attribute(con: duckdb.DuckDBPyConnection, ids: list[str]) -> str | None:
     con.execute(q.RUNS, [ids])
-    for stmt in (q.INSTANCES, q.ANCESTORS, q.TIMELINE, q.THREADS, q.PROVENANCE_IDS):
+    for stmt in (q.INSTANCES, q.ANCESTORS, q.TIMELINE, q.THREADS, q.TIMED, q.PROVENANCE_IDS):
         con.execute(stmt)
     con.execute(q.DELETE_ATTRIBUTIONS, [list(q.EVIDENCE_KINDS)])
     for stmt in q.DELETE_DERIVED:
@@ -172,6 +176,7 @@ def _attribute(con: duckdb.DuckDBPyConnection, ids: list[str]) -> str | None:
     con.execute(q.INSTANCE_METRICS, [list(NON_ADDITIVE)])
     con.execute(q.INSTANCE_ATTRIBUTIONS)
     skew_sql.derive(con)  # multi-rank runs: rank.start_lag / rank.end_lag on rank 0's clock
+    device.derive(con)  # instrumented runs: device regions under their kernel and host instance; the overhead
     return ref
 
 

@@ -9,10 +9,11 @@ entry (the entered instance becomes innermost) and one per exit (its parent beco
 
 from __future__ import annotations
 
-JOIN_VERSION = "1"
-"""Version of the attribution rules; stored in the join's provenance row of every run."""
+JOIN_VERSION = "2"
+"""Version of the attribution rules; stored in the join's provenance row of every run.  2: device regions
+(:mod:`argus_lab.join.device`); no gpu.* values from the kernels of an instrumented run."""
 
-EVIDENCE_KINDS = ("kernel", "memcpy", "memset", "ncu_kernel", "sample", "instance", "compiler")
+EVIDENCE_KINDS = ("kernel", "memcpy", "memset", "ncu_kernel", "sample", "instance", "compiler", "device_launch")
 """The ``attributions.evidence`` values the join writes (and replaces when it runs again)."""
 
 RUNS = "CREATE OR REPLACE TEMP TABLE _j_runs AS SELECT DISTINCT unnest(?::VARCHAR[]) AS run_id"
@@ -47,6 +48,14 @@ SELECT run_id, rank, thread_id, end_ns AS t, end_ns * 2 AS key, parent_id AS inn
 """
 
 THREADS = "CREATE OR REPLACE TEMP TABLE _j_threads AS SELECT DISTINCT run_id, rank, thread_id FROM _j_inst"
+
+# the runs whose kernel records give gpu.* values: every run but those of an instrumented variant (their kernels
+# carry probes and read timers; they place device regions, and their time is the overhead, not gpu.time)
+TIMED = """
+CREATE OR REPLACE TEMP TABLE _j_timed AS
+SELECT run_id FROM _j_runs
+WHERE run_id NOT IN (SELECT run_id FROM runs WHERE coalesce(variant, '') = 'instrumented')
+"""
 
 # the provenance record of each (run, backend), so derived values point at what measured their inputs
 PROVENANCE_IDS = """
@@ -184,10 +193,11 @@ KERNEL_VALUES = """
 INSERT INTO instance_values (run_id, instance_id, signal, inclusive, exclusive, unit, evidence, w_exact, w_ordinal,
                              w_temporal, w_ambiguous, w_mismatch, backend, provenance_id)
 WITH kruns AS (  -- runs that traced GPU activity (a CUPTI backend, or any activity record)
-    SELECT run_id FROM runs WHERE run_id IN (SELECT run_id FROM _j_runs) AND list_contains(backends, 'cupti')
-    UNION SELECT DISTINCT run_id FROM _j_k
+    SELECT run_id FROM runs WHERE run_id IN (SELECT run_id FROM _j_timed) AND list_contains(backends, 'cupti')
+    UNION SELECT DISTINCT run_id FROM _j_k WHERE run_id IN (SELECT run_id FROM _j_timed)
 ), kinds AS (
-    SELECT DISTINCT run_id, kind FROM _j_k UNION SELECT run_id, 'kernel' FROM kruns
+    SELECT DISTINCT run_id, kind FROM _j_k WHERE run_id IN (SELECT run_id FROM _j_timed)
+    UNION SELECT run_id, 'kernel' FROM kruns
 ), inc AS (
     SELECT a.run_id, a.ancestor_id AS instance_id, x.kind, sum(x.w) AS w, sum(x.dur) AS dur, sum(x.bytes) AS bytes,
            sum(x.n) AS n,
@@ -221,7 +231,7 @@ SELECT a.run_id, a.ancestor_id, 'gpu.span', max(x.last_ns) - min(x.first_ns), NU
        'cupti', any_value(pv.provenance_id)
 FROM _j_kx x JOIN _j_anc a ON a.run_id = x.run_id AND a.instance_id = x.instance_id
 JOIN _j_prov pv ON pv.run_id = a.run_id AND pv.backend = 'cupti'
-WHERE x.kind = 'kernel' AND x.first_ns IS NOT NULL
+WHERE x.kind = 'kernel' AND x.first_ns IS NOT NULL AND a.run_id IN (SELECT run_id FROM _j_timed)
 GROUP BY a.run_id, a.ancestor_id
 """
 
@@ -248,7 +258,8 @@ SELECT r.run_id, r.instance_id, 'gpu.launch_overhead', coalesce(inc.d, 0), coale
        coalesce(inc.n, 0), coalesce(inc.n, 0), 0, 0, 0, 0, 'cupti', pv.provenance_id
 FROM ran r
 JOIN _j_prov pv ON pv.run_id = r.run_id AND pv.backend = 'cupti'
-SEMI JOIN (SELECT DISTINCT run_id FROM calls) timed ON timed.run_id = r.run_id
+SEMI JOIN (SELECT DISTINCT run_id FROM calls WHERE run_id IN (SELECT run_id FROM _j_timed)) timed
+    ON timed.run_id = r.run_id
 LEFT JOIN inc ON inc.run_id = r.run_id AND inc.instance_id = r.instance_id
 LEFT JOIN own ON own.run_id = r.run_id AND own.instance_id = r.instance_id
 """
@@ -289,7 +300,8 @@ REFERENCE_RUN = """
 SELECT k.run_id FROM _j_k k JOIN runs r USING (run_id)
 WHERE k.kind = 'kernel'
   AND k.run_id NOT IN (SELECT run_id FROM ncu_kernels WHERE run_id IN (SELECT run_id FROM _j_runs))
-GROUP BY k.run_id, r.plan_index ORDER BY count(*) DESC, r.plan_index LIMIT 1
+GROUP BY k.run_id, r.plan_index
+ORDER BY bool_or(k.run_id NOT IN (SELECT run_id FROM _j_timed)), count(*) DESC, r.plan_index LIMIT 1
 """
 
 TIMING_SEQUENCE = """
@@ -453,7 +465,8 @@ FROM _j_ka GROUP BY ALL
 UNION ALL
 SELECT run_id, evidence, class, count(DISTINCT evidence_id), sum(weight), NULL
 FROM attributions
-WHERE run_id IN (SELECT run_id FROM _j_runs) AND evidence IN ('ncu_kernel', 'sample', 'instance', 'compiler')
+WHERE run_id IN (SELECT run_id FROM _j_runs)
+  AND evidence IN ('ncu_kernel', 'sample', 'instance', 'compiler', 'device_launch')
 GROUP BY ALL
 UNION ALL  -- class '*': every item once
 SELECT run_id, kind, '*', round(sum(w))::BIGINT, sum(w), sum(dur) FROM (
@@ -463,7 +476,8 @@ SELECT run_id, kind, '*', round(sum(w))::BIGINT, sum(w), sum(dur) FROM (
 UNION ALL
 SELECT run_id, evidence, '*', count(DISTINCT evidence_id), sum(weight), NULL
 FROM attributions
-WHERE run_id IN (SELECT run_id FROM _j_runs) AND evidence IN ('ncu_kernel', 'sample', 'instance', 'compiler')
+WHERE run_id IN (SELECT run_id FROM _j_runs)
+  AND evidence IN ('ncu_kernel', 'sample', 'instance', 'compiler', 'device_launch')
 GROUP BY ALL
 """
 

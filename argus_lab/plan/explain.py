@@ -46,6 +46,14 @@ def explain_plan(plan: Plan) -> str:
             if BACKENDS[b].perturbation != "static":
                 lines.append(f"    overhead of {b}: {BACKENDS[b].overhead_text()}")
         lines.append(f"    why: {r.reason}")
+        for b in r.backends:
+            if BACKENDS[b].note:
+                lines.append(f"    note: {BACKENDS[b].note}.")
+        if r.variant and not any(not x.variant and BACKENDS["cupti"].name in x.backends for x in plan.runs):
+            lines.append(
+                "    overhead: no run of the plain program traces kernels, so the overhead of the "
+                f"{r.variant} variant cannot be measured; add gpu.time to the request to measure it"
+            )
     if plan.minimal and not plan.conflict_groups:
         lines.append("minimum: only static backends were requested; one run loads the kernels they read")
     elif plan.minimal:

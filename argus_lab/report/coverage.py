@@ -12,6 +12,7 @@ from collections.abc import Sequence
 from typing import TYPE_CHECKING
 
 from argus_lab.join.skew import SIGNALS as RANK_SIGNALS
+from argus_lab.report.device import problems as device_problems
 
 if TYPE_CHECKING:
     from argus_lab.report.report import Report
@@ -32,6 +33,8 @@ def sentences(report: Report) -> list[str]:
         for cls in NOT_EXACT:
             if a.shares.get(cls, 0.0) > 0:
                 out.append(f"{a.evidence} evidence ({a.signals}): {100 * a.shares[cls]:.1f}% {cls}")
+    out.extend(device_problems(report.store, list(report.run_ids)))
+    out.extend(o.note for o in report.device_overhead if o.note)
     out.extend(matches(report.matches))
     out.extend(ranks([(r.run_id, r.signals) for r in report.runs], report.ranks, report.clock_offsets))
     return out

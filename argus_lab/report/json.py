@@ -48,6 +48,8 @@ def build(report: Report) -> dict[str, Any]:
         "provenance": [clean(r) for r in report.provenance],
         "ranks": [clean(r) for r in report.ranks],
         "clock_offsets": [clean(r) for r in report.clock_offsets],
+        "device": [clean(r) for r in report.device],
+        "device_overhead": [clean(r) for r in report.device_overhead],
         "coverage": report.coverage(),
         "rules": {
             "diff": RULE,

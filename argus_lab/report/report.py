@@ -15,6 +15,9 @@ connection, so it can be displayed, printed or exported later.  Its tables:
 ``clocks``       clocks, power and temperature seen during the runs
 ``ranks``        multi-rank runs: per region path the cross-rank skew of its occurrences (median, max)
 ``clock_offsets`` each rank's host-clock offset against rank 0, before and after the workload, with uncertainty
+``device``       instrumented runs: dev.* per host region path, kernel and device region, over launches
+                 (:class:`DeviceRow`; :mod:`argus_lab.report.device`)
+``device_overhead`` the instrumented variant's kernel time against the clean variant's, per kernel
 ``provenance``   every backend's provenance record (run, backend and version, settings, clocks, timestamps)
 ``runs``         the runs with status, backends, commands and versions
 
@@ -32,8 +35,10 @@ from typing import TYPE_CHECKING, Any, Literal, get_args
 from argus_lab.errors import StoreError
 from argus_lab.plan.scope import Scope
 from argus_lab.report import coverage
+from argus_lab.report import device as dev
 from argus_lab.report import rows as rt
 from argus_lab.report import text as txt
+from argus_lab.report.device import DeviceRow, OverheadRow
 from argus_lab.report.diff import ReportDiff, compare
 from argus_lab.report.rows import (
     AttributionRow,
@@ -72,6 +77,8 @@ TableName = Literal[
     "runs",
     "ranks",
     "clock_offsets",
+    "device",
+    "device_overhead",
 ]
 TABLES: tuple[TableName, ...] = get_args(TableName)
 
@@ -82,8 +89,10 @@ __all__ = [
     "ClockRow",
     "CompilerRow",
     "CounterRow",
+    "DeviceRow",
     "KernelRow",
     "MatchRow",
+    "OverheadRow",
     "ProvenanceRow",
     "RankRow",
     "RegionRow",
@@ -204,6 +213,16 @@ class Report:
         """Compiler facts per kernel function (read on first use)."""
         return rt.read_compiler(self.store, list(self.run_ids)) if self._joined_ok else ()
 
+    @functools.cached_property
+    def device(self) -> tuple[DeviceRow, ...]:
+        """dev.* values of instrumented runs per host region path, kernel and device region (read on first use)."""
+        return dev.read_device(self.store, list(self.run_ids)) if self._joined_ok else ()
+
+    @functools.cached_property
+    def device_overhead(self) -> tuple[OverheadRow, ...]:
+        """The instrumented variant's overhead per kernel (from the join's provenance of each instrumented run)."""
+        return dev.read_overhead(self.provenance)
+
     def _pending(self, ids: list[str]) -> tuple[str, ...]:
         """Runs of ``ids`` without the join's provenance row (all of them for a store older than the join)."""
         if not ids:
@@ -242,6 +261,10 @@ class Report:
     def attribution_table(self) -> str:
         """The attribution summary as text."""
         return txt.attribution(self.attribution)
+
+    def device_table(self) -> str:
+        """Device regions (dev.* per host region, kernel and device region) as text."""
+        return dev.table(self.device)
 
     def rank_table(self) -> str:
         """Cross-rank skew per region and the clock offsets behind it, as text."""
@@ -302,6 +325,8 @@ class Report:
             ("compiler facts", self.compiler, self.compiler_table),
             ("attribution", self.attribution, self.attribution_table),
             ("ranks (skew of each occurrence: its largest lag over the ranks)", self.ranks, self.rank_table),
+            ("device regions (instrumented runs; GPU ns)", self.device, self.device_table),
+            ("instrumented variant overhead", self.device_overhead, lambda: dev.overhead_table(self.device_overhead)),
         ):
             if rows:
                 parts += ["", f"{title}:", render()]

@@ -244,6 +244,7 @@ EVIDENCE_SIGNALS = {
     "ncu_kernel": "hw:*",
     "sample": "sys.*, pm:*",
     "compiler": "compile.*",
+    "device_launch": "dev.*",
 }
 
 _VALUE_CLASSES = ("exact", "ordinal", "temporal", "ambiguous", "mismatch")  # the w_* columns of instance_values

@@ -174,7 +174,7 @@ class Store:
                 "it was not written by argus_lab: pass another --store path"
             )
             raise SchemaVersionError(msg)
-        if write:  # add the tables and columns introduced within this version (additive only)
+        if write:  # add the tables and columns of later versions and within this one (additive only)
             for stmt in DDL:
                 con.execute(stmt)
             have = {
@@ -185,6 +185,8 @@ class Store:
                 for name, sql_type in column_types(table):
                     if (table, name) not in have:
                         con.execute(f'ALTER TABLE {table} ADD COLUMN "{name}" {sql_type}')
+            if version < SCHEMA_VERSION:
+                con.execute("UPDATE meta SET value = ? WHERE key = 'schema_version'", [str(SCHEMA_VERSION)])
             self._migrated = True
         self._checked = True
 

@@ -20,6 +20,8 @@ Layout (``"format": "argus.report/1"``)::
                  attribution, evidence_classes, ambiguous, provenance
     timelines    one per run with region instances or kernels in the report's scope (see argus_lab.views.timeline):
                  lanes per rank (host threads, then device streams), every rank on rank 0's clock
+    device_timelines  per-SM lane timelines of a few instrumented launches (see argus_lab.views.device); the
+                 Report's device table and the instrumented variant's overhead are in ``joined``
 """
 
 from __future__ import annotations
@@ -29,7 +31,7 @@ import time
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
-from argus_lab.views import evidence
+from argus_lab.views import device, evidence
 from argus_lab.views.escape import jsonable
 from argus_lab.views.timeline import TimelineLimits, timeline_data
 
@@ -54,6 +56,8 @@ class BundleLimits:
     provenance: int = 200
     timeline_runs: int = 6
     timeline: TimelineLimits = field(default_factory=lambda: TimelineLimits(exact_limit=5_000, bin_budget=40_000))
+    device_launches: int = 1
+    device_timeline: TimelineLimits = device.DEVICE_LIMITS
 
 
 NOTEBOOK = BundleLimits()
@@ -66,6 +70,8 @@ EXPORT = BundleLimits(
     attribution=20_000,
     ambiguous=3_000,
     timeline=TimelineLimits(),
+    device_launches=8,
+    device_timeline=device.DEVICE_EXPORT_LIMITS,
 )
 
 
@@ -120,8 +126,15 @@ def build(report: Report, limits: BundleLimits = NOTEBOOK, title: str = "") -> d
             ("attribution", 200),
             ("matches", 200),
             ("clocks", 200),
+            ("device", 2_000),
+            ("device_overhead", 200),
         )
     }
+    device_timelines = (
+        device.timelines(store, ids, limits.device_launches, limits.device_timeline)
+        if store.exists and ids and report.device
+        else []
+    )
     summary = {
         "runs": len(runs),
         "status": statuses,
@@ -146,6 +159,7 @@ def build(report: Report, limits: BundleLimits = NOTEBOOK, title: str = "") -> d
         "finished": jsonable(finished),
         "tables": {name: t.to_json() for name, t in tables.items()},
         "timelines": timelines,
+        "device_timelines": jsonable(device_timelines),
     }
 
 
