@@ -142,11 +142,14 @@ def test_make_demo_run_all_shows_the_run_in_the_panel_with_one_store(page: Any, 
     assert not (demo["root"] / "notebooks" / "argus.duckdb").exists()
 
     panel = labkit.open_panel(page)
+    # the panel refreshes by itself after the cells ran (and asks the kernel again once it is idle)
     panel.locator(".jp-ArgusPanel-region[data-path='decode/layer/attn']").wait_for(timeout=30_000)
+    note = "Kernel of quickstart.ipynb: argus.duckdb (set by %argus store)"
+    panel.locator(".jp-ArgusPanel-kernelStore", has_text=note).wait_for(timeout=30_000)
+    panel.locator(".jp-ArgusPanel-run").nth(2).wait_for(timeout=30_000)
     store = panel.locator(".jp-ArgusPanel-store")
     assert store.input_value() == "argus.duckdb"
     assert "kernel of quickstart.ipynb" in store.locator("option:checked").inner_text()
-    assert "Kernel of quickstart.ipynb: argus.duckdb (set by %argus store)" in panel.inner_text()
     runs_before = panel.locator(".jp-ArgusPanel-run").count()
     assert runs_before >= 3  # argus_lab.measure, %argus_region, two %%argus cells
     paths = set(panel.locator(".jp-ArgusPanel-region").evaluate_all("rs => rs.map(r => r.dataset.path)"))
