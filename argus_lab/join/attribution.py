@@ -31,6 +31,8 @@ one transaction, for the given runs:
     (the instance alone; NULL for non-additive signals such as ``gpu.span``), the unit, and the weight of each
     attribution class behind the value.  Runs with several ranks also get ``rank.start_lag`` and
     ``rank.end_lag`` per instance (:mod:`argus_lab.join.skew`: lags behind the earliest rank, on rank 0's clock).
+    The ``compile.*`` signals a request asked for are the largest static fact of the kernel functions the instance
+    ran (the compiler backend's ``kernel_facts`` row of the function, else what its CUPTI launch record carries).
 
 ``instance_matches``
     every measured (not warm-up) instance of the other runs matched to the reference (timing) run by (path,
@@ -85,8 +87,10 @@ class JoinTarget(Protocol):
 CLASSES: tuple[str, ...] = ("exact", "ordinal", "temporal", "ambiguous", "unattributed", "mismatch")
 """The attribution classes, most certain first."""
 
-NON_ADDITIVE: tuple[str, ...] = ("gpu.span", *skew_sql.SIGNALS)
-"""Instance signals whose exclusive value is undefined (a span or a lag does not subtract)."""
+NON_ADDITIVE: tuple[str, ...] = ("gpu.span", *skew_sql.SIGNALS, *(sig for sig, _, _ in q.COMPILE_FACTS))
+"""Instance signals that do not add up over instances: a span or a lag (whose exclusive value is undefined: it does
+not subtract), and the ``compile.*`` facts (the largest over the kernel functions an instance ran; exclusive: over
+its own launches).  A repetition's value of them is the mean over its instances, not the sum."""
 
 
 @dataclass(frozen=True)
@@ -157,6 +161,9 @@ def _attribute(con: duckdb.DuckDBPyConnection, ids: list[str]) -> str | None:
         con.execute(stmt)
     for stmt in (q.KERNEL_EXCLUSIVE, q.KERNEL_SIGNALS, q.KERNEL_VALUES, q.SPAN_VALUES, q.LAUNCH_VALUES, q.SIGNATURES):
         con.execute(stmt)
+    # compile.*: the static facts of the kernel functions each instance ran (compiler rows, else launch records)
+    con.execute(q.COMPILE_SIGNALS, [list(col) for col in zip(*q.COMPILE_FACTS, strict=True)])
+    con.execute(q.COMPILE_VALUES)
     # communication kernels: overlap with compute, exposed time
     comm.derive(con)
     # time samples: split over the instances their windows overlap
@@ -165,7 +172,8 @@ def _attribute(con: duckdb.DuckDBPyConnection, ids: list[str]) -> str | None:
     row = con.execute(q.REFERENCE_RUN).fetchone()
     ref: str | None = row[0] if row else None
     has_ncu = _count(con, q.HAS_NCU) > 0
-    con.execute(q.TIMING_SEQUENCE, [ref if has_ncu else None])  # empty without ncu kernels to match
+    # empty without an ncu run to match (an ncu run that profiled nothing still says which instances it missed)
+    con.execute(q.TIMING_SEQUENCE, [ref if has_ncu or _count(con, q.HAS_NCU_RUN) > 0 else None])
     if has_ncu:
         if ref is not None:
             con.execute(q.NCU_MATCH, [ref])

@@ -63,7 +63,7 @@ WHERE run_id NOT IN (SELECT run_id FROM runs WHERE coalesce(variant, '') = 'inst
 PROVENANCE_IDS = """
 CREATE OR REPLACE TEMP TABLE _j_prov AS
 SELECT r.run_id, b.backend, coalesce(min(p.provenance_id), r.run_id || ':' || b.backend) AS provenance_id
-FROM _j_runs r CROSS JOIN (VALUES ('cupti'), ('nvml'), ('pm')) b(backend)
+FROM _j_runs r CROSS JOIN (VALUES ('cupti'), ('nvml'), ('pm'), ('compiler')) b(backend)
 LEFT JOIN provenance p ON p.run_id = r.run_id AND p.backend = b.backend
 GROUP BY r.run_id, b.backend
 """
@@ -88,7 +88,7 @@ SELECT k.run_id, coalesce(k.kind, 'kernel') AS kind,
        coalesce(k.thread_id, 0) AS thread_id, coalesce(nullif(k.api_start_ns, 0), k.start_ns) AS q,
        coalesce(k.bytes, 0) AS bytes, k.correlation_id, coalesce(k.device_id, 0) AS device_id,
        coalesce(k.rank, 0) AS rank, coalesce(k.api_start_ns, 0) AS api_s, coalesce(k.api_end_ns, 0) AS api_e,
-       k.registers, k.static_smem, k.dynamic_smem, k.block_x * k.block_y * k.block_z AS threads
+       k.registers, k.static_smem, k.dynamic_smem, k.block_x * k.block_y * k.block_z AS threads, k.local_mem
 FROM kernels k
 WHERE k.run_id IN (SELECT run_id FROM _j_runs)
 """
@@ -283,6 +283,83 @@ seqs AS (
 SELECT i.run_id, i.instance_id, coalesce(s.kernels, 0), coalesce(s.signature, '')
 FROM _j_inst i SEMI JOIN kruns USING (run_id)
 LEFT JOIN seqs s ON s.run_id = i.run_id AND s.instance_id = i.instance_id
+"""
+
+# -- compile.* per instance: the static facts of the kernel functions an instance ran ------------------------------
+# A launch's facts: those of the compiled binary that ran (``kernel_facts`` of the same run, linked as
+# COMPILER_ATTRIBUTIONS links them: the name, and registers per thread, Triton's dynamic shared memory and threads per
+# block where the binary states them; the largest when several binaries fit), else what its CUPTI launch record
+# carries (registers, static shared memory, local memory / 4 words: the rule of ``backends.compiler.facts``).
+COMPILE_FACTS: tuple[tuple[str, str, str], ...] = (
+    ("compile.registers", "registers", "register/thread"),
+    ("compile.spills", "local_words", "word/thread"),
+    ("compile.shared", "shared_bytes", "byte"),
+    ("compile.num_warps", "num_warps", "count"),
+    ("compile.num_stages", "num_stages", "count"),
+    ("compile.sass_instructions", "sass_instructions", "count"),
+)
+"""(signal, fact column, unit) of every ``compile.*`` signal of the catalog."""
+
+COMPILE_SIGNALS = """
+CREATE OR REPLACE TEMP TABLE _j_csig AS
+SELECT unnest(?::VARCHAR[]) AS signal, unnest(?::VARCHAR[]) AS col, unnest(?::VARCHAR[]) AS unit
+"""
+
+# For every timed run whose request asked for a compile.* signal (in any of its runs: the compiler backend rides
+# along with one of them), per instance the largest value over the kernel functions of its launches placed exactly
+# or temporally (a register or shared-memory budget is set by the heaviest kernel): inclusive over the instance and
+# its nested instances, exclusive over its own launches (NULL when it launched none itself); evidence = launches.
+COMPILE_VALUES = """
+INSERT INTO instance_values (run_id, instance_id, signal, inclusive, exclusive, unit, evidence, w_exact, w_ordinal,
+                             w_temporal, w_ambiguous, w_mismatch, backend, provenance_id)
+WITH asked AS (
+    SELECT DISTINCT coalesce(request_id, run_id) AS request, unnest(signals) AS signal
+    FROM runs WHERE run_id IN (SELECT run_id FROM _j_runs)
+), want AS (
+    SELECT DISTINCT r.run_id, a.signal
+    FROM runs r JOIN asked a ON a.request = coalesce(r.request_id, r.run_id)
+    WHERE r.run_id IN (SELECT run_id FROM _j_timed) AND a.signal IN (SELECT signal FROM _j_csig)
+), att AS (
+    SELECT run_id, key, instance_id, 'exact' AS class FROM _j_ke
+    WHERE kind = 'kernel' AND run_id IN (SELECT run_id FROM want)
+    UNION ALL
+    SELECT run_id, key, instance_id, class FROM _j_ka
+    WHERE kind = 'kernel' AND class = 'temporal' AND instance_id IS NOT NULL AND run_id IN (SELECT run_id FROM want)
+), launch AS (
+    SELECT att.run_id, att.instance_id, att.key, any_value(att.class) AS class,
+           coalesce(max(f.registers), any_value(k.registers)) AS registers,
+           coalesce(max(f.local_words), any_value(k.local_mem) // 4) AS local_words,
+           coalesce(max(f.shared_bytes), any_value(k.static_smem)) AS shared_bytes,
+           max(f.num_warps) AS num_warps, max(f.num_stages) AS num_stages,
+           max(f.sass_instructions) AS sass_instructions
+    FROM att JOIN _j_k k ON k.run_id = att.run_id AND k.key = att.key
+    LEFT JOIN kernel_facts f
+      ON f.run_id = k.run_id AND f.name = k.name
+     AND (f.registers IS NULL OR k.registers IS NULL OR f.registers = k.registers)
+     AND (coalesce(f.source, '') <> 'triton' OR f.shared_bytes IS NULL OR k.dynamic_smem IS NULL
+          OR f.shared_bytes = k.dynamic_smem)
+     AND (f.threads IS NULL OR k.threads IS NULL OR f.threads = k.threads)
+    GROUP BY att.run_id, att.instance_id, att.key
+), v AS (
+    SELECT l.run_id, l.instance_id, l.class, s.signal, s.unit,
+           CASE s.col WHEN 'registers' THEN l.registers WHEN 'local_words' THEN l.local_words
+                      WHEN 'shared_bytes' THEN l.shared_bytes WHEN 'num_warps' THEN l.num_warps
+                      WHEN 'num_stages' THEN l.num_stages ELSE l.sass_instructions END::DOUBLE AS value
+    FROM launch l JOIN want w ON w.run_id = l.run_id JOIN _j_csig s ON s.signal = w.signal
+), own AS (
+    SELECT run_id, instance_id, signal, max(value) AS value FROM v GROUP BY ALL
+), inc AS (
+    SELECT v.run_id, a.ancestor_id AS instance_id, v.signal, any_value(v.unit) AS unit, max(v.value) AS value,
+           count(*) AS n, count(*) FILTER (WHERE v.class = 'exact') AS n_exact,
+           count(*) FILTER (WHERE v.class = 'temporal') AS n_temporal
+    FROM v JOIN _j_anc a ON a.run_id = v.run_id AND a.instance_id = v.instance_id GROUP BY ALL
+)
+SELECT inc.run_id, inc.instance_id, inc.signal, inc.value, own.value, inc.unit, inc.n, inc.n_exact, 0,
+       inc.n_temporal, 0, 0, 'compiler', pv.provenance_id
+FROM inc
+JOIN _j_prov pv ON pv.run_id = inc.run_id AND pv.backend = 'compiler'
+LEFT JOIN own ON own.run_id = inc.run_id AND own.instance_id = inc.instance_id AND own.signal = inc.signal
+WHERE inc.value IS NOT NULL
 """
 
 # -- per-instance values the backends stored (host clocks ...), for signals the join did not derive itself:
@@ -483,7 +560,10 @@ pairs AS (
     FULL OUTER JOIN o ON o.run_id = oth.run_id AND o.region_id IS NOT DISTINCT FROM r.region_id AND o.path = r.path
                      AND o.repetition = r.repetition AND o.rep_index = r.rep_index
 ),
-ncu_runs AS (SELECT DISTINCT run_id FROM _j_nm WHERE run_id IS NOT NULL),
+ncu_runs AS (  -- runs with ncu kernels, and ncu runs that profiled none (their instances were not replayed)
+    SELECT DISTINCT run_id FROM _j_nm WHERE run_id IS NOT NULL
+    UNION SELECT run_id FROM runs WHERE run_id IN (SELECT run_id FROM other) AND list_contains(backends, 'ncu')
+),
 placed AS (SELECT DISTINCT run_id, instance_id FROM _j_nm WHERE instance_id IS NOT NULL),
 owns AS (SELECT instance_id, count(*) AS n FROM _j_tseq GROUP BY instance_id)
 SELECT p.run_id, p.instance_id, p.ref_run_id, p.ref_instance_id, p.path, p.repetition, p.rep_index,
@@ -579,6 +659,9 @@ GROUP BY ALL
 """
 
 HAS_NCU = "SELECT count(*) FROM ncu_kernels WHERE run_id IN (SELECT run_id FROM _j_runs)"
+HAS_NCU_RUN = (
+    "SELECT count(*) FROM runs WHERE run_id IN (SELECT run_id FROM _j_runs) AND list_contains(backends, 'ncu')"
+)
 HAS_FACTS = "SELECT count(*) FROM kernel_facts WHERE run_id IN (SELECT run_id FROM _j_runs)"
 
 # no ncu kernels: an empty match table, so that instance matching has nothing to flag
