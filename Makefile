@@ -21,10 +21,12 @@ $(TEST_STAMP): $(STAMP)
 	$(BIN)/python -m pip install -q 'torch==2.13.0' || echo "warning: torch not installed; the gloo multi-rank tests skip"
 	touch $(TEST_STAMP)
 
-# Main job: JupyterLab on the quickstart notebook, store at ./argus.duckdb (as root, JupyterLab needs --allow-root).
+# Main job: JupyterLab rooted here with the quickstart open; the quickstart, the Argus panel, its "Run in kernel" and
+# `make cli-demo` share one store, ./argus.duckdb.  Options: `make demo PORT=8899 BROWSER=0` (scripts/demo says more).
+PORT ?= 8888
+BROWSER ?= 1
 demo: $(STAMP)
-	ARGUS_STORE="$(CURDIR)/argus.duckdb" $(BIN)/jupyter lab $$([ "$$(id -u)" = 0 ] && echo --allow-root) \
-	  notebooks/quickstart.ipynb
+	PORT=$(PORT) BROWSER=$(BROWSER) scripts/demo $(BIN)
 
 # The command line on the example script, then the stored table read back.
 cli-demo: $(STAMP)

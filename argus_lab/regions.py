@@ -477,6 +477,19 @@ class Recorder:
             del rows[:n]
             self._spilled += n // _ROW_WIDTH
 
+    def record_span(self, marker: RegionMarker, start_ns: int, end_ns: int, cpu_ns: int = -1, error: str = "") -> int:
+        """Record a finished top-level instance of ``marker`` that the caller timed itself (no boundary hooks ran).
+
+        The driver uses it for the first repetition of a workload that turned out to mark no region (its implicit
+        region, :attr:`argus_lab.run.workload.Workload.implicit_region`).  Returns the instance id.
+        """
+        node = marker._nodes.get(0) or _nodes.add(marker, 0)
+        iid = next(self._ids)
+        self._rows.extend((iid, node, 0, _stack().ident, int(start_ns), int(end_ns), int(cpu_ns)))
+        if error:
+            self._errors[iid] = error
+        return iid
+
     def count(self) -> int:
         """How many instances have finished so far."""
         return self._spilled + len(self._rows) // _ROW_WIDTH
@@ -791,6 +804,29 @@ def _raise_misuse(marker: RegionMarker) -> None:
             "regions must be exited in reverse order of entry (use `with` blocks so nesting stays balanced)"
         )
     raise RegionMisuseError(msg)
+
+
+# -- where a region is declared, as people know it ---------------------------------------------------------------
+_source_namers: list[Callable[[str], str | None]] = []
+
+
+def add_source_namer(namer: Callable[[str], str | None]) -> None:
+    """Add a function that names a source file for people (e.g. a notebook kernel's temporary cell file as
+    ``cell [5] of quickstart.ipynb``); it returns ``None`` for files it does not know.  Added once per function."""
+    if namer not in _source_namers:
+        _source_namers.append(namer)
+
+
+def source_name(file: str) -> str:
+    """``file`` as the first source namer that knows it names it, else unchanged (stored with each region)."""
+    for namer in _source_namers:
+        try:
+            name = namer(file)
+        except Exception:  # a namer must never break recording
+            name = None
+        if name:
+            return name
+    return file
 
 
 # -- region(): one marker per call site -----------------------------------------------------------------------

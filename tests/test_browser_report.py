@@ -295,10 +295,10 @@ def test_exported_two_rank_report_draws_a_lane_per_rank_thread_and_stream(
         page.goto(both.as_uri())
         labels = ticks(page)
         for rank in (0, 1):
-            assert f"rank {rank} \u00b7 MainThread \u00b7 depth 0" in labels
+            assert f"rank {rank} \u00b7 MainThread" in labels
             assert f"rank {rank} \u00b7 GPU {rank} stream 7" in labels  # compute
             assert f"rank {rank} \u00b7 GPU {rank} stream 17" in labels  # NCCL
-        assert labels.index("rank 0 \u00b7 GPU 0 stream 17") < labels.index("rank 1 \u00b7 MainThread \u00b7 depth 0")
+        assert labels.index("rank 0 \u00b7 GPU 0 stream 17") < labels.index("rank 1 \u00b7 MainThread")
         info = page.locator(".argus-timeline").locator("xpath=preceding-sibling::div[1]").inner_text()
         assert "2 ranks, each on rank 0\u2019s clock" in info
         assert "rank 0\u2019s clock" in (page.locator(".argus-timeline .g-xtitle").text_content() or "")
@@ -347,6 +347,101 @@ def test_device_tab_draws_sm_lanes_and_the_region_drills_into_a_launch(in_browse
         drill.get_by_role("button", name=re.compile(r"persistent_gemm · launch 1")).click()
         assert page.locator(".argus-pane >> visible=true").locator("select").input_value() == "1"
         page.locator(".argus-device .main-svg").first.wait_for(timeout=10_000)
+        pg.check_clean()
+        page.close()
+
+    in_browser(body)
+
+
+def _measured(tmp_path: Path, script: str, repeat: int = 3) -> Report:
+    """A real host measurement of a test workload script, joined, as a Report."""
+    from argus_lab.faces.measure import plan, run_plan
+    from argus_lab.run.workload import Workload
+
+    workload = Workload.script(ROOT / script)
+    return run_plan(plan("host.wall,host.cpu", repeat=repeat, warmup=1), workload, tmp_path / "s.duckdb").report
+
+
+def test_exported_flame_view_nests_regions_and_drills_down(in_browser: InBrowser, tmp_path: Path) -> None:
+    """The flame view of the offline export: a box per region path, children below and within their parent, the
+    exclusive (darker) part inside, and a click opens the region's drill-down."""
+    out = export(_measured(tmp_path, "examples/nested.py"), tmp_path / "flame.html")
+
+    def body(browser: Any) -> None:
+        pg = Page(browser)
+        page = pg.page
+        page.goto(out.as_uri())
+        page.get_by_role("button", name="Flame").click()
+        boxes = page.locator(".argus-flame-box")
+        boxes.first.wait_for(timeout=10_000)
+        geo = page.evaluate(
+            "() => Object.fromEntries([...document.querySelectorAll('.argus-flame-box')].map(b => {"
+            " const r = b.getBoundingClientRect(); const s = b.querySelector('.argus-flame-self');"
+            " return [b.dataset.path, [r.x, r.y, r.width, s ? s.getBoundingClientRect().width : null]]; }))"
+        )
+        assert set(geo) == {"decode", "decode/layer", "decode/layer/attn", "decode/layer/mlp"}
+        for child, parent in (("decode/layer", "decode"), ("decode/layer/attn", "decode/layer")):
+            cx, cy, cw, _ = geo[child]
+            px, py, pw, _ = geo[parent]
+            assert cy > py and cx >= px - 1 and cx + cw <= px + pw + 1  # below the parent, within its width
+        _, _, w, own = geo["decode/layer"]
+        assert own is not None and 0 < own < w  # a parent's exclusive time is a part of its box
+        table = page.locator(".argus-pane >> visible=true").locator(".argus-table").first.inner_text()
+        assert "inclusive" in table and "exclusive" in table
+        page.screenshot(path="/tmp/argus_browser_flame.png", full_page=True)
+        page.locator(".argus-flame-box[data-path='decode/layer/mlp']").click()
+        assert page.locator(".argus-drill-title").inner_text() == "region decode/layer/mlp"
+        pg.check_clean()
+        page.close()
+
+    in_browser(body)
+
+
+def test_exported_timeline_lanes_are_named_after_threads(in_browser: InBrowser, tmp_path: Path) -> None:
+    """Timeline lanes read `MainThread` and `loader` (the threads' names), never `pid ... thread ... depth ...`."""
+    out = export(_measured(tmp_path, "tests/workloads/two_threads.py"), tmp_path / "threads.html")
+
+    def body(browser: Any) -> None:
+        pg = Page(browser)
+        page = pg.page
+        page.goto(out.as_uri())
+        page.get_by_role("button", name="Timeline").click()
+        page.locator(".argus-timeline .main-svg").first.wait_for(timeout=10_000)
+        lanes = page.locator(".argus-timeline g.ytick text").all_text_contents()
+        assert "MainThread" in lanes and "loader" in lanes, lanes
+        assert not any("pid" in t or "depth" in t for t in lanes)
+        page.screenshot(path="/tmp/argus_browser_thread_lanes.png", full_page=True)
+        page.get_by_role("button", name="Regions").click()
+        page.get_by_text("step", exact=True).first.click()
+        threads = page.locator(".argus-drill table").nth(1).inner_text()
+        assert "MainThread" in threads
+        pg.check_clean()
+        page.close()
+
+    in_browser(body)
+
+
+def test_exported_report_of_a_failed_run_keeps_the_finished_instances(in_browser: InBrowser, tmp_path: Path) -> None:
+    """A workload that raised in its warm-up after region `a` finished: the export lists `a` as finished (never
+    "no region instances were recorded") and the run's cause carries the script's file and line."""
+    report = _measured(tmp_path, "tests/workloads/raises_after_a.py")
+    assert report.runs[0].status == "failed"
+    assert 'raises_after_a.py", line 7' in report.runs[0].cause
+    out = export(report, tmp_path / "failed.html")
+
+    def body(browser: Any) -> None:
+        pg = Page(browser)
+        page = pg.page
+        page.goto(out.as_uri())
+        pane = page.locator(".argus-pane").first
+        pane.locator(".argus-table").nth(1).wait_for(timeout=10_000)
+        text = pane.inner_text()
+        assert "no region instances were recorded" not in text
+        assert "instances that finished before the run ended" in text
+        assert re.search(r"\ba\t1\t1\t", pane.locator(".argus-table").nth(1).inner_text())
+        page.get_by_role("button", name="Runs").click()
+        assert 'raises_after_a.py", line 7' in page.locator(".argus-pane >> visible=true").first.inner_text()
+        page.screenshot(path="/tmp/argus_browser_failed_run.png", full_page=True)
         pg.check_clean()
         page.close()
 

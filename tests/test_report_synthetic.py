@@ -219,10 +219,29 @@ def test_diff_marks_only_changes_beyond_noise(tmp_path: Path) -> None:
     assert d.to_polars().height == len(d.rows)
     assert json.loads(json.dumps(d.to_json()))["rule"] == d.rule
     assert not any(math.isnan(r.change or 0.0) for r in d.rows)
-    # against a report with no runs every value is gone, and the other way round new; both count as changes
-    gone = a.diff(Report(st, []))
-    assert {r.verdict for r in gone.rows} == {"gone"} and len(gone.changed) == len(gone.rows)
-    assert {r.verdict for r in Report(st, []).diff(a).rows} == {"new"}
+    # against a report with no runs nothing was measured in B (not "gone"), and the other way round in A;
+    # neither counts as a change
+    none = a.diff(Report(st, []))
+    assert {r.verdict for r in none.rows} == {"not measured in B"} and none.changed == ()
+    assert {r.verdict for r in Report(st, []).diff(a).rows} == {"not measured in A"}
+
+
+def test_diff_says_gone_only_when_the_other_side_measured_the_signal() -> None:
+    """A region without values in B is "gone" when B measured the same signal elsewhere, and "not measured in B"
+    when B has no value of that signal at all (its request did not ask for it)."""
+    import numpy as np
+
+    from argus_lab.report.diff import compare
+
+    v = np.array([1.0, 2.0, 3.0])
+    base = {("step", "host.wall"): v, ("step/attn", "host.wall"): v, ("step", "gpu.time"): v}
+    other = {("step", "host.wall"): v}
+    verdicts = {(r.path, r.signal): r.verdict for r in compare(base, other, {})}
+    assert verdicts[("step/attn", "host.wall")] == "gone"
+    assert verdicts[("step", "gpu.time")] == "not measured in B"
+    back = {(r.path, r.signal): r.verdict for r in compare(other, base, {})}
+    assert back[("step/attn", "host.wall")] == "new"
+    assert back[("step", "gpu.time")] == "not measured in A"
 
 
 def test_join_counts_are_stable_under_rerun(store: Store) -> None:

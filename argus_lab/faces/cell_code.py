@@ -59,6 +59,11 @@ def measure_line(
     return "%%argus " + measure_options(signals, scope, repeat, warmup, store, setup, title)
 
 
+STORE_PROBE = "__import__('argus_lab.faces.magics', fromlist=['kernel_store']).kernel_store()"
+"""The expression the JupyterLab panel evaluates in a notebook's kernel (``user_expressions`` of a silent request)
+to learn which store the kernel writes (:func:`argus_lab.faces.magics.kernel_store`)."""
+
+
 def kernel_code(
     cells: Sequence[tuple[str, str]],
     signals: str,
@@ -67,11 +72,13 @@ def kernel_code(
     warmup: int = DEFAULT_WARMUP,
     store: str | None = None,
     title: str = "",
+    origin: str = "",
 ) -> str:
     """The code that measures ``cells`` ((region name, body) of ``%%argus_region`` cells) in a notebook's kernel.
 
     It is a ``%%argus`` cell (:func:`measure_line`) whose body runs each region cell as ``%%argus_region NAME``
-    would, and it registers the magics first when ``%load_ext argus_lab`` was not run.
+    would, and it registers the magics first when ``%load_ext argus_lab`` was not run.  ``origin`` (JSON: the
+    notebook and the cells' ids) is stored with the runs, so that a face can link a run back to its cells.
 
     Raises :class:`~argus_lab.errors.PlanError` when there is no cell to measure.
     """
@@ -80,6 +87,8 @@ def kernel_code(
         raise PlanError(msg)
     body = "\n".join(f"get_ipython().run_cell_magic('argus_region', {name!r}, {source!r})" for name, source in cells)
     options = measure_options(signals, scope, repeat, warmup, store, title=title)
+    if origin:
+        options += " --origin " + shlex.quote(origin)
     return "\n".join(
         [
             "import argus_lab.faces.magics as __argus_magics",
@@ -91,4 +100,12 @@ def kernel_code(
     )
 
 
-__all__ = ["DEFAULT_REPEAT", "DEFAULT_WARMUP", "SETUP_MODES", "kernel_code", "measure_line", "measure_options"]
+__all__ = [
+    "DEFAULT_REPEAT",
+    "DEFAULT_WARMUP",
+    "SETUP_MODES",
+    "STORE_PROBE",
+    "kernel_code",
+    "measure_line",
+    "measure_options",
+]

@@ -73,6 +73,7 @@ def build_parser() -> argparse.ArgumentParser:
         epilog=EPILOG,
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
+    parser.add_argument("--version", action="version", version=f"argus-lab {_version()}")
     sub = parser.add_subparsers(dest="command", metavar="COMMAND")
 
     run = sub.add_parser(
@@ -100,6 +101,12 @@ def build_parser() -> argparse.ArgumentParser:
         metavar="PREFIX",
         help="start the workload through a multi-process launcher and measure every rank, "
         "e.g. --launch 'torchrun --nproc-per-node 2'",
+    )
+    run.add_argument(
+        "--allow-skipped",
+        action="store_true",
+        help="exit 0 even when every run was skipped (e.g. GPU signals on a machine without a GPU); "
+        "by default a request that measured nothing exits with status 3",
     )
 
     show = sub.add_parser(
@@ -233,9 +240,35 @@ def _run(args: argparse.Namespace) -> int:
     done = run_plan(
         the_plan, workload, args.store, on_error=args.on_error, progress=terminal_progress(), launch=args.launch
     )
-    print(done.report.text())
-    print(f"\nstored in {done.report.store.path}\n{summarize(done.execution.results)}")
+    report = done.report
+    print(report.text())
+    print(f"\nstored in {report.store.path}\n{summarize(done.execution.results)}")
+    for r in done.execution.results:  # the workload's own traceback (file and line), after the one-line summary
+        detail = r.cause.split("\n", 1)[1].strip() if r.status in ("failed", "died") and "\n" in r.cause else ""
+        if detail:
+            print(f"\nrun {r.index} ({r.run_id}) {r.status}:\n" + "\n".join("  " + ln for ln in detail.splitlines()))
+    implicit = workload.implicit_region
+    if implicit and {row.path for row in report.regions} | {f[0] for f in report.finished} == {implicit}:
+        print(
+            f"\n{args.script} marks no region: the whole workload was measured as region {implicit!r}. Mark parts "
+            'of it with `with argus_lab.region("name"):` or `@argus_lab.region("name")` to measure them apart.'
+        )
+    results = done.execution.results
+    if results and all(r.status == "skipped" for r in results):
+        reasons = sorted({r.cause for r in results})
+        print(
+            "\nargus-lab: nothing was measured: every run was skipped (" + "; ".join(reasons) + "). "
+            "Pass --allow-skipped to accept that (exit 0).",
+            file=sys.stderr,
+        )
+        return 0 if args.allow_skipped else 3
     return 0 if done.execution.ok else 1
+
+
+def _version() -> str:
+    from argus_lab.run.machine import package_version
+
+    return package_version("argus_lab") or "unknown"
 
 
 def _show(args: argparse.Namespace) -> int:

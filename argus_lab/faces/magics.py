@@ -4,17 +4,20 @@
     Run the cell as one instance of region ``NAME`` (inside whatever measurement is active; the last expression
     is still displayed and the cell's own exceptions keep their traceback).
 ``%%argus [-s SIGNALS] [--scope SCOPE] [-n REPEAT] [-w WARMUP] [--store PATH] [--setup marked|history|none]
-[--on-error continue|stop] [-o VAR] [--title TEXT] [--no-show]``
+[--on-error continue|stop] [-o VAR] [--title TEXT] [--region NAME] [--no-show]``
     Plan and run a measurement of the cell and display its report.  In-process runs execute the cell in the
-    notebook's namespace.  Child-process runs (Nsight Compute) replay the cell in a fresh Python process, after
-    the *setup cells*: by default the cells run with ``%%argus_setup`` (``--setup marked``), or every earlier
-    input of this session (``--setup history``; inputs that use IPython magics are left out and reported).
+    notebook's namespace.  A cell that enters no region is measured as one region, ``cell_N`` after its prompt
+    ``[N]`` (or ``--region NAME``), like ``%%timeit``; regions it does enter are measured as they are.
+    Child-process runs (Nsight Compute) replay the cell in a fresh Python process, after the *setup cells*: by
+    default the cells run with ``%%argus_setup`` (``--setup marked``), or every earlier input of this session
+    (``--setup history``; inputs that use IPython magics are left out and reported).
 ``%%argus_setup [NAME]``
     Run the cell normally and remember its source as a setup cell for replays (re-running replaces it).
-``%argus plan|show|runs|export PATH|store PATH|setup [list|clear]|panel [CALLABLE]|doctor|help``
-    Show a plan without running it, the last report, the store's runs; write the last report as a standalone
-    HTML file; set the session's store; list or forget setup cells; open the signal panel; check what this
-    kernel's machine can measure (``doctor``: one line per part, each ok or the fix).
+``%argus plan|show [--latest]|runs|export PATH|store [PATH]|setup [list|clear]|panel [CALLABLE]|doctor|help``
+    Show a plan without running it, the last report of this kernel (``--latest``: the store's newest request),
+    the store's runs; write the last report as a standalone HTML file; show or set the kernel's store (its folder
+    must exist); list or forget setup cells; open the signal panel; check what this kernel's machine can measure
+    (``doctor``: one line per part, each ok or the fix).
 
 Limits of replays (child runs): the replay sees only the setup cells and the measured cell, so state built
 interactively without a setup cell is missing; IPython syntax (magics, ``!shell``) cannot be replayed; anything
@@ -24,13 +27,17 @@ by the cell itself is shown with its own traceback (only the cell's frames), aft
 
 from __future__ import annotations
 
+import argparse
 import ast
 import builtins
+import dataclasses
 import hashlib
+import json
 import keyword
 import os
 import shlex
 from dataclasses import dataclass
+from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from IPython.core.error import UsageError
@@ -86,8 +93,99 @@ def measure_parser() -> MagicArgumentParser:
     p.add_argument("--on-error", default="continue", choices=("continue", "stop"), help="after a failed run")
     p.add_argument("-o", "--out", default=None, metavar="VAR", help="also store the Report in this variable")
     p.add_argument("--title", default="", help="title of the displayed report")
+    p.add_argument(
+        "--region", default="", metavar="NAME", help="name of the region a cell without regions is measured as"
+    )
     p.add_argument("--no-show", action="store_true", help="do not display the report")
+    p.add_argument("--origin", default="", help=argparse.SUPPRESS)  # set by the JupyterLab panel: its cells
     return p
+
+
+PROGRESS_MIME = "application/vnd.argus.progress+json"
+"""The MIME type of the progress lines of a measurement (the JupyterLab panel shows these, not the cells' output)."""
+
+
+def notebook_path(shell: Any) -> str:
+    """The path of the kernel's notebook relative to the Jupyter root ("" outside Jupyter)."""
+    ns = getattr(shell, "user_ns", {}) or {}
+    return str(ns.get("__session__") or os.environ.get("JPY_SESSION_NAME") or "")
+
+
+def _cell_id(shell: Any) -> str:
+    """The id of the notebook cell being executed ("" when the request did not come from a cell)."""
+    kernel = getattr(shell, "kernel", None)
+    try:
+        parent = kernel.get_parent() if kernel is not None else None
+    except Exception:  # another kernel implementation
+        parent = None
+    meta = (parent or {}).get("metadata") or {}
+    return str(meta.get("cellId") or "")
+
+
+def prompt_number(shell: Any) -> int:
+    """The ``[N]`` of the cell being executed.  IPython counts the cell before running it (``execution_count`` is
+    then N + 1), so the number is the one the running cell was compiled under: the newest in the compile cache."""
+    numbers = getattr(getattr(shell, "compile", None), "_filename_map", {}).values()
+    return int(max(numbers)) if numbers else int(shell.execution_count)
+
+
+def _cell_origin(shell: Any) -> str:
+    """The origin (JSON) of the cell being executed: its notebook and cell id ("" outside a notebook cell)."""
+    notebook, cell_id = notebook_path(shell), _cell_id(shell)
+    if not (notebook and cell_id):
+        return ""
+    return json.dumps({"notebook": notebook, "cells": [{"id": cell_id, "execution_count": prompt_number(shell)}]})
+
+
+def cell_label(number: int | None, notebook: str) -> str:
+    """``cell [5] of quickstart.ipynb`` (the prompt number and the notebook's file name, as people see them)."""
+    name = os.path.basename(notebook)
+    cell = f"cell [{number}]" if number else "a cell"
+    return f"{cell} of {name}" if name else cell
+
+
+def checked_store(path: str) -> str:
+    """``path`` if it can hold a store: its folder exists (a folder is never created without asking)."""
+    p = Path(path).expanduser()
+    if p.is_dir():
+        msg = f"{path!r} is a folder; give the store a file name in it, e.g. `{(p / 'argus.duckdb').as_posix()}`"
+        raise UsageError(msg)
+    folder = p.parent
+    if not folder.exists():
+        msg = (
+            f"the folder {folder.as_posix()!r} of the store {path!r} does not exist; create it first "
+            f"(`!mkdir -p {shlex.quote(folder.as_posix())}`) or choose a store in an existing folder"
+        )
+        raise UsageError(msg)
+    return path
+
+
+class _Json:
+    """A value shown as JSON (what the JupyterLab panel reads back from a kernel's ``user_expressions``)."""
+
+    def __init__(self, value: dict[str, Any]) -> None:
+        self.value = value
+
+    def _repr_json_(self) -> dict[str, Any]:
+        return self.value
+
+    def __repr__(self) -> str:
+        return json.dumps(self.value)
+
+
+def kernel_store(shell: Any = None) -> _Json:
+    """Which store this kernel's measurements go to: ``{"store": absolute path, "source": "%argus store" |
+    "ARGUS_STORE" | "default", "cwd", "notebook"}`` (the JupyterLab panel follows it)."""
+    if shell is None:
+        from IPython import get_ipython
+
+        shell = get_ipython()
+    magics = shell.magics_manager.registry.get("ArgusMagics") if shell is not None else None
+    chosen = getattr(magics, "store_path", None)
+    env = os.environ.get("ARGUS_STORE")
+    source = "%argus store" if chosen else "ARGUS_STORE" if env else "default"
+    path = os.path.abspath(os.path.expanduser(chosen or env or "argus.duckdb"))
+    return _Json({"store": path, "source": source, "cwd": os.getcwd(), "notebook": notebook_path(shell)})
 
 
 class _RegionWrap(ast.NodeTransformer):
@@ -152,6 +250,12 @@ class ArgusMagics(Magics):
         self.last_report: Report | None = None
         self.store_path: str | None = None
         self.last_plan: Plan | None = None
+        self._markers: dict[tuple[str, str], Any] = {}
+        self._origin_cells: dict[str, str] = {}  # region name -> "cell 2 of demo.ipynb" (cells the panel runs)
+        from argus_lab.regions import add_source_namer
+
+        self._namer = _CellNamer(shell)
+        add_source_namer(self._namer)
 
     # -- %%argus_region ---------------------------------------------------------------------------------------
     @cell_magic
@@ -165,9 +269,10 @@ class ArgusMagics(Magics):
 
         name = line.strip()
         try:
-            marker = region(name, module="__main__")
+            region(name, module="__main__")  # checks the name
         except ArgusError as exc:
             raise UsageError(str(exc)) from None
+        marker = self._cell_marker(name)
         if active_recorder() is not None:
             self._run_in_region(marker, cell)
             return
@@ -184,7 +289,13 @@ class ArgusMagics(Magics):
 
         try:
             the_plan = plan("host.wall,host.cpu", repeat=1, warmup=0)
-            report = run_plan(the_plan, Workload.of_callable(run_once), self._store(None)).report
+            shell: Any = self.shell
+            workload = dataclasses.replace(
+                Workload.of_callable(run_once),
+                label=marker.region.file,
+                origin=_cell_origin(shell),
+            )
+            report = run_plan(the_plan, workload, self._store(None)).report
         except ArgusError as exc:
             raise UsageError(str(exc)) from None
         self.last_report = report
@@ -202,6 +313,20 @@ class ArgusMagics(Magics):
         summary = ", ".join(f"{k} {v}" for k, v in sorted(values.items())) or "no instance recorded"
         print(f"argus: region {name}: {summary} (run {', '.join(report.run_ids)} in {report.store.path})")
 
+    def _cell_marker(self, name: str) -> Any:
+        """The marker of region ``name`` declared by the running cell (its source is the cell, not this module)."""
+        from argus_lab.regions import Region, RegionMarker
+
+        shell: Any = self.shell
+        if _cell_id(shell):
+            label = cell_label(prompt_number(shell), notebook_path(shell))
+        else:  # run by the panel's code: the cell is known from the origin it passed (its position)
+            label = self._origin_cells.get(name) or cell_label(None, notebook_path(shell))
+        key = (name, label)
+        if key not in self._markers:
+            self._markers[key] = RegionMarker(Region(name=name, kind="host", module="__main__", file=label, line=1))
+        return self._markers[key]
+
     def _run_in_region(self, marker: Any, cell: str) -> Any:
         """Run the cell inside ``marker`` (IPython shows its exceptions); returns IPython's ExecutionResult."""
         marker_name, result_name = "__argus_region_marker__", "__argus_region_result__"
@@ -211,11 +336,15 @@ class ArgusMagics(Magics):
         transformer = _RegionWrap(marker_name, result_name)
         shell.ast_transformers.append(transformer)
         try:
-            return shell.run_cell(cell, store_history=False)
+            result = shell.run_cell(cell, store_history=False)
         finally:
             shell.ast_transformers.remove(transformer)
             ns.pop(marker_name, None)
             ns.pop(result_name, None)
+        if isinstance(getattr(result, "error_in_exec", None), KeyboardInterrupt):
+            # IPython showed the interrupt of the cell and went on; a measurement must stop (the panel's Stop)
+            raise KeyboardInterrupt
+        return result
 
     # -- %%argus_setup ----------------------------------------------------------------------------------------
     @cell_magic
@@ -239,7 +368,7 @@ class ArgusMagics(Magics):
             raise UsageError(str(exc)) from None
 
     def _store(self, given: str | None) -> str | None:
-        return given or self.store_path
+        return checked_store(given) if given else self.store_path
 
     def _setup_sources(self, mode: str) -> tuple[tuple[str, ...], list[str]]:
         shell: Any = self.shell
@@ -265,10 +394,13 @@ class ArgusMagics(Magics):
 
         args = measure_parser().parse_args(split_line(line, "%%argus"))
         _check_out_name(args.out)
+        if args.store:
+            checked_store(args.store)
         the_plan = plan(args.signals, scope=args.scope, repeat=args.repeat, warmup=args.warmup)
         shell: Any = self.shell
         source = shell.transform_cell(cell)
-        filename = shell.compile.cache(source, shell.execution_count)
+        number = prompt_number(shell)  # before this cell's body is cached under the same number
+        filename = shell.compile.cache(source, number)
         code = compile(source, filename, "exec")
         ns = shell.user_ns
         raised: list[tuple[BaseException, Any]] = []
@@ -291,13 +423,37 @@ class ArgusMagics(Magics):
                 "child runs replay this cell with no setup cells: run the cells that define its inputs with "
                 "%%argus_setup, or use --setup history"
             )
-        workload = CellWorkload("cell", source, setup=setup, cwd=os.getcwd(), func=run_cell_once)
+        notebook = notebook_path(shell)
+        cell_id = _cell_id(shell)
+        origin = args.origin or _cell_origin(shell)
+        label = _origin_label(origin) or cell_label(number if cell_id else None, notebook)
+        self._origin_cells = _origin_cells(origin)
+        implicit = args.region or f"cell_{number}"
+        try:
+            region_check(implicit)
+        except ArgusError as bad:
+            raise UsageError(str(bad)) from None
+        workload = CellWorkload(
+            "cell",
+            source,
+            setup=setup,
+            cwd=os.getcwd(),
+            func=run_cell_once,
+            implicit_region=implicit,
+            label=label,
+            origin=origin,
+        )
         progress = _NotebookProgress(len(the_plan.runs))
         for note in notes:
             print(f"argus: {note}")
         measured = run_plan(the_plan, workload, self._store(args.store), on_error=args.on_error, progress=progress)
         report = measured.report
         self.last_report = report
+        if {r.path for r in report.regions} | {f[0] for f in report.finished} == {implicit}:
+            print(
+                f"argus: the cell enters no region, so it was measured as region {implicit!r}; mark parts of it "
+                f"with `with argus_lab.region('name'):` to measure them apart"
+            )
         if args.out:
             ns[args.out] = report
         if not args.no_show:
@@ -353,13 +509,40 @@ class ArgusMagics(Magics):
         self.last_plan = the_plan
         print(the_plan.explain())
 
-    def _report_for(self, args: Any) -> Report:
+    def _report_for(self, args: Any) -> Report | None:
+        """The report a line command shows: given runs, the store's newest request (``--latest``), this kernel's
+        last report, or the newest request this kernel measured; None when this kernel measured nothing yet."""
         from argus_lab.report import Report
+        from argus_lab.run.runtime import session_id
         from argus_lab.store import Store
 
-        if args.run or args.store or self.last_report is None:
+        if args.run or getattr(args, "latest", False):
             return Report(Store(self._store(args.store)), args.run or None)
-        return self.last_report
+        if self.last_report is not None and not args.store:
+            return self.last_report
+        store = Store(self._store(args.store))
+        mine = (
+            store.rows(
+                "SELECT request_id FROM requests WHERE session_id = ? ORDER BY created_ns DESC LIMIT 1", [session_id()]
+            )
+            if store.exists
+            else []
+        )
+        if mine:
+            ids = [
+                r[0]
+                for r in store.rows("SELECT run_id FROM runs WHERE request_id = ? ORDER BY plan_index", [mine[0][0]])
+            ]
+            return Report(store, ids)
+        others = store.rows("SELECT count(*) FROM runs")[0][0] if store.exists else 0
+        where = (
+            f" ({others} run(s) of earlier sessions are in {store.path}: `%argus show --latest` shows the newest, "
+            "`%argus runs` lists them)"
+            if others
+            else f" (no store at {store.path} yet)"
+        )
+        print(f"argus: this kernel has measured nothing yet{where}")
+        return None
 
     def _show(self, rest: list[str]) -> Any:
         from argus_lab.views.bundle import ReportView
@@ -367,9 +550,11 @@ class ArgusMagics(Magics):
         p = _parser("%argus show", "Display the last report (or given runs of a store).")
         p.add_argument("--store", default=None)
         p.add_argument("--run", action="append", default=None, metavar="RUN_ID")
+        p.add_argument("--latest", action="store_true", help="the newest request in the store, of any session")
         p.add_argument("--title", default="")
         args = p.parse_args(rest)
-        return ReportView(self._report_for(args), title=args.title)
+        report = self._report_for(args)
+        return None if report is None else ReportView(report, title=args.title)
 
     def _runs(self, rest: list[str]) -> Any:
         from argus_lab.store import Store
@@ -391,14 +576,21 @@ class ArgusMagics(Magics):
         p.add_argument("--run", action="append", default=None, metavar="RUN_ID")
         p.add_argument("--title", default="")
         args = p.parse_args(rest)
-        out = export(self._report_for(args), args.path, title=args.title)
+        report = self._report_for(args)
+        if report is None:
+            return
+        out = export(report, args.path, title=args.title)
         print(f"wrote {out} ({out.stat().st_size / 1e6:.1f} MB; opens offline in any browser)")
 
     def _set_store(self, rest: list[str]) -> None:
+        if not rest:
+            where = kernel_store(self.shell).value
+            print(f"argus: measurements of this kernel go to {where['store']} (from {where['source']})")
+            return
         if len(rest) != 1:
             msg = "usage: %argus store PATH (e.g. `%argus store argus.duckdb`)"
             raise UsageError(msg)
-        self.store_path = rest[0]
+        self.store_path = checked_store(rest[0])
         print(f"argus: measurements of this session go to {rest[0]}")
 
     def _setup_cmd(self, rest: list[str]) -> None:
@@ -442,11 +634,59 @@ class _NotebookProgress:
             self.done += 1
             status = result.status if result is not None else "?"
             text = f"argus: run {run.index + 1}/{self.total} [{', '.join(run.backends)}] {status}"
-        bundle = {"text/plain": text}
+        bundle = {"text/plain": text, PROGRESS_MIME: {"text": text, "event": event, "run": run.index}}
         if self.handle is None:
             self.handle = display(bundle, raw=True, display_id=True)  # type: ignore[no-untyped-call]
         else:
             self.handle.update(bundle, raw=True)
+
+
+class _CellNamer:
+    """Names a kernel's temporary cell files (``/tmp/ipykernel_1/4062557006.py``) as ``cell [5] of nb.ipynb``."""
+
+    def __init__(self, shell: Any) -> None:
+        self.shell = shell
+
+    def __call__(self, file: str) -> str | None:
+        number = getattr(getattr(self.shell, "compile", None), "_filename_map", {}).get(file)
+        return cell_label(number, notebook_path(self.shell)) if number is not None else None
+
+
+def _origin_label(origin: str) -> str:
+    """``cells attn, mlp of demo.ipynb`` for the cells of an origin (from the panel); "" when there is none."""
+    if not origin:
+        return ""
+    try:
+        data = json.loads(origin)
+        names = [str(c.get("name") or f"[{c.get('execution_count')}]") for c in data.get("cells", [])]
+        notebook = os.path.basename(str(data.get("notebook", "")))
+    except (ValueError, AttributeError, TypeError):
+        return ""
+    if not names:
+        return ""
+    what = ("cell " if len(names) == 1 else "cells ") + ", ".join(names)
+    return f"{what} of {notebook}" if notebook else what
+
+
+def _origin_cells(origin: str) -> dict[str, str]:
+    """Region name -> ``cell 2 of demo.ipynb`` for the cells of an origin that carry a position."""
+    try:
+        data = json.loads(origin) if origin else {}
+        notebook = os.path.basename(str(data.get("notebook", "")))
+        return {
+            str(c["name"]): f"cell {int(c['index']) + 1} of {notebook}"
+            for c in data.get("cells", [])
+            if c.get("name") and isinstance(c.get("index"), int)
+        }
+    except (ValueError, AttributeError, TypeError, KeyError):
+        return {}
+
+
+def region_check(name: str) -> None:
+    """Raise :class:`~argus_lab.errors.RegionMisuseError` when ``name`` cannot name a region."""
+    from argus_lab.regions import region
+
+    region(name, module="__main__")
 
 
 def load(ipython: InteractiveShell) -> None:
@@ -457,4 +697,4 @@ def load(ipython: InteractiveShell) -> None:
     init_notebook()
 
 
-__all__ = ["ArgusMagics", "CellWorkload", "load", "measure_line", "measure_parser"]
+__all__ = ["ArgusMagics", "CellWorkload", "kernel_store", "load", "measure_line", "measure_parser"]

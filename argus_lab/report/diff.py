@@ -9,7 +9,9 @@ The rule (:data:`RULE`), per region path and signal, on the per-instance inclusi
   called a change);
 * with fewer values, or so few that even two completely separated samples could not reach ``p < ALPHA`` (3 against
   3 cannot, 6 against 6 can), the change is not judged (``verdict = "too few values"``);
-* a value present in one report only is ``new`` or ``gone``.
+* a value present in one report only is ``new`` or ``gone`` when the other report measured that signal (for
+  other regions), and ``not measured in A`` / ``not measured in B`` when the other report has no value of the
+  signal at all (its request did not ask for it, or its run was skipped).
 """
 
 from __future__ import annotations
@@ -53,7 +55,8 @@ class DiffRow:
     n_other: int
     significant: bool
     verdict: str
-    """``higher``, ``lower``, ``same`` (within noise), ``too few values``, ``new`` or ``gone``."""
+    """``higher``, ``lower``, ``same`` (within noise), ``too few values``, ``new``, ``gone``, ``not measured in A``
+    or ``not measured in B``."""
 
 
 def mann_whitney(a: Sequence[float] | np.ndarray, b: Sequence[float] | np.ndarray) -> tuple[float, float]:
@@ -89,11 +92,16 @@ def min_p(n1: int, n2: int) -> float:
     return math.erfc(z / math.sqrt(2.0))
 
 
+NOT_MEASURED = ("not measured in A", "not measured in B")
+
+
 def compare(
     base: Mapping[Key, np.ndarray], other: Mapping[Key, np.ndarray], units: Mapping[Key, str]
 ) -> tuple[DiffRow, ...]:
     """Diff rows for every (path, signal) in either report (see the module docstring for the rule)."""
     rows = []
+    signals_a = {k[1] for k, v in base.items() if len(v)}
+    signals_b = {k[1] for k, v in other.items() if len(v)}
     for key in sorted(set(base) | set(other)):
         a, b = base.get(key), other.get(key)
         unit = units.get(key, "")
@@ -101,6 +109,10 @@ def compare(
             have = a if a is not None and len(a) else b
             med = float(np.median(have)) if have is not None and len(have) else None
             gone = b is None or len(b) == 0
+            if gone:
+                verdict = "gone" if key[1] in signals_b else NOT_MEASURED[1]
+            else:
+                verdict = "new" if key[1] in signals_a else NOT_MEASURED[0]
             rows.append(
                 DiffRow(
                     path=key[0],
@@ -113,7 +125,7 @@ def compare(
                     n_base=0 if a is None else len(a),
                     n_other=0 if b is None else len(b),
                     significant=False,
-                    verdict="gone" if gone else "new",
+                    verdict=verdict,
                 )
             )
             continue

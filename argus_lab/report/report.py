@@ -146,6 +146,15 @@ class Report:
         self.errors: tuple[tuple[str, int, str], ...] = tuple(
             (r["path"], int(r["n"]), r["error"]) for r in self.store.records(queries.INSTANCE_ERRORS, [ids])
         )
+        self.finished: tuple[tuple[str, int, int, float, int], ...] = ()
+        """Per region path, every instance that finished (warm-up included): ``(path, instances, warm-up
+        instances, median wall ns, instances that raised)``; it shows what a run that failed early still
+        measured, when the region table (measured repetitions only) is empty."""
+        if ids:
+            self.finished = tuple(
+                (r["path"], int(r["n"]), int(r["warmup"]), float(r["wall_ns"] or 0), int(r["raised"]))
+                for r in self.store.records(queries.FINISHED_INSTANCES, [ids])
+            )
         self.pending: tuple[str, ...] = self._pending(ids)
         """The runs the join has not processed yet (their evidence has no values; :meth:`coverage` says how to join)."""
         joined = bool(ids) and not self.pending
@@ -248,7 +257,11 @@ class Report:
 
     # -- text -------------------------------------------------------------------------------------
     def region_table(self) -> str:
-        """The region table as text: path, signal, instances, median, spread, exclusive, attribution, run."""
+        """The region table as text: path, signal, instances, median, spread, exclusive, attribution, run.
+
+        Without measured instances it lists the instances that finished anyway (warm-up, or before a failure)."""
+        if not self.regions and self.finished and not self.pending:
+            return txt.finished(self.finished)
         return txt.regions(self.regions)
 
     def kernel_table(self, limit: int = 40) -> str:

@@ -139,6 +139,17 @@ def regions(rows: Sequence[RegionRow]) -> str:
     return table(header, body, what=more) if body else "(no region instances were recorded)"
 
 
+def finished(rows: Sequence[tuple[str, int, int, float, int]]) -> str:
+    """Instances that finished although no measured repetition did (warm-up, or the run failed early)."""
+    header = ("region", "finished instances", "of them warm-up", "median wall", "raised")
+    body = [(p, str(n), str(w), fmt(wall, "ns"), str(raised)) for p, n, w, wall, raised in rows]
+    note = (
+        "(no measured repetition finished: the region table is empty; these instances finished during the warm-up "
+        "or before the workload failed, and stay in the store)"
+    )
+    return note + "\n" + table(header, body)
+
+
 def kernels(rows: Sequence[KernelRow], limit: int = 40) -> str:
     """Per-kernel launches: place, name, launches, median duration, IQR, counters matched by ordinal."""
     header = ("region", "#", "kernel", "launches", "median", "p25..p75", "class", "counters (ncu, by ordinal)")

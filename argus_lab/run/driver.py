@@ -9,13 +9,14 @@ from __future__ import annotations
 import json
 import os
 import sys
+import time
 import traceback
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from argus_lab.regions import NVTX_SCOPE_ENV, Recorder, Region, nvtx_scope_on, nvtx_state
+from argus_lab.regions import NVTX_SCOPE_ENV, Recorder, Region, RegionMarker, nvtx_scope_on, nvtx_state, source_name
 from argus_lab.run.protocols import Collector, Columns, Evidence, RunContext
 from argus_lab.run.workload import Workload
 
@@ -78,6 +79,7 @@ def drive(
 
     try:
         fn = workload.load()
+        implicit = _implicit_marker(workload)
         for c in collectors:
             ctx = RunContext(run_id, tuple(signals), settings.get(c.info.name, {}), out_dir)
             c.start(ctx)
@@ -87,19 +89,10 @@ def drive(
         with recorder:
             for rep in range(warmup + repeat):
                 recorder.repetition = rep
-                try:
-                    fn()
-                except SystemExit as exc:
-                    if recorder.forked:
-                        _leave_forked_child(exc)
-                    if exc.code not in (None, 0):
-                        raise
-                except BaseException as exc:
-                    if recorder.forked:
-                        _leave_forked_child(exc)
-                    raise
-                if recorder.forked:
-                    _leave_forked_child(None)
+                if rep == 0 and implicit is not None:
+                    fn = _first_repetition(recorder, fn, implicit)
+                else:
+                    _call(fn, recorder)
                 done = rep + 1
                 if after_repetition is not None:
                     rows = recorder.columns(sent)
@@ -110,8 +103,7 @@ def drive(
         status, cause = "interrupted", f"interrupted {how} after {done} of {warmup + repeat} repetitions"
     except BaseException as exc:  # the user's workload may raise anything; it is recorded, not lost
         status = "failed"
-        tb = traceback.format_exception(type(exc), exc, exc.__traceback__)
-        cause = f"{type(exc).__name__}: {exc} (after {done} of {warmup + repeat} repetitions)\n" + "".join(tb[-6:])
+        cause = f"{type(exc).__name__}: {exc} (after {done} of {warmup + repeat} repetitions)\n" + user_traceback(exc)
     finally:
         if after_repetition is not None and recorder.count() > sent:  # the partial repetition, if any
             hand_over(done, recorder.columns(sent))
@@ -171,6 +163,90 @@ def _leave_forked_child(exc: BaseException | None) -> None:
     os._exit(0 if exc is None or (isinstance(exc, SystemExit) and exc.code in (None, 0)) else 1)
 
 
+def _call(fn: Callable[[], None], recorder: Recorder) -> None:
+    """One repetition of the workload; a process it forked that returns here leaves (:func:`_leave_forked_child`)."""
+    try:
+        fn()
+    except SystemExit as exc:
+        if recorder.forked:
+            _leave_forked_child(exc)
+        if exc.code not in (None, 0):
+            raise
+    except BaseException as exc:
+        if recorder.forked:
+            _leave_forked_child(exc)
+        raise
+    if recorder.forked:
+        _leave_forked_child(None)
+
+
+def _implicit_marker(workload: Workload) -> RegionMarker | None:
+    """The marker of the workload's implicit region (None when it has none)."""
+    name = workload.implicit_region
+    if not name:
+        return None
+    if workload.kind == "script":
+        module, file = os.path.splitext(os.path.basename(workload.target))[0], workload.target
+    elif workload.kind == "function":
+        module, file = workload.target.partition(":")[0], workload.target
+    else:
+        module, file = "__main__", workload.label or workload.kind
+    return RegionMarker(Region(name=name, kind="host", module=module, file=file, line=1))
+
+
+def _first_repetition(recorder: Recorder, fn: Callable[[], None], marker: RegionMarker) -> Callable[[], None]:
+    """Run the first repetition; when it recorded no region instance, record it as one instance of the implicit
+    region (timed here, around the call) and return ``fn`` wrapped in that region for the other repetitions."""
+    before = recorder.count()
+    t0, c0 = time.time_ns(), time.thread_time_ns()
+    error = ""
+    try:
+        _call(fn, recorder)
+    except BaseException as exc:
+        error = f"{type(exc).__name__}: {exc}"
+        raise
+    finally:
+        if recorder.count() == before:
+            cpu = time.thread_time_ns() - c0 if recorder.cpu_clock else -1
+            recorder.record_span(marker, t0, time.time_ns(), cpu, error)
+            implicit = True
+        else:
+            implicit = False
+    if not implicit:
+        return fn
+
+    def in_region() -> None:
+        with marker:
+            _call(fn, recorder)
+
+    return in_region
+
+
+def user_traceback(exc: BaseException, limit: int = 8) -> str:
+    """The traceback of ``exc`` in the user's code: argus_lab's and runpy's frames left out, the last ``limit``
+    frames kept (file and line of each; files named by :func:`argus_lab.regions.source_name`)."""
+    frames = [
+        traceback.FrameSummary(source_name(f.filename), f.lineno, f.name, lookup_line=False, line=f.line)
+        for f in traceback.extract_tb(exc.__traceback__)
+        if not _internal(f.filename)
+    ]  # a notebook kernel's temporary cell file reads as `cell [4] of quickstart.ipynb`
+    lines = ["Traceback (most recent call last):\n", *traceback.format_list(frames[-limit:])]
+    lines += traceback.format_exception_only(type(exc), exc)
+    return "".join(lines).rstrip()
+
+
+_PACKAGE = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+
+
+def _internal(filename: str) -> bool:
+    name = os.path.abspath(filename) if filename and not filename.startswith("<") else filename
+    return (
+        name.startswith(_PACKAGE + os.sep)
+        or os.path.basename(name) == "runpy.py"
+        or name in ("<frozen runpy>", "<frozen importlib._bootstrap>", "<frozen importlib._bootstrap_external>")
+    )
+
+
 def _columns(
     cols: dict[str, list[Any]], run_id: str, warmup: int, rank: int = 0, names: Mapping[int, str] | None = None
 ) -> dict[str, list[Any]]:
@@ -190,7 +266,7 @@ def regions_columns(regions: Any) -> dict[str, list[Any]]:
         "name": [r.name for r in rs],
         "kind": [r.kind for r in rs],
         "module": [r.module for r in rs],
-        "file": [r.file for r in rs],
+        "file": [source_name(r.file) for r in rs],
         "line": [r.line for r in rs],
     }
 

@@ -85,6 +85,11 @@ def _session_id() -> str:
     return f"s-{time.strftime('%Y%m%d-%H%M%S')}-{uuid.uuid4().hex[:6]}"
 
 
+def session_id() -> str:
+    """The id of this process's session (every request this process measures belongs to it)."""
+    return _session_id()
+
+
 def session_columns(label: str = "") -> dict[str, list[Any]]:
     """The ``sessions`` row of this process (a store keeps the first row written for a session id)."""
     return {
@@ -188,6 +193,7 @@ def _insert_run(
                 "signals": [list(run.signals)],
                 "settings": [json.dumps({k: dict(v) for k, v in run.settings.items()}, sort_keys=True)],
                 "workload": [workload.describe()],
+                "origin": [workload.origin or None],
                 "command": [""],
                 "env": [json.dumps(environment())],
                 "versions": [json.dumps(versions())],

@@ -19,11 +19,17 @@ import runpy
 import sys
 from collections.abc import Callable
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any, Literal
 
 from argus_lab.errors import WorkloadError
 
 Kind = Literal["script", "function", "callable", "cell"]
+
+
+def _region_name(text: str) -> str:
+    """A region name made from a file or function name ("" when nothing usable is left)."""
+    return text.replace("/", "_").strip()
 
 
 @dataclass(frozen=True)
@@ -36,6 +42,14 @@ class Workload:
     setup: tuple[str, ...] = ()
     cwd: str = field(default_factory=os.getcwd)
     func: Callable[[], Any] | None = field(default=None, compare=False, repr=False)
+    implicit_region: str = ""
+    """The region that measures the whole workload when it marks none ("" = none): the driver finds out in the
+    first repetition (:func:`argus_lab.run.driver.drive`)."""
+    label: str = ""
+    """How the workload is described to people (e.g. ``cell [5] of quickstart.ipynb``); default :meth:`describe`."""
+    origin: str = ""
+    """Where the workload comes from, as JSON (the notebook and its cells: ``{"notebook", "cells": [{"id",
+    "execution_count", "name"}]}``), stored with each run so that a face can link back to the cells."""
 
     # -- construction -----------------------------------------------------------------------------
     @classmethod
@@ -46,7 +60,7 @@ class Workload:
             hint = " (it is a folder)" if os.path.isdir(p) else ""
             msg = f"the script {p!r} does not exist{hint}; pass the path of a Python file, e.g. `examples/nested.py`"
             raise WorkloadError(msg)
-        return cls("script", os.path.abspath(p), tuple(args))
+        return cls("script", os.path.abspath(p), tuple(args), implicit_region=_region_name(Path(p).stem))
 
     @classmethod
     def function(cls, spec: str) -> Workload:
@@ -55,7 +69,7 @@ class Workload:
         if not sep or not module or not name:
             msg = f"{spec!r} is not of the form `module:function`; e.g. `mypkg.bench:step`"
             raise WorkloadError(msg)
-        return cls("function", spec)
+        return cls("function", spec, implicit_region=_region_name(name.rsplit(".", 1)[-1]))
 
     @classmethod
     def of_callable(cls, fn: object) -> Workload:
@@ -64,7 +78,9 @@ class Workload:
             msg = f"expected a callable taking no arguments, got {type(fn).__name__}; wrap it: `lambda: f(x)`"
             raise WorkloadError(msg)
         name = getattr(fn, "__qualname__", type(fn).__name__)
-        return cls("callable", f"{getattr(fn, '__module__', '?')}:{name}", func=fn)
+        short = str(getattr(fn, "__name__", ""))
+        implicit = _region_name(short) if short.isidentifier() else ""
+        return cls("callable", f"{getattr(fn, '__module__', '?')}:{name}", func=fn, implicit_region=implicit)
 
     @classmethod
     def cell(cls, source: str, setup: tuple[str, ...] = ()) -> Workload:
@@ -96,6 +112,8 @@ class Workload:
 
     def describe(self) -> str:
         """A one-line human description (stored with each run)."""
+        if self.label:
+            return self.label
         if self.kind == "script":
             return " ".join(["python", self.target, *self.args])
         if self.kind == "cell":
@@ -117,6 +135,8 @@ class Workload:
             "args": list(self.args),
             "setup": list(self.setup),
             "cwd": self.cwd,
+            "implicit_region": self.implicit_region,
+            "label": self.label,
         }
 
     @classmethod
@@ -128,6 +148,8 @@ class Workload:
             tuple(data.get("args", ())),
             tuple(data.get("setup", ())),
             data.get("cwd", os.getcwd()),
+            implicit_region=data.get("implicit_region", ""),
+            label=data.get("label", ""),
         )
 
     # -- execution --------------------------------------------------------------------------------

@@ -79,6 +79,32 @@
     }).join('; ');
   }
 
+  function kv(v) {
+    // {a: 1, b: {c: 2}} (or its JSON text) -> "a: 1 · b.c: 2"; settings and clocks read as key/value pairs
+    if (typeof v === 'string') {
+      var t = v.trim();
+      if (t.charAt(0) !== '{') return v;
+      try { v = JSON.parse(t); } catch (e) { return v; }
+    }
+    if (v == null || typeof v !== 'object') return v == null ? '' : String(v);
+    var out = [];
+    (function walk(o, prefix) {
+      Object.keys(o).forEach(function (k) {
+        var x = o[k], key = prefix ? prefix + '.' + k : k;
+        if (x && typeof x === 'object' && !Array.isArray(x) && Object.keys(x).length) walk(x, key);
+        else out.push(key + ': ' + (Array.isArray(x) ? x.join(', ') : x && typeof x === 'object' ? '-' : String(x)));
+      });
+    })(v, '');
+    return out.length ? out.join(' \u00b7 ') : '(none)';
+  }
+
+  function declared(d) {
+    // where a region is declared: a notebook cell ("cell [3] of quickstart.ipynb, line 5") or module (file:line)
+    var file = String(d.file || '');
+    if (/^(cell |a cell)/.test(file)) return file + (d.line ? ', line ' + d.line : '');
+    return (d.module || '?') + ' (' + (file || '?') + ':' + (d.line || '?') + ')';
+  }
+
   function rowsOf(table) {
     // {columns, rows} -> array of objects
     if (!table || !table.rows) return [];
@@ -147,7 +173,9 @@
           var unit = typeof c.unit === 'function' ? c.unit(r) : c.unit;
           var v = r[c.key];
           var text = c.fmt ? c.fmt(v, r) : unit !== undefined ? fmt(v, unit) : v == null ? '' : String(v);
-          var td = b.el('td', typeof v === 'number' ? 'argus-num' : null, text);
+          var td = b.el('td', typeof v === 'number' ? 'argus-num'
+            : c.key === 'run_id' || c.key === 'runs' || c.key === 'ref_run_id' ? 'argus-nowrap'
+              : c.key === 'cause' ? 'argus-pre' : null, text);
           var hover = c.title ? c.title(r) : '';
           if (hover) td.title = hover;
           tr.appendChild(td);
@@ -251,8 +279,8 @@
       var inst = T.instances ? T.instances.filter(function (r) { return r.path === path; }) : [];
       var decl = inst.length ? inst[0] : null;
       if (decl) {
-        drillEl.appendChild(b.el('div', 'argus-note', 'declared in ' + (decl.module || '?') + ' ('
-          + (decl.file || '?') + ':' + (decl.line || '?') + '), kind ' + (decl.kind || 'host')));
+        drillEl.appendChild(b.el('div', 'argus-note', 'declared in ' + declared(decl) + ', kind '
+          + (decl.kind || 'host')));
       }
       var summ = (bundle.regions || []).filter(function (r) { return r.path === path; });
       section(drillEl, 'summary', table(b, [
@@ -266,7 +294,9 @@
       section(drillEl, 'instances (' + inst.length + ' embedded)', table(b, [
         {key: 'instance_index', label: '#'}, {key: 'instance_id', label: 'instance id'},
         {key: 'run_id', label: 'run'}, {key: 'repetition', label: 'rep'}, {key: 'warmup', label: 'warm-up'},
-        {key: 'thread_id', label: 'thread'}, {key: 'wall_ns', label: 'wall', unit: 'ns'},
+        {key: 'thread_name', label: 'thread', fmt: function (v, r) {
+          return (r.rank != null && r.rank !== 0 ? 'rank ' + r.rank + ' \u00b7 ' : '') + (v || r.thread_id || '');
+        }}, {key: 'wall_ns', label: 'wall', unit: 'ns'},
         {key: 'cpu_ns', label: 'cpu', unit: 'ns'}, {key: 'error', label: 'error'}], sel, {maxRows: maxRows}));
       var vals = (T.values || []).filter(function (r) {
         return r.path === path && (instance == null || r.instance_id === instance);
@@ -355,15 +385,17 @@
       inst.forEach(function (r) { runIds[r.run_id] = true; });
       summ.forEach(function (r) { String(r.runs || '').split(',').forEach(function (x) { if (x) runIds[x] = true; }); });
       var prov = (T.provenance || []).filter(function (r) { return runIds[r.run_id]; });
-      section(drillEl, 'provenance', table(b, [
-        {key: 'run_id', label: 'run'}, {key: 'backend', label: 'backend'},
-        {key: 'backend_version', label: 'version'}, {key: 'settings', label: 'settings'},
-        {key: 'clocks', label: 'clocks'}, {key: 'timestamps', label: 'timestamps'}], prov, {maxRows: maxRows}));
+      section(drillEl, 'provenance', table(b, provenanceCols(), prov, {maxRows: maxRows}));
       var runs = (bundle.runs || []).filter(function (r) { return runIds[r.run_id]; });
       section(drillEl, 'runs', table(b, runCols(), runs, {maxRows: maxRows}));
       if (drillEl.scrollIntoView) drillEl.scrollIntoView({block: 'nearest'});
     }
 
+    function provenanceCols() {
+      return [{key: 'run_id', label: 'run'}, {key: 'backend', label: 'backend'},
+        {key: 'backend_version', label: 'version'}, {key: 'settings', label: 'settings', fmt: kv},
+        {key: 'clocks', label: 'clocks', fmt: kv}, {key: 'timestamps', label: 'timestamps'}];
+    }
     function deviceCols() {
       return [{key: 'path', label: 'region'}, {key: 'kernel', label: 'kernel'},
         {key: 'region', label: 'device region'}, {key: 'signal', label: 'signal'},
@@ -439,7 +471,7 @@
         {key: 'reps_done', label: 'reps'}, {key: 'seconds', label: 'seconds',
           fmt: function (v) { return v == null ? '-' : v.toFixed(2); }},
         {key: 'reason', label: 'why a separate run'}, {key: 'cause', label: 'cause'},
-        {key: 'command', label: 'command'}];
+        {key: 'workload', label: 'workload'}, {key: 'command', label: 'command'}];
     }
 
     // -- regions --------------------------------------------------------------------------------------------
@@ -452,13 +484,114 @@
         {key: 'unit', label: 'unit'}, {key: 'attribution', label: 'attribution'},
         {key: 'runs', label: 'origin run'}], bundle.regions || [],
       {maxRows: maxRows, onRowClick: function (r) { drill(r.path); },
-        empty: 'no region instances were recorded'}));
+        empty: (bundle.finished || []).length ? 'no measured repetition finished (see below)'
+          : 'no region instances were recorded'}));
+      if (!(bundle.regions || []).length && (bundle.finished || []).length) {
+        pane.appendChild(b.el('h4', 'argus-h', 'instances that finished before the run ended (warm-up, or before '
+          + 'the workload failed): they stay in the store'));
+        pane.appendChild(table(b, [{key: 'path', label: 'region'}, {key: 'instances', label: 'finished instances'},
+          {key: 'warmup', label: 'of them warm-up'}, {key: 'wall_ns', label: 'median wall', unit: 'ns'},
+          {key: 'raised', label: 'raised'}], bundle.finished, {maxRows: maxRows,
+          onRowClick: function (r) { drill(r.path); }}));
+      }
       if ((J.counters || []).length) {
         pane.appendChild(b.el('h4', 'argus-h', 'hardware counters per region'));
         pane.appendChild(table(b, regionCounterCols(), J.counters, {maxRows: maxRows,
           onRowClick: function (r) { drill(r.path); }}));
       }
     });
+
+    // -- flame (icicle) of nested regions ------------------------------------------------------------------
+    tab('Flame', function (pane) {
+      var rows = bundle.flame || [];
+      if (!rows.length) {
+        pane.appendChild(b.el('div', 'argus-note', 'no time values to draw (the runs measured no time signal, or '
+          + 'their join is pending)'));
+        return;
+      }
+      var sigs = [];
+      rows.forEach(function (r) { if (sigs.indexOf(r.signal) < 0) sigs.push(r.signal); });
+      var prefer = ['gpu.time', 'host.wall', 'host.cpu'];
+      sigs.sort(function (x, y) {
+        var a = prefer.indexOf(x), c = prefer.indexOf(y);
+        return (a < 0 ? 99 : a) - (c < 0 ? 99 : c) || x.localeCompare(y);
+      });
+      pane.appendChild(b.el('div', 'argus-note', 'Each box is a region: its width is the region\u2019s inclusive '
+        + 'time (summed over the measured instances), the darker part its exclusive time (not spent in a '
+        + 'child region). Children sit below their parent. Click a box to drill down.'));
+      var pick = b.el('select', 'argus-select argus-flame-signal');
+      sigs.forEach(function (sg) {
+        var o = b.el('option', null, sg);
+        o.value = sg;
+        pick.appendChild(o);
+      });
+      pane.appendChild(pick);
+      var graph = b.el('div', 'argus-flame');
+      pane.appendChild(graph);
+      var holder = b.el('div');
+      pane.appendChild(holder);
+      function draw() { drawFlame(graph, holder, rows.filter(function (r) { return r.signal === pick.value; })); }
+      pick.addEventListener('change', draw);
+      draw();
+    });
+
+    function drawFlame(graph, holder, rows) {
+      while (graph.firstChild) graph.removeChild(graph.firstChild);
+      while (holder.firstChild) holder.removeChild(holder.firstChild);
+      var byPath = {}, kids = {}, tops = [];
+      rows.forEach(function (r) { byPath[r.path] = r; });
+      rows.forEach(function (r) {
+        var cut = r.path.lastIndexOf('/');
+        var parent = cut < 0 ? null : r.path.slice(0, cut);
+        while (parent != null && !byPath[parent]) {  // a parent without values: attach to the nearest ancestor
+          cut = parent.lastIndexOf('/');
+          parent = cut < 0 ? null : parent.slice(0, cut);
+        }
+        if (parent == null) tops.push(r); else (kids[parent] = kids[parent] || []).push(r);
+      });
+      function bigFirst(x, y) { return (y.inclusive || 0) - (x.inclusive || 0); }
+      tops.sort(bigFirst);
+      var totalAll = tops.reduce(function (a, r) { return a + (r.inclusive || 0); }, 0) || 1;
+      var unit = rows.length ? rows[0].unit : 'ns';
+      var depthMax = 0, table_rows = [];
+      function place(r, left, depth) {
+        depthMax = Math.max(depthMax, depth);
+        var w = (r.inclusive || 0) / totalAll;
+        var box = b.el('div', 'argus-flame-box');
+        box.style.left = (100 * left) + '%';
+        box.style.width = 'calc(' + (100 * w) + '% - 1px)';
+        box.style.top = (depth * 24) + 'px';
+        box.style.background = PALETTE[depth % PALETTE.length];
+        if (r.exclusive != null && r.inclusive) {
+          var self = b.el('div', 'argus-flame-self');
+          self.style.width = Math.max(0, Math.min(100, 100 * r.exclusive / r.inclusive)) + '%';
+          box.appendChild(self);
+        }
+        var name = r.path.slice(r.path.lastIndexOf('/') + 1);
+        box.appendChild(b.el('span', 'argus-flame-label', name + ' ' + fmt(r.inclusive, unit)));
+        box.title = r.path + '\ninclusive ' + fmt(r.inclusive, unit) + ' (' + Math.round(100 * w) + '% of all)'
+          + (r.exclusive != null ? '\nexclusive ' + fmt(r.exclusive, unit) : '') + '\n' + r.instances
+          + ' measured instance(s), mean ' + fmt((r.inclusive || 0) / (r.instances || 1), unit) + '\nrun ' + r.run_id;
+        box.setAttribute('data-path', r.path);
+        box.addEventListener('click', function () { drill(r.path); });
+        graph.appendChild(box);
+        table_rows.push({path: r.path, inclusive: r.inclusive, exclusive: r.exclusive, instances: r.instances,
+          share: w, unit: unit});
+        var x = left;
+        (kids[r.path] || []).sort(bigFirst).forEach(function (c) {
+          place(c, x, depth + 1);
+          x += (c.inclusive || 0) / totalAll;
+        });
+      }
+      var x0 = 0;
+      tops.forEach(function (r) { place(r, x0, 0); x0 += (r.inclusive || 0) / totalAll; });
+      graph.style.height = ((depthMax + 1) * 24) + 'px';
+      holder.appendChild(table(b, [{key: 'path', label: 'region'},
+        {key: 'inclusive', label: 'inclusive', unit: unit}, {key: 'exclusive', label: 'exclusive', unit: unit},
+        {key: 'instances', label: 'instances'},
+        {key: 'share', label: 'share of all', fmt: function (v) { return Math.round(100 * v) + '%'; }}],
+      table_rows, {maxRows: maxRows, onRowClick: function (r) { drill(r.path); }}));
+    }
 
     // -- timeline -------------------------------------------------------------------------------------------
     tab('Timeline', function (pane) {
@@ -496,9 +629,8 @@
         t.hovertext.push(esc(tl.regions[r]) + ' #' + h.index[i] + '<br>instance ' + h.iid[i] + ', '
           + fmt(h.end[i] - h.start[i], 'ns') + (h.warmup[i] ? ' (warm-up)' : '')
           + (h.error[i] ? '<br>raised: ' + esc(h.error[i]) : '') + '<br>'
-          + (tl.clock ? 'rank ' + esc((tl.lanes[h.lane[i]] || {}).rank) + ', ' : '') + 'thread '
-          + esc((tl.lanes[h.lane[i]] || {}).thread_id || '?') + ', run ' + esc(tl.run_id)
-          + (tl.clock ? ', host clock (CLOCK_REALTIME) put on rank 0\u2019s clock, measured'
+          + esc((tl.lanes[h.lane[i]] || {}).thread || (tl.lanes[h.lane[i]] || {}).label || '?') + ', run '
+          + esc(tl.run_id) + (tl.clock ? ', host clock (CLOCK_REALTIME) put on rank 0\u2019s clock, measured'
             : ', host clock (CLOCK_REALTIME), measured'));
         t.customdata.push([tl.regions[r], h.iid[i]]);
       }
@@ -882,10 +1014,7 @@
     tab('Runs', function (pane) {
       pane.appendChild(table(b, runCols(), bundle.runs || [], {maxRows: maxRows}));
       pane.appendChild(b.el('h4', 'argus-h', 'provenance'));
-      pane.appendChild(table(b, [{key: 'run_id', label: 'run'}, {key: 'backend', label: 'backend'},
-        {key: 'backend_version', label: 'version'}, {key: 'settings', label: 'settings'},
-        {key: 'clocks', label: 'clocks'}, {key: 'timestamps', label: 'timestamps'}], T.provenance || [],
-      {maxRows: maxRows}));
+      pane.appendChild(table(b, provenanceCols(), T.provenance || [], {maxRows: maxRows}));
     });
 
     select(options.tab || 'Regions');

@@ -15,3 +15,9 @@ INSTANCE_ERRORS = """
 SELECT path, count(*) AS n, any_value(error) AS error FROM region_instances
 WHERE run_id IN (SELECT unnest(?::VARCHAR[])) AND error <> '' GROUP BY path ORDER BY path
 """
+
+FINISHED_INSTANCES = """
+SELECT path, count(*) AS n, count(*) FILTER (WHERE coalesce(warmup, false)) AS warmup,
+       median(end_ns - start_ns) AS wall_ns, count(*) FILTER (WHERE coalesce(error, '') <> '') AS raised
+FROM region_instances WHERE run_id IN (SELECT unnest(?::VARCHAR[])) GROUP BY path ORDER BY path
+"""

@@ -27,7 +27,7 @@ TABLES: dict[str, str] = {
         "variant VARCHAR, backends VARCHAR[], signals VARCHAR[], settings JSON, workload VARCHAR, "
         "command VARCHAR, env JSON, versions JSON, status VARCHAR, cause VARCHAR, repetitions INTEGER, "
         "warmup INTEGER, reps_done INTEGER, started_ns BIGINT, ended_ns BIGINT, host VARCHAR, pid INTEGER, "
-        "reason VARCHAR"
+        "reason VARCHAR, origin JSON"
     ),
     "regions": (
         "region_id VARCHAR PRIMARY KEY, name VARCHAR, kind VARCHAR, module VARCHAR, file VARCHAR, line INTEGER"

@@ -14,6 +14,10 @@ Layout (``"format": "argus.report/1"``)::
                  facts, attribution by evidence kind, cross-run matches, instance groups (heterogeneity), clock
                  samples (bounded); kernel rows carry ``display_name`` (demangled, shortened) beside ``name``
     runs         the Report's run rows (status, backends, signals, reason, cause, command, versions, settings)
+    flame        per region path and time signal: summed inclusive and exclusive ns of the measured instances
+                 (one run per signal), for the flame view
+    finished     per region path: every instance that finished, warm-up included (shown when no measured
+                 repetition finished, e.g. a workload that failed in its warm-up)
     tables       name -> {columns, rows, total, shown}: instances, values, kernel_groups, kernels, counters,
                  attribution, evidence_classes, ambiguous, provenance
     timelines    one per run with region instances or kernels in the report's scope (see argus_lab.views.timeline):
@@ -110,6 +114,11 @@ def build(report: Report, limits: BundleLimits = NOTEBOOK, title: str = "") -> d
     for run in runs:
         statuses[run["status"]] = statuses.get(run["status"], 0) + 1
     regions = [_row_dict(r) for r in report.regions]
+    flame = evidence.flame(store, ids) if store.exists and ids and not report.pending else []
+    finished = [
+        {"path": p, "instances": n, "warmup": w, "wall_ns": wall, "raised": raised}
+        for p, n, w, wall, raised in report.finished
+    ]
     joined = {
         name: [_row_dict(r) for r in tuple(getattr(report, name, ()) or ())[:cap]]
         for name, cap in (
@@ -150,6 +159,8 @@ def build(report: Report, limits: BundleLimits = NOTEBOOK, title: str = "") -> d
         "regions": jsonable(regions),
         "joined": jsonable(joined),
         "runs": jsonable(runs),
+        "flame": jsonable(flame),
+        "finished": jsonable(finished),
         "tables": {name: t.to_json() for name, t in tables.items()},
         "timelines": timelines,
         "device_timelines": jsonable(device_timelines),

@@ -27,7 +27,8 @@ class CompareView:
     """Two reports side by side (A = base, B = the other one).
 
     ``rows`` holds one dict per region path and signal: ``path``, ``signal``, ``unit``, ``a``, ``b`` (medians),
-    ``ratio`` (``b / a``), ``verdict`` (``higher``, ``lower``, ``same``, ``too few values``, ``new``, ``gone``)
+    ``ratio`` (``b / a``), ``verdict`` (``higher``, ``lower``, ``same``, ``too few values``, ``new``, ``gone``,
+    ``not measured in A``, ``not measured in B``)
     and ``significant`` (the change exceeds run-to-run noise by the rule of :mod:`argus_lab.report.diff`).
     """
 

@@ -85,9 +85,11 @@ def with_display_names(table: Table) -> Table:
 
 def instances(store: Store, ids: list[str], limit: int) -> Table:
     """Region instances with their region's declaration, in start order."""
+    have = table_columns(store, "region_instances")
     sql = f"""
         SELECT i.run_id, i.instance_id, i.path, i.instance_index, i.parent_instance_id, i.repetition, i.pid,
-               i.thread_id, i.start_ns, i.end_ns, i.end_ns - i.start_ns AS wall_ns, i.cpu_ns, i.error, i.warmup,
+               i.thread_id, {_col(have, "thread_name", prefix="i.")}, {_col(have, "rank", prefix="i.")},
+               i.start_ns, i.end_ns, i.end_ns - i.start_ns AS wall_ns, i.cpu_ns, i.error, i.warmup,
                r.kind, r.module, r.file, r.line
         FROM region_instances i LEFT JOIN regions r ON r.region_id = i.region_id
         WHERE i.{IN_RUNS} ORDER BY i.run_id, i.start_ns LIMIT ?"""
@@ -223,6 +225,32 @@ def run_list(store: Store, limit: int = 200) -> Table:
     return Table(cols, rows, int(total[0]) if total else len(rows))
 
 
+def flame(store: Store, ids: list[str]) -> list[dict[str, Any]]:
+    """Per region path and time signal (unit ns): summed inclusive and exclusive values of the measured (non-warm-up)
+    instances, and their count, from the one run that measured the signal first (plan order), so that replay runs
+    never add to the timing run.  What the flame view of a report draws."""
+    rows = store.records(
+        f"""
+        SELECT v.run_id, i.path, v.signal, sum(v.inclusive) AS inclusive, sum(v.exclusive) AS exclusive,
+               count(*) AS instances, any_value(v.unit) AS unit, any_value(r.plan_index) AS plan_index
+        FROM region_instances i
+        JOIN instance_values v ON v.run_id = i.run_id AND v.instance_id = i.instance_id
+        JOIN runs r ON r.run_id = i.run_id
+        WHERE i.{IN_RUNS} AND NOT coalesce(i.warmup, false) AND v.unit = 'ns' AND v.inclusive IS NOT NULL
+        GROUP BY v.run_id, i.path, v.signal ORDER BY plan_index, i.path
+        """,
+        [ids],
+    )
+    first: dict[str, str] = {}
+    for r in rows:
+        first.setdefault(r["signal"], r["run_id"])
+    return [
+        {k: r[k] for k in ("run_id", "path", "signal", "inclusive", "exclusive", "instances", "unit")}
+        for r in rows
+        if first[r["signal"]] == r["run_id"]
+    ]
+
+
 def timeline_columns(
     store: Store, run_id: str, scope: ScopeFilter | None = None, kernel_scope: ScopeFilter | None = None
 ) -> tuple[dict[str, Any], dict[str, Any]]:
@@ -274,8 +302,12 @@ def _fetch_columns(store: Store, sql: str, params: list[Any]) -> dict[str, Any]:
     for name, value in raw.items():
         col: Any = value
         if isinstance(col, np.ma.MaskedArray):
-            filled = np.ma.filled(col, 0) if col.dtype.kind in "iuf" else np.ma.filled(col.astype(object), None)
-            out[name] = np.asarray(filled)
+            if col.dtype.kind in "iuf":
+                out[name] = np.asarray(np.ma.filled(col, 0))
+            else:  # np.ma.filled(x, None) would use the array's fill value ('?'), not None
+                text = np.asarray(col.data, dtype=object).copy()
+                text[np.ma.getmaskarray(col)] = None
+                out[name] = text
         else:
             out[name] = np.asarray(col)
     return out

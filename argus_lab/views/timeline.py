@@ -176,15 +176,31 @@ def _host_rows(
             name_of.setdefault(key, str(nm))
     lanes: list[tuple[LaneKey, dict[str, Any]]] = []
     thread_no: dict[tuple[int, int, int], int] = {}
+    several_pids = len({(r, p) for r, p, _ in threads}) > len({r for r, _, _ in threads})
+    seen: dict[str, int] = {}
     for r, p, t in threads:
         thread_no[(r, p, t)] = sum(1 for q in thread_no if q[:2] == (r, p)) + 1
+        # the lane says whose it is as people know it: the thread's name, the rank (several ranks), the process
+        # (several processes of one rank); never raw ids
+        who = name_of.get((r, p, t)) or f"thread {thread_no[(r, p, t)]}"
+        if multi:
+            who = f"rank {r} \u00b7 {who}"
+        elif several_pids:
+            who = f"pid {p} \u00b7 {who}"
+        seen[who] = seen.get(who, 0) + 1
+        if seen[who] > 1:  # another thread of the same name (e.g. one started per repetition)
+            who = f"{who} #{seen[who]}"
         for d in range(max_depth[(r, p, t)] + 1):
-            if multi:
-                who = name_of.get((r, p, t)) or f"thread {thread_no[(r, p, t)]}"
-                label = f"rank {r} \u00b7 {who} \u00b7 depth {d}"
-            else:
-                label = f"pid {p} thread {thread_no[(r, p, t)]} depth {d}"
-            lane = {"kind": "host", "label": label, "rank": r, "pid": p, "thread_id": str(t), "depth": d}
+            label = who if d == 0 else f"{who} (level {d + 1})"
+            lane = {
+                "kind": "host",
+                "label": label,
+                "thread": who,
+                "rank": r,
+                "pid": p,
+                "thread_id": str(t),
+                "depth": d,
+            }
             if name_of.get((r, p, t)):
                 lane["thread_name"] = name_of[(r, p, t)]
             lanes.append(((r, 0, p, thread_no[(r, p, t)], d), lane))

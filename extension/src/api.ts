@@ -12,9 +12,29 @@ export interface IStoreInfo {
   mtime_ns: number;
 }
 
+/** The store a notebook's kernel writes unless told otherwise, as the server sees it. */
+export interface INotebookStore {
+  abs_path: string;
+  /** Relative to the Jupyter root; null when the store is outside it. */
+  path: string | null;
+  exists: boolean;
+  /** `ARGUS_STORE` (the server's environment, inherited by kernels) or `default`. */
+  source?: string;
+}
+
 export interface IStores {
   root_dir: string;
   stores: IStoreInfo[];
+  /** The expression that asks a kernel which store it writes (evaluated as a silent user expression). */
+  probe?: string;
+  /** With `?notebook=`: the store that notebook's kernel writes by default. */
+  notebook_store?: INotebookStore;
+}
+
+/** Where a run's workload came from: the notebook and its cells (ids as in the notebook model). */
+export interface IRunOrigin {
+  notebook: string;
+  cells: Array<{ id?: string; name?: string; index?: number | null; execution_count?: number | null }>;
 }
 
 export interface ISessionInfo {
@@ -54,6 +74,7 @@ export interface IRunDetail {
     versions: Record<string, string>;
     host: string;
     pid: number;
+    origin?: IRunOrigin | null;
   };
   provenance: Array<Record<string, unknown>>;
   plan: { plan_id: string; text: string; spec: unknown } | null;
@@ -66,6 +87,8 @@ export interface IRegionInfo {
   path: string;
   name: string | null;
   kind: string | null;
+  file?: string | null;
+  line?: number | null;
   instances: number;
   runs: number;
   share: number | null;
@@ -113,7 +136,9 @@ export interface IPlanPreview {
 export interface IMeasureCodeRequest extends IPlanRequest {
   store: string;
   title: string;
-  cells: Array<{ name: string; body: string }>;
+  /** The notebook's path relative to the Jupyter root (stored with the runs, so they link back to the cells). */
+  notebook?: string;
+  cells: Array<{ name: string; body: string; id?: string; index?: number }>;
 }
 
 /** The `%%argus` line of a request and the Python code that runs it in the kernel (made by the server, in Python). */
@@ -124,7 +149,7 @@ export interface IMeasureCode {
 
 /** What the panel needs from the server (an interface, so that tests can give a fake). */
 export interface IArgusClient {
-  stores(): Promise<IStores>;
+  stores(notebook?: string): Promise<IStores>;
   sessions(store: string): Promise<ISessionInfo[]>;
   runs(store: string, session?: string): Promise<IRunInfo[]>;
   run(store: string, runId: string): Promise<IRunDetail>;
@@ -186,8 +211,8 @@ export class ArgusClient implements IArgusClient {
     return requestAPI<T>(endpoint, params, {}, this.settings);
   }
 
-  stores(): Promise<IStores> {
-    return this.get('stores');
+  stores(notebook?: string): Promise<IStores> {
+    return this.get('stores', { notebook });
   }
   sessions(store: string): Promise<ISessionInfo[]> {
     return this.get('sessions', { store });

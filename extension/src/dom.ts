@@ -21,6 +21,8 @@ export function clear(node: HTMLElement): void {
 export interface IColumn {
   title: string;
   value: (row: Row) => string;
+  /** Builds the cell's content instead of `value` (a region path with break points, a link). */
+  node?: (row: Row) => Node;
   numeric?: boolean;
   /** Keep the cell on one line (ids, short codes). */
   nowrap?: boolean;
@@ -43,7 +45,12 @@ export function table(
     const tr = body.insertRow();
     for (const c of columns) {
       const cls = [c.numeric ? 'jp-ArgusPanel-num' : '', c.nowrap ? 'jp-ArgusPanel-nowrap' : ''].join(' ').trim();
-      const td = el('td', cls, c.value(row));
+      const td = el('td', cls);
+      if (c.node) {
+        td.appendChild(c.node(row));
+      } else {
+        td.textContent = c.value(row);
+      }
       tr.appendChild(td);
     }
     if (onClick) {
@@ -72,4 +79,51 @@ export function section(title: string, cls: string): { root: HTMLElement; body: 
   const body = el('div', 'jp-ArgusPanel-body');
   root.appendChild(body);
   return { root, body };
+}
+
+/**
+ * A region path that wraps only after a `/` (never inside a name such as `decode`): each segment is kept whole
+ * (`white-space: nowrap`) and a line break opportunity (`<wbr>`) follows every separator.
+ */
+export function pathNode(path: string): HTMLElement {
+  const span = el('span', 'jp-ArgusPanel-path');
+  const parts = path.split('/');
+  parts.forEach((part, i) => {
+    span.appendChild(el('span', 'jp-ArgusPanel-seg', i < parts.length - 1 ? `${part}/` : part));
+    if (i < parts.length - 1) {
+      span.appendChild(document.createElement('wbr'));
+    }
+  });
+  return span;
+}
+
+/** A key/value list (`<dl>`): one line per pair, keys in one column; values are text. */
+export function kvList(pairs: Array<[string, string | Node]>, cls = ''): HTMLElement {
+  const dl = el('dl', `jp-ArgusPanel-kv ${cls}`.trim());
+  if (!pairs.length) {
+    dl.appendChild(el('dd', 'jp-ArgusPanel-empty', '(none)'));
+  }
+  for (const [k, v] of pairs) {
+    dl.appendChild(el('dt', '', k));
+    const dd = el('dd');
+    if (typeof v === 'string') {
+      dd.textContent = v;
+    } else {
+      dd.appendChild(v);
+    }
+    dl.appendChild(dd);
+  }
+  return dl;
+}
+
+/** A link-styled button (keyboard reachable) that calls `onClick`. */
+export function linkButton(text: string, title: string, onClick: () => void, cls = ''): HTMLButtonElement {
+  const b = el('button', `jp-ArgusPanel-link ${cls}`.trim(), text);
+  b.type = 'button';
+  b.title = title;
+  b.addEventListener('click', ev => {
+    ev.preventDefault();
+    onClick();
+  });
+  return b;
 }

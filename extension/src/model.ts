@@ -9,6 +9,8 @@ export interface IRegionCell {
   index: number;
   name: string;
   body: string;
+  /** The cell's id in the notebook model ('' when unknown). */
+  id?: string;
 }
 
 const REGION_LINE = /^%%argus_region[ \t]+(\S(?:.*\S)?)[ \t]*$/;
@@ -20,14 +22,18 @@ export function regionName(source: string): string | null {
   return m ? m[1] : null;
 }
 
-/** The `%%argus_region` cells among `sources` (code cells in notebook order). */
-export function regionCells(sources: string[]): IRegionCell[] {
+/** The `%%argus_region` cells among `sources` (code cells in notebook order; `ids` their model ids). */
+export function regionCells(sources: string[], ids: string[] = []): IRegionCell[] {
   const out: IRegionCell[] = [];
   sources.forEach((source, index) => {
     const name = regionName(source);
     if (name !== null) {
       const lines = source.replace(/^\s*\n/, '').split('\n');
-      out.push({ index, name, body: lines.slice(1).join('\n') });
+      const cell: IRegionCell = { index, name, body: lines.slice(1).join('\n') };
+      if (ids[index]) {
+        cell.id = ids[index];
+      }
+      out.push(cell);
     }
   });
   return out;
@@ -82,6 +88,90 @@ export function formatTime(ns: unknown): string {
     return '-';
   }
   return new Date(ns / 1e6).toISOString().replace('T', ' ').slice(0, 19);
+}
+
+/** A wall-clock time for a narrow column, in local time: `14:03:27` today, else `11-29 14:03`. */
+export function formatWhen(ns: unknown, now: number = Date.now()): string {
+  if (typeof ns !== 'number' || !isFinite(ns)) {
+    return '-';
+  }
+  const d = new Date(ns / 1e6);
+  const two = (n: number): string => String(n).padStart(2, '0');
+  if (d.toDateString() === new Date(now).toDateString()) {
+    return `${two(d.getHours())}:${two(d.getMinutes())}:${two(d.getSeconds())}`;
+  }
+  return `${two(d.getMonth() + 1)}-${two(d.getDate())} ${two(d.getHours())}:${two(d.getMinutes())}`;
+}
+
+/** Seconds for a narrow column: `0.36 s`, `12.4 s`, `3 min 5 s`. */
+export function formatSeconds(s: unknown): string {
+  if (typeof s !== 'number' || !isFinite(s)) {
+    return '-';
+  }
+  if (s < 60) {
+    return `${Number(s.toPrecision(s < 10 ? 2 : 3))} s`;
+  }
+  return `${Math.floor(s / 60)} min ${Math.round(s % 60)} s`;
+}
+
+/**
+ * A JSON object as flat `[key, value]` pairs (nested keys joined with `.`), for key/value lists: settings,
+ * clocks and versions read as `cupti.buffer_mb  64`, never as JSON wrapped one character per line.
+ */
+export function flatten(value: unknown, prefix = ''): Array<[string, string]> {
+  if (value === null || value === undefined) {
+    return [];
+  }
+  if (typeof value === 'string') {
+    const t = value.trim();
+    if (t.startsWith('{')) {
+      try {
+        return flatten(JSON.parse(t), prefix);
+      } catch {
+        // not JSON: shown as it is
+      }
+    }
+    return prefix ? [[prefix, value]] : [['', value]];
+  }
+  if (typeof value !== 'object' || Array.isArray(value)) {
+    const text = Array.isArray(value) ? value.map(v => String(v)).join(', ') : String(value);
+    return [[prefix, text]];
+  }
+  const out: Array<[string, string]> = [];
+  for (const [k, v] of Object.entries(value as Record<string, unknown>)) {
+    const key = prefix ? `${prefix}.${k}` : k;
+    if (v && typeof v === 'object' && !Array.isArray(v) && Object.keys(v).length) {
+      out.push(...flatten(v, key));
+    } else if (v && typeof v === 'object' && !Array.isArray(v)) {
+      out.push([key, '(none)']);
+    } else {
+      out.push(...flatten(v, key));
+    }
+  }
+  return out;
+}
+
+/**
+ * The path of `abs` relative to the Jupyter root `root` (both absolute, `/`-separated), or null when it is
+ * outside the root.
+ */
+export function relativeTo(root: string, abs: string): string | null {
+  const norm = (p: string): string => p.replace(/\/+/g, '/').replace(/\/$/, '');
+  const r = norm(root);
+  const a = norm(abs);
+  if (!r || !a.startsWith('/')) {
+    return null;
+  }
+  if (a === r) {
+    return '';
+  }
+  return a.startsWith(`${r}/`) ? a.slice(r.length + 1) : null;
+}
+
+/** Whether a kernel output line is the measurement's own progress (shown by the panel) rather than the cells'. */
+export function isProgress(text: string): boolean {
+  const t = text.trim();
+  return /^argus(-lab)?:/.test(t) || /^[A-Za-z_.]*(Error|Exception|Interrupt|Warning)\b:/.test(t);
 }
 
 /** The latest share per region name (last path segment), for badges of `%%argus_region NAME` cells. */

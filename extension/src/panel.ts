@@ -1,6 +1,7 @@
 /**
- * The Argus side panel: stores, sessions, runs (status, provenance, plan) and regions of an evidence store,
- * a region's drill-down, and plan-and-run of `%%argus_region` cells in the open notebook's kernel.
+ * The Argus side panel: the store the active notebook's kernel writes (followed as notebooks change), its runs
+ * and regions, plan-and-run of `%%argus_region` cells in the notebook's kernel; a run or a region opens in the
+ * details view (details.ts), a main-area tab.
  */
 import { Widget } from '@lumino/widgets';
 
@@ -15,29 +16,60 @@ import {
   IStores,
   Row
 } from './api';
-import { clear, el, IColumn, section, table } from './dom';
-import { composeScope, formatDict, formatNs, formatShare, formatTime, formatValue, IRegionCell } from './model';
+import { ArgusDetails } from './details';
+import { clear, el, IColumn, pathNode, section, table } from './dom';
+import {
+  composeScope,
+  formatNs,
+  formatSeconds,
+  formatShare,
+  formatTime,
+  formatWhen,
+  IRegionCell,
+  isProgress,
+  relativeTo
+} from './model';
 import { ReportWidget } from './report';
 
 /** What the panel needs from the open notebook (given by the plugin; faked in tests). */
 export interface INotebookHooks {
   /** The name of the notebook. */
   name: string;
+  /** The notebook's path relative to the Jupyter root (stored with the runs it measures). */
+  path?: string;
   /** The `%%argus_region` cells of the notebook, in order. */
   regionCells(): IRegionCell[];
   /** Run `code` in the notebook's kernel; `onOutput` gets text and MIME bundles as they come. */
   execute(code: string, onOutput: (output: IKernelOutput) => void): Promise<{ status: string; error?: string }>;
   /** Interrupt the kernel (stops the measurement; the runs already finished stay in the store). */
   interrupt(): Promise<void>;
+  /** Evaluate `expression` silently in the kernel: its JSON value, or null when the kernel cannot answer now. */
+  evaluate?(expression: string): Promise<unknown>;
 }
 
 export interface IKernelOutput {
   text?: string;
   data?: Record<string, unknown>;
+  /** An error the kernel reported (`ename: evalue`): shown with the progress. */
+  error?: string;
+}
+
+/** The store the active notebook's kernel writes, as the panel follows it. */
+export interface IKernelStore {
+  notebook: string;
+  abs: string;
+  /** Relative to the Jupyter root; null when outside it (the panel cannot read it then). */
+  rel: string | null;
+  /** How the kernel chose it: `%argus store`, `ARGUS_STORE`, `default` (argus.duckdb in its folder). */
+  source: string;
+  /** Whether the kernel itself said so (else the server's answer: the notebook's folder and $ARGUS_STORE). */
+  asked?: boolean;
 }
 
 export const REPORT_MIME = 'application/vnd.argus.report+json';
+export const PROGRESS_MIME = 'application/vnd.argus.progress+json';
 const DEFAULT_SIGNALS = 'host.wall,host.cpu';
+const PROBE_TIMEOUT_MS = 4000;
 
 export class ArgusPanel extends Widget {
   store = '';
@@ -46,11 +78,19 @@ export class ArgusPanel extends Widget {
   regions: IRegionInfo[] = [];
   runs: IRunInfo[] = [];
   signalsCatalog: ISignalInfo[] = [];
+  /** The store of the active notebook's kernel (null without a notebook). */
+  kernelStore: IKernelStore | null = null;
   /** Called after every refresh of the regions (the plugin updates the cell badges). */
   onRegions: (regions: IRegionInfo[], store: string) => void = () => undefined;
+  /** Shows the details view (the plugin opens it as a main-area tab); null: in the panel's Details section. */
+  openDetails: ((details: ArgusDetails) => void) | null = null;
+  /** Reveals a notebook cell (set by the plugin); a run's workload links to its cells through it. */
+  openCell: ((path: string, cellId: string) => void) | null = null;
+  readonly details: ArgusDetails;
 
   private _storeSelect = el('select', 'jp-ArgusPanel-store');
   private _sessionSelect = el('select', 'jp-ArgusPanel-session');
+  private _kernelNote = el('div', 'jp-ArgusPanel-kernelStore');
   private _status = el('div', 'jp-ArgusPanel-status');
   private _runs = section('Runs', 'jp-ArgusPanel-runs');
   private _regions = section('Regions', 'jp-ArgusPanel-regions');
@@ -64,11 +104,15 @@ export class ArgusPanel extends Widget {
   private _warmup = el('input', 'jp-ArgusPanel-warmup');
   private _preview = el('pre', 'jp-ArgusPanel-preview');
   private _progress = el('pre', 'jp-ArgusPanel-progress');
+  private _output = el('details', 'jp-ArgusPanel-output');
   private _runButton = el('button', 'jp-ArgusPanel-runButton jp-mod-styled jp-mod-accept', 'Run in kernel');
   private _stopButton = el('button', 'jp-ArgusPanel-stopButton jp-mod-styled jp-mod-warn', 'Stop');
+  private _runHint = el('div', 'jp-ArgusPanel-note jp-ArgusPanel-runHint');
   private _running: INotebookHooks | null = null;
   private _result = new ReportWidget();
   private _busy = false;
+  /** The notebook whose kernel store the user overrode by picking another store ('' = follow the kernel). */
+  private _pickedFor = '';
 
   constructor(
     private readonly client: IArgusClient,
@@ -78,6 +122,19 @@ export class ArgusPanel extends Widget {
     this.id = 'argus-lab-panel';
     this.addClass('jp-ArgusPanel');
     this.title.caption = 'Argus: evidence stores, runs, regions';
+    this.details = new ArgusDetails({
+      openRun: runId => void this.showRun(runId),
+      // a kernel names its notebook by its absolute path: the notebook is opened by its path under the root
+      openCell: (path, cellId) => {
+        const root = this.stores?.root_dir ?? '';
+        const rel = path.startsWith('/') ? relativeTo(root, path) : path;
+        if (rel === null) {
+          this.setStatus(`${path} is outside the Jupyter root ${root}: open it from a server rooted above it`, true);
+          return;
+        }
+        this.openCell?.(rel, cellId);
+      }
+    });
     this._build();
   }
 
@@ -86,28 +143,39 @@ export class ArgusPanel extends Widget {
     const head = el('div', 'jp-ArgusPanel-head');
     head.appendChild(el('span', 'jp-ArgusPanel-title', 'Argus'));
     const refresh = el('button', 'jp-ArgusPanel-refresh jp-mod-styled', 'Refresh');
+    refresh.title = 'read the store again (the panel also refreshes after each cell you run)';
     refresh.addEventListener('click', () => void this.refresh());
     head.appendChild(refresh);
     this.node.appendChild(head);
 
     const pick = el('div', 'jp-ArgusPanel-pickers');
-    pick.appendChild(el('label', '', 'Store '));
-    pick.appendChild(this._storeSelect);
-    pick.appendChild(el('label', '', ' Session '));
-    pick.appendChild(this._sessionSelect);
+    const storeLabel = el('label', 'jp-ArgusPanel-pickerRow');
+    storeLabel.appendChild(el('span', '', 'Store'));
+    storeLabel.appendChild(this._storeSelect);
+    const sessionLabel = el('label', 'jp-ArgusPanel-pickerRow');
+    sessionLabel.appendChild(el('span', '', 'Session'));
+    sessionLabel.appendChild(this._sessionSelect);
+    pick.appendChild(storeLabel);
+    pick.appendChild(sessionLabel);
+    this._storeSelect.title = "the evidence store shown (it follows the store of the active notebook's kernel)";
     this._storeSelect.addEventListener('change', () => {
       this.store = this._storeSelect.value;
+      const nb = this.notebook();
+      this._pickedFor = nb && this.store !== this.kernelStore?.rel ? (nb.path ?? nb.name) : '';
       this.session = '';
-      void this.refresh();
+      void this.refreshStore();
     });
     this._sessionSelect.addEventListener('change', () => {
       this.session = this._sessionSelect.value;
       void this.refreshStore();
     });
     this.node.appendChild(pick);
+    this.node.appendChild(this._kernelNote);
     this.node.appendChild(this._status);
     this._buildPlanner();
-    for (const s of [this._planner, this._runs, this._regions, this._detail]) {
+    this._detail.root.hidden = true;
+    // what was measured first (runs, regions), then planning a new measurement
+    for (const s of [this._runs, this._regions, this._planner, this._detail]) {
       this.node.appendChild(s.root);
     }
   }
@@ -152,25 +220,50 @@ export class ArgusPanel extends Widget {
     body.appendChild(form);
     const buttons = el('div', 'jp-ArgusPanel-buttons');
     const preview = el('button', 'jp-ArgusPanel-previewButton jp-mod-styled', 'Preview plan');
+    preview.title = 'show how the request is split into runs, without running anything';
     preview.addEventListener('click', () => void this.previewPlan());
     this._runButton.addEventListener('click', () => void this.runInKernel());
     buttons.appendChild(preview);
     buttons.appendChild(this._runButton);
     this._stopButton.disabled = true;
+    this._stopButton.hidden = true;
     this._stopButton.title = 'interrupt the kernel: the runs already finished stay in the store';
     this._stopButton.addEventListener('click', () => void this.stop());
     buttons.appendChild(this._stopButton);
     body.appendChild(buttons);
+    body.appendChild(this._runHint);
     body.appendChild(this._preview);
     body.appendChild(this._progress);
+    this._output.appendChild(el('summary', '', 'output of the measured cells'));
+    this._output.appendChild(el('pre', 'jp-ArgusPanel-outputText'));
+    this._output.hidden = true;
+    body.appendChild(this._output);
     this._result.addClass('jp-ArgusPanel-result');
     body.appendChild(this._result.node);
+    this.updateRunButton();
   }
 
   protected onAfterAttach(): void {
     if (!this.stores) {
       void this.refresh();
     }
+  }
+
+  /** Enable the Run button only when it can run, and say why not in its tooltip and under it. */
+  updateRunButton(): void {
+    const nb = this.notebook();
+    let why = '';
+    if (this._busy) {
+      why = 'a measurement is running in the kernel: wait for it, or press Stop';
+    } else if (!nb) {
+      why = 'open a notebook with %%argus_region cells: the panel runs them in its kernel';
+    } else if (!nb.regionCells().length) {
+      why = `${nb.name} has no %%argus_region cells: mark a cell with %%argus_region NAME first`;
+    }
+    this._runButton.disabled = why !== '';
+    this._runButton.title =
+      why || `plan, then run the picked region cells of ${nb?.name ?? 'the notebook'} in its kernel`;
+    this._runHint.textContent = this._busy ? '' : why;
   }
 
   // -- loading ----------------------------------------------------------------------------------------------
@@ -188,26 +281,85 @@ export class ArgusPanel extends Widget {
     this._status.classList.toggle('jp-ArgusPanel-error', error);
   }
 
-  /** Reload the list of stores (and everything of the chosen one). */
+  /** The active notebook changed: follow its kernel's store again (a store picked by hand was for the old one). */
+  notebookChanged(): void {
+    const nb = this.notebook();
+    if ((nb?.path ?? nb?.name ?? '') !== this._pickedFor) {
+      this._pickedFor = '';
+    }
+    this.updateRunButton();
+    void this.refresh();
+  }
+
+  /** Ask the active notebook's kernel which store it writes (else the server: its folder and $ARGUS_STORE). */
+  async followKernel(stores: IStores): Promise<IKernelStore | null> {
+    const nb = this.notebook();
+    if (!nb) {
+      this.kernelStore = null;
+      return null;
+    }
+    let abs = '';
+    let source = '';
+    if (nb.evaluate && stores.probe) {
+      const answer = await Promise.race([
+        nb.evaluate(stores.probe).catch(() => null),
+        new Promise<null>(resolve => setTimeout(() => resolve(null), PROBE_TIMEOUT_MS))
+      ]);
+      const v = answer as { store?: unknown; source?: unknown } | null;
+      if (v && typeof v.store === 'string') {
+        abs = v.store;
+        source = typeof v.source === 'string' ? v.source : '';
+      }
+    }
+    const before = this.kernelStore;
+    if (!abs && before?.asked && before.notebook === nb.name) {
+      return before; // the kernel is busy now (a long cell runs): keep what it said when it was idle
+    }
+    const asked = abs !== '';
+    if (!abs && stores.notebook_store) {
+      abs = stores.notebook_store.abs_path;
+      source = stores.notebook_store.source ?? 'default';
+    }
+    if (!abs) {
+      this.kernelStore = null;
+      return null;
+    }
+    this.kernelStore = { notebook: nb.name, abs, rel: relativeTo(stores.root_dir, abs), source, asked };
+    return this.kernelStore;
+  }
+
+  /** Reload the list of stores, follow the active notebook's kernel, and reload the chosen store. */
   async refresh(): Promise<void> {
-    const stores = await this._guard('listing stores', () => this.client.stores());
+    const nb = this.notebook();
+    const stores = await this._guard('listing stores', () => this.client.stores(nb?.path));
     if (!stores) {
       return;
     }
     this.stores = stores;
-    if (!this.store || !stores.stores.some(s => s.path === this.store)) {
+    const kernel = await this.followKernel(stores);
+    const known = (path: string): boolean => stores.stores.some(s => s.path === path);
+    if (kernel?.rel && !this._pickedFor) {
+      this.store = kernel.rel;
+    } else if (!this.store || (!known(this.store) && this.store !== kernel?.rel)) {
       this.store = stores.stores[0]?.path ?? '';
     }
+    this._showKernelNote(kernel, stores);
     clear(this._storeSelect);
-    if (!stores.stores.length) {
+    const options = stores.stores.map(s => s.path);
+    if (kernel?.rel && !known(kernel.rel)) {
+      options.unshift(kernel.rel);
+    }
+    if (!options.length) {
       const none = el('option', '', '(none yet)');
       none.value = '';
       this._storeSelect.appendChild(none);
     }
-    for (const s of stores.stores) {
-      const opt = el('option', '', s.path);
-      opt.value = s.path;
-      opt.selected = s.path === this.store;
+    for (const path of options) {
+      const mine = path === kernel?.rel;
+      const label = mine ? `${path} (kernel of ${kernel.notebook}${known(path) ? '' : ', not written yet'})` : path;
+      const opt = el('option', '', label);
+      opt.value = path;
+      opt.selected = path === this.store;
       this._storeSelect.appendChild(opt);
     }
     if (!this.signalsCatalog.length) {
@@ -236,12 +388,42 @@ export class ArgusPanel extends Widget {
     await this.refreshStore();
   }
 
+  private _showKernelNote(kernel: IKernelStore | null, stores: IStores): void {
+    this._kernelNote.classList.remove('jp-ArgusPanel-error');
+    if (!kernel) {
+      this._kernelNote.textContent = '';
+      return;
+    }
+    const how =
+      kernel.source === '%argus store'
+        ? 'set by %argus store'
+        : kernel.source === 'ARGUS_STORE'
+          ? 'from $ARGUS_STORE'
+          : 'argus.duckdb in its folder';
+    if (kernel.rel === null) {
+      this._kernelNote.textContent =
+        `The kernel of ${kernel.notebook} writes ${kernel.abs} (${how}), outside the Jupyter root ` +
+        `${stores.root_dir}: the panel cannot read it. Start Jupyter in a folder that contains it ` +
+        '(`make demo` does), or choose a store under the root with %argus store PATH.';
+      this._kernelNote.classList.add('jp-ArgusPanel-error');
+      return;
+    }
+    this._kernelNote.textContent = `Kernel of ${kernel.notebook}: ${kernel.rel} (${how})`;
+  }
+
   /** Reload sessions, runs and regions of the chosen store. */
   async refreshStore(): Promise<void> {
-    if (!this.store) {
-      this.setStatus('no evidence store under the Jupyter root yet: plan and run a measurement below');
+    const exists = this.stores?.stores.some(s => s.path === this.store) ?? false;
+    if (!this.store || !exists) {
+      const k = this.kernelStore;
+      this.setStatus(
+        this.store && k?.rel === this.store
+          ? `nothing measured in ${this.store} yet: run a %%argus cell, or plan and run below`
+          : 'no evidence store under the Jupyter root yet: plan and run a measurement below'
+      );
       this.runs = [];
       this.regions = [];
+      clear(this._sessionSelect);
       this._showRuns();
       this._showRegions();
       this.renderPicks();
@@ -284,11 +466,9 @@ export class ArgusPanel extends Widget {
     clear(this._runs.body);
     const cols: IColumn[] = [
       { title: 'run', value: r => String(r.run_id), nowrap: true },
-      { title: 'status', value: r => String(r.status) },
-      { title: 'backends', value: r => ((r.backends as string[]) || []).join(', ') },
-      { title: 'reps', value: r => `${r.reps_done}/${Number(r.repetitions) + Number(r.warmup)}`, numeric: true },
-      { title: 'seconds', value: r => (typeof r.seconds === 'number' ? r.seconds.toFixed(2) : '-'), numeric: true },
-      { title: 'started', value: r => formatTime(r.started_ns) }
+      { title: 'status', value: r => String(r.status), nowrap: true },
+      { title: 'time', value: r => formatSeconds(r.seconds), numeric: true },
+      { title: 'started', value: r => formatWhen(r.started_ns), numeric: true }
     ];
     const t = table(
       cols,
@@ -300,6 +480,10 @@ export class ArgusPanel extends Widget {
       const run = this.runs[i];
       if (run) {
         tr.classList.add('jp-ArgusPanel-run', `jp-ArgusPanel-status-${run.status.replace(/[^a-z]/g, '')}`);
+        (tr as HTMLElement).title =
+          `run ${run.plan_index} of its plan: ${(run.backends || []).join(', ')} measuring ` +
+          `${(run.signals || []).join(', ')}; ${run.reps_done} of ${Number(run.repetitions) + Number(run.warmup)} ` +
+          `repetitions done; started ${formatTime(run.started_ns)} UTC; click for its details`;
       }
     });
     this._runs.body.appendChild(t);
@@ -308,11 +492,10 @@ export class ArgusPanel extends Widget {
   private _showRegions(): void {
     clear(this._regions.body);
     const cols: IColumn[] = [
-      { title: 'region', value: r => String(r.path) },
-      { title: 'instances', value: r => String(r.instances), numeric: true },
-      { title: 'runs', value: r => String(r.runs), numeric: true },
+      { title: 'region', value: r => String(r.path), node: r => pathNode(String(r.path)) },
       { title: 'share', value: r => formatShare(r.share as number | null), numeric: true },
-      { title: 'mean', value: r => formatNs(r.mean), numeric: true }
+      { title: 'mean', value: r => formatNs(r.mean), numeric: true },
+      { title: 'n', value: r => String(r.instances), numeric: true }
     ];
     const t = table(
       cols,
@@ -321,90 +504,33 @@ export class ArgusPanel extends Widget {
       row => void this.showRegion(String(row.path))
     );
     t.querySelectorAll('tbody tr').forEach((tr, i) => {
-      if (this.regions[i]) {
+      const r = this.regions[i];
+      if (r) {
         tr.classList.add('jp-ArgusPanel-region');
-        tr.setAttribute('data-path', this.regions[i].path);
+        tr.setAttribute('data-path', r.path);
+        const where = r.file ? `declared in ${r.file}${r.line ? `, line ${r.line}` : ''}; ` : '';
+        (tr as HTMLElement).title =
+          `${where}${r.instances} instance(s) in ${r.runs} run(s); share of its latest run's ` +
+          `${r.share_signal ?? 'time'}; click for its drill-down`;
       }
     });
     this._regions.body.appendChild(t);
   }
 
   // -- details ----------------------------------------------------------------------------------------------
-  /** Show one run: status, cause, provenance, and the plan it belonged to. */
+  /** Show one run (status, workload, provenance, plan) in the details view. */
   async showRun(runId: string): Promise<IRunDetail | null> {
     const store = this.store;
     const d = await this._guard(`reading run ${runId}`, () => this.client.run(store, runId));
     if (!d) {
       return null;
     }
-    const body = this._detail.body;
-    clear(body);
-    const box = el('div', 'jp-ArgusPanel-runDetail');
-    box.appendChild(el('h4', 'jp-ArgusPanel-detailTitle', `run ${d.run.run_id}: ${d.run.status}`));
-    if (d.run.cause) {
-      box.appendChild(el('pre', 'jp-ArgusPanel-cause', d.run.cause));
-    }
-    const facts: Row[] = [
-      { k: 'signals', v: (d.run.signals || []).join(', ') },
-      { k: 'backends', v: (d.run.backends || []).join(', ') },
-      { k: 'why a separate run', v: d.run.reason },
-      { k: 'request', v: d.request?.text ?? '' },
-      { k: 'workload', v: d.run.workload },
-      { k: 'command', v: d.run.command },
-      { k: 'host', v: `${d.run.host} (pid ${d.run.pid})` },
-      {
-        k: 'versions',
-        v: Object.entries(d.run.versions || {})
-          .map(([a, b]) => `${a} ${b}`)
-          .join(', ')
-      },
-      { k: 'settings', v: formatDict(d.run.settings) || '(defaults)' }
-    ];
-    box.appendChild(
-      table(
-        [
-          { title: 'what', value: r => String(r.k), nowrap: true },
-          { title: 'value', value: r => String(r.v ?? '') }
-        ],
-        facts,
-        'jp-ArgusPanel-runFacts'
-      )
-    );
-    box.appendChild(el('h4', '', 'Provenance'));
-    box.appendChild(
-      table(
-        [
-          { title: 'backend', value: r => String(r.backend) },
-          { title: 'version', value: r => String(r.backend_version ?? '') },
-          { title: 'timestamps', value: r => String(r.timestamps ?? '') },
-          { title: 'clocks', value: r => formatDict(r.clocks) },
-          { title: 'settings', value: r => formatDict(r.settings) }
-        ],
-        d.provenance,
-        'jp-ArgusPanel-provenance'
-      )
-    );
-    box.appendChild(el('h4', '', 'Plan'));
-    box.appendChild(el('pre', 'jp-ArgusPanel-planText', d.plan?.text ?? '(no plan recorded)'));
-    box.appendChild(
-      table(
-        [
-          { title: '#', value: r => String(r.plan_index), numeric: true },
-          { title: 'run', value: r => String(r.run_id), nowrap: true },
-          { title: 'status', value: r => String(r.status) },
-          { title: 'backends', value: r => ((r.backends as string[]) || []).join(', ') }
-        ],
-        d.plan_runs as unknown as Row[],
-        'jp-ArgusPanel-planRuns',
-        row => void this.showRun(String(row.run_id))
-      )
-    );
-    body.appendChild(box);
-    this._detail.root.scrollIntoView?.({ block: 'nearest' });
+    this.details.showRun(d);
+    this._openDetails();
     return d;
   }
 
-  /** Show a region's drill-down: summary per signal, instances, kernels, counters, facts, attributions. */
+  /** Show a region's drill-down (summary per signal, instances, kernels, counters, facts) in the details view. */
   async showRegion(path: string, runId?: string): Promise<IRegionDetail | null> {
     if (!this.store) {
       this.setStatus('no store chosen', true);
@@ -415,106 +541,24 @@ export class ArgusPanel extends Widget {
     if (!d) {
       return null;
     }
-    const body = this._detail.body;
-    clear(body);
-    const box = el('div', 'jp-ArgusPanel-drill');
-    box.setAttribute('data-path', d.path);
-    box.appendChild(el('h4', 'jp-ArgusPanel-detailTitle', `region ${d.path}`));
-    const part = (title: string, cols: IColumn[], rows: Row[], cls: string): void => {
-      box.appendChild(el('h4', '', `${title} (${rows.length})`));
-      box.appendChild(table(cols, rows, cls));
-    };
-    const signals = Array.from(new Set(d.instances.flatMap(i => Object.keys((i.values as Row) || {})))).sort();
-    const runIds = new Set([...d.summary, ...d.instances].map(r => String(r.run_id)));
-    const runCol: IColumn[] = runIds.size > 1 ? [{ title: 'run', value: r => String(r.run_id), nowrap: true }] : [];
-    const ranks = new Set(d.instances.map(r => String(r.rank ?? 0)));
-    const rankCol: IColumn[] =
-      ranks.size > 1 ? [{ title: 'rank', value: r => String(r.rank ?? 0), numeric: true }] : [];
-    if (runIds.size === 1) {
-      box.appendChild(el('div', 'jp-ArgusPanel-note', `from run ${Array.from(runIds)[0]}`));
-    }
-    part(
-      'Signals (non-warm-up instances)',
-      [
-        ...runCol,
-        { title: 'signal', value: r => String(r.signal), nowrap: true },
-        { title: 'n', value: r => String(r.n), numeric: true },
-        { title: 'median', value: r => formatValue(r.median, r.unit), numeric: true },
-        { title: 'p25..p75', value: r => `${formatValue(r.p25, r.unit)}..${formatValue(r.p75, r.unit)}` },
-        { title: 'attribution', value: r => String(r.attribution ?? '') }
-      ],
-      d.summary,
-      'jp-ArgusPanel-summary'
+    this.details.showRegion(
+      d,
+      this.regions.find(r => r.path === path)
     );
-    part(
-      'Instances',
-      [
-        ...runCol,
-        ...rankCol,
-        { title: 'id', value: r => String(r.instance_id), numeric: true },
-        { title: 'index', value: r => String(r.instance_index), numeric: true },
-        { title: 'rep', value: r => `${r.repetition}${r.warmup ? ' (warm-up)' : ''}`, nowrap: true },
-        { title: 'host time', value: r => formatNs(r.duration_ns), numeric: true },
-        ...signals.map(s => ({
-          title: s,
-          value: (r: Row) => formatValue(((r.values as Row) || {})[s], s.startsWith('host.') ? 'ns' : ''),
-          numeric: true
-        })),
-        { title: 'error', value: r => String(r.error ?? '') }
-      ],
-      d.instances,
-      'jp-ArgusPanel-instances'
-    );
-    part(
-      'Kernels',
-      [
-        { title: 'kernel', value: r => String(r.display_name ?? r.name) },
-        { title: 'launches', value: r => String(r.launches), numeric: true },
-        { title: 'total', value: r => formatNs(r.total_ns), numeric: true },
-        { title: 'mean', value: r => formatNs(r.mean_ns), numeric: true },
-        { title: 'registers', value: r => formatValue(r.registers, '') }
-      ],
-      d.kernels,
-      'jp-ArgusPanel-kernels'
-    );
-    part(
-      'Counters',
-      [
-        { title: 'signal', value: r => String(r.signal) },
-        { title: 'n', value: r => String(r.n), numeric: true },
-        { title: 'median', value: r => formatValue(r.median, r.unit), numeric: true },
-        { title: 'attribution', value: r => String(r.attribution ?? '') }
-      ],
-      d.counters,
-      'jp-ArgusPanel-counters'
-    );
-    part(
-      'Compiler facts',
-      [
-        { title: 'binary', value: r => String(r.display_name ?? r.kernel_key) },
-        { title: 'signal', value: r => String(r.signal) },
-        { title: 'value', value: r => formatValue(r.value, r.unit), numeric: true }
-      ],
-      d.facts,
-      'jp-ArgusPanel-facts'
-    );
-    part(
-      'Attribution',
-      [
-        { title: 'class', value: r => String(r.class) },
-        { title: 'evidence', value: r => String(r.evidence) },
-        { title: 'n', value: r => String(r.n), numeric: true },
-        { title: 'reason', value: r => String(r.reason ?? '') }
-      ],
-      d.attributions,
-      'jp-ArgusPanel-attributions'
-    );
-    if (d.truncated) {
-      box.appendChild(el('div', 'jp-ArgusPanel-note', 'only the first 500 instances are shown'));
-    }
-    body.appendChild(box);
-    this._detail.root.scrollIntoView?.({ block: 'nearest' });
+    this._openDetails();
     return d;
+  }
+
+  private _openDetails(): void {
+    if (this.openDetails) {
+      this.openDetails(this.details);
+      return;
+    }
+    if (this.details.node.parentNode !== this._detail.body) {
+      this._detail.body.appendChild(this.details.node);
+    }
+    this._detail.root.hidden = false;
+    this._detail.root.scrollIntoView?.({ block: 'nearest' });
   }
 
   // -- plan and run -----------------------------------------------------------------------------------------
@@ -538,6 +582,7 @@ export class ArgusPanel extends Widget {
     for (const c of cells) {
       add('cell', c.name, `${c.name} (cell ${c.index + 1} of ${nb?.name ?? 'the notebook'})`);
     }
+    this.updateRunButton();
     const names = new Set(cells.map(c => c.name));
     for (const r of this.regions) {
       if (!names.has(r.path)) {
@@ -592,8 +637,12 @@ export class ArgusPanel extends Widget {
     }
   }
 
-  /** The absolute path of the store the kernel should write (the chosen one, or argus.duckdb at the root). */
+  /** The store the kernel should write: the one shown (the kernel's own when the panel follows it). */
   storeForKernel(): { rel: string; abs: string } {
+    const k = this.kernelStore;
+    if (k?.rel !== null && k?.rel !== undefined && (this.store === k.rel || !this.store)) {
+      return { rel: k.rel, abs: k.abs };
+    }
     const found = this.stores?.stores.find(s => s.path === this.store);
     if (found) {
       return { rel: found.path, abs: found.abs_path };
@@ -628,47 +677,78 @@ export class ArgusPanel extends Widget {
         ...req,
         store: target.abs,
         title: `argus panel: ${cells.map(c => c.name).join(', ')}`,
-        cells: cells.map(c => ({ name: c.name, body: c.body }))
+        ...(nb.path ? { notebook: nb.path } : {}),
+        cells: cells.map(c => ({
+          name: c.name,
+          body: c.body,
+          ...(c.id ? { id: c.id, index: c.index } : {})
+        }))
       });
       code = made.code;
     } catch (err) {
       this._progress.textContent = (err as Error).message;
       return false;
     }
-    this._busy = true;
-    this._running = nb;
-    this._runButton.disabled = true;
-    this._stopButton.disabled = false;
+    this._setRunning(nb);
     this._progress.classList.remove('jp-ArgusPanel-error');
     const log: string[] = [`running ${cells.map(c => c.name).join(', ')} in the kernel of ${nb.name}...`];
+    const byRun = new Map<number, number>(); // run index -> its line in the log (updated in place)
+    const output: string[] = [];
     const show = (): void => {
       this._progress.textContent = log.join('\n');
+      const pre = this._output.querySelector('pre');
+      if (pre) {
+        pre.textContent = output.join('\n');
+      }
+      this._output.hidden = output.length === 0;
+      const summary = this._output.querySelector('summary');
+      if (summary) {
+        summary.textContent = `output of the measured cells (${output.length} distinct line(s), once each)`;
+      }
+    };
+    const progress = (line: string, run?: number): void => {
+      if (run !== undefined && byRun.has(run)) {
+        log[byRun.get(run) as number] = line;
+      } else {
+        if (run !== undefined) {
+          byRun.set(run, log.length);
+        }
+        log.push(line);
+      }
+    };
+    const cellText = (text: string): void => {
+      for (const line of text.replace(/\n$/, '').split('\n')) {
+        if (isProgress(line)) {
+          progress(line);
+        } else if (!output.includes(line)) {
+          output.push(line); // the cells run once per repetition: each line of their output is kept once
+        }
+      }
     };
     show();
-    const seen = new Set(this.runs.map(r => r.run_id));
     let report: unknown = null;
-    const poll = setInterval(() => void this._pollRuns(target.rel, seen, log, show), 1000);
     let outcome: { status: string; error?: string };
     try {
       outcome = await nb.execute(code, out => {
-        if (out.data && out.data[REPORT_MIME]) {
-          report = out.data[REPORT_MIME];
-        } else if (out.text) {
-          log.push(out.text.replace(/\n$/, ''));
-          show();
-        } else if (out.data && typeof out.data['text/plain'] === 'string') {
-          log.push(out.data['text/plain'] as string);
-          show();
+        const data = out.data ?? {};
+        const mark = data[PROGRESS_MIME] as { text?: unknown; run?: unknown } | undefined;
+        if (out.error) {
+          progress(out.error);
+        } else if (data[REPORT_MIME]) {
+          report = data[REPORT_MIME];
+        } else if (mark && typeof mark.text === 'string') {
+          progress(mark.text, typeof mark.run === 'number' ? mark.run : undefined);
+        } else if (out.text !== undefined) {
+          cellText(out.text);
+        } else if (typeof data['text/plain'] === 'string') {
+          cellText(data['text/plain'] as string);
         }
+        show();
       });
     } catch (err) {
       outcome = { status: 'error', error: (err as Error).message };
     } finally {
-      clearInterval(poll);
-      this._busy = false;
-      this._running = null;
-      this._runButton.disabled = false;
-      this._stopButton.disabled = true;
+      this._setRunning(null);
     }
     log.push(
       outcome.status === 'ok' ? 'done: the result is in the store' : `failed: ${outcome.error ?? outcome.status}`
@@ -685,31 +765,20 @@ export class ArgusPanel extends Widget {
     return outcome.status === 'ok';
   }
 
+  private _setRunning(nb: INotebookHooks | null): void {
+    this._busy = nb !== null;
+    this._running = nb;
+    this._stopButton.disabled = nb === null;
+    this._stopButton.hidden = nb === null;
+    this.updateRunButton();
+  }
+
   /** Interrupt the measurement that is running, if any. */
   async stop(): Promise<void> {
     if (this._running) {
       this._progress.textContent += '\ninterrupting the kernel...';
       await this._running.interrupt();
     }
-  }
-
-  private async _pollRuns(store: string, seen: Set<string>, log: string[], show: () => void): Promise<void> {
-    let runs: IRunInfo[];
-    try {
-      runs = await this.client.runs(store);
-    } catch {
-      return; // the store may not exist until the first run is written
-    }
-    for (const r of runs.filter(x => !seen.has(x.run_id)).reverse()) {
-      const line = `store: run ${r.plan_index} ${r.run_id} [${(r.backends || []).join(', ')}] ${r.status}`;
-      if (!log.includes(line)) {
-        log.push(line);
-      }
-      if (r.status !== 'running') {
-        seen.add(r.run_id);
-      }
-    }
-    show();
   }
 
   dispose(): void {

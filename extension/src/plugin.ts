@@ -1,10 +1,11 @@
 /**
- * The JupyterLab plugin: the Argus side panel, its notebook hooks (region cells, kernel execution) and the cell
- * badges of `%%argus_region` cells.
+ * The JupyterLab plugin: the Argus side panel, its notebook hooks (region cells, kernel execution, the kernel's
+ * store), the details view as a main-area tab, links from runs back to their cells, and the cell badges of
+ * `%%argus_region` cells.
  */
 import { JupyterFrontEnd, JupyterFrontEndPlugin } from '@jupyterlab/application';
 import { ICommandPalette } from '@jupyterlab/apputils';
-import { INotebookTracker, NotebookPanel } from '@jupyterlab/notebook';
+import { INotebookTracker, NotebookActions, NotebookPanel } from '@jupyterlab/notebook';
 import { KernelMessage } from '@jupyterlab/services';
 import { LabIcon } from '@jupyterlab/ui-components';
 import { Widget } from '@lumino/widgets';
@@ -12,6 +13,7 @@ import { Widget } from '@lumino/widgets';
 import { ArgusClient, IRegionInfo } from './api';
 import { updateBadges } from './badges';
 import { regionCells } from './model';
+import { ArgusDetails } from './details';
 import { ArgusPanel, IKernelOutput, INotebookHooks } from './panel';
 
 const COMMAND_OPEN = 'argus-lab:open-panel';
@@ -24,21 +26,82 @@ const argusIcon = new LabIcon({
     '0-9 4.5 4.5 0 0 1 0 9zm0-2.5a2 2 0 1 0 0-4 2 2 0 0 0 0 4z"/></g></svg>'
 });
 
-function codeSources(panel: NotebookPanel): Array<{ widget: Widget & { node: HTMLElement }; source: string }> {
-  const out: Array<{ widget: Widget & { node: HTMLElement }; source: string }> = [];
+interface ICodeCell {
+  widget: Widget & { node: HTMLElement };
+  source: string;
+  id: string;
+}
+
+function codeSources(panel: NotebookPanel): ICodeCell[] {
+  const out: ICodeCell[] = [];
   for (const cell of panel.content.widgets) {
     if (cell.model.type === 'code') {
-      out.push({ widget: cell, source: cell.model.sharedModel.getSource() });
+      out.push({ widget: cell, source: cell.model.sharedModel.getSource(), id: cell.model.id });
     }
   }
   return out;
+}
+
+/** Evaluate `expression` in the notebook's kernel as a silent user expression; its JSON value, or null. */
+async function evaluate(panel: NotebookPanel, expression: string): Promise<unknown> {
+  const kernel = panel.sessionContext.session?.kernel;
+  if (kernel && kernel.status !== 'idle') {
+    // a cell runs (Run All): wait a little for the kernel to be idle, never queue behind a long cell
+    await new Promise<void>(resolve => {
+      const done = (): void => {
+        kernel.statusChanged.disconnect(check);
+        window.clearTimeout(timer);
+        resolve();
+      };
+      const check = (): void => {
+        if (kernel.status === 'idle') {
+          done();
+        }
+      };
+      const timer = window.setTimeout(done, 3000);
+      kernel.statusChanged.connect(check);
+    });
+  }
+  if (!kernel || kernel.status !== 'idle') {
+    return null;
+  }
+  const future = kernel.requestExecute({
+    code: '',
+    silent: true,
+    store_history: false,
+    allow_stdin: false,
+    user_expressions: { argus: expression }
+  });
+  const reply = await future.done;
+  const content = reply.content as { status: string; user_expressions?: Record<string, unknown> };
+  const answer = content.user_expressions?.argus as { status?: string; data?: Record<string, unknown> } | undefined;
+  if (content.status !== 'ok' || !answer || answer.status !== 'ok' || !answer.data) {
+    return null;
+  }
+  const json = answer.data['application/json'];
+  if (json && typeof json === 'object') {
+    return json;
+  }
+  try {
+    return JSON.parse(String(answer.data['text/plain'] ?? ''));
+  } catch {
+    return null;
+  }
 }
 
 /** The panel's view of a notebook: its region cells and its kernel. */
 export function notebookHooks(panel: NotebookPanel): INotebookHooks {
   return {
     name: panel.context.path.split('/').pop() ?? panel.context.path,
-    regionCells: () => regionCells(codeSources(panel).map(c => c.source)),
+    path: panel.context.path,
+    regionCells: () => {
+      const cells = codeSources(panel);
+      return regionCells(
+        cells.map(c => c.source),
+        cells.map(c => c.id)
+      );
+    },
+    evaluate: (expression: string) => evaluate(panel, expression),
     execute: async (code: string, onOutput: (o: IKernelOutput) => void) => {
       await panel.sessionContext.ready;
       const kernel = panel.sessionContext.session?.kernel;
@@ -58,7 +121,7 @@ export function notebookHooks(panel: NotebookPanel): INotebookHooks {
           onOutput({ data: msg.content.data });
         } else if (KernelMessage.isErrorMsg(msg)) {
           error = `${msg.content.ename}: ${msg.content.evalue}`;
-          onOutput({ text: error });
+          onOutput({ error });
         }
       };
       const reply = await future.done;
@@ -82,9 +145,38 @@ const plugin: JupyterFrontEndPlugin<void> = {
     panel.title.icon = argusIcon;
     app.shell.add(panel, 'left', { rank: 900 });
 
+    // a run or a region opens as a main-area tab next to the notebook (wide tables read at the main area's width)
+    panel.openDetails = (details: ArgusDetails) => {
+      if (!details.isAttached) {
+        const ref = tracker.currentWidget?.id;
+        app.shell.add(details, 'main', ref ? { ref, mode: 'split-right' } : { mode: 'split-right' });
+      }
+      app.shell.activateById(details.id);
+    };
+    // a run's workload links back to its cells: open the notebook, select the cell, scroll to it
+    panel.openCell = (path: string, cellId: string) => {
+      void (async () => {
+        const opened = await app.commands.execute('docmanager:open', { path });
+        const nb = (tracker.find(w => w.context.path === path) ?? opened) as NotebookPanel | undefined;
+        if (!nb?.content) {
+          return;
+        }
+        await nb.revealed;
+        app.shell.activateById(nb.id);
+        const index = nb.content.widgets.findIndex(c => c.model.id === cellId);
+        if (index < 0) {
+          panel.setStatus(`the cell of that run is no longer in ${path} (deleted since)`, true);
+          return;
+        }
+        nb.content.activeCellIndex = index;
+        await nb.content.scrollToItem(index, 'center');
+        nb.content.widgets[index].node.classList.add('jp-ArgusFlash');
+        window.setTimeout(() => nb.content.widgets[index]?.node.classList.remove('jp-ArgusFlash'), 1500);
+      })();
+    };
+
     let latest: { regions: IRegionInfo[] } = { regions: [] };
     const openRegion = (path: string): void => {
-      app.shell.activateById(panel.id);
       void panel.showRegion(path);
     };
     const badgeNotebook = (nb: NotebookPanel | null): void => {
@@ -118,7 +210,16 @@ const plugin: JupyterFrontEndPlugin<void> = {
       nb.content.model?.contentChanged.connect(soon);
       nb.content.modelChanged.connect(soon);
     });
-    tracker.currentChanged.connect(soon);
+    tracker.currentChanged.connect(() => {
+      soon();
+      panel.notebookChanged();
+    });
+    // after a cell ran (Run All included), the panel reads the store again: the new runs show up by themselves
+    let after: number | undefined;
+    NotebookActions.executed.connect(() => {
+      window.clearTimeout(after);
+      after = window.setTimeout(() => void panel.refresh(), 800);
+    });
 
     app.commands.addCommand(COMMAND_OPEN, {
       label: 'Argus: Open the evidence panel',

@@ -243,7 +243,7 @@ def test_plan_run_and_drill_into_a_region_from_the_panel(page: Any, lab: dict[st
     run_row = panel.locator(".jp-ArgusPanel-run").first
     assert " ok" in run_row.inner_text() or "\tok" in run_row.inner_text()
     run_row.click()
-    detail = panel.locator(".jp-ArgusPanel-runDetail")
+    detail = page.locator(".jp-ArgusDetails .jp-ArgusPanel-runDetail")  # a main-area tab, not the sidebar
     detail.wait_for()
     assert "CLOCK_REALTIME" in detail.inner_text()
     assert "plan: 1 run(s)" in detail.inner_text()
@@ -253,7 +253,7 @@ def test_plan_run_and_drill_into_a_region_from_the_panel(page: Any, lab: dict[st
     region.wait_for()
     assert "%" in region.inner_text()
     region.click()
-    drill = panel.locator(".jp-ArgusPanel-drill[data-path='attn']")
+    drill = page.locator(".jp-ArgusDetails .jp-ArgusPanel-drill[data-path='attn']")
     drill.wait_for()
     drill_text = drill.inner_text()
     assert "Instances (4)" in drill_text  # 1 warm-up + 3 measured
@@ -271,7 +271,7 @@ def test_plan_run_and_drill_into_a_region_from_the_panel(page: Any, lab: dict[st
     mlp_share = int(badge.inner_text().split()[-1].rstrip("%"))
     assert attn_share > mlp_share  # 30 ms against 10 ms
     badge.click()
-    panel.locator(".jp-ArgusPanel-drill[data-path='mlp']").wait_for()
+    page.locator(".jp-ArgusDetails .jp-ArgusPanel-drill[data-path='mlp']").wait_for()
     page.screenshot(path=str(SHOTS / "4-badges.png"))
     assert page.errors == []  # type: ignore[attr-defined]
 
@@ -334,7 +334,7 @@ def test_two_rank_report_draws_a_lane_per_rank_in_jupyterlab(page: Any, lab: dic
     report.locator(".argus-timeline .main-svg").first.wait_for(timeout=60_000)
     labels = [t.text_content() for t in report.locator(".argus-timeline g.ytick text").all()]
     for rank in (0, 1):
-        assert f"rank {rank} \u00b7 MainThread \u00b7 depth 0" in labels
+        assert f"rank {rank} \u00b7 MainThread" in labels
         assert f"rank {rank} \u00b7 GPU {rank} stream 17" in labels
     assert "2 ranks, each on rank 0\u2019s clock" in report.inner_text()
     report.scroll_into_view_if_needed()

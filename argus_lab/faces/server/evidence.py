@@ -23,7 +23,7 @@ if TYPE_CHECKING:
 MAX_ROWS = 500
 MAX_RUNS = 20
 TIME_SIGNALS = ("gpu.time", "host.wall")  # share-of-time signals, preferred first
-_JSON_COLUMNS = frozenset({"settings", "env", "versions", "spec", "clocks"})
+_JSON_COLUMNS = frozenset({"settings", "env", "versions", "spec", "clocks", "origin"})
 
 
 def _records(store: Store, sql: str, params: Sequence[Any] = ()) -> list[dict[str, Any]]:
@@ -47,6 +47,14 @@ def _json(value: Any) -> Any:
         return json.loads(value)
     except ValueError:
         return value
+
+
+def _columns(store: Store, table: str) -> set[str]:
+    """The columns a table of this store has (stores written by older versions lack the newer ones)."""
+    return {
+        r["column_name"]
+        for r in _records(store, "SELECT column_name FROM information_schema.columns WHERE table_name = ?", [table])
+    }
 
 
 def sessions(store: Store) -> list[dict[str, Any]]:
@@ -83,9 +91,10 @@ def runs(store: Store, session: str | None = None) -> list[dict[str, Any]]:
 
 def run_detail(store: Store, run_id: str) -> dict[str, Any] | None:
     """One run with its provenance, the plan and request it belonged to, its sibling runs and artifacts."""
+    origin = "r.origin" if "origin" in _columns(store, "runs") else "NULL AS origin"  # stores older than the column
     found = _records(
         store,
-        f"SELECT {_RUN_COLUMNS}, r.settings, r.workload, r.command, r.env, r.versions, r.host, r.pid "
+        f"SELECT {_RUN_COLUMNS}, r.settings, r.workload, r.command, r.env, r.versions, r.host, r.pid, {origin} "
         "FROM runs r LEFT JOIN requests q ON q.request_id = r.request_id WHERE r.run_id = ?",
         [run_id],
     )
@@ -182,11 +191,14 @@ def region_detail(store: Store, path: str, run_id: str | None = None) -> dict[st
     run_clause = "AND i.run_id = ?" if run_id else ""
     rp: list[Any] = [path, run_id] if run_id else [path]
     inst_filter = f"i.path = ? {run_clause}"
+    have = _columns(store, "region_instances")
+    thread_name = "i.thread_name" if "thread_name" in have else "NULL AS thread_name"  # older stores lack it
     instances = _records(
         store,
         f"""
         SELECT i.run_id, i.instance_id, i.instance_index, i.parent_instance_id, i.repetition, i.warmup,
-               i.pid, coalesce(i.rank, 0) AS rank, i.end_ns - i.start_ns AS duration_ns, i.cpu_ns, i.error
+               i.pid, coalesce(i.rank, 0) AS rank, {thread_name}, i.end_ns - i.start_ns AS duration_ns, i.cpu_ns,
+               i.error
         FROM region_instances i JOIN runs r ON r.run_id = i.run_id
         WHERE {inst_filter} ORDER BY r.started_ns DESC, i.instance_id LIMIT ?
         """,

@@ -16,7 +16,7 @@ from jupyter_server.base.handlers import APIHandler
 
 from argus_lab.errors import ArgusError
 from argus_lab.faces.server import evidence
-from argus_lab.faces.server.paths import StorePathError, find_stores, resolve_store
+from argus_lab.faces.server.paths import StorePathError, find_stores, notebook_store, resolve_store
 
 if TYPE_CHECKING:
     from collections.abc import Callable
@@ -63,12 +63,24 @@ class _Base(APIHandler):
 
 
 class StoresHandler(_Base):
-    """``GET stores``: the ``*.duckdb`` files under the server root."""
+    """``GET stores[?notebook=PATH]``: the ``*.duckdb`` files under the server root; with a notebook, also the store
+    its kernel writes by default (``$ARGUS_STORE`` of the server, else ``argus.duckdb`` in the notebook's folder),
+    and the expression that asks a kernel which store it writes (``probe``, evaluated by the panel)."""
 
     @tornado.web.authenticated
     async def get(self) -> None:
+        from argus_lab.faces.cell_code import STORE_PROBE
+
         found = await asyncio.to_thread(find_stores, self.root_dir)
-        self.finish(json.dumps({"root_dir": self.root_dir, "stores": [s.to_dict() for s in found]}))
+        answer: dict[str, Any] = {
+            "root_dir": self.root_dir,
+            "stores": [s.to_dict() for s in found],
+            "probe": STORE_PROBE,
+        }
+        notebook = self.text_arg("notebook")
+        if notebook:
+            answer["notebook_store"] = notebook_store(self.root_dir, notebook).to_dict()
+        self.finish(json.dumps(answer))
 
 
 class SessionsHandler(_Base):
@@ -196,11 +208,14 @@ class MeasureCodeHandler(_Base):
         if not isinstance(body, dict):
             self.fail(400, "the body must be a JSON object such as {'signals': 'host.wall', 'cells': [...]}")
             return
-        texts = {k: body.get(k, "") for k in ("signals", "scope", "store", "title")}
+        texts = {k: body.get(k, "") for k in ("signals", "scope", "store", "title", "notebook")}
         repeat, warmup = body.get("repeat", 3), body.get("warmup", 1)
         cells = body.get("cells", [])
         if not all(isinstance(v, str) and len(v) <= MAX_TEXT for v in texts.values()):
-            self.fail(400, f"`signals`, `scope`, `store` and `title` must be strings of at most {MAX_TEXT} characters")
+            self.fail(
+                400,
+                f"`signals`, `scope`, `store`, `title` and `notebook` must be strings of at most {MAX_TEXT} characters",
+            )
             return
         if not (isinstance(repeat, int) and isinstance(warmup, int) and 1 <= repeat <= 10000 and 0 <= warmup <= 1000):
             self.fail(400, "`repeat` must be an integer in 1..10000 and `warmup` in 0..1000")
@@ -209,30 +224,40 @@ class MeasureCodeHandler(_Base):
             isinstance(cells, list)
             and len(cells) <= MAX_CELLS
             and all(
-                isinstance(c, dict) and isinstance(c.get("name"), str) and isinstance(c.get("body"), str) for c in cells
+                isinstance(c, dict)
+                and isinstance(c.get("name"), str)
+                and isinstance(c.get("body"), str)
+                and isinstance(c.get("id", ""), str)
+                and len(c.get("id", "")) <= 200
+                and (isinstance(c.get("index", 0), int) and not isinstance(c.get("index", 0), bool))
+                for c in cells
             )
             and sum(len(c["name"]) + len(c["body"]) for c in cells) <= MAX_CELL_TEXT
         ):
             self.fail(400, f"`cells` must be a list of at most {MAX_CELLS} {{'name': str, 'body': str}} objects")
             return
         try:
-            result = await asyncio.to_thread(
-                _measure_code, texts, repeat, warmup, [(c["name"], c["body"]) for c in cells]
-            )
+            result = await asyncio.to_thread(_measure_code, texts, repeat, warmup, cells)
         except ArgusError as exc:
             self.fail(400, str(exc))
             return
         self.finish(json.dumps(result))
 
 
-def _measure_code(texts: dict[str, str], repeat: int, warmup: int, cells: list[tuple[str, str]]) -> dict[str, Any]:
+def _measure_code(texts: dict[str, str], repeat: int, warmup: int, cells: list[dict[str, Any]]) -> dict[str, Any]:
     from argus_lab.faces.cell_code import kernel_code, measure_line
 
     _plan(texts["signals"], texts["scope"], repeat, warmup)  # a request the planner refuses gets its message
     signals, scope, store, title = texts["signals"], texts["scope"], texts["store"] or None, texts["title"]
+    origin = ""
+    if texts["notebook"]:
+        picked = [{"id": c.get("id", ""), "name": c["name"], "index": c.get("index")} for c in cells]
+        origin = json.dumps({"notebook": texts["notebook"], "cells": picked})
     return {
         "line": measure_line(signals, scope, repeat, warmup, store, title=title),
-        "code": kernel_code(cells, signals, scope, repeat, warmup, store, title),
+        "code": kernel_code(
+            [(c["name"], c["body"]) for c in cells], signals, scope, repeat, warmup, store, title, origin
+        ),
     }
 
 

@@ -88,3 +88,30 @@ def find_stores(root: str | os.PathLike[str], max_depth: int = MAX_DEPTH) -> lis
             found.append(StoreFile((rel / name).as_posix(), str(full), st.st_size, st.st_mtime_ns))
     found.sort(key=lambda s: (-s.mtime_ns, s.path))
     return found
+
+
+@dataclass(frozen=True)
+class NotebookStore:
+    """The store a notebook's kernel writes unless told otherwise, as the server sees it."""
+
+    abs_path: str
+    path: str | None  # relative to the root, with ``/``; None when the store is outside the root
+    exists: bool
+    source: str  # ``ARGUS_STORE`` (the server's environment, which kernels inherit) or ``default``
+
+    def to_dict(self) -> dict[str, object]:
+        """A JSON-ready form."""
+        return {"abs_path": self.abs_path, "path": self.path, "exists": self.exists, "source": self.source}
+
+
+def notebook_store(root: str | os.PathLike[str], notebook: str) -> NotebookStore:
+    """Where the kernel of ``notebook`` (a path relative to ``root``) writes by default: ``$ARGUS_STORE`` of this
+    server (kernels inherit it; a relative value is taken from the notebook's folder, the kernel's working folder),
+    else ``argus.duckdb`` in the notebook's folder.  Nothing is created or opened."""
+    base = Path(root).resolve()
+    folder = (base / notebook.lstrip("/")).parent
+    env = os.environ.get("ARGUS_STORE")
+    target = (folder / os.path.expanduser(env or "argus.duckdb")).resolve()
+    inside = target == base or base in target.parents
+    rel = target.relative_to(base).as_posix() if inside else None
+    return NotebookStore(str(target), rel, target.is_file(), "ARGUS_STORE" if env else "default")

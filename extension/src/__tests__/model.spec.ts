@@ -1,4 +1,16 @@
-import { composeScope, formatNs, formatShare, regionCells, regionName, sharesByName } from '../model';
+import {
+  composeScope,
+  flatten,
+  formatNs,
+  formatSeconds,
+  formatShare,
+  formatWhen,
+  isProgress,
+  regionCells,
+  regionName,
+  relativeTo,
+  sharesByName
+} from '../model';
 
 describe('region cells', () => {
   it('reads the region name of the first line', () => {
@@ -45,5 +57,39 @@ describe('formatting and scopes', () => {
     ]);
     expect(m.get('attn')).toEqual({ path: 'attn', share: 0.9, signal: 'gpu.time' });
     expect(m.get('step')?.share).toBe(1);
+  });
+});
+
+describe('narrow-column and key/value formatting', () => {
+  it('flattens nested settings into dotted keys, JSON text included', () => {
+    expect(flatten({ cupti: { buffer_mb: 64, kinds: ['kernel', 'memcpy'] }, empty: {} })).toEqual([
+      ['cupti.buffer_mb', '64'],
+      ['cupti.kinds', 'kernel, memcpy'],
+      ['empty', '(none)']
+    ]);
+    expect(flatten('{"a": {"b": 1}}', 'settings')).toEqual([['settings.a.b', '1']]);
+    expect(flatten(null)).toEqual([]);
+  });
+
+  it('places a store under the Jupyter root, or says it is outside', () => {
+    expect(relativeTo('/repo', '/repo/argus.duckdb')).toBe('argus.duckdb');
+    expect(relativeTo('/repo/', '/repo/notebooks/a.duckdb')).toBe('notebooks/a.duckdb');
+    expect(relativeTo('/repo', '/repository/a.duckdb')).toBeNull();
+    expect(relativeTo('/repo/notebooks', '/repo/argus.duckdb')).toBeNull();
+  });
+
+  it('writes times and durations short', () => {
+    const now = new Date(2026, 10, 30, 15, 0, 0).getTime();
+    expect(formatWhen(new Date(2026, 10, 30, 14, 3, 27).getTime() * 1e6, now)).toBe('14:03:27');
+    expect(formatWhen(new Date(2026, 10, 29, 9, 5, 0).getTime() * 1e6, now)).toBe('11-29 09:05');
+    expect(formatSeconds(0.3612)).toBe('0.36 s');
+    expect(formatSeconds(185)).toBe('3 min 5 s');
+    expect(formatSeconds(null)).toBe('-');
+  });
+
+  it("tells the measurement's progress from the cells' own output", () => {
+    expect(isProgress('argus: run 1/2 [host] ok')).toBe(true);
+    expect(isProgress('UsageError: the measured cell raised ZeroDivisionError')).toBe(true);
+    expect(isProgress('loss 0.25')).toBe(false);
   });
 });

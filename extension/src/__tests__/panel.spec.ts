@@ -1,7 +1,8 @@
 import { IArgusClient, IMeasureCodeRequest, IPlanRequest, IRegionInfo, IRunInfo } from '../api';
 import { BADGE_CLASS, updateBadges } from '../badges';
 import { regionCells } from '../model';
-import { ArgusPanel, IKernelOutput, INotebookHooks, REPORT_MIME } from '../panel';
+import { ArgusDetails } from '../details';
+import { ArgusPanel, IKernelOutput, INotebookHooks, PROGRESS_MIME, REPORT_MIME } from '../panel';
 import bundle from './fixtures/report-bundle.json';
 
 const run = (id: string, status: string, started: number): IRunInfo => ({
@@ -40,11 +41,16 @@ class FakeClient implements IArgusClient {
   runList: IRunInfo[] = [run('r-1', 'ok', 1.7e18)];
   plans: IPlanRequest[] = [];
   measures: IMeasureCodeRequest[] = [];
-  async stores() {
-    this.calls.push('stores');
+  origin: unknown = null;
+  async stores(notebook?: string) {
+    this.calls.push(`stores ${notebook ?? ''}`);
     return {
       root_dir: '/root',
-      stores: [{ path: 'work/argus.duckdb', abs_path: '/root/work/argus.duckdb', size: 1, mtime_ns: 1 }]
+      stores: [{ path: 'work/argus.duckdb', abs_path: '/root/work/argus.duckdb', size: 1, mtime_ns: 1 }],
+      probe: 'kernel_store()',
+      ...(notebook
+        ? { notebook_store: { abs_path: '/root/nb/argus.duckdb', path: 'nb/argus.duckdb', exists: false } }
+        : {})
     };
   }
   async sessions(store: string) {
@@ -60,15 +66,24 @@ class FakeClient implements IArgusClient {
     return {
       run: {
         ...run(runId, 'ok', 1),
-        settings: {},
-        workload: 'callable',
+        settings: { host: { cpu_clock: 'thread', buffer: { mb: 64 } } },
+        workload: this.origin ? 'cell [5] of quickstart.ipynb' : 'callable',
         command: 'in-process',
         env: {},
         versions: { argus_lab: '0.1.0' },
         host: 'h',
-        pid: 7
+        pid: 7,
+        origin: this.origin as never
       },
-      provenance: [{ backend: 'host', backend_version: 'time.time_ns', clocks: { host_clock: 'CLOCK_REALTIME' } }],
+      provenance: [
+        {
+          backend: 'host',
+          backend_version: 'time.time_ns',
+          timestamps: 'measured',
+          clocks: { host_clock: 'CLOCK_REALTIME' },
+          settings: '{"level_units": {"W": "W"}, "runs_joined": ["r-1"]}'
+        }
+      ],
       plan: { plan_id: 'p-1', text: 'plan: 1 run(s) for 1 signal(s)', spec: {} },
       request: { request_id: 'q-1', text: 'signals=host.wall', spec: {} },
       plan_runs: [{ run_id: runId, plan_index: 0, status: 'ok', backends: ['host'], reason: 'first run' }],
@@ -146,11 +161,16 @@ class FakeClient implements IArgusClient {
   }
 }
 
-function fakeNotebook(sources: string[], outputs: IKernelOutput[], status = 'ok') {
+function fakeNotebook(sources: string[], outputs: IKernelOutput[], status = 'ok', extra: Partial<INotebookHooks> = {}) {
   const executed: string[] = [];
   const hooks: INotebookHooks = {
     name: 'demo.ipynb',
-    regionCells: () => regionCells(sources),
+    ...extra,
+    regionCells: () =>
+      regionCells(
+        sources,
+        sources.map((_, i) => `id-${i}`)
+      ),
     execute: async (code, onOutput) => {
       executed.push(code);
       outputs.forEach(onOutput);
@@ -270,7 +290,7 @@ describe('the Argus panel', () => {
     client.runList = [run('r-2', 'ok', 1.8e18), ...client.runList];
     expect(await panel.runInKernel()).toBe(true);
     expect(client.measures).toHaveLength(1);
-    expect(client.measures[0].cells).toEqual([{ name: 'mlp', body: 'z = 3' }]);
+    expect(client.measures[0].cells).toEqual([{ name: 'mlp', body: 'z = 3', id: 'id-1', index: 1 }]);
     expect(client.measures[0].store).toBe('/root/work/argus.duckdb');
     expect(client.measures[0].signals).toBe('host.wall,host.cpu');
     expect(nb.executed).toEqual(['# measure mlp']); // exactly the code the server made
@@ -312,15 +332,21 @@ describe('the Argus panel', () => {
     const panel = new ArgusPanel(new FakeClient(), () => hooks);
     await panel.refresh();
     const stop = panel.node.querySelector('.jp-ArgusPanel-stopButton') as HTMLButtonElement;
+    const runButton = panel.node.querySelector('.jp-ArgusPanel-runButton') as HTMLButtonElement;
     expect(stop.disabled).toBe(true);
+    expect(stop.hidden).toBe(true); // the Stop button is shown only while something runs
     const running = panel.runInKernel();
     await new Promise(r => setTimeout(r, 0));
     expect(stop.disabled).toBe(false);
+    expect(stop.hidden).toBe(false);
+    expect(runButton.disabled).toBe(true);
+    expect(runButton.title).toContain('a measurement is running');
     expect(await panel.runInKernel()).toBe(false); // one measurement at a time
     await panel.stop();
     expect(await running).toBe(false);
     expect(interrupted).toBe(1);
     expect(stop.disabled).toBe(true);
+    expect(stop.hidden).toBe(true);
     expect(panel.node.querySelector('.jp-ArgusPanel-progress')?.textContent).toContain('failed: KeyboardInterrupt');
   });
 
@@ -334,6 +360,157 @@ describe('the Argus panel', () => {
     expect(await panel2.runInKernel()).toBe(false);
     expect(empty.executed).toHaveLength(0);
     expect(panel2.node.querySelector('.jp-ArgusPanel-progress')?.textContent).toContain('%%argus_region NAME');
+  });
+});
+
+describe('the Argus panel, as a newcomer reads it', () => {
+  it('keeps the runs table to narrow columns and says the rest in the row tooltip', async () => {
+    const panel = new ArgusPanel(new FakeClient(), () => null);
+    await panel.refresh();
+    const heads = Array.from(panel.node.querySelectorAll('.jp-ArgusPanel-runTable th')).map(th => th.textContent);
+    expect(heads).toEqual(['run', 'status', 'time', 'started']);
+    const row = panel.node.querySelector('.jp-ArgusPanel-run') as HTMLElement;
+    expect(row.textContent).toContain('0.5 s');
+    expect(row.title).toContain('host measuring host.wall; 4 of 4 repetitions done');
+  });
+
+  it('breaks region paths only after a slash, never inside a name', async () => {
+    const panel = new ArgusPanel(new FakeClient(), () => null);
+    await panel.refresh();
+    const cell = panel.node.querySelectorAll('.jp-ArgusPanel-region')[1].querySelector('td') as HTMLElement;
+    const segs = Array.from(cell.querySelectorAll('.jp-ArgusPanel-seg')).map(x => x.textContent);
+    expect(segs).toEqual(['attn/', '<b>inner</', 'b>']); // every '/' separates path levels
+    expect(cell.querySelectorAll('wbr')).toHaveLength(2);
+    expect(cell.textContent).toBe('attn/<b>inner</b>');
+  });
+
+  it('shows settings and provenance as key/value lists, not JSON', async () => {
+    const panel = new ArgusPanel(new FakeClient(), () => null);
+    await panel.refresh();
+    await panel.showRun('r-1');
+    const detail = panel.node.querySelector('.jp-ArgusPanel-runDetail') as HTMLElement;
+    const keys = Array.from(detail.querySelectorAll('.jp-ArgusPanel-settings dt')).map(x => x.textContent);
+    expect(keys).toEqual(['host.cpu_clock', 'host.buffer.mb']);
+    const prov = Array.from(detail.querySelectorAll('.jp-ArgusPanel-provenance dt')).map(x => x.textContent);
+    expect(prov).toEqual(['timestamps', 'clocks.host_clock', 'settings.level_units.W', 'settings.runs_joined']);
+    expect(detail.querySelector('.jp-ArgusPanel-provenance')?.textContent).not.toContain('{');
+  });
+
+  it('links a run measured from a notebook cell back to that cell', async () => {
+    const client = new FakeClient();
+    client.origin = { notebook: 'notebooks/quickstart.ipynb', cells: [{ id: 'c-5', execution_count: 5 }] };
+    const panel = new ArgusPanel(client, () => null);
+    const opened: string[] = [];
+    panel.openCell = (path, id) => opened.push(`${path}#${id}`);
+    await panel.refresh();
+    await panel.showRun('r-1');
+    const link = panel.node.querySelector('.jp-ArgusPanel-cellLink') as HTMLButtonElement;
+    expect(link.textContent).toBe('cell [5] of quickstart.ipynb');
+    link.click();
+    expect(opened).toEqual(['notebooks/quickstart.ipynb#c-5']);
+  });
+
+  it('opens details through the plugin hook (a main-area tab) when it is set', async () => {
+    const panel = new ArgusPanel(new FakeClient(), () => null);
+    const shown: ArgusDetails[] = [];
+    panel.openDetails = d => shown.push(d);
+    await panel.refresh();
+    await panel.showRegion('attn');
+    expect(shown).toHaveLength(1);
+    expect(shown[0].title.label).toBe('Argus: attn');
+    expect(shown[0].node.querySelector('.jp-ArgusPanel-drill')?.getAttribute('data-path')).toBe('attn');
+    expect(panel.node.querySelector('.jp-ArgusPanel-drill')).toBeNull(); // not squeezed into the sidebar
+  });
+
+  it('says why the Run button is disabled', async () => {
+    const none = new ArgusPanel(new FakeClient(), () => null);
+    const button = none.node.querySelector('.jp-ArgusPanel-runButton') as HTMLButtonElement;
+    expect(button.disabled).toBe(true);
+    expect(button.title).toContain('open a notebook');
+    const plain = fakeNotebook(['x = 1'], []);
+    const panel = new ArgusPanel(new FakeClient(), () => plain.hooks);
+    await panel.refresh();
+    const b2 = panel.node.querySelector('.jp-ArgusPanel-runButton') as HTMLButtonElement;
+    expect(b2.disabled).toBe(true);
+    expect(b2.title).toContain('demo.ipynb has no %%argus_region cells');
+    expect(panel.node.querySelector('.jp-ArgusPanel-runHint')?.textContent).toBe(b2.title);
+    const marked = fakeNotebook(['%%argus_region a\nx = 1'], []);
+    const panel3 = new ArgusPanel(new FakeClient(), () => marked.hooks);
+    await panel3.refresh();
+    expect((panel3.node.querySelector('.jp-ArgusPanel-runButton') as HTMLButtonElement).disabled).toBe(false);
+  });
+
+  it("shows a run's progress once per run, and the cells' output once, apart from it", async () => {
+    const progress = (text: string, event: string): IKernelOutput => ({
+      data: { 'text/plain': text, [PROGRESS_MIME]: { text, event, run: 0 } }
+    });
+    const outputs: IKernelOutput[] = [
+      progress('argus: run 1/1 [host] running...', 'start'),
+      ...Array.from({ length: 4 }, () => ({ text: 'loss 0.25\n' })),
+      progress('argus: run 1/1 [host] ok', 'end')
+    ];
+    const nb = fakeNotebook(['%%argus_region a\nprint("loss 0.25")'], outputs);
+    const panel = new ArgusPanel(new FakeClient(), () => nb.hooks);
+    await panel.refresh();
+    expect(await panel.runInKernel()).toBe(true);
+    const text = panel.node.querySelector('.jp-ArgusPanel-progress')?.textContent ?? '';
+    expect(text.split('\n')).toEqual([
+      'running a in the kernel of demo.ipynb...',
+      'argus: run 1/1 [host] ok',
+      'done: the result is in the store'
+    ]);
+    const out = panel.node.querySelector('.jp-ArgusPanel-output') as HTMLDetailsElement;
+    expect(out.hidden).toBe(false);
+    expect(out.querySelector('pre')?.textContent).toBe('loss 0.25');
+  });
+
+  it("follows the store of the active notebook's kernel, also before it is written", async () => {
+    const client = new FakeClient();
+    const asked: string[] = [];
+    const nb = fakeNotebook(['%%argus_region a\nx = 1'], [], 'ok', {
+      path: 'sub/demo.ipynb',
+      evaluate: async (expr: string) => {
+        asked.push(expr);
+        return { store: '/root/sub/k.duckdb', source: '%argus store' };
+      }
+    });
+    const panel = new ArgusPanel(client, () => nb.hooks);
+    await panel.refresh();
+    expect(client.calls[0]).toBe('stores sub/demo.ipynb');
+    expect(asked).toEqual(['kernel_store()']); // the expression the server gave, evaluated in the kernel
+    expect(panel.store).toBe('sub/k.duckdb');
+    const options = Array.from((panel.node.querySelector('.jp-ArgusPanel-store') as HTMLSelectElement).options);
+    expect(options.map(o => o.textContent)).toEqual([
+      'sub/k.duckdb (kernel of demo.ipynb, not written yet)',
+      'work/argus.duckdb'
+    ]);
+    expect(panel.node.querySelector('.jp-ArgusPanel-kernelStore')?.textContent).toContain('set by %argus store');
+    expect(panel.node.querySelector('.jp-ArgusPanel-status')?.textContent).toContain(
+      'nothing measured in sub/k.duckdb'
+    );
+    expect(await panel.runInKernel()).toBe(true);
+    expect(client.measures[0].store).toBe('/root/sub/k.duckdb'); // "Run in kernel" writes the same store
+    expect(client.measures[0].notebook).toBe('sub/demo.ipynb');
+  });
+
+  it('says so when the kernel writes a store outside the Jupyter root', async () => {
+    const nb = fakeNotebook(['x = 1'], [], 'ok', {
+      path: 'demo.ipynb',
+      evaluate: async () => ({ store: '/elsewhere/argus.duckdb', source: 'ARGUS_STORE' })
+    });
+    const panel = new ArgusPanel(new FakeClient(), () => nb.hooks);
+    await panel.refresh();
+    const note = panel.node.querySelector('.jp-ArgusPanel-kernelStore') as HTMLElement;
+    expect(note.textContent).toContain('outside the Jupyter root /root');
+    expect(note.classList.contains('jp-ArgusPanel-error')).toBe(true);
+    expect(panel.store).toBe('work/argus.duckdb');
+  });
+
+  it("uses the server's answer when the kernel cannot say (busy, or no argus_lab in it)", async () => {
+    const nb = fakeNotebook(['x = 1'], [], 'ok', { path: 'nb/demo.ipynb', evaluate: async () => null });
+    const panel = new ArgusPanel(new FakeClient(), () => nb.hooks);
+    await panel.refresh();
+    expect(panel.store).toBe('nb/argus.duckdb');
   });
 });
 

@@ -61,4 +61,25 @@ describe('the MIME renderer', () => {
     expect(host.textContent).toContain('step/attn');
     handle.destroy();
   });
+
+  it('draws nested regions as a flame view whose boxes drill down', async () => {
+    const host = document.createElement('div');
+    document.body.appendChild(host);
+    const handle = await drawReport(host, bundle, null);
+    const tab = Array.from(host.querySelectorAll('.argus-tab')).find(t => t.textContent === 'Flame') as HTMLElement;
+    tab.click();
+    const boxes = Array.from(host.querySelectorAll('.argus-flame-box')) as HTMLElement[];
+    expect(boxes.map(b => b.getAttribute('data-path')).sort()).toEqual(['step', 'step/attn', 'step/mlp']);
+    const byPath = (p: string): HTMLElement => boxes.find(b => b.getAttribute('data-path') === p) as HTMLElement;
+    // children sit below their parent, inside its width; the parent's darker part is its exclusive time
+    expect(byPath('step/attn').style.top).toBe('24px');
+    expect(parseFloat(byPath('step/attn').style.width.replace('calc(', ''))).toBeLessThan(
+      parseFloat(byPath('step').style.width.replace('calc(', ''))
+    );
+    expect(byPath('step').querySelector('.argus-flame-self')).not.toBeNull();
+    expect(byPath('step').title).toMatch(/inclusive .* \(100% of all\)\nexclusive /);
+    byPath('step/mlp').click();
+    expect(host.querySelector('.argus-drill-title')?.textContent).toBe('region step/mlp');
+    handle.destroy();
+  });
 });
