@@ -131,14 +131,16 @@ def _synchronize() -> None:
 
 class _CorrelationHook:
     """Pushes/pops the region instance id as external correlation id (kind CUSTOM2) from Python, or, when the
-    native launch path runs, hands the recorder its C function as ``current_instance`` (set at start)."""
+    native launch path runs, hands the recorder its C function as ``current_instance`` and the extension as
+    ``native_boundary`` (set at start): the recorder then does a whole thread-stack boundary in one C call."""
 
-    __slots__ = ("_pop", "_push", "current_instance")
+    __slots__ = ("_pop", "_push", "current_instance", "native_boundary")
 
     def __init__(self) -> None:
         self._push: Callable[[int, int], Any] | None = None
         self._pop: Callable[[int], Any] | None = None
         self.current_instance: Callable[[int], Any] | None = None
+        self.native_boundary: Any = None
 
     def bind(self, push: Callable[[int, int], Any] | None, pop: Callable[[int], Any] | None) -> None:
         self._push, self._pop = push, pop
@@ -409,9 +411,11 @@ class CuptiCollector:
         self.libcupti = mapped_libcupti()
         if self._native is not None:  # the recorder calls the C function at every boundary
             self._hook.current_instance = self._native.set_current
+            self._hook.native_boundary = self._native.module
             self._hook.bind(None, None)
         else:
             self._hook.current_instance = None
+            self._hook.native_boundary = None
             self._hook.bind(cupti.activity_push_external_correlation_id, cupti.activity_pop_external_correlation_id)
         _ACTIVE[0] = self
         self.started_ns = time.time_ns()
@@ -423,6 +427,7 @@ class CuptiCollector:
 
         self._hook.bind(None, None)
         self._hook.current_instance = None
+        self._hook.native_boundary = None
         subscribed = self.launch_path in ("native", "native empty callbacks")  # no other CUPTI subscriber here
         detach = self.detach == "always" or (self.detach == "auto" and subscribed)
         native = self._native_stop()  # unsubscribe first: no launch callback runs after this
