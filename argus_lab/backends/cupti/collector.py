@@ -346,6 +346,7 @@ class CuptiCollector:
         self.detach = "auto"  # the `detach` setting: auto | always | never
         self.detached = False  # whether stop() detached CUPTI (cuptiFinalize)
         self.kernel_names: dict[int, str] = {}  # kernel-name pointer -> name, read before CUPTI is detached
+        self.boundaries = "native"  # the `boundaries` setting: region boundaries in C with the native launch path
 
     # -- Collector protocol ---------------------------------------------------------------------
     def hooks(self) -> Sequence[BoundaryHook]:
@@ -377,6 +378,10 @@ class CuptiCollector:
             raise BackendUnavailableError(msg)
         self.detached = False
         self.kernel_names = {}
+        self.boundaries = str(settings.get("boundaries", "native"))
+        if self.boundaries not in ("native", "python"):
+            msg = f"the cupti setting boundaries must be 'native' or 'python', got {self.boundaries!r}"
+            raise BackendUnavailableError(msg)
         try:
             cupti.get_timestamp()  # loads libcupti
             choice = nat.choose(cupti, settings, ctx.signals, mapped_libcupti())
@@ -411,7 +416,7 @@ class CuptiCollector:
         self.libcupti = mapped_libcupti()
         if self._native is not None:  # the recorder calls the C function at every boundary
             self._hook.current_instance = self._native.set_current
-            self._hook.native_boundary = self._native.module
+            self._hook.native_boundary = self._native.module if self.boundaries == "native" else None
             self._hook.bind(None, None)
         else:
             self._hook.current_instance = None
@@ -495,6 +500,10 @@ class CuptiCollector:
             + (" + a callback subscriber for launch calls, released at stop" if self.launch_path == "native" else ""),
             "detached_at_stop": self.detached,
             "launch_path": self.launch_path,
+            # handed to the recorder, which runs its thread-stack boundaries in C when they are its only work
+            "boundary_functions": "native.c"
+            if self.launch_path.startswith("native") and self.boundaries == "native"
+            else "none",
             "native_launch_records": self.native_launches,
             "native_dropped_launches": self.native_dropped,
             "external_correlation_kind": "CUSTOM2",
