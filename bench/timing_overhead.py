@@ -27,9 +27,11 @@ regions recording host.wall, no GPU tool: the boundary work), ``argus`` (the tim
 ``argus_lab.measure(..., signals="gpu.time,gpu.kernels,gpu.span,host.wall")`` runs it: the plan's run, its
 backends loaded by name, ``run.driver.drive`` per block, region boundaries in C while the native launch path runs),
 ``argus-python-boundaries`` (the same with the cupti setting ``boundaries="python"``: the region boundaries in
-Python, as before the C boundary path).  Each argus process ends with one real ``argus_lab.measure`` of the decode
-step between two no-tool A blocks: its stored host.wall is compared with the step timed by itself, with those
-adjacent no-tool blocks and with the process's A blocks.  Before every block a fixed pure-Python loop is timed
+Python, as before the C boundary path), ``argus-driver-callbacks`` (an experiment: the launch callback on the driver
+domain only, ``callback_domains="driver"``; its kernels-in-a-region count says whether that attributes).  Each
+argus process ends with one real ``argus_lab.measure`` of the decode step between two no-tool A blocks: its stored
+host.wall is compared with the step timed by itself, with those adjacent no-tool blocks and with the process's A
+blocks.  Before every block a fixed pure-Python loop is timed
 (``probe_ms``): it tells a slow block caused by the machine (the probe is slow too) from one caused by the tool.
 
 Correctness, in a process of its own before the figures: ``attribution`` (every PyTorch, cuBLAS, Triton and
@@ -72,7 +74,7 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
 REQUIRED = ("none", "argus", "cupti-kernels", "cupti-kernels+callbacks", "proton", "torch.profiler", "nvtx")
-EXTRA = ("argus-markers", "cupti-kernels+empty-callbacks", "argus-python-boundaries")
+EXTRA = ("argus-markers", "cupti-kernels+empty-callbacks", "argus-python-boundaries", "argus-driver-callbacks")
 TOOLS = REQUIRED + EXTRA
 TABLE_ORDER = (
     "none",
@@ -84,6 +86,7 @@ TABLE_ORDER = (
     "cupti-kernels+callbacks",
     "argus-markers",
     "argus-python-boundaries",
+    "argus-driver-callbacks",
     "argus",
 )
 GPU_TOOLS = {"torch.profiler", "proton", "cupti-kernels", "cupti-kernels+empty-callbacks", "cupti-kernels+callbacks"}
@@ -422,7 +425,10 @@ class Argus(Tool):
         self.signals = SIGNALS if device == "cuda" else CPU_SIGNALS
         self.blocks = 0
         self.keep_attached = False
-        self.boundaries = "python" if name == "argus-python-boundaries" else "native"
+        self.variant: dict[str, Any] = {
+            "argus-python-boundaries": {"boundaries": "python"},
+            "argus-driver-callbacks": {"callback_domains": "driver"},
+        }.get(name, {})
 
     def fallback(self) -> str:
         if self.keep_attached:
@@ -450,8 +456,8 @@ class Argus(Tool):
         settings = {k: dict(v) for k, v in run.settings.items()}
         if self.keep_attached:
             settings.setdefault("cupti", {})["detach"] = "never"
-        if self.boundaries == "python":
-            settings.setdefault("cupti", {})["boundaries"] = "python"
+        if self.variant:
+            settings.setdefault("cupti", {}).update(self.variant)
         wall: list[float] = []
         ev: list[float] = []
         seen: dict[str, Any] = {}
@@ -523,7 +529,7 @@ def make_tool(name: str, out: Path, device: str) -> Tool:
         return Cupti(name, out, device)
     if name == "argus-markers":
         return ArgusMarkers(name, out, device)
-    if name in ("argus", "argus-python-boundaries"):
+    if name in ("argus", "argus-python-boundaries", "argus-driver-callbacks"):
         return Argus(name, out, device)
     raise SystemExit(f"unknown tool {name!r}; tools: {', '.join(TOOLS)}")
 
@@ -1111,6 +1117,7 @@ def decomposition(rows: list[dict[str, Any]]) -> list[str]:
             for label, t in (
                 ("region work alone", "argus-markers"),
                 ("argus with Python boundaries", "argus-python-boundaries"),
+                ("argus, driver callbacks only", "argus-driver-callbacks"),
                 ("no-op markers + hooks", "nvtx"),
                 ("Proton", "proton"),
                 ("torch.profiler", "torch.profiler"),

@@ -13,9 +13,11 @@
 # 3. overhead: the launch-bound loop and the Llama decode step, A B A B ... A blocks inside each tool's process,
 #    2 processes each for none / argus (the timing run as measure runs it, region boundaries in C) /
 #    cupti-kernels+callbacks (the floor + argus_lab's launch callback) / proton; then, while the budget lasts,
-#    argus-python-boundaries (the same timing run with the boundaries in Python), cupti-kernels (the floor) and
-#    argus-markers (region work alone).  Each argus process ends with one argus_lab.measure of the decode step
-#    between two no-tool blocks (host.wall against the step, the adjacent no-tool blocks and a CPU probe).
+#    argus-python-boundaries (the same timing run with the boundaries in Python), argus-driver-callbacks (an
+#    experiment: launch callbacks on the driver domain only; its kernels-in-a-region count says whether that still
+#    attributes), cupti-kernels (the floor) and argus-markers (region work alone).  Each argus process ends with
+#    one argus_lab.measure of the decode step between two no-tool blocks (host.wall against the step, the adjacent
+#    no-tool blocks and a CPU probe).
 # Writes OUT/issue13.log, OUT/timing-overhead.{txt,json} (rewritten after every process), OUT/checks.json,
 # OUT/procs/*.json (one per process, rewritten after every block pair), OUT/logs/*.log, OUT/stores/*.duckdb.gz.
 # CPU dry run: ISSUE13_DEVICE=cpu ISSUE13_TINY=1 scripts/gpu/issue13.sh /tmp/i13 (GPU tools and checks skipped).
@@ -47,11 +49,12 @@ status=0
 LIMIT=$(( HARD - 4 - ($(date +%s) - T0) ))
 BUDGET=$(( LIMIT - 14 ))
 CHECKS_S=$(( HARD >= 150 ? 30 : HARD / 5 ))
+REQUIRED=none,argus,cupti-kernels+callbacks,proton  # two processes each, first
+EXTRAS=argus-python-boundaries,argus-driver-callbacks,cupti-kernels,argus-markers  # then, while the budget lasts
 echo "== hard limit ${HARD} s: benchmark budget ${BUDGET} s, timeout ${LIMIT} s, checks ${CHECKS_S} s"
 timeout -k 2 "$LIMIT" "$PY" bench/timing_overhead.py "$OUT" --device "$DEVICE" "${EXTRA[@]}" \
   --budget-s "$BUDGET" --checks events,attribution --checks-s "$CHECKS_S" --procs 2 --pairs 6 --reps 5 --warm 2 \
-  --child-s 12 --tools none,argus,cupti-kernels+callbacks,proton,argus-python-boundaries,cupti-kernels,argus-markers \
-  --required none,argus,cupti-kernels+callbacks,proton || status=$?
+  --child-s 12 --tools "$REQUIRED,$EXTRAS" --required "$REQUIRED" || status=$?
 echo "== timing_overhead exit status $status after $(( $(date +%s) - T0 )) s"
 if [ -f "$OUT/timing-overhead.txt" ]; then
   echo "== summary"

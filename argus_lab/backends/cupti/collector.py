@@ -86,6 +86,16 @@ def check_cupti_free() -> None:
             raise CollectorBusyError(msg)
 
 
+def boundaries_setting(settings: Mapping[str, Any]) -> str:
+    """The ``boundaries`` setting: ``native`` (the default: the recorder's thread-stack boundaries in C while the
+    native launch path runs) or ``python`` (every boundary in Python; benchmarks compare both)."""
+    value = str(settings.get("boundaries", "native"))
+    if value not in ("native", "python"):
+        msg = f"the cupti setting boundaries must be 'native' or 'python', got {value!r}"
+        raise BackendUnavailableError(msg)
+    return value
+
+
 def activity_kinds(signals: Sequence[str], settings: Any, *, api_records: bool = True) -> list[str]:
     """The CUPTI activity kinds a run needs (names of ``cupti.ActivityKind`` members).
 
@@ -378,10 +388,7 @@ class CuptiCollector:
             raise BackendUnavailableError(msg)
         self.detached = False
         self.kernel_names = {}
-        self.boundaries = str(settings.get("boundaries", "native"))
-        if self.boundaries not in ("native", "python"):
-            msg = f"the cupti setting boundaries must be 'native' or 'python', got {self.boundaries!r}"
-            raise BackendUnavailableError(msg)
+        self.boundaries = boundaries_setting(settings)
         try:
             cupti.get_timestamp()  # loads libcupti
             choice = nat.choose(cupti, settings, ctx.signals, mapped_libcupti())
