@@ -12,10 +12,10 @@ one transaction, for the given runs:
       the region's); the region instance itself (host clocks); an ncu kernel matched to its own run's
       instance by NVTX path and payload (instance index) when the request has no timing run; a compiler fact
       of a kernel function that ran in a region.
-    * ``ordinal`` -- an ncu (replay) kernel matched to the timing run: the n-th kernel ncu profiled under a region
-      path is the n-th kernel the timing run launched under that path (which fixes the instance and the kernel
-      ordinal within it), verified by kernel name; also an ncu kernel placed by an instance index ncu's reader
-      inferred from path changes (no payload).
+    * ``ordinal`` -- an ncu (replay) kernel matched to the timing run: the timing instance of the same path and
+      instance index (the NVTX payload its region pushed under ncu), the kernel at the same ordinal within it,
+      verified by kernel name and the instance's kernel count; an ncu kernel whose instance index ncu's reader
+      inferred from path changes (no payload) is placed by position under its path instead.
     * ``temporal`` -- a time sample split over the instances its window overlaps (weight = overlapped share);
       a kernel without an id whose launch fell inside exactly one open instance (e.g. autograd's backward
       thread while the forward thread waits inside its region), or inside one on its own thread.
@@ -23,17 +23,27 @@ one transaction, for the given runs:
       instances of several threads): every candidate is kept, with weight ``1/n`` and the reason.
     * ``unattributed`` -- outside every region (or carrying an id the run never recorded).
     * ``mismatch`` -- the runs disagree: the ncu run's kernel sequence of an instance differs from the timing
-      run's (autotuning, JIT, a data-dependent branch); kept with the first difference, never forced.
+      run's (autotuning, JIT, a data-dependent branch); kept with the first difference, never forced; confined
+      to that instance (the other instances of the path keep ``ordinal``).
 
 ``instance_values``
     per region instance and signal: ``inclusive`` (the instance and its nested instances) and ``exclusive``
     (the instance alone; NULL for non-additive signals such as ``gpu.span``), the unit, and the weight of each
     attribution class behind the value.  Runs with several ranks also get ``rank.start_lag`` and
     ``rank.end_lag`` per instance (:mod:`argus_lab.join.skew`: lags behind the earliest rank, on rank 0's clock).
+    The ``compile.*`` signals a request asked for are the largest static fact of the kernel functions the instance
+    ran (the compiler backend's ``kernel_facts`` row of the function, else what its CUPTI launch record carries).
 
 ``instance_matches``
-    every instance of the other runs matched to the reference (timing) run by (path, repetition, index of
-    the instance within its repetition): ``match``, ``mismatch`` or ``missing``.
+    every measured (not warm-up) instance of the other runs matched to the reference (timing) run by (path,
+    repetition, index of the instance within its repetition): ``match``, ``mismatch`` (its ncu kernels differ
+    from the timing run's; the first difference is kept) or ``missing``.  Matching is per instance: an ncu kernel
+    is placed in the timing instance of the same path and instance index (its NVTX payload), so an instance
+    that differs never shifts or poisons the others.
+
+``instance_signatures``
+    per instance of a run that traced kernels: how many kernels it (with its nested instances) launched and a hash
+    of their names in launch order; the report groups a region's instances by it (instance heterogeneity).
 
 ``provenance``
     one row ``<run>:join`` per run with the rules' version and what was attributed.
@@ -77,8 +87,10 @@ class JoinTarget(Protocol):
 CLASSES: tuple[str, ...] = ("exact", "ordinal", "temporal", "ambiguous", "unattributed", "mismatch")
 """The attribution classes, most certain first."""
 
-NON_ADDITIVE: tuple[str, ...] = ("gpu.span", *skew_sql.SIGNALS)
-"""Instance signals whose exclusive value is undefined (a span or a lag does not subtract)."""
+NON_ADDITIVE: tuple[str, ...] = ("gpu.span", *skew_sql.SIGNALS, *(sig for sig, _, _ in q.COMPILE_FACTS))
+"""Instance signals that do not add up over instances: a span or a lag (whose exclusive value is undefined: it does
+not subtract), and the ``compile.*`` facts (the largest over the kernel functions an instance ran; exclusive: over
+its own launches).  A repetition's value of them is the mean over its instances, not the sum."""
 
 
 @dataclass(frozen=True)
@@ -147,8 +159,11 @@ def _attribute(con: duckdb.DuckDBPyConnection, ids: list[str]) -> str | None:
     # GPU activity records
     for stmt in (q.KERNELS, q.KERNEL_EXACT, q.KERNEL_CANDIDATES, q.KERNEL_OTHER, *q.INSERT_KERNEL_ATTRIBUTIONS):
         con.execute(stmt)
-    for stmt in (q.KERNEL_EXCLUSIVE, q.KERNEL_SIGNALS, q.KERNEL_VALUES, q.SPAN_VALUES, q.LAUNCH_VALUES):
+    for stmt in (q.KERNEL_EXCLUSIVE, q.KERNEL_SIGNALS, q.KERNEL_VALUES, q.SPAN_VALUES, q.LAUNCH_VALUES, q.SIGNATURES):
         con.execute(stmt)
+    # compile.*: the static facts of the kernel functions each instance ran (compiler rows, else launch records)
+    con.execute(q.COMPILE_SIGNALS, [list(col) for col in zip(*q.COMPILE_FACTS, strict=True)])
+    con.execute(q.COMPILE_VALUES)
     # communication kernels: overlap with compute, exposed time
     comm.derive(con)
     # time samples: split over the instances their windows overlap
@@ -156,10 +171,11 @@ def _attribute(con: duckdb.DuckDBPyConnection, ids: list[str]) -> str | None:
     # Nsight Compute kernels, across runs
     row = con.execute(q.REFERENCE_RUN).fetchone()
     ref: str | None = row[0] if row else None
-    if _count(con, q.HAS_NCU):
+    has_ncu = _count(con, q.HAS_NCU) > 0
+    con.execute(q.TIMING_SEQUENCE, [ref if has_ncu else None])  # empty without ncu kernels to match
+    if has_ncu:
         if ref is not None:
-            con.execute(q.TIMING_SEQUENCE, [ref])
-            con.execute(q.NCU_MATCH)
+            con.execute(q.NCU_MATCH, [ref])
         else:
             con.execute(q.NCU_OWN)
         con.execute(q.NCU_ATTRIBUTIONS)

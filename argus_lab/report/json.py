@@ -44,6 +44,8 @@ def build(report: Report) -> dict[str, Any]:
         "compiler": [clean(r) for r in report.compiler],
         "attribution": [clean(r) for r in report.attribution],
         "matches": [clean(r) for r in report.matches],
+        "groups": [clean(r) for r in report.groups],
+        "heterogeneity": report.heterogeneity(),
         "clocks_seen": [clean(r) for r in report.clocks],
         "provenance": [clean(r) for r in report.provenance],
         "ranks": [clean(r) for r in report.ranks],
@@ -55,6 +57,8 @@ def build(report: Report) -> dict[str, Any]:
             "diff": RULE,
             "units": "times in ns, sizes in bytes; every value carries its unit",
             "inclusive": "an instance with its nested instances; exclusive leaves nested instances out",
+            "names": "kernel `name` fields are as recorded (mangled C++ symbols); `display_name` is demangled and "
+            "shortened for reading",
             "trace_query": " ".join(TRACE.split()),
         },
     }

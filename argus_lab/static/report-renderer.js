@@ -101,7 +101,7 @@
   };
 
   // -- sortable table ----------------------------------------------------------------------------------------
-  // cols: [{key, label, unit?: string | (row) => unit, fmt?: (v, row) => string}]
+  // cols: [{key, label, unit?: string | (row) => unit, fmt?: (v, row) => string, title?: (row) => string}]
   function table(b, cols, rows, opts) {
     opts = opts || {};
     var max = opts.maxRows || 200;
@@ -148,6 +148,8 @@
           var v = r[c.key];
           var text = c.fmt ? c.fmt(v, r) : unit !== undefined ? fmt(v, unit) : v == null ? '' : String(v);
           var td = b.el('td', typeof v === 'number' ? 'argus-num' : null, text);
+          var hover = c.title ? c.title(r) : '';
+          if (hover) td.title = hover;
           tr.appendChild(td);
         });
         if (opts.onRowClick) {
@@ -203,6 +205,7 @@
       + (s.regions || 0) + ' region(s) \u00b7 ' + (s.instances || 0) + ' instance(s) \u00b7 '
       + (s.kernels || 0) + ' kernel record(s) \u00b7 store ' + (bundle.store || '?')));
     (s.coverage || []).forEach(function (c) { rootEl.appendChild(b.el('div', 'argus-warn', c)); });
+    (s.heterogeneity || []).forEach(function (c) { rootEl.appendChild(b.el('div', 'argus-note argus-hetero', c)); });
 
     // tabs
     var tabs = b.el('div', 'argus-tabs');
@@ -281,16 +284,23 @@
       } else {
         if (instance != null) {
           var own = (T.kernels || []).filter(function (r) { return r.instance_id === instance && r.path === path; });
-          section(drillEl, 'kernels of this instance', table(b, [{key: 'name', label: 'kernel'},
+          section(drillEl, 'kernels of this instance', table(b, [kernelCol(),
             {key: 'start_ns', label: 'start (ns, CLOCK_REALTIME)'}, {key: 'duration_ns', label: 'duration', unit: 'ns'},
             {key: 'stream_id', label: 'stream'}, {key: 'registers', label: 'registers'},
             {key: 'correlation_id', label: 'correlation id'}, {key: 'run_id', label: 'run'}], own,
           {maxRows: maxRows, empty: 'none embedded (the bundle carries the first ' + (bundle.tables && bundle.tables.kernels
             ? bundle.tables.kernels.shown : 0) + ' kernel records; the rest stay in the store)'}));
         }
+        var groups = (J.groups || []).filter(function (r) { return r.path === path; });
+        if (groups.length) {
+          section(drillEl, 'instance groups (instances that ran different kernel sequences)', table(b, [
+            {key: 'group', label: 'group'}, {key: 'indexes', label: 'instances'}, {key: 'kernels', label: 'kernels'},
+            {key: 'values', label: 'medians', fmt: groupValues}, {key: 'note', label: 'what differs'},
+            {key: 'run_id', label: 'run'}], groups, {maxRows: maxRows}));
+        }
         var kg = (T.kernel_groups || []).filter(function (r) { return r.path === path; });
         section(drillEl, 'kernels', table(b, [
-          {key: 'name', label: 'kernel'}, {key: 'kind', label: 'kind'}, {key: 'count', label: 'count'},
+          kernelCol(), {key: 'kind', label: 'kind'}, {key: 'count', label: 'count'},
           {key: 'total_ns', label: 'total', unit: 'ns'}, {key: 'mean_ns', label: 'mean', unit: 'ns'},
           {key: 'registers', label: 'registers'}, {key: 'grid', label: 'grid'}, {key: 'block', label: 'block'},
           {key: 'runs', label: 'origin run'}], kg, {maxRows: maxRows, sortKey: 'total_ns', sortDir: -1,
@@ -373,18 +383,47 @@
         {key: 'runs', label: 'origin run'}];
     }
     function kernelOrdinalCols() {
-      return [{key: 'path', label: 'region'}, {key: 'ordinal', label: '#'}, {key: 'name', label: 'kernel'},
+      return [{key: 'path', label: 'region'}, {key: 'ordinal', label: '#'}, kernelCol(),
         {key: 'launches', label: 'launches'}, {key: 'median_ns', label: 'median', unit: 'ns'},
         {key: 'total_ns', label: 'total', unit: 'ns'}, {key: 'registers', label: 'registers'},
         {key: 'grid', label: 'grid'}, {key: 'block', label: 'block'}, {key: 'classes', label: 'class'},
         {key: 'counters', label: 'counters (joined by ordinal)', fmt: kernelCounters}, {key: 'run_id', label: 'run'}];
     }
     function compilerCols() {
-      return [{key: 'name', label: 'kernel'}, {key: 'source', label: 'source'}, {key: 'registers', label: 'registers'},
-        {key: 'spill_words', label: 'spill words'}, {key: 'shared_bytes', label: 'shared', unit: 'byte'},
+      return [kernelCol(), {key: 'config', label: 'config', fmt: configText},
+        {key: 'registers', label: 'registers'},
+        {key: 'spill_words', label: 'local mem words'}, {key: 'shared_bytes', label: 'shared', unit: 'byte'},
         {key: 'num_warps', label: 'warps'}, {key: 'num_stages', label: 'stages'},
-        {key: 'sass_instructions', label: 'SASS'}, {key: 'paths', label: 'ran in'}, {key: 'unavailable', label: 'missing'},
-        {key: 'run_id', label: 'run'}];
+        {key: 'sass_instructions', label: 'SASS'}, {key: 'sass_mix', label: 'SASS mix', fmt: sassMix},
+        {key: 'ran_in', label: 'ran in', fmt: function (v, r) { return v || r.paths || ''; }},
+        {key: 'origin', label: 'found by', fmt: function (v, r) { return v || r.source || ''; }},
+        {key: 'unavailable', label: 'missing'}, {key: 'run_id', label: 'run'}];
+    }
+    // a kernel name as recorded (mangled) is shown demangled and shortened (display_name); hover shows both
+    function kernelCol() {
+      return {key: 'name', label: 'kernel', fmt: function (v, r) { return r.display_name || (v == null ? '' : String(v)); },
+        title: function (r) {
+          var full = r.name == null ? '' : String(r.name);
+          return r.display_name && r.display_name !== full ? r.display_name + '\n' + full : full;
+        }};
+    }
+    function configText(v) {
+      if (!v || typeof v !== 'object') return '';
+      return Object.keys(v).map(function (k) { return k + '=' + v[k]; }).join(' ');
+    }
+    function sassMix(v) {
+      if (!v || typeof v !== 'object') return '';
+      var keys = Object.keys(v), tot = 0;
+      keys.forEach(function (k) { tot += Number(v[k]) || 0; });
+      keys.sort(function (a, c) { return v[c] - v[a]; });
+      return keys.map(function (k) { return k + ' ' + (tot ? Math.round(1000 * v[k] / tot) / 10 : 0) + '%'; }).join(', ');
+    }
+    function groupValues(v) {
+      if (!v || typeof v !== 'object') return '';
+      return Object.keys(v).map(function (k) {
+        var x = v[k];
+        return k + ' ' + (Array.isArray(x) ? fmt(x[0], x[1]) : String(x));
+      }).join(', ');
     }
     function counterCols() {
       return [{key: 'path', label: 'region'}, {key: 'instance_index', label: '#'},
@@ -772,7 +811,7 @@
       filt.addEventListener('input', fill);
       fill();
       pane.appendChild(b.el('h4', 'argus-h', 'kernels by region'));
-      pane.appendChild(table(b, [{key: 'path', label: 'region'}, {key: 'name', label: 'kernel'},
+      pane.appendChild(table(b, [{key: 'path', label: 'region'}, kernelCol(),
         {key: 'count', label: 'count'}, {key: 'total_ns', label: 'total', unit: 'ns'},
         {key: 'mean_ns', label: 'mean', unit: 'ns'}, {key: 'registers', label: 'registers'},
         {key: 'runs', label: 'origin run'}], T.kernel_groups || [], {maxRows: maxRows,

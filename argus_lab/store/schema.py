@@ -61,7 +61,8 @@ TABLES: dict[str, str] = {
     "kernel_facts": (
         "run_id VARCHAR, name VARCHAR, binary_hash VARCHAR, source VARCHAR, registers INTEGER, "
         "local_words INTEGER, shared_bytes INTEGER, num_warps INTEGER, num_stages INTEGER, "
-        "sass_instructions INTEGER, sass_mix JSON, unavailable VARCHAR"
+        "sass_instructions INTEGER, sass_mix JSON, unavailable VARCHAR, threads INTEGER, static_shared INTEGER, "
+        "config JSON, origin VARCHAR, binary_path VARCHAR"
     ),
     # Time samples (NVML, PM sampling): device-wide values with their host timestamp.
     "samples": (
@@ -119,6 +120,10 @@ TABLES: dict[str, str] = {
         "run_id VARCHAR, launch INTEGER, sm INTEGER, programs INTEGER, begin_ns BIGINT, end_ns BIGINT, "
         "busy_ns BIGINT, idle_tail_ns BIGINT"
     ),
+    # Derived by argus_lab.join: the kernel sequence of each region instance (its own and its nested instances'
+    # exactly attributed kernels, in launch order) as a signature, so that instances that ran something else
+    # (first-call autotuning, lazy initialisation, compilation, a data-dependent branch) can be told apart.
+    "instance_signatures": "run_id VARCHAR, instance_id BIGINT, kernels BIGINT, signature VARCHAR",
     "provenance": (
         "provenance_id VARCHAR PRIMARY KEY, run_id VARCHAR, backend VARCHAR, backend_version VARCHAR, "
         "settings JSON, clocks JSON, timestamps VARCHAR"

@@ -7,10 +7,12 @@ JupyterLab (the argus MIME renderer), in the ``text/html`` fallback and in an ex
 Layout (``"format": "argus.report/1"``)::
 
     title, store, created, run_ids
-    summary      runs, status counts, regions, signals, instances, kernels, coverage sentences
+    summary      runs, status counts, regions, signals, instances, kernels, coverage sentences, heterogeneity
+                 (instances that ran a different kernel sequence)
     regions      the Report's region rows (path, signal, instances, median, p25, p75, unit, runs, attribution)
     joined       the Report's joined tables: counters per region, kernels by ordinal (with their counters), compiler
-                 facts, attribution by evidence kind, cross-run matches, clock samples (bounded)
+                 facts, attribution by evidence kind, cross-run matches, instance groups (heterogeneity), clock
+                 samples (bounded); kernel rows carry ``display_name`` (demangled, shortened) beside ``name``
     runs         the Report's run rows (status, backends, signals, reason, cause, command, versions, settings)
     tables       name -> {columns, rows, total, shown}: instances, values, kernel_groups, kernels, counters,
                  attribution, evidence_classes, ambiguous, provenance
@@ -86,8 +88,8 @@ def build(report: Report, limits: BundleLimits = NOTEBOOK, title: str = "") -> d
         tables = {
             "instances": evidence.instances(store, ids, limits.instances),
             "values": evidence.instance_values(store, ids, limits.values),
-            "kernel_groups": evidence.kernel_groups(store, ids, limits.kernel_groups),
-            "kernels": evidence.kernel_rows(store, ids, limits.kernels),
+            "kernel_groups": evidence.with_display_names(evidence.kernel_groups(store, ids, limits.kernel_groups)),
+            "kernels": evidence.with_display_names(evidence.kernel_rows(store, ids, limits.kernels)),
             "counters": evidence.counters(store, ids, limits.counters),
             "attribution": evidence.attribution_summary(store, ids, limits.attribution),
             "evidence_classes": evidence.evidence_classes(store, ids, limits.attribution),
@@ -116,6 +118,7 @@ def build(report: Report, limits: BundleLimits = NOTEBOOK, title: str = "") -> d
             ("compiler", limits.kernel_groups),
             ("attribution", 200),
             ("matches", 200),
+            ("groups", 200),
             ("clocks", 200),
             ("device", 2_000),
             ("device_overhead", 200),
@@ -134,6 +137,7 @@ def build(report: Report, limits: BundleLimits = NOTEBOOK, title: str = "") -> d
         "instances": tables["instances"].total if tables else 0,
         "kernels": tables["kernels"].total if tables else 0,
         "coverage": list(report.coverage()),
+        "heterogeneity": report.heterogeneity(),
     }
     return {
         "format": FORMAT,
