@@ -8,6 +8,9 @@ decorator forms).  A decorated call is reported minus the same call undecorated.
     .venv/bin/python bench/region_bench.py [--rounds 15] [--n 50000] [--json FILE]
     .venv/bin/python bench/region_bench.py --memory 1000000     # bytes per recorded instance
 
+The native timing-run rows use the CUPTI extension as the collector hands it to the recorder (built here with the
+system C compiler; no GPU is needed for its boundary functions): the recorder then runs each boundary in C.
+
 Protocol: one sample times ``n`` boundaries in a loop and subtracts the empty loop; the cases are interleaved
 round by round (so machine noise hits them alike) and the table gives the median over rounds with the
 lowest and highest sample.  docs/benchmarks.md ("Region boundary cost") keeps the figures of a recorded run.
