@@ -51,7 +51,9 @@ def __getattr__(name: str) -> Any:
         msg = f"module 'argus_lab' has no attribute {name!r}"
         raise AttributeError(msg)
     module = importlib.import_module(where[0])
-    return module if where[1] is None else getattr(module, where[1])
+    value = module if where[1] is None else getattr(module, where[1])
+    globals()[name] = value  # resolved once: `argus_lab.region(...)` in a loop is then a plain attribute read
+    return value
 
 
 def __dir__() -> list[str]:

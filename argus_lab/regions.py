@@ -12,6 +12,12 @@ A region is a named piece of code whose identity is stable across runs and varia
   clock that CUPTI also uses, the thread's CPU time, the error if the body raised) into compact integer columns,
   and tells the recorder's boundary hooks (where a CUPTI collector sets the thread's current instance id).
 
+When the only boundary work is a native sink that also offers the boundary functions (:class:`NativeBoundary`: the
+CUPTI collector's C extension while a timing run records), a boundary on a thread's stack is one C call that does
+all of the above (the same frame, the same instance id counter, the same row, see ``native.c``); the Python methods
+still run for asyncio tasks (a running event loop on the thread, as in a Jupyter cell), for a body that raised, and
+for misuse, and append their rows through the same C buffer, so that one row definition serves both paths.
+
 ``region(name)`` is cached per call site, so the inline idiom ``with argus_lab.region("attn"):`` costs about as
 much as a marker built once.  A recorder starts with an empty stack: regions left open by earlier code (a
 suspended generator, a failed cell) are never parents of its instances, and the instances it leaves open are
@@ -122,10 +128,37 @@ class BoundaryHook(Protocol):
 
 
 class InstanceSink(Protocol):
-    """A boundary hook that only needs the calling thread's innermost open instance (0 = none)."""
+    """A boundary hook that only needs the calling thread's innermost open instance (0 = none).
+
+    A sink may also have a ``native_boundary`` attribute (a :class:`NativeBoundary`, or ``None``): when it is the
+    recorder's only boundary work, its C functions then do the whole boundary (``current_instance`` included).
+    """
 
     def current_instance(self, instance_id: int) -> object:
         """The calling thread's innermost open region instance is now ``instance_id``."""
+
+
+class NativeBoundary(Protocol):
+    """The C boundary functions of ``argus_lab/backends/cupti/native.c`` (``boundary_*``, documented there)."""
+
+    def boundary_start(
+        self,
+        stack_of: Callable[[], list[Any]],
+        node_of: Callable[[Any, int], int],
+        spill: Callable[[], None],
+        running_loop: Callable[[], object],
+        run: int,
+        first_id: int,
+        capacity: int,
+        /,
+    ) -> None: ...
+    def boundary_stop(self) -> tuple[int, bytes]: ...
+    def boundary_enter(self, marker: object, /) -> bool: ...
+    def boundary_exit(self, marker: object, /) -> bool: ...
+    def boundary_append(self, row: tuple[int, ...], /) -> None: ...
+    def boundary_next_id(self) -> int: ...
+    def boundary_take(self) -> bytes: ...
+    def boundary_pending(self) -> int: ...
 
 
 # A frame of a region stack is a plain tuple (cheaper to build than an object), read by literal index in the hot
@@ -134,6 +167,8 @@ class InstanceSink(Protocol):
 # 8 the parent frame and 9 the task's previous top frame.
 _Frame = tuple[Any, ...]
 _ROW_WIDTH = 7  # a recorded row: instance id, node, parent instance id, thread id, start ns, end ns, CPU ns
+_ROW_BYTES = _ROW_WIDTH * 8  # the same row as native int64 values (array "q", native.c's ROW_WIDTH)
+_NATIVE_ROWS = 4096  # rows the C boundary buffer holds before the recorder takes them (~230 KB)
 
 _local = threading.local()
 _task_top: contextvars.ContextVar[_Frame | None] = contextvars.ContextVar("argus_region_top", default=None)
@@ -146,6 +181,8 @@ _active: list[Recorder | None] = [None]  # the process's collector slot (one rec
 # the thread CPU clock); None when no recorder is active.
 _Fast = tuple[int, Callable[[], int], Callable[[tuple[int, ...]], None], Any, int]
 _fast: list[_Fast | None] = [None]
+# The C boundary functions (enter, exit) while a native boundary run is on; each returns False to let Python do it.
+_cpath: list[tuple[Callable[[Any], bool], Callable[[Any], bool]] | None] = [None]
 _generations = itertools.count(1)
 
 
@@ -342,6 +379,11 @@ class _Nodes:
 _nodes = _Nodes()
 
 
+def _node_of(marker: RegionMarker, parent: int) -> int:
+    """The node of ``marker`` opened under node ``parent`` (asked once per pair by a native boundary run)."""
+    return marker._nodes.get(parent) or _nodes.add(marker, parent)
+
+
 class _Ids:
     """Instance ids: unique in the process across every recorder (and across ranks: rank r from r * 2**40)."""
 
@@ -354,6 +396,11 @@ class _Ids:
             cls.rank = rank
             cls.counter = itertools.count((rank << 40) + 1)
         return cls.counter
+
+    @classmethod
+    def resume(cls, next_id: int) -> None:
+        """Continue from ``next_id`` (handed back by a native boundary run, which numbered from this counter)."""
+        cls.counter = itertools.count(next_id)
 
 
 class Recorder:
@@ -381,7 +428,8 @@ class Recorder:
         # Instance ids are unique in the process (never restart with a new recorder) and across the ranks of a
         # multi-process run: rank r numbers from r * 2**40 + 1.
         self.rank = env_rank()
-        self._ids = _Ids.for_rank(self.rank)
+        self._ids = _Ids.for_rank(self.rank)  # taken again at each activation (a native run may have moved it)
+        self._native: NativeBoundary | None = None  # the C boundary functions while a native boundary run is on
         self._pid = os.getpid()
         self.gen = 0  # this activation's generation: frames of other generations are never parents
         self.forked = False  # set in a forked child: this recorder belongs to the parent process
@@ -408,21 +456,38 @@ class Recorder:
             raise CollectorBusyError(msg)
         self._pid = os.getpid()
         self.gen = next(_generations)
+        self._ids = _Ids.for_rank(self.rank)
         sinks: list[Callable[[int], object]] = []
+        natives: list[NativeBoundary | None] = []
         plain: list[BoundaryHook] = []
         for hook in self._given_hooks:  # a hook with a callable current_instance is called through it only
             current = getattr(hook, "current_instance", None)
             if callable(current):
                 sinks.append(current)
+                natives.append(getattr(hook, "native_boundary", None))
             else:
                 plain.append(cast("BoundaryHook", hook))
         self.hooks, self._sink = tuple(plain), _one_sink(sinks)
         if _nvtx.mode == 0:
             _nvtx.resolve()
         work = 2 if (self.hooks or self.cpu_clock or _nvtx.mode > 1) else 1 if self._sink is not None else 0
+        native = natives[0] if work == 1 and len(natives) == 1 else None
+        if native is not None:  # the whole boundary in one C call (see the module docstring)
+            self._spill()
+            native.boundary_start(_stack, _node_of, self._spill, _running_loop, self.gen, next(self._ids), _NATIVE_ROWS)
+            self._native = native
+            _active[0] = self
+            _fast[0] = (self.gen, native.boundary_next_id, native.boundary_append, self, work)
+            _cpath[0] = (native.boundary_enter, native.boundary_exit)
+            return self
         _active[0] = self
         _fast[0] = (self.gen, self._ids.__next__, self._rows.extend, self, work)
         return self
+
+    @property
+    def native_boundaries(self) -> bool:
+        """Whether this recorder's thread-stack boundaries run in C (a native boundary run is on)."""
+        return self._native is not None
 
     def deactivate(self) -> None:
         """Stop recording.
@@ -434,6 +499,12 @@ class Recorder:
             return
         _active[0] = None
         _fast[0] = None
+        _cpath[0] = None
+        native, self._native = self._native, None
+        if native is not None:  # the rows still in the C buffer come first, then the abandoned ones
+            next_id, rest = native.boundary_stop()
+            _Ids.resume(next_id)
+            self._take(rest)
         now = _time_ns()
         for frame in _open_frames():
             iid = frame[1]
@@ -476,6 +547,15 @@ class Recorder:
             self._data.fromlist(rows[:n])
             del rows[:n]
             self._spilled += n // _ROW_WIDTH
+        native = self._native
+        if native is not None:
+            self._take(native.boundary_take())
+
+    def _take(self, rows: bytes) -> None:
+        """Append rows handed over by the C boundary buffer (native int64, the same row layout)."""
+        if rows:
+            self._data.frombytes(rows)
+            self._spilled += len(rows) // _ROW_BYTES
 
     def record_span(self, marker: RegionMarker, start_ns: int, end_ns: int, cpu_ns: int = -1, error: str = "") -> int:
         """Record a finished top-level instance of ``marker`` that the caller timed itself (no boundary hooks ran).
@@ -492,7 +572,9 @@ class Recorder:
 
     def count(self) -> int:
         """How many instances have finished so far."""
-        return self._spilled + len(self._rows) // _ROW_WIDTH
+        native = self._native
+        pending = native.boundary_pending() if native is not None else 0
+        return self._spilled + len(self._rows) // _ROW_WIDTH + pending
 
     @property
     def regions(self) -> dict[str, Region]:
@@ -604,8 +686,10 @@ def active_recorder() -> Recorder | None:
 def _after_fork_in_child() -> None:
     """A forked child never records into its parent's recorder (its rows would be lost or duplicated)."""
     rec = _active[0]
+    _cpath[0] = None
     if rec is not None:
         rec.forked = True
+        rec._native = None  # the C buffer holds the parent's rows
         _active[0] = None
         _fast[0] = None
 
@@ -629,6 +713,9 @@ class RegionMarker:
         return f"region({self.region.name!r})"
 
     def __enter__(self) -> RegionMarker:
+        cpath = _cpath[0]
+        if cpath is not None and cpath[0](self):  # a native boundary run did it all
+            return self
         if _running_loop() is not None:
             return self._enter_task()
         try:
@@ -662,6 +749,9 @@ class RegionMarker:
         return self
 
     def __exit__(self, exc_type: type[BaseException] | None, exc: BaseException | None, tb: object) -> None:
+        cpath = _cpath[0]
+        if cpath is not None and exc_type is None and cpath[1](self):  # a native boundary run did it all
+            return
         if _running_loop() is not None:
             frame = self._exit_task()
         else:

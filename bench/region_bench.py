@@ -8,6 +8,9 @@ decorator forms).  A decorated call is reported minus the same call undecorated.
     .venv/bin/python bench/region_bench.py [--rounds 15] [--n 50000] [--json FILE]
     .venv/bin/python bench/region_bench.py --memory 1000000     # bytes per recorded instance
 
+The native timing-run rows use the CUPTI extension as the collector hands it to the recorder (built here with the
+system C compiler; no GPU is needed for its boundary functions): the recorder then runs each boundary in C.
+
 Protocol: one sample times ``n`` boundaries in a loop and subtracts the empty loop; the cases are interleaved
 round by round (so machine noise hits them alike) and the table gives the median over rounds with the
 lowest and highest sample.  docs/benchmarks.md ("Region boundary cost") keeps the figures of a recorded run.
@@ -72,19 +75,42 @@ def argus_prebuilt(n: int) -> None:
             pass
 
 
-def recording(body: Case, *, cpu_clock: bool = False, sink: bool = False) -> Case:
-    """``body`` while a recorder is active (host.wall; host.cpu reads the thread CPU clock too)."""
+def recording(body: Case, *, cpu_clock: bool = False, sink: bool = False, native: Any = None) -> Case:
+    """``body`` while a recorder is active (host.wall; host.cpu reads the thread CPU clock too).
+
+    ``sink``: the Python path with one C call per boundary (``operator.index`` standing in for ``set_current``);
+    ``native``: the CUPTI extension as the collector hands it over (``set_current`` + ``native_boundary``), so the
+    recorder takes the C path (one C call per enter and per exit does the whole boundary).
+    """
 
     class Sink:  # the native CUPTI path's boundary call: one C function taking the instance id (METH_O)
         current_instance = operator.index
 
+    class Native:
+        current_instance = native.set_current if native is not None else None
+        native_boundary = native
+
+    hooks: list[Any] = [Native()] if native is not None else [Sink()] if sink else []
+
     def run(n: int) -> None:
-        with Recorder("bench", hooks=[Sink()] if sink else [], cpu_clock=cpu_clock) as rec:
+        with Recorder("bench", hooks=hooks, cpu_clock=cpu_clock) as rec:
+            if native is not None and not rec.native_boundaries:
+                raise AssertionError("the C boundary path is not on")
             body(n)
         if rec.count() < n:
             raise AssertionError("instances were lost")
 
     return run
+
+
+def native_module() -> Any:
+    """The CUPTI extension (built on first use; no GPU needed for its boundary functions), or None."""
+    from argus_lab.backends.cupti import native
+
+    built = native.build()
+    if built.module is None:
+        print(f"native extension unavailable ({built.note}): the C boundary path is not measured", file=sys.stderr)
+    return built.module
 
 
 def in_event_loop(body: Case) -> Case:
@@ -165,7 +191,7 @@ def cases() -> list[tuple[str, Case, Case | None, float]]:
             1.0,
         ),
         (
-            "argus_lab `with region('attn')`, recording host.wall + native CUPTI boundary call (stand-in)",
+            "argus_lab `with region('attn')`, recording host.wall + one C call per boundary (Python path)",
             recording(argus_inline, sink=True),
             None,
             1.0,
@@ -177,6 +203,22 @@ def cases() -> list[tuple[str, Case, Case | None, float]]:
             1.0,
         ),
     ]
+    mod = native_module()
+    if mod is not None:
+        out += [
+            (
+                "argus_lab `with region('attn')`, native timing run (C boundary path: host.wall + current instance)",
+                recording(argus_inline, native=mod),
+                None,
+                1.0,
+            ),
+            (
+                "argus_lab `@region('step')` call, native timing run (C boundary path)",
+                recording(argus_decorator, native=mod),
+                _plain_call,
+                1.0,
+            ),
+        ]
     try:
         import nvtx  # noqa: F401
 

@@ -25,8 +25,14 @@ the floor), ``cupti-kernels+empty-callbacks`` (+ CUPTI's launch callbacks with a
 ``cupti-kernels+callbacks`` (+ argus_lab's native launch callback, no regions), ``argus-markers`` (argus_lab
 regions recording host.wall, no GPU tool: the boundary work), ``argus`` (the timing run exactly as
 ``argus_lab.measure(..., signals="gpu.time,gpu.kernels,gpu.span,host.wall")`` runs it: the plan's run, its
-backends loaded by name, ``run.driver.drive`` per block; the first argus process ends with one real
-``argus_lab.measure`` of the decode step whose stored host.wall is compared with the no-tool CUDA events).
+backends loaded by name, ``run.driver.drive`` per block, region boundaries in C while the native launch path runs),
+``argus-python-boundaries`` (the same with the cupti setting ``boundaries="python"``: the region boundaries in
+Python, as before the C boundary path), ``argus-driver-callbacks`` (an experiment: the launch callback on the driver
+domain only, ``callback_domains="driver"``; its kernels-in-a-region count says whether that attributes).  Each
+argus process ends with one real ``argus_lab.measure`` of the decode step between two no-tool A blocks: its stored
+host.wall is compared with the step timed by itself, with those adjacent no-tool blocks and with the process's A
+blocks.  Before every block a fixed pure-Python loop is timed
+(``probe_ms``): it tells a slow block caused by the machine (the probe is slow too) from one caused by the tool.
 
 Correctness, in a process of its own before the figures: ``attribution`` (every PyTorch, cuBLAS, Triton and
 torch.compile (Inductor) kernel launched in a region is attributed ``exact`` to that region, read from the store
@@ -34,7 +40,7 @@ torch.compile (Inductor) kernel launched in a region is attributed ``exact`` to 
 without a tool, measured before and after the timing run: within 2 %).
 
     python bench/timing_overhead.py OUT [--budget-s 200] [--procs 2] [--pairs 6] [--reps 5] [--warm 2]
-        [--workloads loop,decode] [--tools ...] [--checks attribution,events] [--start fork|spawn]
+        [--workloads loop,decode] [--tools ...] [--required ...] [--checks attribution,events] [--start fork|spawn]
         [--device cpu --tiny]   # a CPU smoke test of the harness (GPU tools and checks are skipped)
 
 The parent imports torch and transformers once and forks one child per (tool, process) (``--start spawn``: a fresh
@@ -68,7 +74,7 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
 REQUIRED = ("none", "argus", "cupti-kernels", "cupti-kernels+callbacks", "proton", "torch.profiler", "nvtx")
-EXTRA = ("argus-markers", "cupti-kernels+empty-callbacks")
+EXTRA = ("argus-markers", "cupti-kernels+empty-callbacks", "argus-python-boundaries", "argus-driver-callbacks")
 TOOLS = REQUIRED + EXTRA
 TABLE_ORDER = (
     "none",
@@ -79,6 +85,8 @@ TABLE_ORDER = (
     "cupti-kernels+empty-callbacks",
     "cupti-kernels+callbacks",
     "argus-markers",
+    "argus-python-boundaries",
+    "argus-driver-callbacks",
     "argus",
 )
 GPU_TOOLS = {"torch.profiler", "proton", "cupti-kernels", "cupti-kernels+empty-callbacks", "cupti-kernels+callbacks"}
@@ -90,6 +98,15 @@ Marker = Callable[[str], Any]
 
 def median(xs: list[float]) -> float:
     return statistics.median(xs) if xs else float("nan")
+
+
+def cpu_probe(n: int = 20_000) -> float:
+    """ms of a fixed pure-Python loop: how fast this process's CPU runs right now (no GPU, no tool involved)."""
+    t0 = time.perf_counter()
+    acc = 0
+    for k in range(n):
+        acc += k * k % 7
+    return (time.perf_counter() - t0) * 1e3 + 0 * acc
 
 
 # ----------------------------------------------------------------------------------------------------------------
@@ -408,6 +425,10 @@ class Argus(Tool):
         self.signals = SIGNALS if device == "cuda" else CPU_SIGNALS
         self.blocks = 0
         self.keep_attached = False
+        self.variant: dict[str, Any] = {
+            "argus-python-boundaries": {"boundaries": "python"},
+            "argus-driver-callbacks": {"callback_domains": "driver"},
+        }.get(name, {})
 
     def fallback(self) -> str:
         if self.keep_attached:
@@ -435,15 +456,24 @@ class Argus(Tool):
         settings = {k: dict(v) for k, v in run.settings.items()}
         if self.keep_attached:
             settings.setdefault("cupti", {})["detach"] = "never"
+        if self.variant:
+            settings.setdefault("cupti", {}).update(self.variant)
         wall: list[float] = []
         ev: list[float] = []
+        seen: dict[str, Any] = {}
         self.blocks += 1
         folder = Path(tempfile.mkdtemp(prefix="argus-run-", dir=self.out))
+
+        def rep() -> None:
+            if not seen:  # what the recorder does at each boundary in this run (read once, outside the timing)
+                seen.update(boundary_state())
+            clock.one(body, wall, ev)
+
         t0 = time.perf_counter()
         collectors = [load_backend(b) for b in run.backends]
         outcome = drive(
             f"bench-{os.getpid()}-{self.blocks}",
-            Workload.of_callable(lambda: clock.one(body, wall, ev)),
+            Workload.of_callable(rep),
             collectors,
             run.signals,
             settings,
@@ -455,7 +485,7 @@ class Argus(Tool):
         shutil.rmtree(folder, ignore_errors=True)
         if outcome.status != "ok":
             raise RuntimeError(f"the timing run ended {outcome.status}: {outcome.cause[:400]}")
-        extra: dict[str, Any] = {"backends": list(run.backends), "run_s": round(total, 4)}
+        extra: dict[str, Any] = {"backends": list(run.backends), "run_s": round(total, 4), "boundary": seen}
         kernels = outcome.evidence.get("kernels", {})
         if kernels:
             ids = kernels.get("instance_id", [])
@@ -473,6 +503,19 @@ class Argus(Tool):
         return wall[warm:], ev[warm:], extra
 
 
+def boundary_state() -> dict[str, Any]:
+    """The active recorder's boundary work: C path or Python, its work level, whether NVTX ranges are opened."""
+    from argus_lab import regions
+
+    rec = regions.active_recorder()
+    fast = regions._fast[0]
+    return {
+        "c_path": bool(rec is not None and rec.native_boundaries),
+        "work": fast[4] if fast is not None else None,  # 0 clocks only, 1 + one sink, 2 hooks/NVTX/CPU clock
+        "nvtx_mode": regions._nvtx.mode,  # 1 = no NVTX tool attached (no range opened)
+    }
+
+
 def make_tool(name: str, out: Path, device: str) -> Tool:
     if name == "none":
         return Tool(name, out, device)
@@ -486,7 +529,7 @@ def make_tool(name: str, out: Path, device: str) -> Tool:
         return Cupti(name, out, device)
     if name == "argus-markers":
         return ArgusMarkers(name, out, device)
-    if name == "argus":
+    if name in ("argus", "argus-python-boundaries", "argus-driver-callbacks"):
         return Argus(name, out, device)
     raise SystemExit(f"unknown tool {name!r}; tools: {', '.join(TOOLS)}")
 
@@ -505,6 +548,7 @@ def abab(
 ) -> None:
     """Alternate A (plain) and B (tool attached, workload marked) blocks until ``--pairs`` or ``until``."""
     res.update({"a_ms": [], "a_events_ms": [], "b_ms": [], "b_events_ms": [], "ratios": [], "extras": []})
+    res.update({"a_probe_ms": [cpu_probe()], "b_probe_ms": []})
     a, a_ev = clock.run(wl.plain, args.reps)
     res["a_ms"].append(a)
     res["a_events_ms"].append(a_ev)
@@ -516,6 +560,7 @@ def abab(
             break
         t0 = time.time()
         body = wl.marked(tool.marker()) if tool.marked else wl.plain
+        probe = cpu_probe()
         try:
             b, b_ev, extra = tool.block(body, args.reps, args.warm, clock)
         except Exception as exc:
@@ -527,9 +572,12 @@ def abab(
             continue
         finally:
             wl.unhook()
+        a_probe = cpu_probe()
         a_next, a_next_ev = clock.run(wl.plain, args.reps)
         before, after = median(res["a_ms"][-1]), median(a_next)
         res["b_ms"].append(b)
+        res["b_probe_ms"].append(probe)
+        res["a_probe_ms"].append(a_probe)
         res["b_events_ms"].append(b_ev)
         res["a_ms"].append(a_next)
         res["a_events_ms"].append(a_next_ev)
@@ -582,7 +630,7 @@ def child(tool_name: str, index: int, deadline: float, args: argparse.Namespace,
         wl = workloads[name]
         left = deadline - time.time()
         share = 0.4 if (name == "loop" and k < len(names) - 1) else 1.0
-        until = time.time() + left * share - (8.0 if tool_name == "argus" and index == 0 and name == "decode" else 0)
+        until = time.time() + left * share - (5.0 if tool_name == "argus" and name == "decode" else 0)
         out_wl: dict[str, Any] = {}
         res["workloads"][name] = out_wl
         clock = Clock(args.device, events=name == "decode")
@@ -592,7 +640,7 @@ def child(tool_name: str, index: int, deadline: float, args: argparse.Namespace,
             res["errors"].append(f"{name}: {type(exc).__name__}: {exc}")
             res["traceback"] = traceback.format_exc()[-3000:]
             save()
-    if tool_name == "argus" and index == 0 and "decode" in workloads and time.time() < deadline - 3:
+    if tool_name == "argus" and "decode" in workloads and time.time() < deadline - 3:
         try:
             res["measure"] = measure_decode(workloads["decode"], args, out, res["workloads"].get("decode", {}))
         except Exception as exc:
@@ -609,24 +657,38 @@ def measure_decode(wl: Loop | Decode, args: argparse.Namespace, out: Path, abab_
     import argus_lab
 
     signals = SIGNALS if args.device == "cuda" else CPU_SIGNALS
-    body = wl.marked(argus_lab.region)
     clock = Clock(args.device, events=True)
+    before_probe = cpu_probe()
+    before, before_ev = clock.run(wl.plain, args.reps)  # no tool, right before
+    body = wl.marked(argus_lab.region)
     wall: list[float] = []
     ev: list[float] = []
+    probes: list[float] = []
     folder = out / "stores"
     folder.mkdir(parents=True, exist_ok=True)
     store = folder / f"measure-decode-{os.getpid()}.duckdb"
+
+    def rep() -> None:
+        probes.append(cpu_probe())
+        clock.one(body, wall, ev)
+
     t0 = time.perf_counter()
     try:
-        argus_lab.measure(
-            lambda: clock.one(body, wall, ev), signals=signals, repeat=args.reps, warmup=args.warm, store=str(store)
-        )
+        argus_lab.measure(rep, signals=signals, repeat=args.reps, warmup=args.warm, store=str(store))
     finally:
         wl.unhook()
+    measure_s = time.perf_counter() - t0
+    after_probe = cpu_probe()
+    after, after_ev = clock.run(wl.plain, args.reps)  # no tool, right after
     res: dict[str, Any] = {
-        "measure_s": round(time.perf_counter() - t0, 3),
+        "measure_s": round(measure_s, 3),
         "step_ms": wall[args.warm :],
         "step_events_ms": ev[args.warm :],
+        "warmup_step_ms": wall[: args.warm],
+        "probe_ms": probes,  # before each repetition (warm-up included), outside the step
+        "adjacent_no_tool_ms": before + after,
+        "adjacent_no_tool_events_ms": before_ev + after_ev,
+        "adjacent_probe_ms": [before_probe, after_probe],
     }
     con = duckdb.connect(str(store), read_only=True)
     try:
@@ -663,6 +725,10 @@ def measure_decode(wl: Loop | Decode, args: argparse.Namespace, out: Path, abab_
     if no_tool_events and res["host_wall_ms"]:
         res["no_tool_events_ms"] = median(no_tool_events)
         res["host_wall_vs_no_tool_events"] = median(res["host_wall_ms"]) / median(no_tool_events)
+    if res["host_wall_ms"]:
+        hw = median(res["host_wall_ms"])
+        res["host_wall_vs_step"] = hw / median(res["step_ms"])  # the region against the call timed by itself
+        res["host_wall_vs_adjacent_no_tool"] = hw / median(res["adjacent_no_tool_ms"])  # the measure's own ratio
     _keep_small(store)
     return res
 
@@ -1020,7 +1086,13 @@ def aggregate(procs: list[dict[str, Any]]) -> list[dict[str, Any]]:
                 "a_ms": median([median(b) for r in rs for b in r["a_ms"]]),
                 "b_ms": median([median(b) for r in rs for b in r["b_ms"]]),
                 "a_drift": median([r["a_drift"] for r in rs if "a_drift" in r]),
+                # the CPU probe before B blocks over the one before A blocks: ~1 when the machine ran alike
+                "probe_b_over_a": median([x for r in rs for x in r.get("b_probe_ms", [])])
+                / median([x for r in rs for x in r.get("a_probe_ms", [])]),
                 "launch_path": ", ".join(sorted({str(e["launch_path"]) for e in extras if e.get("launch_path")})),
+                "boundaries": ", ".join(
+                    sorted({"C" if e["boundary"].get("c_path") else "Python" for e in extras if e.get("boundary")})
+                ),
                 "detached": any(e.get("detached") for e in extras),
                 "kernels": sum(e.get("kernels", 0) for e in extras),
                 "kernels_with_instance": sum(e.get("kernels_with_instance", 0) for e in extras),
@@ -1044,6 +1116,8 @@ def decomposition(rows: list[dict[str, Any]]) -> list[str]:
             f"{label} {by[t]:.2f}x"
             for label, t in (
                 ("region work alone", "argus-markers"),
+                ("argus with Python boundaries", "argus-python-boundaries"),
+                ("argus, driver callbacks only", "argus-driver-callbacks"),
                 ("no-op markers + hooks", "nvtx"),
                 ("Proton", "proton"),
                 ("torch.profiler", "torch.profiler"),
@@ -1058,17 +1132,20 @@ def decomposition(rows: list[dict[str, Any]]) -> list[str]:
 def table(figures: dict[str, Any]) -> str:
     rows = figures["rows"]
     lines = [
-        "| workload | tool | ratio | processes (range) | blocks (range) | A ms | B ms | A drift | launch path |",
-        "|---|---|---|---|---|---|---|---|---|",
+        "| workload | tool | ratio | processes (range) | blocks (range) | A ms | B ms | A drift | probe B/A "
+        "| launch path |",
+        "|---|---|---|---|---|---|---|---|---|---|",
     ]
     for r in rows:
-        lp = r["launch_path"] or ""
+        lp = ", ".join(
+            x for x in (r["launch_path"], f"{r['boundaries']} boundaries" if r.get("boundaries") else "") if x
+        )
         if r["kernels"]:
             lp += f" ({r['kernels_with_instance']}/{r['kernels']} kernels in a region)"
         lines.append(
             f"| {r['workload']} | {r['tool']} | {r['ratio']:.3f}x | {r['processes']} ({r['proc_min']:.3f}-"
             f"{r['proc_max']:.3f}) | {r['pairs']} ({r['pair_min']:.3f}-{r['pair_max']:.3f}) | {r['a_ms']:.2f} | "
-            f"{r['b_ms']:.2f} | {r['a_drift']:.3f} | {lp} |"
+            f"{r['b_ms']:.2f} | {r['a_drift']:.3f} | {r.get('probe_b_over_a', float('nan')):.2f} | {lp} |"
         )
     lines += decomposition(rows)
     for p in figures["processes"]:
@@ -1076,12 +1153,18 @@ def table(figures: dict[str, Any]) -> str:
             lines.append(f"process {p['tool']}#{p['index']}: exit {p.get('exit')} errors {p.get('errors')}")
         if "measure" in p:
             m = p["measure"]
+            nan = float("nan")
             lines.append(
-                "decode host.wall in argus_lab.measure: "
-                f"{median(m.get('host_wall_ms', [])):.2f} ms (step {median(m.get('step_ms', [])):.2f} ms timed by "
-                f"itself), no tool: CUDA events {m.get('no_tool_events_ms', float('nan')):.2f} ms, host "
-                f"{m.get('no_tool_wall_ms', float('nan')):.2f} ms; host.wall / no-tool events = "
-                f"{m.get('host_wall_vs_no_tool_events', float('nan')):.3f}; kernels {m.get('kernel_classes')}; "
+                f"decode host.wall in argus_lab.measure ({p['tool']}#{p['index']}): "
+                f"{median(m.get('host_wall_ms', [])):.2f} ms (the step timed by itself "
+                f"{median(m.get('step_ms', [])):.2f} ms, host.wall/step {m.get('host_wall_vs_step', nan):.3f}); "
+                f"no tool right before and after: {median(m.get('adjacent_no_tool_ms', [])):.2f} ms, host.wall / that "
+                f"= {m.get('host_wall_vs_adjacent_no_tool', nan):.3f}; the process's A blocks: CUDA events "
+                f"{m.get('no_tool_events_ms', nan):.2f} ms, host {m.get('no_tool_wall_ms', nan):.2f} ms "
+                f"(host.wall / events {m.get('host_wall_vs_no_tool_events', nan):.3f}); CPU probe ms before/in/after "
+                f"{[round(x, 3) for x in m.get('adjacent_probe_ms', [])[:1]]}/"
+                f"{[round(x, 3) for x in m.get('probe_ms', [])]}/"
+                f"{[round(x, 3) for x in m.get('adjacent_probe_ms', [])[1:]]}; kernels {m.get('kernel_classes')}; "
                 f"cupti {m.get('cupti')}"
             )
     for name, c in figures["checks"].items():
@@ -1122,15 +1205,16 @@ def environment(device: str) -> dict[str, Any]:
     return env
 
 
-def schedule(tools: list[str], procs: int) -> list[tuple[str, int]]:
-    """Which (tool, index) processes run, in order: every tool once, then the required tools again (rotated)."""
-    order = [(t, 0) for t in tools]
-    required = [t for t in tools if t in REQUIRED]
-    for k in range(1, procs):
-        shift = (3 * k) % max(1, len(required))
-        order += [(t, k) for t in required[shift:] + required[:shift]]
-    extras = [t for t in tools if t not in REQUIRED]
-    for k in range(1, procs):
+def schedule(tools: list[str], procs: int, required: tuple[str, ...] = REQUIRED) -> list[tuple[str, int]]:
+    """Which (tool, index) processes run, in order: every required tool ``procs`` times (each round rotated), then
+    the other tools once each, then their further processes (what the time budget cuts comes last)."""
+    need = [t for t in tools if t in required]
+    order: list[tuple[str, int]] = []
+    for k in range(procs):
+        shift = (3 * k) % max(1, len(need))
+        order += [(t, k) for t in need[shift:] + need[:shift]]
+    extras = [t for t in tools if t not in required]
+    for k in range(procs):
         order += [(t, k) for t in extras]
     return order
 
@@ -1145,6 +1229,7 @@ def main() -> int:
     ap.add_argument("--warm", type=int, default=2, help="untimed repetitions after attaching a tool")
     ap.add_argument("--workloads", default=",".join(WORKLOADS))
     ap.add_argument("--tools", default=",".join(TOOLS))
+    ap.add_argument("--required", default=",".join(REQUIRED), help="tools that get their --procs processes first")
     ap.add_argument("--checks", default="attribution,events")
     ap.add_argument("--checks-s", type=float, default=45.0, help="time given to the correctness checks")
     ap.add_argument("--child-s", type=float, default=30.0, help="most time a tool's process gets")
@@ -1230,14 +1315,18 @@ def main() -> int:
         print(f"checks (exit {rc}): " + json.dumps({k: v.get("ok") for k, v in figures["checks"].items()}), flush=True)
         save()
 
-    plan = schedule(tools, args.procs)
-    weight = {("argus", 0): 1.8, ("torch.profiler", 0): 1.3, ("torch.profiler", 1): 1.3}
+    plan = schedule(tools, args.procs, tuple(t for t in args.required.split(",") if t))
+    weight = {("argus", 0): 1.4, ("argus", 1): 1.4, ("torch.profiler", 0): 1.3, ("torch.profiler", 1): 1.3}
+    required = {t for t in args.required.split(",") if t}
+    first_round = sum(1 for t, i in plan if i == 0 and t in required)
     k = 0
     while k < len(plan):
         tool, index = plan[k]
         left = end - time.time()
-        slot = min(args.child_s, left * weight.get(plan[k], 1.0) / sum(weight.get(p, 1.0) for p in plan[k:]))
-        if left < 8.0 or (slot < 6.0 and k >= len(tools)):
+        # a required process shares the time left with the required processes still to come; the others after them
+        rest = [p for p in plan[k:] if p[0] in required] if tool in required else plan[k:]
+        slot = min(args.child_s, left * weight.get(plan[k], 1.0) / sum(weight.get(p, 1.0) for p in rest))
+        if left < 8.0 or (slot < 6.0 and k >= first_round):
             figures["skipped"] += [f"{t}#{i}" for t, i in plan[k:]]
             break
         slot = max(slot, min(left, 8.0))

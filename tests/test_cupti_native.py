@@ -24,6 +24,7 @@ import pytest
 
 from argus_lab.backends.cupti import decode as dec
 from argus_lab.backends.cupti import native
+from argus_lab.backends.cupti.collector import boundaries_setting
 from argus_lab.errors import BackendUnavailableError
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -224,6 +225,11 @@ def test_launch_path_setting_is_checked() -> None:
     assert native.choose(object(), {"kinds": ["CONCURRENT_KERNEL"]}, [], "").name == "python"
     with pytest.raises(BackendUnavailableError, match="native_callback must be 'record' or 'empty'"):
         native.choose(object(), {"native_callback": "none"}, [], "")
+    with pytest.raises(BackendUnavailableError, match="callback_domains must be 'both' or 'driver'"):
+        native.choose(object(), {"callback_domains": "runtime"}, [], "")
+    assert boundaries_setting({}) == "native" and boundaries_setting({"boundaries": "python"}) == "python"
+    with pytest.raises(BackendUnavailableError, match="boundaries must be 'native' or 'python'"):
+        boundaries_setting({"boundaries": "c"})
 
 
 # -- the join does not change -------------------------------------------------------------------------------

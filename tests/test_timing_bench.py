@@ -72,9 +72,13 @@ def test_aggregate_takes_the_median_of_processes_and_keeps_ranges_synthetic(benc
     assert (row["pair_min"], row["pair_max"], row["pairs"], row["processes"]) == (1.0, 1.5, 6, 3)
 
 
-def test_schedule_runs_every_tool_once_before_second_processes(bench: ModuleType) -> None:
-    order = bench.schedule(list(bench.TOOLS), 2)
-    first = order[: len(bench.TOOLS)]
-    assert {t for t, i in first} == set(bench.TOOLS) and {i for _, i in first} == {0}
-    assert sorted(t for t, i in order if i == 1) == sorted(bench.TOOLS)
-    assert [t for t, i in order[len(bench.TOOLS) :]][-len(bench.EXTRA) :] == list(bench.EXTRA)
+def test_schedule_runs_the_required_tools_first_then_the_others(bench: ModuleType) -> None:
+    required = ("none", "argus", "cupti-kernels+callbacks", "proton")
+    tools = [*required, "argus-python-boundaries", "cupti-kernels", "argus-markers"]
+    order = bench.schedule(tools, 2, required)
+    head = order[: 2 * len(required)]
+    assert sorted(head) == sorted((t, i) for t in required for i in (0, 1))  # every required tool twice, first
+    assert {i for _, i in head[: len(required)]} == {0}  # a first round of one process each, then the second
+    assert head[: len(required)] != [(t, 0) for t, _ in head[len(required) :]]  # the second round is rotated
+    assert order[2 * len(required) :] == [(t, i) for i in (0, 1) for t in tools[len(required) :]]
+    assert bench.schedule(list(bench.TOOLS), 1)[: len(bench.REQUIRED)] == [(t, 0) for t in bench.REQUIRED]

@@ -46,7 +46,7 @@ class Overhead:
 # one decode step of a Llama-1.1B-shaped transformers model with 45 regions through forward hooks (~925 kernels).
 LOOP = "launch-bound loop"
 DECODE = "Llama decode step"
-PHASE_A = "H200 2026-11-30, one round each, docs/benchmarks.md"
+H200_BLOCKS = "H200 2026-11-30, A B A B blocks, 2 processes x 6 pairs, docs/benchmarks.md"
 DEVICE_PROBE = "H200 2026-11-30, scripts/gpu_probe_device.py, median of 20 launches, docs/benchmarks.md"
 
 
@@ -152,9 +152,12 @@ BACKENDS: dict[str, BackendInfo] = {
             "host wall-clock and CPU time per region instance",
             needs_gpu=False,
             module="argus_lab.backends.host",
-            cost_factor=1.11,
-            overhead=(Overhead(LOOP, 1.11, 1.11, 1.11, PHASE_A), Overhead(DECODE, 1.04, 1.04, 1.04, PHASE_A)),
-            overhead_note="regions recording host.wall; 1.3 us a boundary",
+            cost_factor=1.09,
+            overhead=(
+                Overhead(LOOP, 1.06, 1.006, 1.114, H200_BLOCKS),
+                Overhead(DECODE, 1.086, 1.064, 1.109, H200_BLOCKS),
+            ),
+            overhead_note="regions recording host.wall, the Python boundary path",
         ),
         BackendInfo(
             "cupti",
@@ -164,7 +167,10 @@ BACKENDS: dict[str, BackendInfo] = {
             module="argus_lab.backends.cupti.collector",
             holds_cupti=True,
             cost_factor=1.27,
-            overhead=(Overhead(LOOP, 1.41, 1.41, 1.41, PHASE_A), Overhead(DECODE, 1.32, 1.32, 1.32, PHASE_A)),
+            overhead=(
+                Overhead(LOOP, 1.345, 1.336, 1.353, H200_BLOCKS),
+                Overhead(DECODE, 1.236, 1.225, 1.247, H200_BLOCKS),
+            ),
             overhead_note="the timing run, host included; cost factor = that over host alone",
         ),
         BackendInfo(

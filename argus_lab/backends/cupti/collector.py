@@ -86,6 +86,16 @@ def check_cupti_free() -> None:
             raise CollectorBusyError(msg)
 
 
+def boundaries_setting(settings: Mapping[str, Any]) -> str:
+    """The ``boundaries`` setting: ``native`` (the default: the recorder's thread-stack boundaries in C while the
+    native launch path runs) or ``python`` (every boundary in Python; benchmarks compare both)."""
+    value = str(settings.get("boundaries", "native"))
+    if value not in ("native", "python"):
+        msg = f"the cupti setting boundaries must be 'native' or 'python', got {value!r}"
+        raise BackendUnavailableError(msg)
+    return value
+
+
 def activity_kinds(signals: Sequence[str], settings: Any, *, api_records: bool = True) -> list[str]:
     """The CUPTI activity kinds a run needs (names of ``cupti.ActivityKind`` members).
 
@@ -131,14 +141,16 @@ def _synchronize() -> None:
 
 class _CorrelationHook:
     """Pushes/pops the region instance id as external correlation id (kind CUSTOM2) from Python, or, when the
-    native launch path runs, hands the recorder its C function as ``current_instance`` (set at start)."""
+    native launch path runs, hands the recorder its C function as ``current_instance`` and the extension as
+    ``native_boundary`` (set at start): the recorder then does a whole thread-stack boundary in one C call."""
 
-    __slots__ = ("_pop", "_push", "current_instance")
+    __slots__ = ("_pop", "_push", "current_instance", "native_boundary")
 
     def __init__(self) -> None:
         self._push: Callable[[int, int], Any] | None = None
         self._pop: Callable[[int], Any] | None = None
         self.current_instance: Callable[[int], Any] | None = None
+        self.native_boundary: Any = None
 
     def bind(self, push: Callable[[int, int], Any] | None, pop: Callable[[int], Any] | None) -> None:
         self._push, self._pop = push, pop
@@ -344,6 +356,7 @@ class CuptiCollector:
         self.detach = "auto"  # the `detach` setting: auto | always | never
         self.detached = False  # whether stop() detached CUPTI (cuptiFinalize)
         self.kernel_names: dict[int, str] = {}  # kernel-name pointer -> name, read before CUPTI is detached
+        self.boundaries = "native"  # the `boundaries` setting: region boundaries in C with the native launch path
 
     # -- Collector protocol ---------------------------------------------------------------------
     def hooks(self) -> Sequence[BoundaryHook]:
@@ -375,6 +388,7 @@ class CuptiCollector:
             raise BackendUnavailableError(msg)
         self.detached = False
         self.kernel_names = {}
+        self.boundaries = boundaries_setting(settings)
         try:
             cupti.get_timestamp()  # loads libcupti
             choice = nat.choose(cupti, settings, ctx.signals, mapped_libcupti())
@@ -409,9 +423,11 @@ class CuptiCollector:
         self.libcupti = mapped_libcupti()
         if self._native is not None:  # the recorder calls the C function at every boundary
             self._hook.current_instance = self._native.set_current
+            self._hook.native_boundary = self._native.module if self.boundaries == "native" else None
             self._hook.bind(None, None)
         else:
             self._hook.current_instance = None
+            self._hook.native_boundary = None
             self._hook.bind(cupti.activity_push_external_correlation_id, cupti.activity_pop_external_correlation_id)
         _ACTIVE[0] = self
         self.started_ns = time.time_ns()
@@ -423,6 +439,7 @@ class CuptiCollector:
 
         self._hook.bind(None, None)
         self._hook.current_instance = None
+        self._hook.native_boundary = None
         subscribed = self.launch_path in ("native", "native empty callbacks")  # no other CUPTI subscriber here
         detach = self.detach == "always" or (self.detach == "auto" and subscribed)
         native = self._native_stop()  # unsubscribe first: no launch callback runs after this
@@ -490,6 +507,10 @@ class CuptiCollector:
             + (" + a callback subscriber for launch calls, released at stop" if self.launch_path == "native" else ""),
             "detached_at_stop": self.detached,
             "launch_path": self.launch_path,
+            # handed to the recorder, which runs its thread-stack boundaries in C when they are its only work
+            "boundary_functions": "native.c"
+            if self.launch_path.startswith("native") and self.boundaries == "native"
+            else "none",
             "native_launch_records": self.native_launches,
             "native_dropped_launches": self.native_dropped,
             "external_correlation_kind": "CUSTOM2",

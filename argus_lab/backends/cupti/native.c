@@ -17,6 +17,16 @@
  * Mode 3 (benchmarks only) subscribes the same callbacks with a callback that returns at once: what CUPTI's
  * callback dispatch costs by itself, apart from the recording.
  *
+ * Region boundaries (boundary_*): while a recorder of argus_lab.regions records with this module's set_current as
+ * its only boundary work, `with region(...)` calls boundary_enter(marker) / boundary_exit(marker), which do in one
+ * C call what RegionMarker.__enter__/__exit__ do in Python for a thread's stack: the frame pushed on (popped from)
+ * the thread's region stack is the same 8-tuple, the instance id comes from the same process-wide counter (handed
+ * over at boundary_start and back at boundary_stop), the current instance id for the launch callback is set, and
+ * the finished instance is appended as the same row of ROW_WIDTH int64 values (regions._ROW_WIDTH, same order) to
+ * a fixed buffer that the recorder moves into its own columns (regions.Recorder._spill).  Anything else (a running
+ * asyncio event loop, an exception, an exit that is not the innermost open region) returns False and the Python
+ * methods run instead, appending their rows through boundary_append so that rows stay in finishing order.
+ *
  * No CUPTI header is needed to build this file: the few types below follow cupti_callbacks.h and
  * cupti_activity.h (CUpti_CallbackData, CUpti_CallbackFunc, the subscriber and external-correlation calls),
  * and the functions are taken with dlsym() from the libcupti file cupti-python already loaded.
@@ -89,6 +99,11 @@ typedef struct {
     int generation;  /* the run the nesting below belongs to */
     int depth;       /* subscribed API calls open on this thread (a runtime launch calls the driver) */
     int64_t slot[NEST_MAX];
+    /* region boundaries: borrowed references, valid for the boundary run `stack_run` (the thread's _Stack lives
+     * as long as the thread, held by regions._local; its `ident` slot holds the id object) */
+    long long stack_run;
+    PyObject *stack;
+    PyObject *ident;
 } thread_state_t;
 
 static __thread thread_state_t T;
@@ -233,21 +248,25 @@ static int enable_list(PyObject *ids, int domain, PyObject *refused) {
 }
 
 /* ---- Python API --------------------------------------------------------------------------------------- */
+static inline void store_current(thread_state_t *t, int64_t v) {
+    t->current = v;
+    if (S.mode == MODE_EXTERNAL) {
+        uint64_t last = 0;
+        if (t->pushed)
+            S.pop_external(EXTERNAL_CUSTOM2, &last);
+        t->pushed = v != 0;
+        if (v != 0)
+            S.push_external(EXTERNAL_CUSTOM2, (uint64_t)v);
+    }
+}
+
 PyDoc_STRVAR(set_current_doc, "set_current(instance_id): the calling thread's innermost open region instance.");
 static PyObject *set_current(PyObject *self, PyObject *arg) {
     int64_t v = PyLong_AsLongLong(arg);
     (void)self;
     if (v == -1 && PyErr_Occurred())
         return NULL;
-    T.current = v;
-    if (S.mode == MODE_EXTERNAL) {
-        uint64_t last = 0;
-        if (T.pushed)
-            S.pop_external(EXTERNAL_CUSTOM2, &last);
-        T.pushed = v != 0;
-        if (v != 0)
-            S.push_external(EXTERNAL_CUSTOM2, (uint64_t)v);
-    }
+    store_current(&T, v);
     Py_RETURN_NONE;
 }
 
@@ -417,6 +436,397 @@ static PyObject *release(PyObject *self, PyObject *unused) {
     Py_RETURN_NONE;
 }
 
+/* ---- region boundaries ------------------------------------------------------------------------------- */
+#define ROW_WIDTH 7  /* instance id, node, parent instance id, thread id, start ns, end ns, CPU ns (regions.py) */
+#define FRAME_WIDTH 8 /* marker, instance id, run, thread id, parent instance id, node, start ns, CPU start ns */
+
+typedef struct {
+    PyObject *marker; /* strong */
+    long long parent_node;
+    PyObject *node; /* strong */
+} node_entry_t;
+
+static struct {
+    int on;
+    long long run;        /* the recorder's generation */
+    PyObject *run_obj;    /* the same, as the int frames carry */
+    PyObject *zero;       /* 0 */
+    PyObject *stack_of;   /* () -> the calling thread's region stack (regions._stack) */
+    PyObject *node_of;    /* (marker, parent node) -> node (regions._node_of) */
+    PyObject *spill;      /* () -> None: the recorder takes the rows (Recorder._spill) */
+    PyObject *running_loop; /* asyncio's _get_running_loop */
+    PyCFunction running_loop_c; /* its C function when it is a METH_NOARGS builtin (called directly) */
+    int64_t next_id;
+    int64_t *rows;
+    int64_t n_rows, cap_rows;
+    node_entry_t *nodes;
+    size_t n_nodes, cap_nodes; /* cap_nodes: a power of two */
+} B;
+
+/* A non-negative int of a frame (ids, node, thread id, ns) as int64: the digits are read without the byte-array
+ * path PyLong_AsLongLong takes for values above 2**30 (every CLOCK_REALTIME ns value). */
+static inline int64_t frame_int(PyObject *v) {
+    return (int64_t)PyLong_AsUnsignedLongLongMask(v);
+}
+
+static inline size_t node_slot(PyObject *marker, long long parent) {
+    uint64_t h = ((uint64_t)(uintptr_t)marker >> 4) * 0x9E3779B97F4A7C15ULL ^ (uint64_t)parent * 0xC2B2AE3D27D4EB4FULL;
+    return (size_t)(h ^ (h >> 29)) & (B.cap_nodes - 1);
+}
+
+static void clear_nodes(void) {
+    for (size_t i = 0; i < B.cap_nodes; i++) {
+        Py_CLEAR(B.nodes[i].marker);
+        Py_CLEAR(B.nodes[i].node);
+    }
+    PyMem_Free(B.nodes);
+    B.nodes = NULL;
+    B.n_nodes = B.cap_nodes = 0;
+}
+
+static int grow_nodes(void) {
+    size_t old_cap = B.cap_nodes;
+    node_entry_t *old = B.nodes;
+    size_t cap = old_cap ? old_cap * 2 : 256;
+    node_entry_t *fresh = PyMem_Calloc(cap, sizeof(node_entry_t));
+    if (fresh == NULL) {
+        PyErr_NoMemory();
+        return -1;
+    }
+    B.nodes = fresh;
+    B.cap_nodes = cap;
+    for (size_t i = 0; i < old_cap; i++) {
+        if (old[i].marker == NULL)
+            continue;
+        size_t k = node_slot(old[i].marker, old[i].parent_node);
+        while (B.nodes[k].marker != NULL)
+            k = (k + 1) & (cap - 1);
+        B.nodes[k] = old[i];
+    }
+    PyMem_Free(old);
+    return 0;
+}
+
+/* The node (path code) of `marker` opened under node `parent` (new reference); asks regions._node_of once. */
+static PyObject *node_of(PyObject *marker, PyObject *parent_obj, long long parent) {
+    if (B.cap_nodes) {
+        size_t k = node_slot(marker, parent);
+        while (B.nodes[k].marker != NULL) {
+            if (B.nodes[k].marker == marker && B.nodes[k].parent_node == parent) {
+                Py_INCREF(B.nodes[k].node);
+                return B.nodes[k].node;
+            }
+            k = (k + 1) & (B.cap_nodes - 1);
+        }
+    }
+    PyObject *node = PyObject_CallFunctionObjArgs(B.node_of, marker, parent_obj, NULL);
+    if (node == NULL)
+        return NULL;
+    if ((B.n_nodes + 1) * 2 > B.cap_nodes && grow_nodes() != 0) {
+        Py_DECREF(node);
+        return NULL;
+    }
+    size_t k = node_slot(marker, parent);
+    while (B.nodes[k].marker != NULL)
+        k = (k + 1) & (B.cap_nodes - 1);
+    Py_INCREF(marker);
+    Py_INCREF(node);
+    B.nodes[k].marker = marker;
+    B.nodes[k].parent_node = parent;
+    B.nodes[k].node = node;
+    B.n_nodes++;
+    return node;
+}
+
+/* The calling thread's state with its region stack resolved for this run; NULL with an exception set. */
+static thread_state_t *boundary_thread(void) {
+    thread_state_t *t = &T;
+    if (t->stack_run == B.run)
+        return t;
+    PyObject *stack = PyObject_CallNoArgs(B.stack_of);
+    if (stack == NULL)
+        return NULL;
+    if (!PyList_Check(stack)) {
+        Py_DECREF(stack);
+        PyErr_SetString(PyExc_TypeError, "the region stack must be a list");
+        return NULL;
+    }
+    PyObject *ident = PyObject_GetAttrString(stack, "ident");
+    if (ident == NULL) {
+        Py_DECREF(stack);
+        return NULL;
+    }
+    /* borrowed from here on: regions._local keeps the stack (and the stack its ident) for the thread's life */
+    t->stack = stack;
+    t->ident = ident;
+    Py_DECREF(ident);
+    Py_DECREF(stack);
+    t->stack_run = B.run;
+    return t;
+}
+
+/* 1 when an asyncio event loop runs on this thread (the Python methods keep a stack per task then), -1 on error */
+static int in_event_loop(void) {
+    PyObject *loop = B.running_loop_c != NULL ? B.running_loop_c(PyCFunction_GET_SELF(B.running_loop), NULL)
+                                              : PyObject_CallNoArgs(B.running_loop);
+    if (loop == NULL)
+        return -1;
+    int running = loop != Py_None;
+    Py_DECREF(loop);
+    return running;
+}
+
+static int append_row(const int64_t *row) {
+    if (B.n_rows == B.cap_rows) { /* the recorder takes the rows (boundary_take) */
+        PyObject *r = PyObject_CallNoArgs(B.spill);
+        if (r == NULL)
+            return -1;
+        Py_DECREF(r);
+        if (B.n_rows == B.cap_rows) {
+            PyErr_SetString(PyExc_RuntimeError, "the recorder did not take the boundary rows (boundary_take)");
+            return -1;
+        }
+    }
+    memcpy(B.rows + B.n_rows * ROW_WIDTH, row, ROW_WIDTH * sizeof(int64_t));
+    B.n_rows++;
+    return 0;
+}
+
+PyDoc_STRVAR(boundary_enter_doc,
+             "boundary_enter(marker) -> bool: enter `marker` on the calling thread's region stack and record the "
+             "instance (True), or False when the Python method must do it (no boundary run, an asyncio event loop).");
+static PyObject *boundary_enter(PyObject *self, PyObject *marker) {
+    (void)self;
+    if (!B.on)
+        Py_RETURN_FALSE;
+    int loop = in_event_loop();
+    if (loop != 0)
+        return loop < 0 ? NULL : Py_NewRef(Py_False);
+    thread_state_t *t = boundary_thread();
+    if (t == NULL)
+        return NULL;
+    PyObject *stack = t->stack;
+    Py_ssize_t n = PyList_GET_SIZE(stack);
+    PyObject *parent_iid = B.zero, *parent_node = B.zero;
+    long long pnode = 0;
+    if (n > 0) { /* the innermost open instance of this run is the parent; frames of other runs are not */
+        PyObject *top = PyList_GET_ITEM(stack, n - 1);
+        if (PyTuple_Check(top) && PyTuple_GET_SIZE(top) >= FRAME_WIDTH) {
+            PyObject *run = PyTuple_GET_ITEM(top, 2);
+            int same = run == B.run_obj || (PyLong_Check(run) && frame_int(run) == B.run);
+            if (same && PyLong_Check(PyTuple_GET_ITEM(top, 5))) {
+                parent_iid = PyTuple_GET_ITEM(top, 1);
+                parent_node = PyTuple_GET_ITEM(top, 5);
+                pnode = frame_int(parent_node);
+            }
+        }
+    }
+    PyObject *node = node_of(marker, parent_node, pnode);
+    if (node == NULL)
+        return NULL;
+    int64_t iid = B.next_id++;
+    PyObject *iid_obj = PyLong_FromLongLong(iid);
+    PyObject *start = iid_obj ? PyLong_FromLongLong(now_ns()) : NULL;
+    PyObject *frame = start ? PyTuple_New(FRAME_WIDTH) : NULL;
+    if (frame == NULL) {
+        Py_XDECREF(iid_obj);
+        Py_XDECREF(start);
+        Py_DECREF(node);
+        return NULL;
+    }
+    PyTuple_SET_ITEM(frame, 0, Py_NewRef(marker));
+    PyTuple_SET_ITEM(frame, 1, iid_obj);
+    PyTuple_SET_ITEM(frame, 2, Py_NewRef(B.run_obj));
+    PyTuple_SET_ITEM(frame, 3, Py_NewRef(t->ident));
+    PyTuple_SET_ITEM(frame, 4, Py_NewRef(parent_iid));
+    PyTuple_SET_ITEM(frame, 5, node);
+    PyTuple_SET_ITEM(frame, 6, start);
+    PyTuple_SET_ITEM(frame, 7, Py_NewRef(B.zero));
+    int rc = PyList_Append(stack, frame);
+    Py_DECREF(frame);
+    if (rc != 0)
+        return NULL;
+    store_current(t, iid);
+    Py_RETURN_TRUE;
+}
+
+PyDoc_STRVAR(boundary_exit_doc,
+             "boundary_exit(marker) -> bool: exit `marker`, the innermost open region of the calling thread, and "
+             "append its row (True), or False when the Python method must do it (no boundary run, an event loop, "
+             "a frame not recorded by this run, or `marker` not the innermost open region: the Python method "
+             "raises then).");
+static PyObject *boundary_exit(PyObject *self, PyObject *marker) {
+    (void)self;
+    if (!B.on)
+        Py_RETURN_FALSE;
+    int loop = in_event_loop();
+    if (loop != 0)
+        return loop < 0 ? NULL : Py_NewRef(Py_False);
+    thread_state_t *t = boundary_thread();
+    if (t == NULL)
+        return NULL;
+    PyObject *stack = t->stack;
+    Py_ssize_t n = PyList_GET_SIZE(stack);
+    if (n == 0)
+        Py_RETURN_FALSE;
+    PyObject *top = PyList_GET_ITEM(stack, n - 1);
+    if (!PyTuple_Check(top) || PyTuple_GET_SIZE(top) != FRAME_WIDTH || PyTuple_GET_ITEM(top, 0) != marker)
+        Py_RETURN_FALSE;
+    PyObject *run = PyTuple_GET_ITEM(top, 2);
+    if (run != B.run_obj && (!PyLong_Check(run) || frame_int(run) != B.run))
+        Py_RETURN_FALSE;
+    int64_t row[ROW_WIDTH];
+    static const int from_frame[5] = {1, 5, 4, 3, 6};
+    for (int i = 0; i < 5; i++) {
+        PyObject *v = PyTuple_GET_ITEM(top, from_frame[i]);
+        if (!PyLong_Check(v))
+            Py_RETURN_FALSE;
+        row[i] = frame_int(v);
+    }
+    if (row[0] == 0) /* a frame entered with no recorder */
+        Py_RETURN_FALSE;
+    row[5] = now_ns();
+    row[6] = -1; /* no thread CPU clock on this path */
+    if (append_row(row) != 0)
+        return NULL;
+    /* pop: the list keeps its allocation (as list.pop does until it shrinks) */
+    if (PyList_GET_SIZE(stack) != n || PyList_GET_ITEM(stack, n - 1) != top) {
+        PyErr_SetString(PyExc_RuntimeError, "the region stack changed during a boundary");
+        return NULL;
+    }
+    Py_SET_SIZE(stack, n - 1);
+    Py_DECREF(top);
+    store_current(t, row[2]);
+    Py_RETURN_TRUE;
+}
+
+PyDoc_STRVAR(boundary_append_doc,
+             "boundary_append(row): append a finished instance (a sequence of 7 ints, regions._ROW_WIDTH) recorded "
+             "by the Python methods while a boundary run is on.");
+static PyObject *boundary_append(PyObject *self, PyObject *arg) {
+    (void)self;
+    PyObject *seq = PySequence_Fast(arg, "a row must be a sequence of 7 ints");
+    if (seq == NULL)
+        return NULL;
+    if (PySequence_Fast_GET_SIZE(seq) != ROW_WIDTH) {
+        Py_DECREF(seq);
+        PyErr_Format(PyExc_ValueError, "a row has %d values, got %zd", ROW_WIDTH, PySequence_Fast_GET_SIZE(seq));
+        return NULL;
+    }
+    int64_t row[ROW_WIDTH];
+    for (int i = 0; i < ROW_WIDTH; i++) {
+        row[i] = PyLong_AsLongLong(PySequence_Fast_GET_ITEM(seq, i));
+        if (row[i] == -1 && PyErr_Occurred()) {
+            Py_DECREF(seq);
+            return NULL;
+        }
+    }
+    Py_DECREF(seq);
+    if (!B.on) {
+        PyErr_SetString(PyExc_RuntimeError, "no boundary run is on (boundary_start)");
+        return NULL;
+    }
+    if (append_row(row) != 0)
+        return NULL;
+    Py_RETURN_NONE;
+}
+
+PyDoc_STRVAR(boundary_next_id_doc, "boundary_next_id() -> int: the next instance id of the boundary run.");
+static PyObject *boundary_next_id(PyObject *self, PyObject *unused) {
+    (void)self;
+    (void)unused;
+    return PyLong_FromLongLong(B.next_id++);
+}
+
+PyDoc_STRVAR(boundary_take_doc,
+             "boundary_take() -> bytes: the rows appended since the last take (native int64, 7 per instance).");
+static PyObject *boundary_take(PyObject *self, PyObject *unused) {
+    (void)self;
+    (void)unused;
+    PyObject *out = PyBytes_FromStringAndSize(B.n_rows ? (const char *)B.rows : "",
+                                              (Py_ssize_t)(B.n_rows * ROW_WIDTH * (int64_t)sizeof(int64_t)));
+    if (out != NULL)
+        B.n_rows = 0;
+    return out;
+}
+
+PyDoc_STRVAR(boundary_pending_doc, "boundary_pending() -> int: rows appended and not taken yet.");
+static PyObject *boundary_pending(PyObject *self, PyObject *unused) {
+    (void)self;
+    (void)unused;
+    return PyLong_FromLongLong(B.n_rows);
+}
+
+static void boundary_clear(void) {
+    B.on = 0;
+    Py_CLEAR(B.run_obj);
+    Py_CLEAR(B.zero);
+    Py_CLEAR(B.stack_of);
+    Py_CLEAR(B.node_of);
+    Py_CLEAR(B.spill);
+    Py_CLEAR(B.running_loop);
+    clear_nodes();
+    PyMem_Free(B.rows);
+    B.rows = NULL;
+    B.n_rows = B.cap_rows = 0;
+}
+
+PyDoc_STRVAR(boundary_start_doc,
+             "boundary_start(stack_of, node_of, spill, running_loop, run, first_id, capacity): start a boundary "
+             "run: generation `run`, instance ids from `first_id`, a row buffer of `capacity` instances.");
+static PyObject *boundary_start(PyObject *self, PyObject *args) {
+    PyObject *stack_of, *node_of_fn, *spill, *running_loop;
+    long long run, first_id, capacity;
+    (void)self;
+    if (!PyArg_ParseTuple(args, "OOOOLLL", &stack_of, &node_of_fn, &spill, &running_loop, &run, &first_id,
+                          &capacity))
+        return NULL;
+    if (capacity < 1) {
+        PyErr_SetString(PyExc_ValueError, "capacity must be at least 1");
+        return NULL;
+    }
+    boundary_clear(); /* a run left on (e.g. copied into a forked child) is dropped */
+    B.rows = PyMem_Malloc((size_t)capacity * ROW_WIDTH * sizeof(int64_t));
+    B.run_obj = PyLong_FromLongLong(run);
+    B.zero = PyLong_FromLong(0);
+    if (B.rows == NULL || B.run_obj == NULL || B.zero == NULL) {
+        boundary_clear();
+        return PyErr_NoMemory();
+    }
+    B.stack_of = Py_NewRef(stack_of);
+    B.node_of = Py_NewRef(node_of_fn);
+    B.spill = Py_NewRef(spill);
+    B.running_loop = Py_NewRef(running_loop);
+    B.running_loop_c = NULL;
+    if (PyCFunction_Check(running_loop) &&
+        (PyCFunction_GET_FLAGS(running_loop) & (METH_VARARGS | METH_KEYWORDS | METH_NOARGS | METH_O |
+                                                METH_FASTCALL | METH_METHOD)) == METH_NOARGS)
+        B.running_loop_c = PyCFunction_GET_FUNCTION(running_loop);
+    B.cap_rows = capacity;
+    B.run = run;
+    B.next_id = first_id;
+    B.on = 1;
+    Py_RETURN_NONE;
+}
+
+PyDoc_STRVAR(boundary_stop_doc,
+             "boundary_stop() -> (next id, rows): end the boundary run; the rows not taken yet (as boundary_take) "
+             "and the next free instance id are handed back.");
+static PyObject *boundary_stop(PyObject *self, PyObject *unused) {
+    (void)self;
+    (void)unused;
+    if (!B.on && B.rows == NULL)
+        return Py_BuildValue("(Ly#)", (long long)B.next_id, "", (Py_ssize_t)0);
+    PyObject *rest = boundary_take(NULL, NULL);
+    if (rest == NULL)
+        return NULL;
+    long long next = B.next_id;
+    boundary_clear();
+    return Py_BuildValue("(LN)", next, rest);
+}
+
+static void boundary_after_fork_in_child(void) { B.on = 0; /* the parent's run; its objects are dropped at the next start */ }
+
 static PyMethodDef methods[] = {
     {"set_current", set_current, METH_O, set_current_doc},
     {"current", current, METH_NOARGS, current_doc},
@@ -426,6 +836,14 @@ static PyMethodDef methods[] = {
     {"simulate", simulate, METH_VARARGS, simulate_doc},
     {"export", export_records, METH_NOARGS, export_doc},
     {"release", release, METH_NOARGS, release_doc},
+    {"boundary_start", boundary_start, METH_VARARGS, boundary_start_doc},
+    {"boundary_stop", boundary_stop, METH_NOARGS, boundary_stop_doc},
+    {"boundary_enter", boundary_enter, METH_O, boundary_enter_doc},
+    {"boundary_exit", boundary_exit, METH_O, boundary_exit_doc},
+    {"boundary_append", boundary_append, METH_O, boundary_append_doc},
+    {"boundary_next_id", boundary_next_id, METH_NOARGS, boundary_next_id_doc},
+    {"boundary_take", boundary_take, METH_NOARGS, boundary_take_doc},
+    {"boundary_pending", boundary_pending, METH_NOARGS, boundary_pending_doc},
     {NULL, NULL, 0, NULL},
 };
 
@@ -434,4 +852,7 @@ static struct PyModuleDef module = {
     methods, NULL, NULL, NULL, NULL,
 };
 
-PyMODINIT_FUNC PyInit__argus_cupti_native(void) { return PyModule_Create(&module); }
+PyMODINIT_FUNC PyInit__argus_cupti_native(void) {
+    pthread_atfork(NULL, NULL, boundary_after_fork_in_child);
+    return PyModule_Create(&module);
+}

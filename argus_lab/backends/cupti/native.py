@@ -269,16 +269,21 @@ class NativeLaunchPath:
         sets: bool,
         capacity: int = DEFAULT_CAPACITY,
         record: bool = True,
+        domains: str = "both",
     ) -> None:
         """Subscribe the launch callback; raises :class:`NativeUnavailable` with CUPTI's answer if it cannot.
 
         ``record=False`` (benchmarks only) subscribes a callback that returns at once and records nothing: what
-        CUPTI's callback dispatch costs by itself.
+        CUPTI's callback dispatch costs by itself.  ``domains="driver"`` (experiments) subscribes the driver launch
+        calls only: half the callback invocations of a runtime launch, correct only if the driver call a runtime
+        launch makes carries the kernel's correlation id (the benchmark's kernels-in-a-region count tells).
         """
         if not libcupti:
             msg = "no libcupti is mapped in this process (cupti-python loads it on its first call)"
             raise NativeUnavailable(msg)
         runtime, driver = callback_ids(cupti, copies=copies, sets=sets)
+        if domains == "driver":
+            runtime = []
         if not runtime and not driver:
             msg = "cupti-python lists no launch callback ids"
             raise NativeUnavailable(msg)
@@ -344,6 +349,10 @@ def choose(cupti: Any, settings: Any, signals: Sequence[str], libcupti: str) -> 
     if callback not in ("record", "empty"):
         msg = f"the cupti setting native_callback must be 'record' or 'empty' (benchmarks), got {callback!r}"
         raise BackendUnavailableError(msg)
+    domains = str(settings.get("callback_domains", "both"))
+    if domains not in ("both", "driver"):
+        msg = f"the cupti setting callback_domains must be 'both' or 'driver' (experiments), got {domains!r}"
+        raise BackendUnavailableError(msg)
     built = build()
     if built.module is None:
         return Choice(None, "python", True, (f"{built.note}; region instance ids are pushed from Python",))
@@ -357,6 +366,7 @@ def choose(cupti: Any, settings: Any, signals: Sequence[str], libcupti: str) -> 
             sets=bool(settings.get("memset", False)) or "gpu.memset_bytes" in wants,
             capacity=int(settings.get("native_capacity", DEFAULT_CAPACITY)),
             record=callback == "record",
+            domains=domains,
         )
     except NativeUnavailable as exc:
         first = f"native launch callback unavailable ({exc})"

@@ -1,0 +1,311 @@
+"""Region boundaries in C (issue 13): while a native timing run records, ``with region(...)`` on a thread's stack is
+one call into the CUPTI extension.  These tests hold it to the Python path: the same workload through both gives
+the same rows (one definition of an instance row), and issue 16's guarantees (abandoned instances, per-task stacks
+under asyncio, fork, ids, memory per instance) hold with the C path on.
+
+No GPU is needed: the extension builds here, and its ``set_current`` (the boundary's launch-side effect) only stores
+the thread's current instance id while no CUPTI subscriber runs; a launch is driven through ``simulate()``.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import threading
+import tracemalloc
+from collections.abc import Callable, Iterator
+from types import ModuleType
+from typing import Any
+
+import pytest
+
+import argus_lab
+from argus_lab import regions
+from argus_lab.backends.cupti import native
+from argus_lab.errors import RegionMisuseError
+from argus_lab.regions import ABANDONED, InstanceRow, Recorder
+
+RUNTIME, ENTER, EXIT = 2, 0, 1
+
+
+@pytest.fixture(scope="module")
+def module(tmp_path_factory: pytest.TempPathFactory) -> Iterator[ModuleType]:
+    os.environ["ARGUS_NATIVE_CACHE"] = str(tmp_path_factory.mktemp("native-cache"))
+    native.build.cache_clear()
+    try:
+        built = native.build()
+        assert built.module is not None, built.note
+        yield built.module
+    finally:
+        del os.environ["ARGUS_NATIVE_CACHE"]
+        native.build.cache_clear()
+
+
+class NativeHook:
+    """What the CUPTI collector hands the recorder while its native launch path runs."""
+
+    def __init__(self, module: ModuleType) -> None:
+        self.current_instance = module.set_current
+        self.native_boundary = module
+
+
+class PythonSink:
+    """The same boundary work done from Python: the recorder's Python path with one sink."""
+
+    def __init__(self) -> None:
+        self.current: list[int] = []
+
+    def current_instance(self, instance_id: int) -> None:
+        self.current.append(instance_id)
+
+
+def recorder(kind: str, module: ModuleType, run_id: str = "r") -> Recorder:
+    hooks: list[Any] = [NativeHook(module)] if kind == "native" else [PythonSink()]
+    return Recorder(run_id, hooks, cpu_clock=False)
+
+
+def workload() -> None:
+    """Nesting, a decorator, a raising body, a second thread, a region reused at two depths."""
+    outer, inner = argus_lab.region("outer"), argus_lab.region("inner")
+
+    @argus_lab.region("step")
+    def step(x: int) -> int:
+        with inner:
+            return x + 1
+
+    def worker() -> None:
+        for _ in range(3):
+            with outer, inner:
+                pass
+
+    for k in range(3):
+        with outer:
+            step(k)
+            with inner, argus_lab.region("deep"):
+                pass
+            try:
+                with argus_lab.region("fails"):
+                    raise KeyError(k)
+            except KeyError:
+                pass
+        with inner:
+            pass
+    t = threading.Thread(target=worker, name="worker")
+    t.start()
+    t.join()
+
+
+def shape(rows: list[InstanceRow]) -> list[tuple[Any, ...]]:
+    """Each row with ids replaced by their finishing order and times by their order: what must not differ."""
+    order = {r.instance_id: k for k, r in enumerate(rows)}
+    main = threading.get_ident()  # a finished thread's id may be reused by the next one: only main vs other
+    return [
+        (
+            r.path,
+            r.region_id,
+            r.instance_index,
+            order.get(r.parent_instance_id, -1),
+            r.repetition,
+            r.pid,
+            r.thread_id == main,
+            r.cpu_ns,
+            r.error,
+            r.end_ns >= r.start_ns > 0,
+        )
+        for r in rows
+    ]
+
+
+def record(kind: str, module: ModuleType, body: Callable[[], None], reps: int = 2) -> Recorder:
+    rec = recorder(kind, module)
+    with rec:
+        assert rec.native_boundaries == (kind == "native")
+        for rep in range(reps):
+            rec.repetition = rep
+            body()
+    return rec
+
+
+def test_both_paths_record_the_same_rows(module: ModuleType) -> None:
+    py = record("python", module, workload)
+    c = record("native", module, workload)
+    assert shape(c.instances()) == shape(py.instances())
+    assert c.columns().keys() == py.columns().keys()
+    assert len(shape(c.instances())) == 2 * (3 * 7 + 3 * 2)
+    paths = {r.path for r in c.instances()}
+    assert paths == {"outer", "outer/step", "outer/step/inner", "outer/inner", "outer/inner/deep", "outer/fails",
+                     "inner"}  # fmt: skip
+    assert [r.error for r in c.instances() if r.path == "outer/fails"] == ["KeyError: 0", "KeyError: 1",
+                                                                           "KeyError: 2"] * 2  # fmt: skip
+    assert {r.thread_id for r in c.instances()} <= set(c.thread_names)  # every thread is named
+
+
+def test_the_c_path_runs_and_sets_the_current_instance_for_launches(module: ModuleType) -> None:
+    a, b = argus_lab.region("a"), argus_lab.region("b")
+    seen: list[tuple[int, int, int]] = []
+    module.allocate(8)
+    with recorder("native", module) as rec:
+        with a:
+            with b:
+                seen.append((module.current(), regions.current_instance(), module.boundary_pending()))
+                module.simulate(RUNTIME, 211, ENTER, 41)  # a kernel launch inside b
+                module.simulate(RUNTIME, 211, EXIT, 41)
+            seen.append((module.current(), regions.current_instance(), module.boundary_pending()))
+        seen.append((module.current(), regions.current_instance(), module.boundary_pending()))
+    rows = {r.path: r for r in rec.instances()}
+    ia, ib = rows["a"].instance_id, rows["a/b"].instance_id
+    assert seen == [(ib, ib, 0), (ia, ia, 1), (0, 0, 2)]  # rows wait in the C buffer until the recorder takes them
+    launches = native.LaunchRecords.from_export(module.export())
+    assert launches.instance.tolist() == [ib]
+    module.release()
+
+
+def test_rows_past_the_c_buffer_are_taken_in_order(module: ModuleType) -> None:
+    n = 2 * regions._NATIVE_ROWS + 7
+    m = argus_lab.region("many")
+    with recorder("native", module) as rec:
+        rec.repetition = 0
+        for k in range(n):
+            if k == n // 2:
+                rec.repetition = 1
+            with m:
+                pass
+        assert rec.count() == n
+    rows = rec.instances()
+    assert [r.instance_index for r in rows] == list(range(n))
+    assert [r.repetition for r in rows] == [0] * (n // 2) + [1] * (n - n // 2)
+    ids = [r.instance_id for r in rows]
+    assert ids == sorted(ids) and len(set(ids)) == n
+
+
+def test_instance_ids_continue_across_python_and_native_runs(module: ModuleType) -> None:
+    m = argus_lab.region("r")
+    seen: list[int] = []
+    for kind in ("python", "native", "python", "native"):
+        with recorder(kind, module, kind) as rec:
+            for _ in range(4):
+                with m:
+                    pass
+        seen += [r.instance_id for r in rec.instances()]
+    assert len(set(seen)) == len(seen) == 16
+    assert seen == sorted(seen)
+
+
+def test_a_region_open_before_the_run_is_not_a_parent_and_exits_quietly(module: ModuleType) -> None:
+    def gen() -> Iterator[None]:
+        with argus_lab.region("g"):
+            yield
+
+    it = gen()
+    next(it)  # "g" is open on this thread's stack before the run starts
+    with recorder("native", module) as rec, argus_lab.region("x"):
+        assert argus_lab.current_path() == "x"
+    it.close()
+    assert [(r.path, r.parent_instance_id) for r in rec.instances()] == [("x", 0)]
+    assert argus_lab.current_path() == ""
+
+
+def test_an_instance_left_open_is_recorded_as_abandoned(module: ModuleType) -> None:
+    def gen() -> Iterator[None]:
+        with argus_lab.region("g"), argus_lab.region("h"):
+            yield
+
+    it = gen()
+    with recorder("native", module) as rec:
+        with argus_lab.region("done"):
+            pass
+        next(it)  # leaves g/h open
+    rows = rec.instances()
+    assert [(r.path, r.error) for r in rows] == [("done", ""), ("g/h", ABANDONED), ("g", ABANDONED)]
+    assert rows[1].parent_instance_id == rows[2].instance_id
+    it.close()  # exits after the run: nothing recorded twice, nothing raises
+    assert len(rec.instances()) == 3
+    assert argus_lab.current_path() == ""
+
+
+def test_misuse_is_refused_with_the_python_message(module: ModuleType) -> None:
+    a, b = argus_lab.region("a"), argus_lab.region("b")
+    with recorder("native", module), a:
+        b.__enter__()
+        with pytest.raises(RegionMisuseError, match="region 'a' was exited while 'a/b' is the innermost open region"):
+            a.__exit__(None, None, None)
+        b.__exit__(None, None, None)
+    with recorder("native", module), pytest.raises(RegionMisuseError, match="not open in this thread"):
+        b.__exit__(None, None, None)
+
+
+def test_asyncio_tasks_fall_back_to_python_and_keep_their_own_stacks(module: ModuleType) -> None:
+    async def task(k: int, delay: float) -> str:
+        with argus_lab.region(f"task{k}"):
+            await asyncio.sleep(delay)
+            with argus_lab.region("inner"):
+                await asyncio.sleep(delay)
+                return argus_lab.current_path()
+
+    async def main() -> list[str]:
+        with argus_lab.region("main"):
+            return list(await asyncio.gather(task(0, 0.03), task(1, 0.02), task(2, 0.01)))
+
+    with recorder("native", module) as rec, argus_lab.region("outer"):  # "outer" is entered in C
+        paths = asyncio.run(main())
+    assert paths == ["outer/main/task0/inner", "outer/main/task1/inner", "outer/main/task2/inner"]
+    rows = {r.path: r for r in rec.instances()}
+    assert rows["outer/main"].parent_instance_id == rows["outer"].instance_id  # a C frame is the tasks' parent
+    for k in range(3):
+        assert rows[f"outer/main/task{k}"].parent_instance_id == rows["outer/main"].instance_id
+        assert rows[f"outer/main/task{k}/inner"].parent_instance_id == rows[f"outer/main/task{k}"].instance_id
+    assert len(rows) == 8 and all(r.error == "" for r in rows.values())
+
+
+@pytest.mark.skipif(not hasattr(os, "fork"), reason="needs os.fork")
+def test_a_fork_inside_a_region_turns_the_c_path_off_in_the_child(module: ModuleType) -> None:
+    read, write = os.pipe()
+    with recorder("native", module) as rec, argus_lab.region("outer"):
+        pid = os.fork()
+        if pid == 0:
+            try:
+                off = regions.active_recorder() is None and rec.forked and regions._cpath[0] is None
+                with argus_lab.region("in_child"):
+                    path = argus_lab.current_path()
+                os.write(write, f"{off} {path} {rec.count()}".encode())
+            finally:
+                os._exit(0)
+        os.close(write)
+        _, status = os.waitpid(pid, 0)
+        with argus_lab.region("after_fork"):
+            pass
+    report = os.read(read, 1000).decode()
+    os.close(read)
+    assert os.waitstatus_to_exitcode(status) == 0
+    assert report == "True outer/in_child 0"
+    assert sorted(r.path for r in rec.instances()) == ["outer", "outer/after_fork"]
+
+
+def test_memory_per_instance_with_the_c_path_stays_under_200_bytes(module: ModuleType) -> None:
+    n = 50_000
+    a, b = argus_lab.region("a"), argus_lab.region("b")
+    rec = recorder("native", module)
+    tracemalloc.start()
+    try:
+        before = tracemalloc.get_traced_memory()[0]
+        with rec:
+            for _ in range(n // 2):
+                with a, b:
+                    pass
+        after = tracemalloc.get_traced_memory()[0]
+    finally:
+        tracemalloc.stop()
+    assert rec.count() == n
+    # the C buffer is a fixed _NATIVE_ROWS rows (untraced, freed at stop); the rows end in the same int64 columns
+    per_instance = (after - before) / n
+    assert per_instance <= 200, f"{per_instance:.0f} bytes per recorded instance"
+
+
+def test_the_c_path_is_used_only_when_it_is_the_only_boundary_work(module: ModuleType) -> None:
+    assert Recorder("x", [NativeHook(module)], cpu_clock=True).activate().native_boundaries is False
+    regions._active[0].deactivate()  # type: ignore[union-attr]
+    with Recorder("y", [NativeHook(module), PythonSink()], cpu_clock=False) as rec:
+        assert not rec.native_boundaries
+    with Recorder("z", [NativeHook(module)], cpu_clock=False) as rec:
+        assert rec.native_boundaries
+    assert regions._cpath[0] is None
