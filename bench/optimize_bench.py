@@ -713,7 +713,7 @@ def parent_main(args: argparse.Namespace) -> int:
                 os.killpg(p.pid, signal.SIGKILL)
                 p.wait(timeout=3)
     doc = merge(out, args, time.time() - t0, started)
-    compress_stores(out, hard + 8 - time.time())
+    compress_stores(out, hard + 4 - time.time())
     print((out / "optimize.md").read_text())
     return 0 if doc["measured"] or args.device == "cpu" else 1
 

@@ -153,6 +153,8 @@ def assemble(
         row["number"] = number
         row["run"] = k
         row["state"] = state(row)
+        if row["state"] != "finished":
+            row["why"] = why_not(row)
         also = sorted({j for j, _ in done[1:]})
         if also:
             row["also_finished_in"] = also
@@ -203,7 +205,8 @@ def write(out: Path, doc: dict[str, Any]) -> None:
     (out / "optimize.md").write_text(table(doc))
 
 
-def _why_not(r: dict[str, Any]) -> str:
+def why_not(r: dict[str, Any]) -> str:
+    """Why a configuration is not counted, in words (the table's last column)."""
     st = r["state"]
     if st == "not started":
         return r.get("incomplete") or "not started"
@@ -252,9 +255,8 @@ def table(doc: dict[str, Any]) -> str:
         if r["state"] != "finished":
             budget = r.get("budget") or "-"
             default = "-" if not s.get("default_ms") else f"{s['default_ms']:.3f} ms"
-            lines.append(
-                f"| {r['number']} | {r['target']} |{run} {budget} | {default} | - | - | - | - | {_why_not(r)} |"
-            )
+            why = r.get("why") or why_not(r)
+            lines.append(f"| {r['number']} | {r['target']} |{run} {budget} | {default} | - | - | - | - | {why} |")
             continue
         cells = []
         for name in SEARCHES:
@@ -310,5 +312,6 @@ __all__ = [
     "read_results",
     "state",
     "table",
+    "why_not",
     "write",
 ]

@@ -65,6 +65,19 @@ def test_dropping_raw_intervals_keeps_the_derived_device_rows(store: Store) -> N
     assert count(store, "device_sm", INSTRUMENTED) == sms > 0
 
 
+def test_a_launch_without_raw_intervals_reports_and_renders_the_same_device_rows(store: Store) -> None:
+    import argus_lab
+    from argus_lab import views
+
+    runs = [TIMING, INSTRUMENTED]
+    before = {(d.region, d.signal, d.median) for d in argus_lab.Report(store, runs).device}
+    drop_device_intervals(store)
+    after_report = argus_lab.Report(store, runs)
+    assert before and {(d.region, d.signal, d.median) for d in after_report.device} == before
+    bundle = views.compare(after_report, after_report, signal="gpu.time")._repr_mimebundle_()
+    assert "gemm_step" in bundle["text/html"]
+
+
 def test_a_missing_store_is_named_with_the_fix(tmp_path: Path) -> None:
     with pytest.raises(FileNotFoundError, match=r"no store at .*give the path of an existing \.duckdb file"):
         keep_runs(tmp_path / "nope.duckdb", [])

@@ -1,8 +1,8 @@
 #!/usr/bin/env bash
 # Issue 21 on the H200 (one GPU or two): timing-only against evidence-guided search of persistent GEMM and attention
 # configurations, the same budget of measured candidates each.  HARD LIMIT: --limit seconds of wall time in total
-# (default 200; the driver stops starting candidates at its deadline, kills its workers 6 s later, writes the table;
-# `timeout` ends it 14 s after its deadline, and the merge and file checks below take at most 10 s more).
+# (default 200; the driver stops starting candidates 4 s before its deadline, kills its workers 6 s after it, writes
+# the table; `timeout` ends it 9 s after its deadline, and the merge and file checks below take at most 9 s more).
 #
 #   scripts/gpu/issue21.sh OUT                                  # all 24 configurations, budget 8 (fewer if late)
 #   scripts/gpu/issue21.sh OUT --only 10-24 --budget 4 --limit 240   # the continuation of the first run
@@ -77,10 +77,10 @@ PROCS=$(( (NPROC - GPUS) / GPUS ))
 echo "== issue21 $(date -u +%FT%TZ) python=$PY device=$DEVICE gpus=$GPUS compile procs/gpu=$PROCS limit=${TOTAL}s out=$OUT ${EXTRA[*]}"
 timeout 10 nvidia-smi --query-gpu=index,name,driver_version,clocks.sm,clocks.max.sm,temperature.gpu,power.draw \
   --format=csv 2>&1 | head -4 || true
-# What is left of the limit: 10 s for the merge and the file checks; the driver's deadline ends 6 s (its kill
-# grace) + 8 s (table, packing a walk store left unpacked) before `timeout` ends it.
-LIMIT=$(( TOTAL - 10 - ($(date +%s) - T0) ))
-BUDGET=$(( LIMIT - 14 ))
+# What is left of the limit: 9 s for the merge and the file checks (4 + 2 x 2 + find, at most); the driver's
+# deadline ends 6 s (its kill grace) + 3 s (the table) before `timeout` ends it.
+LIMIT=$(( TOTAL - 9 - ($(date +%s) - T0) ))
+BUDGET=$(( LIMIT - 9 ))
 echo "== driver deadline ${BUDGET} s, hard limit ${LIMIT} s"
 status=0
 timeout -k 3 "$LIMIT" "$PY" bench/optimize_bench.py "$OUT" --device "$DEVICE" --gpus "$GPUS" --budget-s "$BUDGET" \
@@ -88,11 +88,11 @@ timeout -k 3 "$LIMIT" "$PY" bench/optimize_bench.py "$OUT" --device "$DEVICE" --
 echo "== optimize_bench exit status $status after $(( $(date +%s) - T0 )) s"
 if [ -n "$ONLY" ] && [ -d tests/data/gpu/optimize/run1/results ]; then
   echo "== merged with the first run (tests/data/gpu/optimize/run1): $OUT/merged/optimize.md"
-  timeout -k 1 5 "$PY" bench/optimize_bench.py "$OUT/merged" --merge tests/data/gpu/optimize/run1 "$OUT" | tail -8
+  timeout -k 1 4 "$PY" bench/optimize_bench.py "$OUT/merged" --merge tests/data/gpu/optimize/run1 "$OUT" | tail -8
 fi
 # a walk store left raw by a kill: gzipped (and removed below if still over 7 MB); lock files go
 for f in "$OUT"/evidence/*.duckdb "$OUT"/evidence/*.duckdb.wal; do
-  [ -f "$f" ] && timeout 3 gzip -f -1 "$f"
+  [ -f "$f" ] && timeout 2 gzip -f -1 "$f"
 done
 rm -f "$OUT"/evidence/*.lock "$OUT"/stores/*.lock
 find "$OUT" -type f -size +7M -print -delete 2>/dev/null | sed 's/^/removed (over 7 MB): /'
