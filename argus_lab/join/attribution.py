@@ -172,7 +172,8 @@ def _attribute(con: duckdb.DuckDBPyConnection, ids: list[str]) -> str | None:
     row = con.execute(q.REFERENCE_RUN).fetchone()
     ref: str | None = row[0] if row else None
     has_ncu = _count(con, q.HAS_NCU) > 0
-    con.execute(q.TIMING_SEQUENCE, [ref if has_ncu else None])  # empty without ncu kernels to match
+    # empty without an ncu run to match (an ncu run that profiled nothing still says which instances it missed)
+    con.execute(q.TIMING_SEQUENCE, [ref if has_ncu or _count(con, q.HAS_NCU_RUN) > 0 else None])
     if has_ncu:
         if ref is not None:
             con.execute(q.NCU_MATCH, [ref])

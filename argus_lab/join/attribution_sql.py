@@ -560,7 +560,10 @@ pairs AS (
     FULL OUTER JOIN o ON o.run_id = oth.run_id AND o.region_id IS NOT DISTINCT FROM r.region_id AND o.path = r.path
                      AND o.repetition = r.repetition AND o.rep_index = r.rep_index
 ),
-ncu_runs AS (SELECT DISTINCT run_id FROM _j_nm WHERE run_id IS NOT NULL),
+ncu_runs AS (  -- runs with ncu kernels, and ncu runs that profiled none (their instances were not replayed)
+    SELECT DISTINCT run_id FROM _j_nm WHERE run_id IS NOT NULL
+    UNION SELECT run_id FROM runs WHERE run_id IN (SELECT run_id FROM other) AND list_contains(backends, 'ncu')
+),
 placed AS (SELECT DISTINCT run_id, instance_id FROM _j_nm WHERE instance_id IS NOT NULL),
 owns AS (SELECT instance_id, count(*) AS n FROM _j_tseq GROUP BY instance_id)
 SELECT p.run_id, p.instance_id, p.ref_run_id, p.ref_instance_id, p.path, p.repetition, p.rep_index,
@@ -656,6 +659,9 @@ GROUP BY ALL
 """
 
 HAS_NCU = "SELECT count(*) FROM ncu_kernels WHERE run_id IN (SELECT run_id FROM _j_runs)"
+HAS_NCU_RUN = (
+    "SELECT count(*) FROM runs WHERE run_id IN (SELECT run_id FROM _j_runs) AND list_contains(backends, 'ncu')"
+)
 HAS_FACTS = "SELECT count(*) FROM kernel_facts WHERE run_id IN (SELECT run_id FROM _j_runs)"
 
 # no ncu kernels: an empty match table, so that instance matching has nothing to flag

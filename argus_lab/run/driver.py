@@ -6,16 +6,20 @@ process for tool-launched runs), so it stays light: no polars, plotly or ipywidg
 
 from __future__ import annotations
 
+import json
 import os
 import traceback
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from argus_lab.regions import NVTX_SCOPE_ENV, Recorder, Region
+from argus_lab.regions import NVTX_SCOPE_ENV, Recorder, Region, nvtx_scope_on, nvtx_state
 from argus_lab.run.protocols import Collector, Columns, Evidence, RunContext
 from argus_lab.run.workload import Workload
+
+if TYPE_CHECKING:
+    from argus_lab.run.nvtx_scope import ScopeGate
 
 AfterRepetition = Callable[[int, dict[str, list[Any]]], None]
 
@@ -49,10 +53,12 @@ def drive(
     """
     hooks = [h for c in collectors for h in c.hooks()]
     gate = None
-    if NVTX_SCOPE_ENV in os.environ:  # an ncu run: the scope ranges tell ncu which instances to replay
-        from argus_lab.run.nvtx_scope import gate_from_env
+    if "ncu" in settings or NVTX_SCOPE_ENV in os.environ:  # an ncu run: scope ranges tell ncu what to replay
+        from argus_lab.run.nvtx_scope import gate_of_run
 
-        gate = gate_from_env(warmup)
+        gate = gate_of_run(settings, warmup)
+        if gate is not None:
+            nvtx_scope_on()  # from the spec: not only when the environment variable reached this process
     recorder = Recorder(run_id, hooks, cpu_clock="host.cpu" in signals, nvtx_gate=gate)
     status, cause, done = "ok", "", 0
     started: list[Collector] = []
@@ -92,6 +98,8 @@ def drive(
             except Exception as exc:
                 status = "failed" if status == "ok" else status
                 cause += f"\n{c.info.name} failed to stop: {exc}"
+    if gate is not None:
+        _write_scope_state(out_dir, gate)
     instances = _columns(recorder.columns(), run_id, warmup, recorder.rank, recorder.thread_names)
     parts: list[Evidence] = [{"region_instances": instances, "regions": regions_columns(recorder.regions.values())}]
     for c in started:
@@ -101,6 +109,25 @@ def drive(
             status = "failed" if status == "ok" else status
             cause += f"\n{c.info.name} could not produce its evidence: {exc}"
     return RunOutcome(status, cause.strip(), done, merge_evidence(parts))
+
+
+def _write_scope_state(out_dir: Path, gate: ScopeGate) -> None:
+    """What the NVTX scope gate of an ncu run saw (never fails the run: it is a diagnostic)."""
+    from argus_lab.run.nvtx_scope import STATE_FILE
+
+    state = {
+        **nvtx_state(),
+        "scope": str(gate.scope),
+        "scope_from": gate.source,
+        "warmup": gate.warmup,
+        "opened_in": gate.opened[1],
+        "opened_out": gate.opened[0],
+    }
+    try:
+        Path(out_dir).mkdir(parents=True, exist_ok=True)
+        (Path(out_dir) / STATE_FILE).write_text(json.dumps(state))
+    except OSError:
+        pass
 
 
 def _columns(
