@@ -542,7 +542,7 @@ def worker_main(args: argparse.Namespace) -> int:
             except subprocess.TimeoutExpired:
                 proc.kill()
                 proc.wait(timeout=5)
-                say("walk store: packing did not finish by the deadline: stopped (the driver packs what is left)")
+                say("walk store: packing did not finish by the deadline: stopped (the driver packs it if time is left)")
     return status
 
 
