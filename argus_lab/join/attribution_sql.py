@@ -30,16 +30,49 @@ FROM region_instances i
 WHERE i.run_id IN (SELECT run_id FROM _j_runs)
 """
 
-ANCESTORS = """
+# The parent links come from stored rows, which may be wrong (a damaged or merged store, a foreign importer): the
+# ancestor closure must end whatever they say.  A link whose parent does not come strictly before its child in
+# (start_ns, instance_id) order is *suspect*; a forest written by the recorder (a parent enters, and takes its id,
+# before its children) has none, and with none there can be no cycle, so the closure runs as a plain UNION ALL.
+# With suspects it runs as a UNION (duplicate rows end the recursion, so it ends on any graph), the instances that
+# are their own ancestors' parents (the members of cycles) are cut loose (parent 0, named in the join's provenance),
+# and the closure is taken again.
+SUSPECT_PARENTS = """
+SELECT count(*) FROM _j_inst c JOIN _j_inst p ON p.run_id = c.run_id AND p.instance_id = c.parent_id
+WHERE c.parent_id <> 0 AND (p.start_ns > c.start_ns OR (p.start_ns = c.start_ns AND p.instance_id >= c.instance_id))
+"""
+
+_ANCESTORS = """
 CREATE OR REPLACE TEMP TABLE _j_anc AS
 WITH RECURSIVE a(run_id, instance_id, ancestor_id) AS (
     SELECT run_id, instance_id, instance_id FROM _j_inst
-    UNION ALL
+    {union}
     SELECT a.run_id, a.instance_id, p.parent_id
     FROM a JOIN _j_inst p ON p.run_id = a.run_id AND p.instance_id = a.ancestor_id
     WHERE p.parent_id <> 0
 )
 SELECT a.* FROM a SEMI JOIN _j_inst i ON i.run_id = a.run_id AND i.instance_id = a.ancestor_id
+"""
+ANCESTORS = _ANCESTORS.format(union="UNION ALL")
+ANCESTORS_GUARDED = _ANCESTORS.format(union="UNION")
+
+# members of parent cycles: instances that are an ancestor of their own parent
+CYCLE_MEMBERS = """
+CREATE OR REPLACE TEMP TABLE _j_cycle AS
+SELECT DISTINCT i.run_id, i.instance_id, i.path, i.parent_id
+FROM _j_inst i JOIN _j_anc a ON a.run_id = i.run_id AND a.instance_id = i.parent_id AND a.ancestor_id = i.instance_id
+WHERE i.parent_id <> 0
+"""
+
+CUT_CYCLES = """
+UPDATE _j_inst SET parent_id = 0 FROM _j_cycle c
+WHERE _j_inst.run_id = c.run_id AND _j_inst.instance_id = c.instance_id
+"""
+
+CYCLES_BY_RUN = """
+SELECT run_id, count(*) AS n, list(instance_id ORDER BY instance_id)[1:5] AS ids,
+       list(DISTINCT path ORDER BY path)[1:3] AS paths
+FROM _j_cycle GROUP BY run_id
 """
 
 TIMELINE = """
