@@ -1,7 +1,8 @@
 #!/usr/bin/env python3
 """Timing-only against evidence-guided search on the same budget: persistent GEMM and attention on the H200.
 
-    python bench/optimize_bench.py OUT [--budget 8] [--budget-s 180] [--gpus 2] [--tiny]
+    python bench/optimize_bench.py OUT [--budget 8] [--budget-s 180] [--gpus 2] [--tiny] [--only 10-24] [--walk 13]
+    python bench/optimize_bench.py OUT --merge RUN_A RUN_B       # one table of several runs (bench/optimize_table.py)
 
 For every configuration (kernel, shape, dtype, causal or not; :data:`CONFIGS`) two searches run over the same
 space of candidates (Triton config + launch settings) with the same budget of measured candidates:
@@ -18,7 +19,11 @@ One worker process per GPU (``CUDA_VISIBLE_DEVICES``), each with a pool of CPU p
 sm_90 ahead of the GPU (Triton's cache; the GPU process loads the cubins).  Results are written as they come:
 ``OUT/results/worker<i>.jsonl`` (one line per finished configuration) and ``worker<i>-candidates.jsonl`` (one line
 per measured candidate); at the end ``OUT/optimize.json`` and ``OUT/optimize.md`` (the table), and the recorded
-evidence of one configuration for notebooks/optimize.ipynb under ``OUT/evidence/``.
+evidence of one configuration for notebooks/optimize.ipynb under ``OUT/evidence/`` (its store packed to a few
+megabytes by bench/optimize_evidence.py in a background process as soon as that configuration finishes).
+``--only`` measures some configurations (numbered from 1 as in bench/optimize_configs.py: the continuation of a
+run that ran out of time), the walk configuration first and then GEMM and attention alternating; ``--worker-store``
+puts the worker stores outside ``OUT`` (the result files are the benchmark's evidence).
 
 Without a GPU (``--device cpu``) the compile paths run for real and every measurement is skipped with the reason
 (a dry run of the whole driver).
@@ -31,7 +36,6 @@ import concurrent.futures as cf
 import gzip
 import heapq
 import json
-import math
 import multiprocessing as mp
 import os
 import shutil
@@ -50,56 +54,10 @@ ROOT = Path(__file__).resolve().parent.parent
 if str(ROOT) not in sys.path:
     sys.path.insert(0, str(ROOT))
 
-SEED_FIGURES = {
-    "configurations": 44,
-    "improved_with_evidence": 39,
-    "geomean_without_evidence": 0.054,
-    "geomean_with_evidence": 0.089,
-    "source": "the Argus paper (AlphaEvolve on 44 persistent GEMM and attention configurations, with and without "
-    "Argus's evidence)",
-}
+from bench.optimize_configs import CONFIGS, HOST_DEMO, SEED_FIGURES, TINY, label, parse_only, run_order  # noqa: E402
+from bench.optimize_table import assemble, geomean, numbered, write  # noqa: E402
 
-# fmt: off
-CONFIGS: list[dict[str, Any]] = [
-    {"kind": "gemm", "m": 3072, "n": 3072, "k": 8192, "dtype": "bf16", "walk": True},
-    {"kind": "attn", "batch": 4, "heads": 16, "seq": 2048, "head_dim": 128, "causal": True, "dtype": "bf16"},
-    {"kind": "gemm", "m": 4096, "n": 4096, "k": 4096, "dtype": "bf16"},
-    {"kind": "attn", "batch": 4, "heads": 16, "seq": 2048, "head_dim": 64, "causal": True, "dtype": "bf16"},
-    {"kind": "gemm", "m": 1024, "n": 1024, "k": 8192, "dtype": "bf16"},
-    {"kind": "attn", "batch": 2, "heads": 16, "seq": 4096, "head_dim": 128, "causal": False, "dtype": "bf16"},
-    {"kind": "gemm", "m": 6144, "n": 6144, "k": 4096, "dtype": "bf16"},
-    {"kind": "attn", "batch": 2, "heads": 16, "seq": 4096, "head_dim": 64, "causal": False, "dtype": "fp16"},
-    {"kind": "gemm", "m": 2048, "n": 2048, "k": 2048, "dtype": "bf16"},
-    {"kind": "attn", "batch": 1, "heads": 32, "seq": 4096, "head_dim": 128, "causal": True, "dtype": "fp16"},
-    {"kind": "gemm", "m": 8192, "n": 1024, "k": 4096, "dtype": "bf16"},
-    {"kind": "attn", "batch": 8, "heads": 16, "seq": 1024, "head_dim": 64, "causal": True, "dtype": "bf16"},
-    {"kind": "gemm", "m": 4096, "n": 4096, "k": 4096, "dtype": "fp16"},
-    {"kind": "attn", "batch": 1, "heads": 16, "seq": 8192, "head_dim": 128, "causal": True, "dtype": "bf16"},
-    {"kind": "gemm", "m": 3072, "n": 3072, "k": 8192, "dtype": "fp16"},
-    {"kind": "attn", "batch": 4, "heads": 32, "seq": 1024, "head_dim": 128, "causal": False, "dtype": "bf16"},
-    {"kind": "gemm", "m": 1024, "n": 8192, "k": 4096, "dtype": "fp16"},
-    {"kind": "attn", "batch": 2, "heads": 8, "seq": 8192, "head_dim": 64, "causal": True, "dtype": "fp16"},
-    {"kind": "gemm", "m": 6144, "n": 6144, "k": 2048, "dtype": "bf16"},
-    {"kind": "attn", "batch": 16, "heads": 16, "seq": 512, "head_dim": 64, "causal": False, "dtype": "bf16"},
-    {"kind": "gemm", "m": 512, "n": 512, "k": 16384, "dtype": "bf16"},
-    {"kind": "attn", "batch": 2, "heads": 16, "seq": 2048, "head_dim": 128, "causal": True, "dtype": "fp16"},
-    {"kind": "gemm", "m": 4096, "n": 4096, "k": 1024, "dtype": "bf16"},
-    {"kind": "gemm", "m": 2048, "n": 8192, "k": 1024, "dtype": "fp16"},
-]
-# fmt: on
-TINY = [CONFIGS[0], CONFIGS[1]]
-HOST_DEMO: list[dict[str, Any]] = [{"kind": "host", "n": 96, "walk": True}, {"kind": "host", "n": 64}]
-"""``--host-demo``: the driver end to end on a host region (tests/optimize_cpu.py, host.wall), on any machine."""
-
-
-def label(cfg: dict[str, Any]) -> str:
-    """The configuration in words (the target's name)."""
-    if cfg["kind"] == "gemm":
-        return f"gemm {cfg['dtype']} {cfg['m']}x{cfg['n']}x{cfg['k']}"
-    if cfg["kind"] == "host":
-        return f"blocked matmul {cfg['n']}"
-    kind = "causal" if cfg["causal"] else "full"
-    return f"attn {cfg['dtype']} b{cfg['batch']} h{cfg['heads']} n{cfg['seq']} d{cfg['head_dim']} {kind}"
+__all__ = ["CONFIGS", "HOST_DEMO", "SEED_FIGURES", "TINY", "fit_budget", "geomean", "judge", "label", "make_target"]
 
 
 def seed_of(cfg: dict[str, Any], base: int) -> int:
@@ -307,6 +265,7 @@ def worker_main(args: argparse.Namespace) -> int:
     builds = Builds()
     compiles = Compiles(pool, builds, capacity=args.compile_procs + 2)
     configs = [c for i, c in enumerate(load_configs(args)) if i % args.of == wid]
+    packer: list[subprocess.Popen[bytes]] = []  # the walk store's packing (bench/optimize_evidence.py)
     say(f"{len(configs)} configurations; compile pool of {args.compile_procs}")
 
     import argus_lab
@@ -329,11 +288,13 @@ def worker_main(args: argparse.Namespace) -> int:
     else:
         say("no GPU (or --device cpu): candidates are compiled for sm_90 and every measurement is skipped")
     spec = opt.device_spec(device_name) or opt.device_spec("NVIDIA H200")
-    stores = out / "stores"
-    stores.mkdir(exist_ok=True)
+    stores = Path(args.worker_store) if args.worker_store else out / "stores"
+    stores.mkdir(parents=True, exist_ok=True)
     # one store per worker, one connection held for the whole run (each evaluation nests in it: no open and
     # checkpoint per candidate); the walk configuration has a store of its own (notebooks/optimize.ipynb)
     shared_store = argus_lab.open_store(str(stores / f"worker{wid}.duckdb"))
+    if args.worker_store:
+        say(f"worker store {shared_store.path} (outside OUT: the result files are the benchmark's evidence)")
     signals = ("host.wall",) if args.host_demo else tuple(args.signals.split(","))
     pace = {"evals": 0, "first": 0.0}  # wall time per evaluation so far (compile waits included)
 
@@ -465,6 +426,7 @@ def worker_main(args: argparse.Namespace) -> int:
     def finish(cr: ConfigRun, complete: bool, why: str = "") -> None:
         summary = summarize(cr)
         line = {
+            "number": cr.cfg.get("number"),
             "config": cr.cfg,
             "target": cr.target.name,
             "region": cr.session.summary()["region"],
@@ -477,7 +439,7 @@ def worker_main(args: argparse.Namespace) -> int:
             "evaluations": {k: evaluation_short(e) for k, e in cr.record.items()},
             "confirm": {n: evaluation_short(e) for n, e in cr.confirm.items()},
             "summary": summary,
-            "store": str(cr.session.store.path.relative_to(out)),
+            "store": relative(cr.session.store.path, out),
             "seconds": time.monotonic() - cr.started,
             "complete": complete,
             "incomplete": why,
@@ -485,6 +447,12 @@ def worker_main(args: argparse.Namespace) -> int:
         res_log.write(json.dumps(line) + "\n")
         if cr.cfg.get("walk"):
             (out / "evidence" / "optimize_walk.json").write_text(json.dumps(line, indent=1))
+            if (out / "evidence" / "optimize_walk.duckdb").exists():  # packed meanwhile, on the CPU
+                plog = open(out / "logs" / "pack-walk.log", "ab")  # noqa: SIM115
+                cmd = [sys.executable, str(ROOT / "bench" / "optimize_evidence.py"), str(out / "evidence")]
+                packer.append(subprocess.Popen(cmd, stdout=plog, stderr=subprocess.STDOUT, cwd=ROOT))
+                plog.close()
+                say("walk store: packing started (bench/optimize_evidence.py, logs/pack-walk.log)")
         t, g = summary["timing-only"], summary["evidence-guided"]
         verb = "done" if complete else "stopped"
         say(
@@ -554,10 +522,12 @@ def worker_main(args: argparse.Namespace) -> int:
         say("worker failed:\n" + traceback.format_exc())
     finally:
         signal.signal(signal.SIGTERM, signal.SIG_DFL)
-        for cr in active:
-            finish(cr, False, "the time budget ended first" if status == 0 else "the worker failed")
+        for cr in active:  # a configuration whose confirmations were all made is complete, even at the deadline
+            over = cr.phase == "done" or (cr.phase == "confirm" and not cr.confirm_queue)
+            finish(cr, over, "" if over else "the time budget ended first" if status == 0 else "the worker failed")
         for cfg in queue:
-            res_log.write(json.dumps({"config": cfg, "target": label(cfg), "complete": False,
+            res_log.write(json.dumps({"number": cfg.get("number"), "config": cfg, "target": label(cfg),
+                                      "complete": False,
                                       "incomplete": "not started: the time budget ended first"}) + "\n")  # fmt: skip
         say(f"compiled {compiles.done} variants ({compiles.seconds:.0f} CPU s); {len(builds.errors)} failed to build")
         workers = list((getattr(pool, "_processes", None) or {}).values())
@@ -565,7 +535,30 @@ def worker_main(args: argparse.Namespace) -> int:
         for p in workers:  # compile jobs still running are not waited for
             p.terminate()
         held.__exit__(None, None, None)
+        for proc in packer:
+            try:
+                rc = proc.wait(timeout=max(1.0, deadline + 2.0 - time.time()))
+                say(f"walk store packed (exit status {rc}): " + tail(out / "logs" / "pack-walk.log"))
+            except subprocess.TimeoutExpired:
+                proc.kill()
+                proc.wait(timeout=5)
+                say("walk store: packing did not finish by the deadline: stopped (the driver packs it if time is left)")
     return status
+
+
+def relative(path: Path, out: Path) -> str:
+    """``path`` relative to ``out`` when it is inside, else absolute."""
+    try:
+        return str(path.resolve().relative_to(out.resolve()))
+    except ValueError:
+        return str(path.resolve())
+
+
+def tail(path: Path, n: int = 300) -> str:
+    try:
+        return path.read_text(errors="replace").strip()[-n:]
+    except OSError:
+        return "(no log)"
 
 
 def fit_budget(most: int, per_eval_s: float, left_s: float, left_configs: int, least: int = 4) -> int:
@@ -585,10 +578,33 @@ def start_static(cfg: dict[str, Any], builds: Any, sms: int, args: argparse.Name
     return target, timing.lookahead(args.budget)
 
 
-def load_configs(args: argparse.Namespace) -> list[dict[str, Any]]:
+def selected(args: argparse.Namespace) -> list[tuple[int, dict[str, Any]]]:
+    """The configurations this run was asked for, with their numbers (the table lists these)."""
     if args.host_demo:
-        return HOST_DEMO
-    return TINY if args.tiny else CONFIGS
+        return numbered(HOST_DEMO)
+    if args.tiny:
+        return numbered(TINY)
+    if args.only:
+        return [(n, CONFIGS[n - 1]) for n in parse_only(args.only, len(CONFIGS))]
+    return numbered(CONFIGS)
+
+
+def load_configs(args: argparse.Namespace) -> list[dict[str, Any]]:
+    """The configurations in the order they are measured (:func:`run_order`), each a copy carrying its ``number``
+    and ``walk`` (``--walk N``, else the configuration marked so, else the first GEMM selected)."""
+    chosen = selected(args)
+    nums = [n for n, _ in chosen]
+    by_num = dict(chosen)
+    walk = args.walk
+    if walk is not None and walk not in by_num:
+        msg = f"--walk {walk}: configuration {walk} is not among those measured ({nums}); pick one of them"
+        raise SystemExit(msg)
+    if walk is None:
+        walk = next((n for n, c in chosen if c.get("walk")), None)
+    if walk is None:
+        walk = next((n for n, c in chosen if c["kind"] == "gemm"), nums[0])
+    order = run_order(nums, [by_num.get(i + 1, {"kind": "?"}) for i in range(max(nums))], walk)
+    return [{**by_num[n], "number": n, "walk": n == walk} for n in order]
 
 
 def fmt_ms(v: float | None) -> str:
@@ -600,126 +616,42 @@ def fmt_x(v: float | None) -> str:
 
 
 # -- the parent: workers, merge, table ------------------------------------------------------------------------
-def geomean(values: list[float]) -> float | None:
-    vals = [v for v in values if v and v > 0]
-    return math.exp(sum(math.log(v) for v in vals) / len(vals)) if vals else None
+def merge(out: Path, args: argparse.Namespace, wall: float, started: str = "") -> dict[str, Any]:
+    """This run's table (bench/optimize_table.py) over the configurations it was asked for."""
+    from bench.optimize_table import read_results
 
-
-def merge(out: Path, args: argparse.Namespace, wall: float) -> dict[str, Any]:
-    rows: dict[str, dict[str, Any]] = {}
-    for path in sorted((out / "results").glob("worker*.jsonl")):
-        if path.name.endswith("-candidates.jsonl"):
-            continue
-        for line in path.read_text().splitlines():
-            try:
-                r = json.loads(line)
-            except json.JSONDecodeError:
-                continue  # a line cut by a kill
-            have = rows.get(r["target"])
-            if have is None or (not have.get("complete") and r.get("complete")) or "summary" not in have:
-                rows[r["target"]] = r
-    order = [label(c) for c in load_configs(args)]
-    results = [rows[t] for t in order if t in rows]
-    measured = [r for r in results if r.get("summary", {}).get("default_ms")]
-    agg: dict[str, Any] = {}
-    for name in ("timing-only", "evidence-guided"):
-        speeds = [r["summary"][name].get("speedup") or 1.0 for r in measured]
-        gm = geomean(speeds)
-        agg[name] = {
-            "configurations": len(measured),
-            "improved": sum(1 for r in measured if r["summary"][name].get("improved")),
-            "geomean_speedup": gm,
-            "geomean_gain": None if gm is None else gm - 1.0,
-        }
-    both = [r for r in measured if all(r["summary"][n].get("speedup") for n in ("timing-only", "evidence-guided"))]
-    agg["guided_better"] = sum(
-        1 for r in both if r["summary"]["evidence-guided"]["speedup"] > r["summary"]["timing-only"]["speedup"] * 1.01
-    )
-    agg["timing_better"] = sum(
-        1 for r in both if r["summary"]["timing-only"]["speedup"] > r["summary"]["evidence-guided"]["speedup"] * 1.01
-    )
-    devices = sorted({str(r.get("device")) for r in measured if r.get("device")})
-    doc = {
-        "schema": "argus_lab.optimize-bench/1",
-        "device": ", ".join(devices) if devices else ("host" if args.host_demo else "none"),
+    meta = {
+        "device": "host" if args.host_demo else "none",
         "command": " ".join(sys.argv),
         "budget": args.budget,
         "repeat": args.repeat,
         "warmup": args.warmup,
         "wall_s": wall,
-        "configurations": len(load_configs(args)),
-        "measured": len(measured),
-        "aggregate": agg,
-        "seed": SEED_FIGURES,
-        "results": results,
+        "started": started,
+        "only": args.only,
+        "source": str(out),
     }
-    (out / "optimize.json").write_text(json.dumps(doc, indent=1))
-    md = table(doc)
-    (out / "optimize.md").write_text(md)
+    doc = assemble([(meta, read_results(out))], selected(args))
+    if doc["device"] == "none" and args.host_demo:
+        doc["device"] = "host"
+    write(out, doc)
     return doc
 
 
-def table(doc: dict[str, Any]) -> str:
-    lines = [
-        f"Budget: up to {doc['budget']} measured candidates per search (the default included; the same for both "
-        "searches of a configuration, column B: fewer for configurations started when time ran short); each candidate: "
-        f"{doc['repeat']} timed launches after {doc['warmup']} warm-ups. Speed-up = default / best on pooled "
-        "launches of the search's measurement and a fresh confirmation run; `*` = faster beyond noise "
-        "(Mann-Whitney p < 0.01 and >= 1 %); noise = the default's change between its two runs.",
-        "",
-        "| # | configuration | B | default | timing-only best | x | evidence-guided best | x | noise |",
-        "| --- | --- | --- | --- | --- | --- | --- | --- | --- |",
-    ]
-    for i, r in enumerate(doc["results"], 1):
-        s = r.get("summary")
-        if not s or s.get("default_ms") is None:
-            why = r.get("incomplete") or "not measured"
-            first = next(iter(r.get("evaluations", {}).values()), None)
-            if first is not None and first.get("status") != "ok":
-                why = f"{first.get('status')}: {first.get('cause', '')[:80]}"
-            lines.append(f"| {i} | {r['target']} | {r.get('budget', '-')} | - | - | - | - | - | {why} |")
-            continue
-        cells = []
-        for name in ("timing-only", "evidence-guided"):
-            x = s[name]
-            mark = "*" if x.get("improved") else ""
-            sp = x.get("speedup")
-            cells += [f"`{x.get('best') or '-'}`", "-" if sp is None else f"{sp:.3f}{mark}"]
-        noise = s.get("run_to_run")
-        lines.append(
-            f"| {i} | {r['target']} | {r.get('budget', '-')} | {s['default_ms']:.3f} ms | {cells[0]} | {cells[1]} "
-            f"| {cells[2]} | {cells[3]} "
-            f"| {'-' if noise is None else f'{noise:.1%}'} |"
-        )
-    a = doc["aggregate"]
-    seed = doc["seed"]
-    t, g = a["timing-only"], a["evidence-guided"]
+def compress_stores(out: Path, time_left: float) -> None:
+    """The worker stores inside ``OUT`` (and a write-ahead log left by a killed worker) gzipped; a walk store the
+    worker did not pack is packed now when there is time (bench/optimize_evidence.py), else left for the script."""
+    walk = out / "evidence" / "optimize_walk.duckdb"
+    if walk.exists() and time_left > 10:
+        from bench.optimize_evidence import pack_walk
 
-    def pct(v: float | None) -> str:
-        return "-" if v is None else f"{100 * v:+.1f} %"
-
-    lines += [
-        "",
-        "| | configurations improved | geometric-mean speed-up |",
-        "| --- | --- | --- |",
-        f"| timing-only (argus_lab, {doc['device']}) | {t['improved']}/{t['configurations']} "
-        f"| {pct(t['geomean_gain'])} |",
-        f"| evidence-guided (argus_lab, {doc['device']}) | {g['improved']}/{g['configurations']} "
-        f"| {pct(g['geomean_gain'])} |",
-        f"| seed: without evidence | - | {pct(seed['geomean_without_evidence'])} |",
-        f"| seed: with Argus evidence | {seed['improved_with_evidence']}/{seed['configurations']} "
-        f"| {pct(seed['geomean_with_evidence'])} |",
-        "",
-        f"evidence-guided ahead by > 1 %: {a['guided_better']} configurations; timing-only ahead: "
-        f"{a['timing_better']}. Wall time {doc['wall_s']:.0f} s.",
-    ]
-    return "\n".join(lines) + "\n"
-
-
-def compress_stores(out: Path) -> None:
-    """The DuckDB files (and a write-ahead log left by a killed worker) gzipped: a store of a few runs is megabytes of
-    blocks and some tens of kilobytes compressed."""
-    for folder in (out / "stores", out / "evidence"):
+        (walk.with_name(walk.name + ".gz")).unlink(missing_ok=True)  # a half-written one of a stopped packer
+        try:
+            rec = pack_walk(out / "evidence")
+            print(f"walk store packed: {rec['tier']}, {rec['bytes_gz']:,} B gzipped")
+        except Exception as exc:
+            print(f"walk store not packed: {type(exc).__name__}: {exc}")
+    for folder in (out / "stores",):
         for f in sorted(folder.glob("*.duckdb*")):
             if f.suffix == ".lock":
                 f.unlink()
@@ -734,6 +666,7 @@ def parent_main(args: argparse.Namespace) -> int:
     (out / "logs").mkdir(parents=True, exist_ok=True)
     (out / "results").mkdir(parents=True, exist_ok=True)
     t0 = time.time()
+    started = time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(t0))
     deadline = t0 + args.budget_s
     env = dict(os.environ)
     env.setdefault("TRITON_CACHE_DIR", str(Path(args.cache) / "triton"))
@@ -754,6 +687,12 @@ def parent_main(args: argparse.Namespace) -> int:
             "--compile-procs", str(args.compile_procs), "--signals", args.signals, "--active", str(args.active),
             "--lookahead", str(args.lookahead), "--margin-s", str(args.margin_s),
         ]  # fmt: skip
+        if args.only:
+            cmd += ["--only", args.only]
+        if args.walk is not None:
+            cmd += ["--walk", str(args.walk)]
+        if args.worker_store:
+            cmd += ["--worker-store", args.worker_store]
         if args.tiny:
             cmd.append("--tiny")
         if args.host_demo:
@@ -773,8 +712,8 @@ def parent_main(args: argparse.Namespace) -> int:
             except subprocess.TimeoutExpired:
                 os.killpg(p.pid, signal.SIGKILL)
                 p.wait(timeout=3)
-    doc = merge(out, args, time.time() - t0)
-    compress_stores(out)
+    doc = merge(out, args, time.time() - t0, started)
+    compress_stores(out, hard + 4 - time.time())
     print((out / "optimize.md").read_text())
     return 0 if doc["measured"] or args.device == "cpu" else 1
 
@@ -797,6 +736,16 @@ def parse(argv: list[str] | None = None) -> argparse.Namespace:
     ap.add_argument("--kill-grace-s", type=float, default=6.0)
     ap.add_argument("--cache", default=os.environ.get("ARGUS_I21_CACHE", "/tmp/argus-issue21"))
     ap.add_argument("--tiny", action="store_true", help="two configurations (a dry run)")
+    ap.add_argument("--only", default=None, help="configurations to measure, numbered from 1: e.g. 10-24 or 3,10-12")
+    ap.add_argument("--walk", type=int, default=None, help="the configuration recorded for the notebook (a number)")
+    ap.add_argument("--worker-store", default=None, help="folder of the worker stores (default OUT/stores)")
+    ap.add_argument(
+        "--merge",
+        nargs="+",
+        default=None,
+        metavar="RUN",
+        help="merge the results of these run folders (in order) into OUT/optimize.{md,json}; measures nothing",
+    )
     ap.add_argument(
         "--host-demo",
         action="store_true",
@@ -811,6 +760,18 @@ def parse(argv: list[str] | None = None) -> argparse.Namespace:
 
 def main(argv: list[str] | None = None) -> int:
     args = parse(argv)
+    if args.merge:
+        from bench.optimize_table import merge as merge_runs
+
+        doc = merge_runs(Path(args.out), [Path(p) for p in args.merge])
+        print((Path(args.out) / "optimize.md").read_text())
+        return 0 if doc["measured"] else 1
+    if args.only:
+        try:
+            parse_only(args.only, len(CONFIGS))
+        except ValueError as exc:
+            print(f"optimize_bench: {exc}", file=sys.stderr)
+            return 2
     if args.worker is not None:
         return worker_main(args)
     return parent_main(args)

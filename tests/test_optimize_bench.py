@@ -58,6 +58,10 @@ def test_the_driver_writes_results_table_and_walk_evidence(demo: Path) -> None:
     assert "| 1 | blocked matmul 96 | 3 |" in md and "39/44" in md and "+8.9 %" in md
     walk = json.loads((demo / "evidence" / "optimize_walk.json").read_text())
     assert walk["target"] == "blocked matmul 96" and (demo / "evidence" / "optimize_walk.duckdb.gz").exists()
+    pack = json.loads((demo / "evidence" / "optimize_walk.pack.json").read_text())  # packed by the worker meanwhile
+    assert pack["target"] == "blocked matmul 96" and pack["runs"] > 0 and pack["tier"] == "all"
+    assert not (demo / "evidence" / "optimize_walk.duckdb").exists()
+    assert [r["state"] for r in doc["results"]] == ["finished", "finished"]
     lines = (demo / "results" / "worker0-candidates.jsonl").read_text().splitlines()
     assert len(lines) == sum(len(r["evaluations"]) + len(set(map(str, r["confirm"].values()))) for r in doc["results"])
     assert all(p.stat().st_size < 8_000_000 for p in demo.rglob("*") if p.is_file())
