@@ -136,9 +136,7 @@ class Budget:
         return max(1.0, min(cap, self.deadline - time.monotonic()))
 
 
-def run(
-    cmd: list[str], timeout: float, log: Path, env: dict[str, str], watch: Path | None = None
-) -> dict[str, object]:
+def run(cmd: list[str], timeout: float, log: Path, env: dict[str, str], watch: Path | None = None) -> dict[str, object]:
     """Run ``cmd`` in its own process group with a timeout, output appended to ``log``.  ``watch``: a folder whose
     ``*.qdstrm`` files may not grow past :data:`QDSTRM_LIMIT` (the group is killed)."""
     t = time.monotonic()
