@@ -143,7 +143,7 @@ def _attribute(con: duckdb.DuckDBPyConnection, ids: list[str]) -> str | None:
     # GPU activity records
     for stmt in (q.KERNELS, q.KERNEL_EXACT, q.KERNEL_CANDIDATES, q.KERNEL_OTHER, *q.INSERT_KERNEL_ATTRIBUTIONS):
         con.execute(stmt)
-    for stmt in (q.KERNEL_EXCLUSIVE, q.KERNEL_SIGNALS, q.KERNEL_VALUES, q.SPAN_VALUES, q.LAUNCH_VALUES):
+    for stmt in (q.KERNEL_EXCLUSIVE, q.KERNEL_KINDS, q.KERNEL_INCLUSIVE, q.KERNEL_SIGNALS, q.KERNEL_VALUES):
         con.execute(stmt)
     # communication kernels: overlap with compute, exposed time
     comm.derive(con)
@@ -170,7 +170,6 @@ def _attribute(con: duckdb.DuckDBPyConnection, ids: list[str]) -> str | None:
         con.execute(q.COMPILER_ATTRIBUTIONS)
     # per-instance values the backends stored, for signals not derived above; the instances themselves
     con.execute(q.INSTANCE_METRICS, [list(NON_ADDITIVE)])
-    con.execute(q.INSTANCE_ATTRIBUTIONS)
     skew_sql.derive(con)  # multi-rank runs: rank.start_lag / rank.end_lag on rank 0's clock
     return ref
 

@@ -19,7 +19,7 @@ from typing import TYPE_CHECKING, Any
 
 from argus_lab.errors import SchemaVersionError, StoreError
 from argus_lab.run.columns import jsonable_columns
-from argus_lab.store.schema import DDL, SCHEMA_VERSION, TABLES, column_types
+from argus_lab.store.schema import DDL, MIGRATIONS, SCHEMA_VERSION, STORED_AS, TABLES, VIEW_DDL, column_types
 
 if TYPE_CHECKING:
     import duckdb
@@ -150,7 +150,7 @@ class Store:
                 raise SchemaVersionError(msg)
             if not write:
                 return
-            for stmt in DDL:
+            for stmt in (*DDL, *VIEW_DDL):
                 con.execute(stmt)
             con.execute("INSERT INTO meta (key, value) VALUES ('schema_version', ?)", [str(SCHEMA_VERSION)])
             self._checked = self._migrated = True
@@ -170,7 +170,12 @@ class Store:
                 "it was not written by argus_lab: pass another --store path"
             )
             raise SchemaVersionError(msg)
-        if write:  # add the tables and columns introduced within this version (additive only)
+        if write:  # migrate an older store, then add the tables and columns introduced within this version
+            for v in range(version, SCHEMA_VERSION):
+                for stmt in MIGRATIONS.get(v, ()):
+                    con.execute(stmt)
+            if version < SCHEMA_VERSION:
+                con.execute("UPDATE meta SET value = ? WHERE key = 'schema_version'", [str(SCHEMA_VERSION)])
             for stmt in DDL:
                 con.execute(stmt)
             have = {
@@ -181,6 +186,8 @@ class Store:
                 for name, sql_type in column_types(table):
                     if (table, name) not in have:
                         con.execute(f'ALTER TABLE {table} ADD COLUMN "{name}" {sql_type}')
+            for stmt in VIEW_DDL:
+                con.execute(stmt)
             self._migrated = True
         self._checked = True
 
@@ -192,7 +199,8 @@ class Store:
         with self.connect(write=True) as con:
             con.execute("BEGIN")
             try:
-                for name, data in tables.items():
+                for given, data in tables.items():
+                    name = STORED_AS.get(given, given)
                     if name not in TABLES:
                         msg = f"internal: unknown store table {name!r}"
                         raise StoreError(msg)

@@ -7,7 +7,12 @@ throughout; nothing is stored as floating-point microseconds.
 
 from __future__ import annotations
 
-SCHEMA_VERSION = 1
+from argus_lab.join.attribution_sql import EXACT_ATTRIBUTIONS
+
+SCHEMA_VERSION = 2
+"""2: ``attributions`` became a view over the stored ``attribution_rows`` and the exact attributions the kernels
+table implies (:data:`VIEWS`); a version-1 store is migrated on its first write (:data:`MIGRATIONS`) and read as it
+is before that."""
 
 TABLES: dict[str, str] = {
     "meta": "key VARCHAR PRIMARY KEY, value VARCHAR",
@@ -62,8 +67,9 @@ TABLES: dict[str, str] = {
     "samples": (
         "run_id VARCHAR, device_id INTEGER, signal VARCHAR, t_ns BIGINT, value DOUBLE, unit VARCHAR, t_end_ns BIGINT"
     ),
-    # How a piece of evidence is attributed to region instances (one row per candidate).
-    "attributions": (
+    # How a piece of evidence is attributed to region instances (one row per candidate), as the join wrote it; read
+    # the ``attributions`` view, which adds the exact attributions the join derives instead of storing them.
+    "attribution_rows": (
         "run_id VARCHAR, evidence VARCHAR, evidence_id VARCHAR, instance_id BIGINT, class VARCHAR, "
         "weight DOUBLE, reason VARCHAR, target_run_id VARCHAR"
     ),
@@ -87,6 +93,26 @@ TABLES: dict[str, str] = {
 }
 
 DDL: tuple[str, ...] = tuple(f"CREATE TABLE IF NOT EXISTS {name} ({cols})" for name, cols in TABLES.items())
+
+VIEWS: dict[str, str] = {
+    # every attribution: the rows the join stored, and the exact ones it derives (argus_lab.join.attribution_sql)
+    "attributions": (
+        "SELECT run_id, evidence, evidence_id, instance_id, class, weight, reason, target_run_id FROM attribution_rows"
+        f"\nUNION ALL{EXACT_ATTRIBUTIONS}"
+    ),
+}
+"""Views of the store (re-created by every writer, so their definition follows the code that writes)."""
+
+VIEW_DDL: tuple[str, ...] = tuple(f"CREATE OR REPLACE VIEW {name} AS {sql}" for name, sql in VIEWS.items())
+
+STORED_AS: dict[str, str] = {"attributions": "attribution_rows"}
+"""The table that rows written under a view's name go to (``Store.write({"attributions": ...})``)."""
+
+MIGRATIONS: dict[int, tuple[str, ...]] = {
+    1: ("ALTER TABLE attributions RENAME TO attribution_rows",),
+}
+"""Statements taking a store from version ``v`` to ``v + 1`` (run by the first write; the views are re-created
+after them)."""
 
 
 def _split(cols: str) -> list[str]:

@@ -232,15 +232,22 @@ def _rows(con: Any, sql: str, run_id: str, batch: int = 65_536) -> Iterator[dict
 
 
 def write_parquet(store: Store, folder: str | Path, run_ids: Sequence[str] | None = None) -> list[Path]:
-    """Every table of the store as ``<folder>/<table>.parquet`` (only ``run_ids``' rows where a table has runs)."""
-    from argus_lab.store.schema import TABLES, column_types
+    """Every table of the store as ``<folder>/<table>.parquet`` (only ``run_ids``' rows where a table has runs).
+
+    Views are written under their own name and their stored base table is left out (``attributions.parquet``
+    holds every attribution, stored or derived)."""
+    from argus_lab.store.schema import STORED_AS, TABLES, VIEWS
 
     out = Path(folder)
     out.mkdir(parents=True, exist_ok=True)
     files = []
+    hidden = set(STORED_AS.values())
     with store.connect() as con:
-        for table in TABLES:
-            cols = {c for c, _ in column_types(table)}
+        present = {r[0] for r in con.execute("SELECT table_name FROM information_schema.tables").fetchall()}
+        for table in [*(t for t in TABLES if t not in hidden), *VIEWS]:
+            if table not in present:
+                continue
+            cols = {d[0] for d in con.execute(f"SELECT * FROM {table} LIMIT 0").description or ()}
             where = ""
             params: list[Any] = []
             if run_ids is not None and "run_id" in cols:
