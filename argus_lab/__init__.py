@@ -7,6 +7,7 @@ Public API::
     report = argus_lab.measure(step, signals="host.wall,gpu.time", repeat=5)
     print(argus_lab.plan("host.wall,hw:dram__bytes_read.sum").explain())
     store = argus_lab.open_store("argus.duckdb")
+    argus_lab.import_trace("trace.json.gz", "argus.duckdb")  # torch.profiler, Nsight Systems, .ncu-rep
 
 Every name is imported on first use (PEP 562), so that ``import argus_lab.regions`` inside a measured process
 stays cheap: it loads neither the store nor reports nor views.  The code is laid out by stage, upstream to
@@ -20,6 +21,7 @@ from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
     from argus_lab import plan as plan
+    from argus_lab.faces.importing import import_trace as import_trace
     from argus_lab.faces.measure import measure as measure
     from argus_lab.faces.measure import open_store as open_store
     from argus_lab.plan import DEFAULT_SIGNALS as DEFAULT_SIGNALS
@@ -38,6 +40,7 @@ _PUBLIC: dict[str, tuple[str, str | None]] = {
     "DEFAULT_SIGNALS": ("argus_lab.plan", "DEFAULT_SIGNALS"),
     "measure": ("argus_lab.faces.measure", "measure"),
     "open_store": ("argus_lab.faces.measure", "open_store"),
+    "import_trace": ("argus_lab.faces.importing", "import_trace"),
     "Report": ("argus_lab.report", "Report"),
 }
 
@@ -78,4 +81,14 @@ def _load_jupyter_server_extension(server_app: Any) -> None:
     server_app.log.info("argus_lab: evidence-store REST handlers registered under /argus-lab/")
 
 
-__all__ = ["DEFAULT_SIGNALS", "Region", "Report", "current_path", "measure", "open_store", "plan", "region"]
+__all__ = [
+    "DEFAULT_SIGNALS",
+    "Region",
+    "Report",
+    "current_path",
+    "import_trace",
+    "measure",
+    "open_store",
+    "plan",
+    "region",
+]

@@ -11,9 +11,11 @@
     input of this session (``--setup history``; inputs that use IPython magics are left out and reported).
 ``%%argus_setup [NAME]``
     Run the cell normally and remember its source as a setup cell for replays (re-running replaces it).
-``%argus plan|show|runs|export PATH|store PATH|setup [list|clear]|panel [CALLABLE]|help``
-    Show a plan without running it, the last report, the store's runs; write the last report as a standalone
-    HTML file; set the session's store; list or forget setup cells; open the signal panel.
+``%argus plan|show|runs|export PATH|import FILE|store PATH|setup [list|clear]|panel [CALLABLE]|help``
+    Show a plan without running it, the last report, the store's runs; write the last report's runs as a Perfetto
+    trace (``x.json``), Parquet files (a folder) or a standalone HTML file (``x.html``); import a torch.profiler
+    trace, an Nsight Systems report or an ``.ncu-rep`` as a run; set the session's store; list or forget setup
+    cells; open the signal panel.
 
 Limits of replays (child runs): the replay sees only the setup cells and the measured cell, so state built
 interactively without a setup cell is missing; IPython syntax (magics, ``!shell``) cannot be replayed; anything
@@ -276,6 +278,7 @@ class ArgusMagics(Magics):
             "show": self._show,
             "runs": self._runs,
             "export": self._export,
+            "import": self._import,
             "store": self._set_store,
             "setup": self._setup_cmd,
             "panel": self._panel,
@@ -325,16 +328,40 @@ class ArgusMagics(Magics):
         return TableView(evidence.run_list(Store(self._store(args.store)), args.limit), "runs (newest first)")
 
     def _export(self, rest: list[str]) -> None:
-        from argus_lab.views.html import export
+        from argus_lab.faces.exporting import export
 
-        p = _parser("%argus export", "Write the last report as one standalone HTML file.")
+        p = _parser(
+            "%argus export",
+            "Write the last report's runs: x.json / x.json.gz (Perfetto trace), x.html (report), a folder (Parquet).",
+        )
         p.add_argument("path")
+        p.add_argument("--format", choices=("perfetto", "parquet", "html"), default=None)
         p.add_argument("--store", default=None)
         p.add_argument("--run", action="append", default=None, metavar="RUN_ID")
         p.add_argument("--title", default="")
         args = p.parse_args(rest)
-        out = export(self._report_for(args), args.path, title=args.title)
-        print(f"wrote {out} ({out.stat().st_size / 1e6:.1f} MB; opens offline in any browser)")
+        if args.run or args.store or self.last_report is None:
+            result = export(self._store(args.store), args.path, fmt=args.format, run_ids=args.run, title=args.title)
+        else:
+            report = self.last_report
+            result = export(report.store, args.path, fmt=args.format, run_ids=list(report.run_ids), title=args.title)
+        print(result.text())
+
+    def _import(self, rest: list[str]) -> Any:
+        from argus_lab.faces.importing import import_trace
+        from argus_lab.report import Report
+
+        p = _parser("%argus import", "Import a torch.profiler trace, an Nsight Systems report or an .ncu-rep as a run.")
+        p.add_argument("path")
+        p.add_argument("--format", choices=("kineto", "nsys", "ncu"), default=None)
+        p.add_argument("--store", default=None)
+        p.add_argument("--domain", default=None)
+        args = p.parse_args(rest)
+        options = {"domain": args.domain} if args.domain else {}
+        result = import_trace(args.path, self._store(args.store), fmt=args.format, **options)
+        print(result.text())
+        self.last_report = Report(str(result.store_path), [result.run_id])
+        return None
 
     def _set_store(self, rest: list[str]) -> None:
         if len(rest) != 1:

@@ -192,8 +192,11 @@ class Store:
         self._checked = True
 
     # -- writing ----------------------------------------------------------------------------------
-    def write(self, tables: Mapping[str, Columns | pa.Table]) -> None:
-        """Insert several tables in one transaction (columns by name; missing columns become NULL)."""
+    def write(self, tables: Mapping[str, Columns | pa.Table | str]) -> None:
+        """Insert several tables in one transaction (columns by name; missing columns become NULL).
+
+        A table given as a string is a query on the store's connection (e.g. a temporary table an importer staged
+        while this thread holds :meth:`connect`): its rows are inserted without leaving DuckDB."""
         import pyarrow as pa
 
         with self.connect(write=True) as con:
@@ -204,6 +207,11 @@ class Store:
                     if name not in TABLES:
                         msg = f"internal: unknown store table {name!r}"
                         raise StoreError(msg)
+                    if isinstance(data, str):
+                        names = [d[0] for d in con.execute(f"SELECT * FROM ({data}) LIMIT 0").description or ()]
+                        cols = ", ".join(f'"{c}"' for c in names)
+                        con.execute(f"INSERT INTO {name} ({cols}) SELECT {cols} FROM ({data})")
+                        continue
                     tbl = data if isinstance(data, pa.Table) else pa.table(jsonable_columns(data))
                     if tbl.num_rows == 0:
                         continue

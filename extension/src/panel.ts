@@ -341,6 +341,12 @@ export class ArgusPanel extends Widget {
     clear(body);
     const box = el('div', 'jp-ArgusPanel-runDetail');
     box.appendChild(el('h4', 'jp-ArgusPanel-detailTitle', `run ${d.run.run_id}: ${d.run.status}`));
+    if (this.client.exportRun) {
+      const exportButton = el('button', 'jp-ArgusPanel-exportButton jp-mod-styled', 'Export trace (Perfetto)');
+      exportButton.title = 'Download this run as a Chrome-trace JSON file that ui.perfetto.dev opens';
+      exportButton.addEventListener('click', () => void this.exportRun(d.run.run_id));
+      box.appendChild(exportButton);
+    }
     if (d.run.cause) {
       box.appendChild(el('pre', 'jp-ArgusPanel-cause', d.run.cause));
     }
@@ -402,6 +408,29 @@ export class ArgusPanel extends Widget {
     body.appendChild(box);
     this._detail.root.scrollIntoView?.({ block: 'nearest' });
     return d;
+  }
+
+  /** Download a run exported by the server (a Perfetto trace by default); the file's name, or null on failure. */
+  async exportRun(runId: string, format = 'perfetto'): Promise<string | null> {
+    const store = this.store;
+    const client = this.client;
+    if (!client.exportRun) {
+      return null;
+    }
+    const file = await this._guard(`exporting run ${runId}`, () => client.exportRun!(store, runId, format));
+    if (!file) {
+      return null;
+    }
+    const url = URL.createObjectURL(file.blob);
+    const link = document.createElement('a');
+    link.href = url;
+    link.download = file.name;
+    document.body.appendChild(link);
+    link.click();
+    link.remove();
+    setTimeout(() => URL.revokeObjectURL(url), 60_000);
+    this.setStatus(`exported run ${runId} as ${file.name}`);
+    return file.name;
   }
 
   /** Show a region's drill-down: summary per signal, instances, kernels, counters, facts, attributions. */

@@ -136,12 +136,14 @@ def read(
     workdir: str | None = None,
     threads: int | None = None,
     cross_check: bool | None = None,
+    con: Any = None,
 ) -> ImportedTrace:
     """Read a Kineto trace (``.json`` or ``.json.gz``) as the evidence of run ``run_id``.
 
     ``cross_check``: compare each kernel's GPU-side annotation with its attributed region (default: when the trace
     has at most :data:`CROSS_CHECK_MAX` kernels).  ``workdir``: where the event array is copied (default: the
-    system's temporary folder).
+    system's temporary folder).  ``con``: a DuckDB connection to stage the events on (the store's, so that the
+    kernels go into it without leaving DuckDB; see :attr:`ImportedTrace.staged`), else a private in-memory one.
     """
     import duckdb
 
@@ -152,7 +154,9 @@ def read(
         base_ns = int(meta.get("baseTimeNanoseconds") or 0)
         dist = meta.get("distributedInfo") or {}
         rank = int(dist.get("rank") or 0) if isinstance(dist, dict) else 0
-        con = duckdb.connect()
+        own = con is None
+        if own:
+            con = duckdb.connect()
         try:
             con.execute(f"SET threads = {n_threads}")
             con.execute("SET enable_progress_bar = false")
@@ -176,9 +180,11 @@ def read(
                     "open on that thread at the launch (carried instance); launches outside every annotation left "
                     "to the join"
                 ),
+                keep_on_connection=not own,
             )
         finally:
-            con.close()
+            if own:
+                con.close()
 
 
 def _read_events(con: Any, src: chrome_json.Source, base_ns: int, shown: str) -> None:
