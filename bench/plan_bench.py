@@ -2,7 +2,7 @@
 
 Usage::
 
-    .venv/bin/python bench/plan_bench.py [--table tests/data/ncu_passes_gh100.json] [--repeats 200]
+    .venv/bin/python bench/plan_bench.py [--table argus_lab/data/ncu_passes_gh100.json] [--repeats 200]
 
 Prints a markdown section ("## Planner") for docs/benchmarks.md: the median planning time (a fresh pass model per
 repetition, so nothing is cached between plans, and a warm one), the run count beside a naive one-run-per-signal
@@ -25,7 +25,7 @@ from argus_lab.plan import Request, plan
 from argus_lab.plan.passes import TablePassModel
 
 ROOT = Path(__file__).resolve().parent.parent
-RECORDED = ROOT / "tests" / "data" / "ncu_passes_gh100.json"
+RECORDED = ROOT / "argus_lab" / "data" / "ncu_passes_gh100.json"
 SYNTHETIC = ROOT / "tests" / "data" / "synthetic" / "ncu_passes_gh100_synthetic.json"
 
 sys.path.insert(0, str(ROOT / "scripts"))

@@ -160,7 +160,7 @@ def run_case(name: str, out: Path) -> None:
     if cupti.buffers:
         from argus_lab.backends.cupti.collector import save_buffers
 
-        save_buffers(cupti.buffers, cupti.layouts, cupti.raw, folder / "buffers")
+        save_buffers(cupti.buffers, cupti.layouts, cupti.raw, folder / "buffers", cupti.kernel_names)
     if name == "triton":
         from argus_lab.backends.compiler.collector import compiled_kernels, cuobjdump_sass
 

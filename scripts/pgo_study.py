@@ -2,21 +2,30 @@
 """Profile-guided overlap tuning on two GPUs: argus_lab's evidence picks a change, before/after throughput says
 whether it helped (the seed's cross-level PGO, issue 17).
 
-    python scripts/pgo_study.py OUT                 # two GPUs (nvidia-h200-x2), about 6-7 minutes
-    python scripts/pgo_study.py OUT --cpu           # dry run on the CPU: gloo, tiny sizes, host signals only
+    python scripts/pgo_study.py OUT                 # two GPUs (nvidia-h200-x2): at most --limit (270) seconds
+    python scripts/pgo_study.py OUT --cpu --limit 900   # dry run on the CPU: gloo, tiny sizes
     python scripts/pgo_study.py OUT --only ddp-s-b1000,tp-m-c1
 
-For each setting (:data:`SETTINGS`): measure the baseline with ``argus-lab run --launch torchrun(2 ranks)``;
-read the evidence back from the store through the Python API (comm.exposed / comm.overlap / comm.time /
-comm.kernels per region and rank, the attribution classes of the NCCL kernels, the streams they ran on, the
-cross-rank skew and clock offsets, the bucket order inside ``backward``); apply :func:`decide` (the written rule,
-:data:`RULE`); measure the changed configuration the same way (a second request in the same store); measure the
-plain (no-tool) steps/s of both configurations in one torchrun process, alternating rounds A B A B; compare with
-``Report.diff`` and with a Mann-Whitney test over the plain rounds.  A second pass, while the time budget lasts,
-adds argus-lab processes per side (``--processes``, default 2) and judges the diff again over all of them: with
-one process per side the diff's spread misses process-level noise.  Everything lands in ``OUT/pgo.json``; the
-stores in ``OUT/stores/<setting>.duckdb``.  Every subprocess has a timeout; a setting that fails is recorded with
-its cause and the study goes on.
+Phases, each one launch of ``torchrun --nproc-per-node 2`` per step, ordered so that a time limit cuts the least
+informative part:
+
+A. baseline of every setting (:data:`SETTINGS`) under ``argus-lab run``; the evidence is read back from the
+   store (comm.exposed / comm.overlap / comm.time / comm.kernels per region and rank, the attribution classes of
+   the NCCL kernels, the streams, the cross-rank skew and clock offsets, the buckets inside ``backward``) and the
+   written rule (:data:`RULE`, :func:`decide`) picks a change;
+B. the plain (no-tool) throughput of every setting, baseline against changed configuration, in ONE torchrun
+   launch (``examples/gpu/ab_suite.py``: alternating rounds A B A B per setting, start-up paid once);
+C. the changed configuration of every setting under ``argus-lab run`` (settings with a change first, then the
+   unchanged ones, whose second measurement is an A/A pair: the noise floor), then ``Report.diff`` of baseline
+   against changed;
+D. only while time remains: more argus processes per side (base, changed, ...), the diff judged again over all.
+
+Time: ``--limit`` seconds of wall time in all, hard: no launch starts unless its expected duration (the
+slowest launch of its kind so far, or :data:`FIRST_GUESS_S`) fits before ``limit - RESERVE_S``, and every launch
+is killed (with its whole process group: torchrun and its ranks) when that moment comes.  Expected on two
+H200s: A about 100 s (argus launches of 13-28 s), B 40-60 s, C about 100 s.  Whatever was cut is
+recorded as such.  Everything lands in ``OUT/pgo.json`` (written after every step); the stores in
+``OUT/stores/<setting>.duckdb`` (compacted at the end); ``scripts/render_pgo.py OUT/pgo.json`` prints the table.
 """
 
 from __future__ import annotations
@@ -24,7 +33,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
-import shutil
+import signal
 import statistics
 import subprocess
 import sys
@@ -37,13 +46,16 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 EXAMPLES = ROOT / "examples" / "gpu"
 
-from argus_lab.diff import ALPHA, MIN_CHANGE, mann_whitney, min_p  # noqa: E402
-
 from argus_lab.report import Report  # noqa: E402
+from argus_lab.report.diff import ALPHA, MIN_CHANGE, mann_whitney, min_p  # noqa: E402
 from argus_lab.store import Store  # noqa: E402
+from argus_lab.store.compact import compact  # noqa: E402
 
 SIGNALS = "gpu.time,gpu.kernels,comm.time,comm.kernels,comm.overlap,comm.exposed,host.wall"
-COMM_PATTERN = r"(?i)nccl|onerankreduce"  # the join's definition (argus_lab.comm_sql.COMM_KERNEL_PATTERN)
+COMM_PATTERN = r"(?i)nccl|onerankreduce"  # the join's definition (argus_lab.join.comm.COMM_KERNEL_PATTERN)
+RESERVE_S = 10.0  # kept free at the end of the limit: compacting the stores, the final pgo.json and summary
+PLAIN_SHARE = 0.4  # the plain throughput launch may start settings during at least this share of the time left
+FIRST_GUESS_S = {"argus": 28.0, "suite": 70.0}  # expected launch seconds before one of the kind was timed
 
 
 @dataclass(frozen=True)
@@ -63,7 +75,7 @@ SETTINGS: tuple[Setting, ...] = (
         "ddp-s-b1000",
         "ddp_train",
         {"model": "s", "bucket_cap_mb": 1000.0},
-        "data parallel, same model, one bucket holding every gradient (communication after backward)",
+        "data parallel, GPT 12x768, one bucket holding every gradient (communication after backward)",
         {"model": "tiny", "bucket_cap_mb": 10.0},
     ),
     Setting(
@@ -77,7 +89,7 @@ SETTINGS: tuple[Setting, ...] = (
         "ddp-s-b1",
         "ddp_train",
         {"model": "s", "bucket_cap_mb": 1.0},
-        "data parallel, same model, 1 MB buckets (hundreds of small all-reduces per step)",
+        "data parallel, GPT 12x768, 1 MB buckets (many small all-reduces per step)",
         {"model": "tiny", "bucket_cap_mb": 0.01},
     ),
     Setting(
@@ -126,31 +138,37 @@ class Decision:
     reason: str
 
 
+class Clock:
+    """The study's time limit: what fits, and how long a launch may run.  A launch is expected to take as long as
+    the last launch of the same kind and key (an argus run of the same setting), else the slowest of its kind so
+    far, else :data:`FIRST_GUESS_S`."""
+
+    def __init__(self, limit_s: float) -> None:
+        self.t0 = time.monotonic()
+        self.end = self.t0 + limit_s - RESERVE_S
+        self.slowest: dict[str, float] = {}
+        self.last: dict[tuple[str, str], float] = {}
+
+    def elapsed(self) -> float:
+        return time.monotonic() - self.t0
+
+    def left(self) -> float:
+        return self.end - time.monotonic()
+
+    def expect(self, kind: str, key: str = "") -> float:
+        return self.last.get((kind, key), self.slowest.get(kind, FIRST_GUESS_S[kind]))
+
+    def fits(self, kind: str, key: str = "", launches: int = 1) -> bool:
+        """Whether ``launches`` such launches fit in the time left, with a 10 % margin (a launch cut by the limit
+        is time lost)."""
+        return self.left() >= 1.1 * launches * self.expect(kind, key)
+
+    def took(self, kind: str, seconds: float, key: str = "") -> None:
+        self.slowest[kind] = max(self.slowest.get(kind, 0.0), seconds)
+        self.last[kind, key] = seconds
+
+
 # ---------------------------------------------------------------------------------------------------------------
-def compact_store(path: Path, block_size: int = 16384) -> dict[str, Any]:
-    """Rewrite a store with small DuckDB blocks (the default 256 KiB block makes even an empty store of this
-    schema ~5 MB); drop its shard folder once every run in it is stored.  Sizes before and after."""
-    import duckdb
-
-    tmp = path.with_suffix(".compact.duckdb")
-    tmp.unlink(missing_ok=True)
-    before = path.stat().st_size
-    con = duckdb.connect()
-    try:
-        con.execute(f"ATTACH '{tmp}' AS dst (BLOCK_SIZE {block_size})")
-        con.execute(f"ATTACH '{path}' AS src (READ_ONLY)")
-        con.execute("COPY FROM DATABASE src TO dst")
-        statuses = [r[0] for r in con.execute("SELECT status FROM src.runs").fetchall()]
-    finally:
-        con.close()
-    tmp.replace(path)
-    shards = Path(str(path) + ".runs")
-    dropped = bool(statuses) and all(s in ("ok", "partial") for s in statuses) and shards.is_dir()
-    if dropped:
-        shutil.rmtree(shards)
-    return {"bytes_before": before, "bytes": path.stat().st_size, "shards_dropped": dropped}
-
-
 def cli_args(config: dict[str, Any]) -> list[str]:
     """Config fields as the workload's command-line options (``bucket_cap_mb`` -> ``--bucket-cap-mb``)."""
     out: list[str] = []
@@ -173,21 +191,54 @@ def child_env() -> dict[str, str]:
     return env
 
 
+RUNNING: list[subprocess.Popen[bytes]] = []  # the launch in flight (its process group is stopped on SIGTERM)
+
+
+def stop_group(proc: subprocess.Popen[bytes]) -> None:
+    """Terminate ``proc``'s whole process group (torchrun and every rank), then kill what is left."""
+    for sig, grace in ((signal.SIGTERM, 5.0), (signal.SIGKILL, 5.0)):
+        try:
+            os.killpg(proc.pid, sig)
+        except ProcessLookupError:
+            return
+        try:
+            proc.wait(timeout=grace)
+            return
+        except subprocess.TimeoutExpired:
+            continue
+
+
+def on_term(signum: int, frame: object) -> None:
+    """SIGTERM/SIGINT (an outer timeout): stop the launch in flight with its ranks, then exit."""
+    for proc in RUNNING:
+        stop_group(proc)
+    raise SystemExit(128 + signum)
+
+
 def run_logged(cmd: list[str], log: Path, timeout: float) -> dict[str, Any]:
-    """Run ``cmd`` with a timeout, output to ``log``; exit status, seconds and the command."""
+    """Run ``cmd`` in a process group of its own, output to ``log``; at ``timeout`` the whole group (torchrun and
+    every rank) is terminated, then killed.  Exit status (124 = timed out), seconds and the command."""
     t0 = time.perf_counter()
+    log.parent.mkdir(parents=True, exist_ok=True)
     with log.open("w") as fh:
         fh.write("$ " + " ".join(cmd) + "\n")
         fh.flush()
+        proc = subprocess.Popen(cmd, env=child_env(), stdout=fh, stderr=subprocess.STDOUT, start_new_session=True)
+        RUNNING.append(proc)
         try:
-            rc = subprocess.run(cmd, env=child_env(), stdout=fh, stderr=subprocess.STDOUT, timeout=timeout).returncode
+            rc = proc.wait(timeout=max(1.0, timeout))
         except subprocess.TimeoutExpired:
             rc = 124
-            fh.write(f"\n[pgo_study] timed out after {timeout:.0f} s\n")
+            stop_group(proc)
+            fh.write(f"\n[pgo_study] stopped after {timeout:.0f} s (the study's time limit)\n")
+        finally:
+            RUNNING.remove(proc)
     return {"command": " ".join(cmd), "exit": rc, "seconds": round(time.perf_counter() - t0, 1), "log": str(log)}
 
 
-def measure(s: Setting, config: dict[str, Any], label: str, out: Path, opts: argparse.Namespace) -> dict[str, Any]:
+def measure(
+    s: Setting, config: dict[str, Any], label: str, out: Path, opts: argparse.Namespace, clock: Clock
+) -> dict[str, Any]:
     """One ``argus-lab run`` of the setting's workload under torchrun (a new request in the setting's store)."""
     store = out / "stores" / f"{s.name}.duckdb"
     store.parent.mkdir(parents=True, exist_ok=True)
@@ -200,26 +251,12 @@ def measure(s: Setting, config: dict[str, Any], label: str, out: Path, opts: arg
         "--launch", " ".join(launcher()), "--signals", SIGNALS, "--repeat", str(opts.repeat), "--warmup", "1",
         "--store", str(store), "--", *args,
     ]  # fmt: skip
-    res = run_logged(cmd, out / "logs" / f"{s.name}-{label}.log", opts.timeout)
-    runs = [r for r in Store(store).rows("SELECT run_id, status, cause FROM runs ORDER BY started_ns")]
-    res["run_ids"] = [r[0] for r in runs if r[0] not in before]
+    res = run_logged(cmd, out / "logs" / f"{s.name}-{label}.log", min(opts.timeout, clock.left()))
+    clock.took("argus", res["seconds"], s.name)
+    runs = Store(store).rows("SELECT run_id, status, cause FROM runs ORDER BY started_ns") if store.exists() else []
+    res["run_ids"] = [r[0] for r in runs if r[0] not in before and r[1] in ("ok", "partial")]
     res["status"] = {r[0]: r[1] for r in runs if r[0] not in before}
     res["causes"] = {r[0]: (r[2] or "")[:400] for r in runs if r[0] not in before and r[2]}
-    return res
-
-
-def plain(
-    s: Setting, base: dict[str, Any], change: dict[str, Any], out: Path, opts: argparse.Namespace
-) -> dict[str, Any]:
-    """No tool: steps/s of the baseline (a) and the changed configuration (b), alternating rounds in one process."""
-    result = out / "plain" / f"{s.name}.json"
-    cmd = [
-        *launcher(), str(EXAMPLES / f"{s.workload}.py"), *cli_args(base), "--steps", str(opts.plain_steps),
-        "--plain-rounds", str(opts.rounds), "--ab", json.dumps(change), "--result", str(result),
-    ]  # fmt: skip
-    res = run_logged(cmd, out / "logs" / f"{s.name}-plain.log", opts.timeout)
-    if result.exists():
-        res["result"] = json.loads(result.read_text())
     return res
 
 
@@ -276,11 +313,11 @@ def read_evidence(store: Path, run_ids: list[str]) -> dict[str, Any]:
     st = Store(store)
     report = Report(st, run_ids)
     per_rank: dict[str, dict[str, dict[str, Any]]] = {}
-    for rank, path, signal, med, n, we, wt, wa in st.rows(PER_RANK, [run_ids]):
+    for rank, path, sig, med, n, we, wt, wa in st.rows(PER_RANK, [run_ids]):
         entry = {"median": med, "n": n}
         if (we or 0) + (wt or 0) + (wa or 0) > 0:
             entry["weights"] = {"exact": we, "temporal": wt, "ambiguous": wa}
-        per_rank.setdefault(str(rank), {}).setdefault(path, {})[signal] = entry
+        per_rank.setdefault(str(rank), {}).setdefault(path, {})[sig] = entry
     attribution = [
         {"rank": r, "path": p, "class": c, "kernels": k, "weight": w, "ns": ns}
         for r, p, c, k, w, ns in st.rows(COMM_ATTRIBUTION, [run_ids, COMM_PATTERN])
@@ -355,7 +392,7 @@ def decide(s: Setting, config: dict[str, Any], f: dict[str, Any], info: dict[str
         if config["chunks"] > 1:
             return Decision("R2", {"chunks": max(1, config["chunks"] // 2)}, why)
         return Decision("R2", {}, why + "; already one chunk per layer")
-    if e < NEGLIGIBLE * w:
+    if w > 0 and e < NEGLIGIBLE * w:
         return Decision("R3", {}, f"exposed {e * us:.0f} us is {e / w:.1%} of the {w * us:.0f} us step")
     if o < SERIAL * (o + e):
         why = f"serialized: {o * us:.0f} us of {(o + e) * us:.0f} us communication overlaps compute"
@@ -364,7 +401,7 @@ def decide(s: Setting, config: dict[str, Any], f: dict[str, Any], info: dict[str
             cap = round(grad_mb / 8, 1) if grad_mb else config["bucket_cap_mb"] / 4
             return Decision("R4", {"bucket_cap_mb": max(1.0, cap)}, why + f" (gradients {grad_mb or '?'} MB)")
         return Decision("R4", {"chunks": 4 if config["chunks"] < 4 else min(8, config["chunks"] * 2)}, why)
-    why = f"partly hidden: overlap {o * us:.0f} us, exposed {e * us:.0f} us ({e / w:.1%} of the step)"
+    why = f"partly hidden: overlap {o * us:.0f} us, exposed {e * us:.0f} us ({e / max(w, 1.0):.1%} of the step)"
     if not f["comm_own_stream"]:
         return Decision("R5", {}, why + "; NCCL shares a stream with compute, so priority cannot help")
     if config.get("nccl_priority", "normal") == "high":
@@ -401,20 +438,35 @@ def diff_rows(store: Path, base_ids: list[str], other_ids: list[str]) -> dict[st
     return {"rule": d.rule, "rows": rows, "text": d.text()}
 
 
-def run_setting(s: Setting, out: Path, opts: argparse.Namespace, deadline: float) -> dict[str, Any]:
+def judge_diff(store: Path, rec: dict[str, Any]) -> None:
+    """``Report.diff`` of every baseline run against every changed run; prints the ``step`` rows."""
+    rec["diff"] = diff_rows(store, rec["baseline"]["run_ids"], rec["changed"]["run_ids"])
+    rec["diff_processes"] = [len(rec["baseline"]["run_ids"]), len(rec["changed"]["run_ids"])]
+    for r in rec["diff"]["rows"]:
+        if r["path"] == "step":
+            ch = "-" if r["change"] is None else f"{100 * r['change']:+.1f}%"
+            print(f"    diff step {r['signal']:13s} {ch:>8s} {r['verdict']}", flush=True)
+
+
+def setting_of(rec: dict[str, Any]) -> Setting:
+    return next(s for s in SETTINGS if s.name == rec["setting"]["name"])
+
+
+# -- phases ------------------------------------------------------------------------------------------------------
+def phase_baseline(s: Setting, out: Path, opts: argparse.Namespace, clock: Clock) -> dict[str, Any]:
+    """A: the baseline under argus-lab, its evidence and the rule's decision."""
     base = dict(s.baseline)
     if opts.cpu:
         base.update(s.cpu, device="cpu")
     rec: dict[str, Any] = {"setting": asdict(s), "baseline_config": base}
     print(f"--- {s.name}: {s.about}", flush=True)
-    rec["baseline"] = measure(s, base, "base", out, opts)
+    rec["baseline"] = measure(s, base, "base", out, opts, clock)
     print(f"    baseline measured: exit {rec['baseline']['exit']} in {rec['baseline']['seconds']} s", flush=True)
-    store = out / "stores" / f"{s.name}.duckdb"
     base_ids = rec["baseline"]["run_ids"]
     if not base_ids:
-        rec["error"] = "the baseline produced no run (see its log)"
+        rec["error"] = "the baseline produced no finished run (see its log)"
         return rec
-    ev = read_evidence(store, base_ids)
+    ev = read_evidence(out / "stores" / f"{s.name}.duckdb", base_ids)
     info_path = out / "info" / f"{s.name}-base.json"
     info = json.loads(info_path.read_text()) if info_path.exists() else None
     fig = summarize(ev)
@@ -432,73 +484,92 @@ def run_setting(s: Setting, out: Path, opts: argparse.Namespace, deadline: float
         change = {"bucket_cap_mb": base["bucket_cap_mb"] * 8} if s.workload == "ddp_train" else {"chunks": 2}
         rec["exercised_change"] = change
         print(f"    exercised change (dry run, not chosen by the rule): {change}", flush=True)
-    after = {**base, **change}
-    rec["changed_config"] = after
-    if time.perf_counter() > deadline:
-        rec["error"] = "time budget spent before the changed configuration"
-        return rec
-    rec["changed"] = measure(s, after, "changed", out, opts)
-    print(f"    changed measured: exit {rec['changed']['exit']} in {rec['changed']['seconds']} s", flush=True)
+    rec["change"] = change
+    rec["changed_config"] = {**base, **change}
+    return rec
+
+
+def phase_plain(recs: list[dict[str, Any]], out: Path, opts: argparse.Namespace, clock: Clock, reserve: float) -> None:
+    """B: plain throughput of every decided setting, baseline against changed, in one torchrun launch.  The suite
+    starts no setting later than ``reserve`` seconds before the limit (the changed argus runs still to come), but
+    gets at least :data:`PLAIN_SHARE` of the time left: when time is short, both phases lose their last settings."""
+    todo = [r for r in recs if "changed_config" in r]
+    if not todo:
+        return
+    spec = {
+        "rounds": opts.rounds,
+        "steps": opts.plain_steps,
+        "settings": [
+            {"name": r["setting"]["name"], "workload": r["setting"]["workload"], "base": r["baseline_config"],
+             "change": r["change"]}
+            for r in todo
+        ],
+    }  # fmt: skip
+    spec_path, result = out / "plain" / "suite-spec.json", out / "plain" / "suite.json"
+    spec_path.write_text(json.dumps(spec, indent=1))
+    window = max(10.0, clock.left() - reserve, PLAIN_SHARE * clock.left())
+    deadline = time.time() + window
+    cmd = [*launcher(), str(EXAMPLES / "ab_suite.py"), str(spec_path), "--result", str(result)]
+    cmd += ["--deadline", f"{deadline:.1f}"]
+    print(f"--- plain throughput, {len(todo)} setting(s) in one launch ({opts.rounds} rounds x {opts.plain_steps} "
+          f"steps a side; no setting starts after {window:.0f} s)", flush=True)  # fmt: skip
+    res = run_logged(cmd, out / "logs" / "plain-suite.log", min(opts.timeout * 2, clock.left()))
+    clock.took("suite", res["seconds"])
+    print(f"    suite: exit {res['exit']} in {res['seconds']} s", flush=True)
+    got = json.loads(result.read_text()) if result.exists() else {"settings": {}}
+    for r in todo:
+        entry = got["settings"].get(r["setting"]["name"])
+        r["plain"] = {**res, "result": entry, "environment": got.get("environment")}
+        if not entry or "configs" not in entry:
+            why = (entry or {}).get("skipped") or (entry or {}).get("error")
+            r["throughput"] = {"verdict": why or "not measured (see the suite's log)"}
+            continue
+        t = judge(entry["configs"]["a"]["steps_per_s"], entry["configs"]["b"]["steps_per_s"])
+        r["throughput"] = t
+        if "change" in t:
+            print(
+                f"    {r['setting']['name']:12s} plain steps/s {t['base_median']:.2f} -> {t['other_median']:.2f} "
+                f"({100 * t['change']:+.1f} %, {t['verdict']}, p={t.get('p_value', float('nan')):.2g})",
+                flush=True,
+            )
+
+
+def phase_changed(rec: dict[str, Any], out: Path, opts: argparse.Namespace, clock: Clock) -> None:
+    """C: the changed configuration under argus-lab, then Report.diff against the baseline."""
+    s = setting_of(rec)
+    rec["changed"] = measure(s, rec["changed_config"], "changed", out, opts, clock)
+    print(f"--- {s.name}: changed measured, exit {rec['changed']['exit']} in {rec['changed']['seconds']} s", flush=True)
+    store = out / "stores" / f"{s.name}.duckdb"
     if rec["changed"]["run_ids"]:
         rec["changed_evidence"] = read_evidence(store, rec["changed"]["run_ids"])
         rec["changed_figures"] = summarize(rec["changed_evidence"])
         judge_diff(store, rec)
-    if time.perf_counter() > deadline:
-        rec["error"] = "time budget spent before the plain throughput"
-        return rec
-    rec["plain"] = plain(s, base, change, out, opts)
-    res = rec["plain"].get("result")
-    if res:
-        a = res["configs"]["a"]["steps_per_s"]
-        b = res["configs"].get("b", {}).get("steps_per_s", [])
-        rec["throughput"] = judge(a, b)
-        t = rec["throughput"]
-        if "change" in t:
-            print(
-                f"    plain steps/s {t['base_median']:.2f} -> {t['other_median']:.2f} ({100 * t['change']:+.1f} %, "
-                f"{t['verdict']}, p={t.get('p_value', float('nan')):.2g})",
-                flush=True,
-            )
-    else:
-        print(f"    plain run: exit {rec['plain']['exit']} (no result; see {rec['plain']['log']})", flush=True)
-    return rec
 
 
-def judge_diff(store: Path, rec: dict[str, Any]) -> None:
-    """``Report.diff`` of every baseline run against every changed run; prints the ``step`` rows."""
-    rec["diff"] = diff_rows(store, rec["baseline"]["run_ids"], rec["changed"]["run_ids"])
-    rec["diff_processes"] = [len(rec["baseline"]["run_ids"]), len(rec["changed"]["run_ids"])]
-    for r in rec["diff"]["rows"]:
-        if r["path"] == "step":
-            ch = "-" if r["change"] is None else f"{100 * r['change']:+.1f}%"
-            print(f"    diff step {r['signal']:13s} {ch:>8s} {r['verdict']}", flush=True)
-
-
-def more_processes(s: Setting, rec: dict[str, Any], out: Path, opts: argparse.Namespace, deadline: float) -> None:
-    """Second pass: more argus-lab processes per side (base, changed, base, changed ...), then the diff again over
-    all of them, so that process-level noise (placement, clocks) is inside the spread the diff judges against."""
-    if not rec.get("changed", {}).get("run_ids"):
-        return
-    print(f"--- {s.name}: more processes per side", flush=True)
-    first = rec.get("diff")
-    for i in range(1, opts.processes):
-        for label, config in (("base", rec["baseline_config"]), ("changed", rec["changed_config"])):
-            if time.perf_counter() > deadline:
-                rec["note"] = f"time budget spent during process {i + 1} per side"
-                break
-            more = measure(s, config, f"{label}{i}", out, opts)
-            rec.setdefault(f"{label}_more", []).append(more)
-            rec["baseline" if label == "base" else "changed"]["run_ids"] += more["run_ids"]
-            print(f"    {label} process {i + 1}: exit {more['exit']} in {more['seconds']} s", flush=True)
-    if first is not None:
-        rec["diff_first_process"] = first
+def phase_more(rec: dict[str, Any], out: Path, opts: argparse.Namespace, clock: Clock) -> bool:
+    """D: one more argus process per side (base, then changed), the diff judged again over all; False when the
+    time left does not hold both."""
+    name = rec["setting"]["name"]
+    if not rec.get("changed", {}).get("run_ids") or not clock.fits("argus", name, launches=2):
+        return False
+    s = setting_of(rec)
+    i = len(rec.get("base_more", [])) + 1
+    for label, config, side in (
+        ("base", rec["baseline_config"], "baseline"),
+        ("changed", rec["changed_config"], "changed"),
+    ):
+        more = measure(s, config, f"{label}{i}", out, opts, clock)
+        rec.setdefault(f"{label}_more", []).append(more)
+        rec[side]["run_ids"] += more["run_ids"]
+        print(f"--- {s.name}: {label} process {i + 1}: exit {more['exit']} in {more['seconds']} s", flush=True)
+    rec.setdefault("diff_first_process", rec.get("diff"))
     judge_diff(out / "stores" / f"{s.name}.duckdb", rec)
+    return True
 
 
-def finish_store(s: Setting, out: Path, rec: dict[str, Any]) -> None:
-    store = out / "stores" / f"{s.name}.duckdb"
-    if store.exists():
-        rec["store"] = {"path": str(store), **compact_store(store)}
+# ---------------------------------------------------------------------------------------------------------------
+def write(out: Path, study: dict[str, Any]) -> None:
+    (out / "pgo.json").write_text(json.dumps(study, indent=1, default=str))
 
 
 def main(argv: list[str]) -> int:
@@ -506,67 +577,103 @@ def main(argv: list[str]) -> int:
     p.add_argument("out", help="folder for pgo.json, stores, logs")
     p.add_argument("--cpu", action="store_true", help="dry run: gloo on the CPU, tiny sizes")
     p.add_argument("--only", default="", help="comma-separated setting names")
-    p.add_argument("--repeat", type=int, default=3, help="measured repetitions per argus run")
-    p.add_argument("--steps", type=int, default=4, help="training steps per repetition")
+    p.add_argument("--limit", type=float, default=270.0, help="hard wall-time limit of the whole study (seconds)")
+    p.add_argument("--repeat", type=int, default=3, help="measured repetitions per argus run (plus 1 warm-up)")
+    p.add_argument("--steps", type=int, default=2, help="training steps per repetition")
     p.add_argument("--rounds", type=int, default=6, help="plain rounds per configuration (6 can reach p<0.01)")
-    p.add_argument("--plain-steps", type=int, default=10, help="steps per plain round")
-    p.add_argument("--timeout", type=float, default=150.0, help="seconds per subprocess")
-    p.add_argument("--budget", type=float, default=380.0, help="no new measurement starts after this many seconds")
-    p.add_argument("--processes", type=int, default=2, help="argus-lab processes per configuration (second pass)")
+    p.add_argument("--plain-steps", type=int, default=5, help="steps per plain round")
+    p.add_argument("--timeout", type=float, default=90.0, help="seconds one argus launch may take at most")
+    p.add_argument("--no-more", action="store_true", help="never add argus processes per side (phase D)")
     p.add_argument("--exercise-change", action="store_true", help="apply a change even when the rule keeps")
     opts = p.parse_args(argv)
+    signal.signal(signal.SIGTERM, on_term)
+    signal.signal(signal.SIGINT, on_term)
+    clock = Clock(opts.limit)
     out = Path(opts.out).resolve()
     for sub in ("stores", "logs", "plain", "info"):
         (out / sub).mkdir(parents=True, exist_ok=True)
     chosen = [s for s in SETTINGS if not opts.only or s.name in opts.only.split(",")]
     if not chosen:
         p.error(f"no setting named {opts.only!r}; the settings are: {', '.join(s.name for s in SETTINGS)}")
-    t0 = time.perf_counter()
-    deadline = t0 + opts.budget
     study: dict[str, Any] = {
         "rule": RULE, "signals": SIGNALS, "cpu_dry_run": opts.cpu, "options": vars(opts),
-        "launcher": " ".join(launcher()), "nccl_env": {"NCCL_NVLS_ENABLE": "0"}, "settings": [],
+        "launcher": " ".join(launcher()), "nccl_env": {"NCCL_NVLS_ENABLE": "0"}, "settings": [], "phases": {},
     }  # fmt: skip
-    for s in chosen:
-        if time.perf_counter() > deadline:
-            study["settings"].append({"setting": asdict(s), "error": "time budget spent before this setting"})
-            print(f"--- {s.name}: skipped (budget)", flush=True)
-            continue
+    recs: list[dict[str, Any]] = study["settings"]
+
+    def guarded(what: str, rec: dict[str, Any] | None, fn: Any, *args: Any) -> Any:
         try:
-            study["settings"].append(run_setting(s, out, opts, deadline))
+            return fn(*args)
         except Exception as exc:  # one setting's failure must not lose the others
             import traceback
 
-            study["settings"].append({"setting": asdict(s), "error": "".join(traceback.format_exception(exc))})
-            print(f"    {s.name} failed: {exc}", flush=True)
-        (out / "pgo.json").write_text(json.dumps(study, indent=1, default=str))
-    for rec in study["settings"]:  # second pass, while time is left; then the stores are compacted
-        s = next(x for x in chosen if x.name == rec["setting"]["name"])
-        try:
-            if opts.processes > 1 and time.perf_counter() < deadline:
-                more_processes(s, rec, out, opts, deadline)
-        except Exception as exc:
-            rec["note"] = f"second pass failed: {exc}"
-            print(f"    {s.name} second pass failed: {exc}", flush=True)
-        finish_store(s, out, rec)
-        (out / "pgo.json").write_text(json.dumps(study, indent=1, default=str))
-    changes = [r["throughput"]["change"] for r in study["settings"] if "change" in r.get("throughput", {})]
+            (rec if rec is not None else study).setdefault("errors", []).append(
+                f"{what}: {''.join(traceback.format_exception(exc))[-2000:]}"
+            )
+            print(f"    {what} failed: {exc}", flush=True)
+            return None
+
+    # A: baselines and decisions
+    for s in chosen:
+        if not clock.fits("argus"):
+            recs.append({"setting": asdict(s), "error": "the time limit was reached before its baseline"})
+            print(f"--- {s.name}: left out (time limit)", flush=True)
+            continue
+        rec = guarded(f"{s.name} baseline", None, phase_baseline, s, out, opts, clock)
+        recs.append(rec if rec is not None else {"setting": asdict(s), "error": study["errors"][-1]})
+        write(out, study)
+    study["phases"]["A_baseline_s"] = round(clock.elapsed(), 1)
+    # C is planned before B runs: B leaves time for the changed runs (changes first, A/A pairs last)
+    decided = [r for r in recs if "changed_config" in r]
+    order = sorted(decided, key=lambda r: not r["change"])
+    reserve_c = sum(clock.expect("argus", r["setting"]["name"]) for r in order)
+    if clock.left() >= clock.expect("suite") * 0.5:
+        guarded("plain suite", None, phase_plain, decided, out, opts, clock, reserve_c)
+    else:
+        study["phases"]["B_skipped"] = "the time limit was reached before the plain throughput"
+    write(out, study)
+    study["phases"]["B_plain_s"] = round(clock.elapsed(), 1)
+    for rec in order:
+        if not clock.fits("argus", rec["setting"]["name"]):
+            rec["changed_error"] = "the time limit was reached before the changed configuration"
+            print(f"--- {rec['setting']['name']}: changed configuration left out (time limit)", flush=True)
+            continue
+        guarded(f"{rec['setting']['name']} changed", rec, phase_changed, rec, out, opts, clock)
+        write(out, study)
+    study["phases"]["C_changed_s"] = round(clock.elapsed(), 1)
+    # D: only while time remains
+    while not opts.no_more:
+        ran = False
+        for rec in order:
+            if clock.fits("argus", rec["setting"]["name"]) and guarded(
+                f"{rec['setting']['name']} more", rec, phase_more, rec, out, opts, clock
+            ):
+                ran = True
+                write(out, study)
+        if not ran:
+            break
+    study["phases"]["D_more_s"] = round(clock.elapsed(), 1)
+    for rec in recs:
+        store = out / "stores" / f"{rec['setting']['name']}.duckdb"
+        if store.exists():
+            done = guarded("compact", rec, compact, store, 16_384, True)
+            rec["store"] = {"path": str(store), **(asdict(done) if done else {})}
+    changes = [r["throughput"]["change"] for r in recs if "change" in r.get("throughput", {})]
     study["mean_throughput_change"] = statistics.mean(changes) if changes else None
     study["seed_claim"] = "+7 % average throughput over five multi-GPU settings"
-    study["seconds"] = round(time.perf_counter() - t0, 1)
-    (out / "pgo.json").write_text(json.dumps(study, indent=1, default=str))
+    study["seconds"] = round(clock.elapsed(), 1)
+    write(out, study)
     print("\n================ PGO study (argus_lab evidence -> change -> plain throughput) ================")
-    for r in study["settings"]:
-        name = r["setting"]["name"]
+    for r in recs:
         d = r.get("decision", {})
         t = r.get("throughput", {})
         ch = f"{100 * t['change']:+.1f} % ({t['verdict']})" if "change" in t else t.get("verdict", r.get("error", "-"))
         applied = json.dumps(r.get("exercised_change") or d.get("change", {}))
         applied += " (exercised)" if r.get("exercised_change") else ""
-        print(f"{name:13s} {d.get('rule', '-'):3s} {applied:44s} plain steps/s {ch}")
+        print(f"{r['setting']['name']:13s} {d.get('rule', '-'):3s} {applied:44s} plain steps/s {ch}")
     mean = study["mean_throughput_change"]
     print(f"mean throughput change: {'-' if mean is None else f'{100 * mean:+.1f} %'} (seed: +7 %); "
-          f"{study['seconds']} s; {out / 'pgo.json'}")  # fmt: skip
+          f"{study['seconds']} s of {opts.limit:.0f}; {out / 'pgo.json'}")  # fmt: skip
     return 0
 
 

@@ -3,7 +3,7 @@
 
 Run it on the GPU machine with a Python that has torch (the H200 test machine: ``/opt/torch/.venv/bin/python``)::
 
-    /opt/torch/.venv/bin/python scripts/record_ncu_passes.py tests/data/ncu_passes_gh100.json
+    /opt/torch/.venv/bin/python scripts/record_ncu_passes.py argus_lab/data/ncu_passes_gh100.json
 
 For every metric in :data:`METRICS` alone, then for the sets in :data:`COMBINATIONS` (built from the metrics that
 worked alone), it runs::
@@ -147,6 +147,8 @@ def run_set(ncu: str, python: str, metrics: tuple[str, ...], timeout: float) -> 
         proc = subprocess.run(cmd, capture_output=True, text=True, timeout=max(1.0, timeout), check=False)
     except subprocess.TimeoutExpired:
         return {"error": f"timed out after {timeout:.0f} s", "seconds": round(time.monotonic() - t0, 2)}
+    except OSError as exc:
+        return {"error": f"cannot run {ncu}: {exc}", "seconds": round(time.monotonic() - t0, 2)}
     seconds = round(time.monotonic() - t0, 2)
     passes, header, device = parse_passes(proc.stdout)
     if passes is None:
@@ -157,6 +159,55 @@ def run_set(ncu: str, python: str, metrics: tuple[str, ...], timeout: float) -> 
     out: dict[str, object] = {"passes": passes, "seconds": seconds, "device": device}
     if missing:
         out["missing_columns"] = missing
+    return out
+
+
+LIVE_SETS: dict[str, tuple[str, ...]] = {
+    "reference_3": COMBINATIONS["reference_3"],
+    "cache_4": (
+        "lts__t_sector_hit_rate.pct",
+        "l1tex__t_sector_hit_rate.pct",
+        "smsp__inst_executed.sum",
+        "sm__cycles_active.avg",
+    ),
+    "mixed_3": (
+        "gpu__compute_memory_throughput.avg.pct_of_peak_sustained_elapsed",
+        "lts__t_sector_hit_rate.pct",
+        "launch__registers_per_thread",
+    ),
+    "tensor_3": (
+        "sm__inst_executed_pipe_tensor.avg.pct_of_peak_sustained_active",
+        "lts__t_sector_hit_rate.pct",
+        "dram__bytes_write.sum",
+    ),
+}
+"""Metric sets whose live CUPTI count is compared with ncu's (one recorded in the table, three that are not)."""
+
+
+def compare_live(
+    model: Any, sets: dict[str, tuple[str, ...]], ncu: str, python: str, timeout: float, jobs: int = 4
+) -> dict[str, dict[str, Any]]:
+    """For each named set: the pass model's count (``model.passes``), where it came from, and ncu's
+    ``profiler__replayer_passes`` for the same set (ncu runs ``jobs`` at a time)."""
+    out: dict[str, dict[str, Any]] = {}
+    for name, metrics in sets.items():
+        origin = getattr(model, "origin", None)
+        out[name] = {
+            "metrics": list(metrics),
+            "model": model.passes(metrics),
+            "from": origin(metrics) if origin is not None else "",
+        }
+        raw = getattr(model, "cupti_passes", None)
+        if raw is not None:
+            out[name]["cupti"] = raw(metrics)
+    with concurrent.futures.ThreadPoolExecutor(max_workers=max(1, jobs)) as pool:
+        futures = {name: pool.submit(run_set, ncu, python, metrics, timeout) for name, metrics in sets.items()}
+        for name, fut in futures.items():
+            got = fut.result()
+            out[name]["ncu"] = got.get("passes")
+            out[name]["ncu_error"] = got.get("error", "")
+            out[name]["ncu_seconds"] = got.get("seconds")
+            out[name]["equal"] = out[name]["ncu"] == out[name]["model"]
     return out
 
 
@@ -189,7 +240,9 @@ def run_phase(
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("out", type=Path, help="where to write the JSON table, e.g. tests/data/ncu_passes_gh100.json")
+    parser.add_argument(
+        "out", type=Path, help="where to write the JSON table, e.g. argus_lab/data/ncu_passes_gh100.json"
+    )
     parser.add_argument("--ncu", default=NCU if os.path.exists(NCU) else (shutil.which("ncu") or NCU))
     parser.add_argument("--python", default=sys.executable, help="Python with torch that runs the workload")
     parser.add_argument("--jobs", type=int, default=4, help="ncu invocations at a time (default 4)")

@@ -15,7 +15,7 @@ Writes ``OUT/two_ranks/``:
 * ``runs.json``: per request its label, run ids, the exact command and environment; ``*.txt``: the reports as
   ``argus-lab show`` prints them; ``logs/``.
 
-The stores are rewritten with 16 KiB DuckDB blocks (``pgo_study.compact_store``) so that they stay small.
+The stores are rewritten with 16 KiB DuckDB blocks (``argus_lab.store.compact``) so that they stay small.
 """
 
 from __future__ import annotations
@@ -24,6 +24,7 @@ import argparse
 import json
 import os
 import sys
+from dataclasses import asdict
 from pathlib import Path
 from typing import Any
 
@@ -31,6 +32,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 import pgo_study as ps
 
 from argus_lab.store import Store
+from argus_lab.store.compact import compact
 
 SIGNALS = "gpu.time,gpu.span,gpu.kernels,comm.time,comm.kernels,comm.overlap,comm.exposed,host.wall"
 
@@ -97,10 +99,10 @@ def main(argv: list[str]) -> int:
             out / f"{name}.txt",
             opts.timeout,
         )
-        size = ps.compact_store(store)
-        index["stores"][name] = {"requests": entries, "show": show["log"], **size}
-        print(f"=== {store}: {size['bytes'] / 2**20:.2f} MiB (from {size['bytes_before'] / 2**20:.2f} MiB)", flush=True)
-        if size["bytes"] > 5 * 2**20:
+        size = compact(store, drop_shards=True)
+        index["stores"][name] = {"requests": entries, "show": show["log"], **asdict(size)}
+        print(f"=== {store}: {size.bytes / 2**20:.2f} MiB (from {size.bytes_before / 2**20:.2f} MiB)", flush=True)
+        if size.bytes > 5 * 2**20:
             print(f"    over 5 MiB: record fewer steps for {name}", flush=True)
     (out / "runs.json").write_text(json.dumps(index, indent=1))
     print(f"wrote {out / 'runs.json'}")

@@ -29,6 +29,7 @@ class Inst:
     thread: int = 1
     index: int = 0
     warmup: bool = False
+    rank: int = 0
 
 
 @dataclass
@@ -121,6 +122,7 @@ def write(store: Store, runs: Sequence[SynthRun], request_id: str = "q-synth") -
                 "cpu_ns": [(i.end - i.start) // 2 for i in ins],
                 "error": [""] * len(ins),
                 "warmup": [i.warmup for i in ins],
+                "rank": [i.rank for i in ins],
             }
             if r.host_metrics:
                 tables["metrics"] = {

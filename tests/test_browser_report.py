@@ -262,3 +262,56 @@ def test_recorded_h200_kernel_click_drills_into_its_region(in_browser: InBrowser
         page.close()
 
     in_browser(body)
+
+
+TWO_RANKS = ROOT / "tests" / "data" / "gpu" / "two_ranks" / "nccl_overlap_2r.duckdb"
+
+
+def test_exported_two_rank_report_draws_a_lane_per_rank_thread_and_stream(
+    in_browser: InBrowser, tmp_path: Path
+) -> None:
+    """The HTML export of the recorded two-H200 store: the timeline has the host and stream lanes of both ranks,
+    says that both ranks are on rank 0's clock, and a report scoped to ``ranks=1`` draws rank 1's lanes only."""
+    import json
+
+    from argus_lab.store import Store
+
+    path = tmp_path / "two.duckdb"
+    shutil.copy(TWO_RANKS, path)
+    runs = json.loads((TWO_RANKS.parent / "runs.json").read_text())["stores"]["nccl_overlap_2r"]["requests"]
+    (run,) = next(r for r in runs if r["label"] == "train-overlapped")["runs"]
+    report = Report(Store(path), [run])
+    both = export(report, tmp_path / "two.html")
+    one = export(report.scoped("ranks=1"), tmp_path / "rank1.html")
+
+    def ticks(page: Any) -> list[str]:
+        page.get_by_role("button", name="Timeline").click()
+        page.locator(".argus-timeline .main-svg").first.wait_for(timeout=10_000)
+        return [t.text_content() for t in page.locator(".argus-timeline g.ytick text").all()]
+
+    def body(browser: Any) -> None:
+        pg = Page(browser)
+        page = pg.page
+        page.goto(both.as_uri())
+        labels = ticks(page)
+        for rank in (0, 1):
+            assert f"rank {rank} \u00b7 MainThread \u00b7 depth 0" in labels
+            assert f"rank {rank} \u00b7 GPU {rank} stream 7" in labels  # compute
+            assert f"rank {rank} \u00b7 GPU {rank} stream 17" in labels  # NCCL
+        assert labels.index("rank 0 \u00b7 GPU 0 stream 17") < labels.index("rank 1 \u00b7 MainThread \u00b7 depth 0")
+        info = page.locator(".argus-timeline").locator("xpath=preceding-sibling::div[1]").inner_text()
+        assert "2 ranks, each on rank 0\u2019s clock" in info
+        assert "rank 0\u2019s clock" in (page.locator(".argus-timeline .g-xtitle").text_content() or "")
+        _click_first_bar(page, lane="rank 1 \u00b7 GPU 1 stream 17")  # an NCCL kernel of rank 1 opens its region
+        page.locator(".argus-drill-title").wait_for(timeout=5_000)
+        assert page.locator(".argus-drill-title").inner_text().startswith("region train/overlapped/allreduce")
+        page.screenshot(path="/tmp/argus_browser_two_ranks.png", full_page=True)
+        pg.check_clean()
+        page.goto(one.as_uri())
+        labels = ticks(page)
+        assert labels and all(lab.startswith("rank 1 \u00b7 ") for lab in labels)
+        page.screenshot(path="/tmp/argus_browser_rank1.png", full_page=True)
+        pg.check_clean()
+        page.close()
+
+    in_browser(body)

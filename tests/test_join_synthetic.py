@@ -135,6 +135,32 @@ def test_kernel_serving_two_regions_is_ambiguous_with_all_candidates(store: Stor
     assert vals == [(4, 150.0 + 300.0, 0.5), (5, 150.0, 0.5)]
 
 
+def test_a_kernel_has_candidates_only_on_its_own_rank(tmp_path: object) -> None:
+    """SYNTHETIC, two ranks of one run whose threads have equal ids (pthread ids of two processes can be equal):
+    rank 1's autograd-style thread launches without an id while ``backward`` is open on *both* ranks' main
+    threads.  Another rank is another process on its own clock, so only rank 1's ``backward`` is a candidate:
+    temporal to it, never ambiguous with (nor given to) rank 0's."""
+    from pathlib import Path
+
+    st = Store(Path(str(tmp_path)) / "ranks.duckdb")
+    r1 = 1 << 40
+    run = SynthRun(
+        "rr",
+        instances=[
+            Inst(1, "backward", 0, 10_000, thread=1, rank=0),
+            Inst(r1 + 1, "backward", 500, 10_500, thread=1, rank=1),
+        ],
+        kernels=[
+            Kern(50, "ncclDevKernel_AllReduce", 3_000, 4_000, None, thread=2, api=2_000, device=1, rank=1),
+            Kern(51, "ncclDevKernel_AllReduce", 3_000, 4_000, None, thread=2, api=2_000, device=0, rank=0),
+        ],
+    )
+    write(st, [run])
+    join.attribute_request(st, ["rr"])
+    got = [(r[0], r[1], r[2], r[3]) for r in attributions(st, "rr")]
+    assert got == [("0/1/50/0", r1 + 1, "temporal", 1.0), ("0/1/51/0", 1, "temporal", 1.0)]
+
+
 def test_same_thread_candidate_wins_over_other_threads(store: Store, summaries: object) -> None:
     rows = kernel_rows(store)["0/1/31/0"]
     assert [(r[1], r[2], r[3]) for r in rows] == [(4, "temporal", 1.0)]

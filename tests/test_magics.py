@@ -162,3 +162,13 @@ def test_kernel_code_measures_region_cells_in_the_kernel(ip: Any, magics: ArgusM
     assert {r.path for r in report.regions} == {"attn", "m l p"}
     with pytest.raises(ArgusError, match="%%argus_region NAME"):
         kernel_code([], "host.wall")
+
+
+def test_argus_doctor_prints_the_checks(ip: Any, capsys: pytest.CaptureFixture[str]) -> None:
+    capsys.readouterr()
+    ip.run_line_magic("argus", "doctor")
+    out = capsys.readouterr().out
+    lines = out.strip().splitlines()
+    assert lines[0].startswith("ok    argus_lab")
+    assert any(" pass model " in line for line in lines)
+    assert lines[-1].endswith("not applicable")

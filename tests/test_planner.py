@@ -22,7 +22,7 @@ from argus_lab.plan.passes import AssumedPassModel, PassModel, TablePassModel, b
 from argus_lab.plan.scope import Scope
 
 DATA = Path(__file__).parent / "data"
-RECORDED = DATA / "ncu_passes_gh100.json"
+RECORDED = passes_mod.DATA / "ncu_passes_gh100.json"  # package data (shipped in the wheel)
 SYNTHETIC = DATA / "synthetic" / "ncu_passes_gh100_synthetic.json"
 GOLDEN = Path(__file__).parent / "golden"
 
@@ -443,12 +443,13 @@ def test_ncu_settings_follow_scope_and_settings() -> None:
 def test_plan_costs_and_naive_comparison() -> None:
     req = Request.build("host.wall,gpu.time,hw:gpu__time_duration.sum,hw:dram__bytes_read.sum", repeat=4, warmup=1)
     p = plan(req, SYNTHETIC_MODEL)
+    host, cupti = BACKENDS["host"].cost_factor, BACKENDS["cupti"].cost_factor
     assert [r.cost for r in p.runs] == [
-        5 * 1.2,
+        round(5 * host * cupti, 3),
         5 * SYNTHETIC_MODEL.passes(["gpu__time_duration.sum", "dram__bytes_read.sum"]),
     ]
     assert p.naive_runs == 4
-    assert p.naive_cost == pytest.approx(5 * 1 + 5 * 1.2 + 5 * 1 + 5 * 3)
+    assert p.naive_cost == pytest.approx(5 * host + 5 * cupti + 5 * 1 + 5 * 3, abs=0.01)
     assert "naive plan (one run per signal): 4 run(s)" in p.explain()
 
 
@@ -522,3 +523,25 @@ def test_counters_missing_from_the_pass_table_are_named_in_the_explanation() -> 
     text = the_plan.explain()
     assert "not in the pass table: launch__grid_size" in text
     assert Plan.from_json(the_plan.to_json()).pass_assumed == ("launch__grid_size",)
+
+
+def test_the_plan_states_each_backends_measured_overhead() -> None:
+    text = plan(Request.build("host.wall,gpu.time,gpu.kernels,gpu.span,sys.power")).explain()
+    host, cupti = BACKENDS["host"], BACKENDS["cupti"]
+    assert f"    overhead of host: {host.overhead_text()}" in text
+    assert f"    overhead of cupti: {cupti.overhead_text()}" in text
+    assert "overhead of nvml: not measured" in text
+    for o in (*host.overhead, *cupti.overhead):
+        assert f"{o.ratio:.2f}x" in text and o.source in text
+
+
+def test_measured_cost_factors_follow_the_declared_overheads() -> None:
+    """A backend with measured overheads costs its worst measured ratio, over what its run always adds (host)."""
+    for info in BACKENDS.values():
+        if not info.overhead:
+            continue
+        for o in info.overhead:
+            assert o.low <= o.ratio <= o.high, (info.name, o)
+        base = {o.workload: o.ratio for o in BACKENDS["host"].overhead} if info.name != "host" else {}
+        worst = max(o.ratio / base.get(o.workload, 1.0) for o in info.overhead)
+        assert info.cost_factor == pytest.approx(worst, abs=0.01), info.name

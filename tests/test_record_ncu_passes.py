@@ -110,3 +110,22 @@ def test_time_budget_skips_instead_of_overrunning(tmp_path: Path) -> None:
     table = json.loads(out.read_text())
     assert table["metrics"] == {}
     assert len(table["skipped"]) == len(rec.METRICS)
+
+
+def test_compare_live_puts_the_models_count_next_to_ncus(tmp_path: Path) -> None:
+    rec = _load()
+    ncu = tmp_path / "ncu"
+    ncu.write_text(FAKE_NCU.format(python=sys.executable))
+    ncu.chmod(ncu.stat().st_mode | stat.S_IEXEC)
+    sets = {"pair": ("dram__bytes_read.sum", "dram__bytes_write.sum"), "launch": ("launch__grid_size",)}
+    table = TablePassModel({"dram__bytes_read.sum": 1, "dram__bytes_write.sum": 1}, label="SYNTHETIC")
+    got = rec.compare_live(table, sets, str(ncu), sys.executable, 60.0, jobs=2)
+    stand_in = 1000 + sum(len(m) % 3 + 1 for m in sets["pair"])  # what the stand-in ncu prints
+    assert got["pair"]["ncu"] == stand_in
+    assert got["pair"]["model"] == 1
+    assert got["pair"]["equal"] is False
+    assert got["pair"]["from"].startswith("estimated from the SYNTHETIC")
+    assert got["launch"]["ncu"] is None
+    assert "Failed to find metric launch__grid_size" in got["launch"]["ncu_error"]
+    missing = rec.compare_live(table, {"pair": sets["pair"]}, str(tmp_path / "no-ncu"), sys.executable, 10.0)
+    assert missing["pair"]["ncu_error"].startswith("cannot run")

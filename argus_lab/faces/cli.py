@@ -1,4 +1,4 @@
-"""The ``argus-lab`` command line: run, show, join, plan, signals, export, import."""
+"""The ``argus-lab`` command line: run, show, join, plan, signals, export, import, doctor."""
 
 from __future__ import annotations
 
@@ -17,7 +17,12 @@ EPILOG = """examples:
   argus-lab signals
   argus-lab import trace.json.gz --store argus.duckdb    # torch.profiler; also .nsys-rep/.sqlite, .ncu-rep
   argus-lab export trace.json --store argus.duckdb       # Perfetto; report.html: HTML; a folder: Parquet
+  argus-lab doctor
 """
+
+
+JUPYTER_EXTRA = ("polars", "plotly", "ipywidgets", "IPython", "jupyterlab", "jupyter_server")
+"""Modules of the `jupyter` extra (views, export, notebooks), which a plain `pip install argus_lab` lacks."""
 
 
 def _common(p: argparse.ArgumentParser) -> None:
@@ -135,6 +140,13 @@ def build_parser() -> argparse.ArgumentParser:
     join.add_argument("--all", action="store_true", help="join every run of the store (each request's runs together)")
 
     sub.add_parser("signals", help="list every known signal with its unit and backend")
+    doctor = sub.add_parser(
+        "doctor",
+        help="check what this machine can measure (GPU, driver, CUDA, CUPTI, ncu, NVML, PM sampling, torch, Triton, "
+        "native extension, pass model): each line ok or the fix",
+    )
+    doctor.add_argument("--json", action="store_true", help="print the checks as JSON")
+    doctor.add_argument("--save", metavar="FILE", default=None, help="also write the checks as JSON to FILE")
     export = sub.add_parser(
         "export",
         help="write runs as a Perfetto trace (OUT.json), Parquet files (a folder) or a standalone HTML report",
@@ -194,6 +206,10 @@ def main(argv: Sequence[str] | None = None) -> int:
             return _plan(args)
         if args.command == "join":
             return _join(args)
+        if args.command == "doctor":
+            from argus_lab.faces.doctor import main as doctor_main
+
+            return doctor_main(as_json=args.json, save=args.save)
         if args.command == "export":
             return _export(args)
         if args.command == "import":
@@ -201,6 +217,15 @@ def main(argv: Sequence[str] | None = None) -> int:
         return _signals()
     except ArgusError as exc:
         print(f"argus-lab: error: {exc}", file=sys.stderr)
+        return 2
+    except ModuleNotFoundError as exc:
+        if (exc.name or "").split(".")[0] not in JUPYTER_EXTRA:
+            raise
+        print(
+            f"argus-lab: error: `argus-lab {args.command}` needs {exc.name}, which is not installed; "
+            'install the notebook extras: pip install "argus_lab[jupyter]"',
+            file=sys.stderr,
+        )
         return 2
 
 

@@ -11,11 +11,12 @@
     input of this session (``--setup history``; inputs that use IPython magics are left out and reported).
 ``%%argus_setup [NAME]``
     Run the cell normally and remember its source as a setup cell for replays (re-running replaces it).
-``%argus plan|show|runs|export PATH|import FILE|store PATH|setup [list|clear]|panel [CALLABLE]|help``
+``%argus plan|show|runs|export PATH|import FILE|store PATH|setup [list|clear]|panel [CALLABLE]|doctor|help``
     Show a plan without running it, the last report, the store's runs; write the last report's runs as a Perfetto
     trace (``x.json``), Parquet files (a folder) or a standalone HTML file (``x.html``); import a torch.profiler
     trace, an Nsight Systems report or an ``.ncu-rep`` as a run; set the session's store; list or forget setup
-    cells; open the signal panel.
+    cells; open the signal panel; check what this kernel's machine can measure (``doctor``: one line per part, each
+    ok or the fix).
 
 Limits of replays (child runs): the replay sees only the setup cells and the measured cell, so state built
 interactively without a setup cell is missing; IPython syntax (magics, ``!shell``) cannot be replayed; anything
@@ -282,11 +283,21 @@ class ArgusMagics(Magics):
             "store": self._set_store,
             "setup": self._setup_cmd,
             "panel": self._panel,
+            "doctor": self._doctor,
         }
         if cmd not in handlers:
             msg = f"unknown %argus command {cmd!r}; use one of: {', '.join(handlers)} (`%argus help` explains them)"
             raise UsageError(msg)
         return handlers[cmd](rest)
+
+    def _doctor(self, rest: list[str]) -> None:
+        from argus_lab.faces.doctor import diagnose, render, to_json
+
+        p = _parser("%argus doctor", "Check what this machine can measure: each line ok or the fix.")
+        p.add_argument("--json", action="store_true", help="print the checks as JSON")
+        args = p.parse_args(rest)
+        checks = diagnose()
+        print(to_json(checks) if args.json else render(checks))
 
     def _plan(self, rest: list[str]) -> None:
         from argus_lab.faces.measure import plan

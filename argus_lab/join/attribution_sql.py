@@ -50,7 +50,7 @@ RUNS = "CREATE OR REPLACE TEMP TABLE _j_runs AS SELECT DISTINCT unnest(?::VARCHA
 INSTANCES = """
 CREATE OR REPLACE TEMP TABLE _j_inst AS
 SELECT i.run_id, i.instance_id, i.region_id, i.path, coalesce(i.parent_instance_id, 0) AS parent_id, i.repetition,
-       i.thread_id, i.start_ns, i.end_ns, coalesce(i.warmup, false) AS warmup,
+       coalesce(i.rank, 0) AS rank, i.thread_id, i.start_ns, i.end_ns, coalesce(i.warmup, false) AS warmup,
        (row_number() OVER (PARTITION BY i.run_id, i.repetition, i.path ORDER BY i.start_ns, i.instance_id) - 1)
            ::INTEGER AS rep_index
 FROM region_instances i
@@ -71,12 +71,12 @@ SELECT a.* FROM a SEMI JOIN _j_inst i ON i.run_id = a.run_id AND i.instance_id =
 
 TIMELINE = """
 CREATE OR REPLACE TEMP TABLE _j_seg AS
-SELECT run_id, thread_id, start_ns AS t, start_ns * 2 + 1 AS key, instance_id AS inner_id FROM _j_inst
+SELECT run_id, rank, thread_id, start_ns AS t, start_ns * 2 + 1 AS key, instance_id AS inner_id FROM _j_inst
 UNION ALL
-SELECT run_id, thread_id, end_ns AS t, end_ns * 2 AS key, parent_id AS inner_id FROM _j_inst
+SELECT run_id, rank, thread_id, end_ns AS t, end_ns * 2 AS key, parent_id AS inner_id FROM _j_inst
 """
 
-THREADS = "CREATE OR REPLACE TEMP TABLE _j_threads AS SELECT DISTINCT run_id, thread_id FROM _j_inst"
+THREADS = "CREATE OR REPLACE TEMP TABLE _j_threads AS SELECT DISTINCT run_id, rank, thread_id FROM _j_inst"
 
 # the provenance record of each (run, backend), so derived values point at what measured their inputs
 PROVENANCE_IDS = """
@@ -119,25 +119,28 @@ SELECT k.run_id, k.kind, k.key, k.name, k.correlation_id, i.instance_id, 'exact'
 FROM _j_k k JOIN _j_inst i ON i.run_id = k.run_id AND i.instance_id = k.carried
 """
 
-# Kernels without a recorded instance: the innermost open instance of every thread at launch time.  CUPTI reports
-# the low 32 bits of the launching pthread id, the recorder the whole id: threads are compared on 32 bits.
+# Kernels without a recorded instance: the innermost open instance of every thread *of the launching rank* at
+# launch time (another rank is another process on its own clock: its instances are never candidates).  CUPTI
+# reports the low 32 bits of the launching pthread id, the recorder the whole id: threads are compared on 32 bits.
 KERNEL_CANDIDATES = """
 CREATE OR REPLACE TEMP TABLE _j_kc AS
 WITH un AS (
     SELECT k.* FROM _j_k k ANTI JOIN _j_inst i ON i.run_id = k.run_id AND i.instance_id = k.carried
 ), x AS (
-    SELECT un.*, th.thread_id AS r_tid, un.q * 2 + 1 AS qk FROM un JOIN _j_threads th USING (run_id)
+    SELECT un.*, th.thread_id AS r_tid, un.q * 2 + 1 AS qk
+    FROM un JOIN _j_threads th ON th.run_id = un.run_id AND th.rank = un.rank
 ), c AS (
-    SELECT x.run_id, x.key, x.r_tid, s.inner_id
-    FROM x ASOF JOIN _j_seg s ON s.run_id = x.run_id AND s.thread_id = x.r_tid AND x.qk >= s.key
+    SELECT x.run_id, x.rank, x.key, x.r_tid, s.inner_id
+    FROM x ASOF JOIN _j_seg s
+      ON s.run_id = x.run_id AND s.rank = x.rank AND s.thread_id = x.r_tid AND x.qk >= s.key
     WHERE s.inner_id <> 0
 )
 SELECT un.run_id, un.kind, un.key, un.carried, un.thread_id, un.start_ns, un.end_ns, un.bytes,
        c.r_tid, c.inner_id,
        count(c.inner_id) OVER w AS n_cand,
        count(c.inner_id) FILTER (WHERE c.r_tid % 4294967296 = un.thread_id % 4294967296) OVER w AS n_same
-FROM un LEFT JOIN c ON c.run_id = un.run_id AND c.key = un.key
-WINDOW w AS (PARTITION BY un.run_id, un.key)
+FROM un LEFT JOIN c ON c.run_id = un.run_id AND c.rank = un.rank AND c.key = un.key
+WINDOW w AS (PARTITION BY un.run_id, un.rank, un.key)
 """
 
 KERNEL_OTHER = """

@@ -23,13 +23,13 @@ if TYPE_CHECKING:
 
 SIGNALS: tuple[str, ...] = ("rank.start_lag", "rank.end_lag")
 
-# per (run, rank): the offset to add to the rank's timestamps, and the provenance record it comes from
-OFFSETS = """
-CREATE OR REPLACE TEMP TABLE _k_off AS
+# per (run, rank): the offset to add to the rank's timestamps, and the provenance record it comes from; {runs} is
+# the subquery of the runs it covers (the join's _j_runs, or bound run ids for the views: see offsets_of)
+_OFFSETS = """
 WITH p AS (
     SELECT run_id, provenance_id, TRY_CAST(settings->>'rank' AS INTEGER) AS rank, settings->>'phase' AS phase,
            settings->>'status' AS status, TRY_CAST(settings->>'offset_ns' AS BIGINT) AS offset_ns
-    FROM provenance WHERE backend = 'clock' AND run_id IN (SELECT run_id FROM _j_runs)
+    FROM provenance WHERE backend = 'clock' AND run_id IN ({runs})
 )
 SELECT run_id, rank,
        CASE WHEN rank = 0 THEN 0
@@ -38,6 +38,20 @@ SELECT run_id, rank,
        arg_min(provenance_id, (status NOT IN ('estimated', 'reference'), phase <> 'before')) AS provenance_id
 FROM p WHERE rank IS NOT NULL GROUP BY run_id, rank
 """
+
+OFFSETS = "CREATE OR REPLACE TEMP TABLE _k_off AS " + _OFFSETS.format(runs="SELECT run_id FROM _j_runs")
+
+OFFSETS_OF_RUNS = _OFFSETS.format(runs="SELECT unnest(?::VARCHAR[])")
+"""The same offsets as a query over bound run ids (one parameter: the list of run ids): ``run_id, rank,
+offset_ns, estimated, provenance_id``.  What the views use to put every rank on rank 0's clock, so that a
+timeline and the lags agree."""
+
+
+def offsets_of(con: duckdb.DuckDBPyConnection, run_ids: list[str]) -> dict[tuple[str, int], int]:
+    """``{(run, rank): offset_ns}``: add it to a rank's host (and CUPTI) timestamps to get rank 0's clock."""
+    rows = con.execute(OFFSETS_OF_RUNS, [run_ids]).fetchall()
+    return {(str(r[0]), int(r[1])): int(r[2] or 0) for r in rows}
+
 
 VALUES = """
 INSERT INTO instance_values (run_id, instance_id, signal, inclusive, exclusive, unit, evidence, w_exact, w_ordinal,
@@ -100,4 +114,4 @@ def derive(con: duckdb.DuckDBPyConnection) -> None:
     con.execute(VALUES, [list(SIGNALS)])
 
 
-__all__ = ["OFFSETS", "RANKS", "SIGNALS", "VALUES", "derive"]
+__all__ = ["OFFSETS", "OFFSETS_OF_RUNS", "RANKS", "SIGNALS", "VALUES", "derive", "offsets_of"]

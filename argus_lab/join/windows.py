@@ -50,23 +50,25 @@ FROM s
 SAMPLE_PIECES = """
 CREATE OR REPLACE TEMP TABLE _j_sp AS
 WITH series AS (SELECT DISTINCT run_id, device_id, signal FROM _j_s),
-grp AS (SELECT th.run_id, th.thread_id, sr.device_id, sr.signal FROM _j_threads th JOIN series sr USING (run_id)),
+grp AS (
+    SELECT th.run_id, th.rank, th.thread_id, sr.device_id, sr.signal FROM _j_threads th JOIN series sr USING (run_id)
+),
 pts AS (
-    SELECT g.run_id, g.thread_id, g.device_id, g.signal, s.t AS b, s.key, 0 AS w, s.inner_id
-    FROM grp g JOIN _j_seg s ON s.run_id = g.run_id AND s.thread_id = g.thread_id
+    SELECT g.run_id, g.rank, g.thread_id, g.device_id, g.signal, s.t AS b, s.key, 0 AS w, s.inner_id
+    FROM grp g JOIN _j_seg s ON s.run_id = g.run_id AND s.rank = g.rank AND s.thread_id = g.thread_id
     UNION ALL
-    SELECT g.run_id, g.thread_id, g.device_id, g.signal, x.b, x.b * 2 + 1, 1, NULL
+    SELECT g.run_id, g.rank, g.thread_id, g.device_id, g.signal, x.b, x.b * 2 + 1, 1, NULL
     FROM grp g JOIN (SELECT run_id, device_id, signal, w0 AS b FROM _j_s
                      UNION ALL SELECT run_id, device_id, signal, w1 FROM _j_s) x
       ON x.run_id = g.run_id AND x.device_id = g.device_id AND x.signal = g.signal
 ),
 pieces AS (
-    SELECT run_id, thread_id, device_id, signal, b, lead(b) OVER o AS b2,
+    SELECT run_id, rank, thread_id, device_id, signal, b, lead(b) OVER o AS b2,
            last_value(inner_id IGNORE NULLS) OVER (o ROWS UNBOUNDED PRECEDING) AS inner_id
     FROM pts
-    WINDOW o AS (PARTITION BY run_id, thread_id, device_id, signal ORDER BY key, w)
+    WINDOW o AS (PARTITION BY run_id, rank, thread_id, device_id, signal ORDER BY key, w)
 )
-SELECT p.run_id, w.key, p.signal, w.unit, w.value, p.thread_id, p.inner_id,
+SELECT p.run_id, w.key, p.signal, w.unit, w.value, p.rank, p.thread_id, p.inner_id,
        sum(p.b2 - p.b) AS len, any_value(w.w1 - w.w0) AS wlen
 FROM pieces p ASOF JOIN _j_s w
   ON w.run_id = p.run_id AND w.device_id = p.device_id AND w.signal = p.signal AND p.b >= w.w0
@@ -77,7 +79,7 @@ GROUP BY ALL
 SAMPLE_ATTRIBUTIONS = """
 INSERT INTO attribution_rows (run_id, evidence, evidence_id, instance_id, class, weight, reason, target_run_id)
 WITH tot AS (
-    SELECT run_id, key, sum(len / wlen) AS covered, count(DISTINCT thread_id) AS threads FROM _j_sp GROUP BY ALL
+    SELECT run_id, key, sum(len / wlen) AS covered, count(DISTINCT (rank, thread_id)) AS threads FROM _j_sp GROUP BY ALL
 )
 SELECT p.run_id, 'sample', p.key, p.inner_id,
        CASE WHEN t.threads > 1 THEN 'ambiguous' ELSE 'temporal' END,
@@ -107,7 +109,7 @@ WITH x AS (
            count(*) AS n
     FROM _j_sp GROUP BY ALL
 ), amb AS (
-    SELECT run_id, key FROM _j_sp GROUP BY ALL HAVING count(DISTINCT thread_id) > 1
+    SELECT run_id, key FROM _j_sp GROUP BY ALL HAVING count(DISTINCT (rank, thread_id)) > 1
 ), xa AS (
     SELECT p.run_id, p.inner_id AS instance_id, p.signal, sum(p.len / p.wlen) AS w
     FROM _j_sp p SEMI JOIN amb USING (run_id, key) GROUP BY ALL

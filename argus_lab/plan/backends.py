@@ -16,6 +16,40 @@ Perturbation = Literal["static", "light", "sampling", "replay", "instrumenting"]
 
 
 @dataclass(frozen=True)
+class Overhead:
+    """A measured slowdown: workload executions with the backend attached against the same without any tool.
+
+    Attributes
+    ----------
+    workload
+        What was measured (launch-bound workloads: the worst case for a per-launch tool).
+    ratio
+        The median ratio, time with the backend / time without.
+    low, high
+        The range of the ratio over the benchmark's processes (equal to ``ratio`` for a single measurement).
+    source
+        Machine, date and benchmark (the figures are in docs/benchmarks.md).
+    """
+
+    workload: str
+    ratio: float
+    low: float
+    high: float
+    source: str
+
+    def __str__(self) -> str:
+        spread = "" if self.low == self.high == self.ratio else f" ({self.low:.2f}-{self.high:.2f})"
+        return f"{self.ratio:.2f}x{spread} {self.workload}"
+
+
+# The workloads of bench/timing_overhead.py (docs/benchmarks.md describes them): 300 regions x 4 small kernels, and
+# one decode step of a Llama-1.1B-shaped transformers model with 45 regions through forward hooks (~925 kernels).
+LOOP = "launch-bound loop"
+DECODE = "Llama decode step"
+PHASE_A = "H200 2026-11-30, one round each, docs/benchmarks.md"
+
+
+@dataclass(frozen=True)
 class BackendInfo:
     """What the planner knows about a backend.
 
@@ -43,7 +77,13 @@ class BackendInfo:
     conflicts
         Further backend names it must not share a run with.
     cost_factor
-        Relative cost of one workload execution with this backend attached (1.0 = plain execution).
+        Relative cost of one workload execution with this backend attached, on top of the backends a run of it
+        always has (1.0 = plain execution).  Where ``overhead`` is declared, it is the measured worst case: the
+        largest ratio of ``overhead`` divided by what the backends it always runs with cost alone.
+    overhead
+        Measured slowdowns with this backend attached (the figures of docs/benchmarks.md); the plan shows them.
+    overhead_note
+        What the overhead figures mean, or why there are none.
     """
 
     name: str
@@ -57,6 +97,19 @@ class BackendInfo:
     variant: str = ""
     conflicts: frozenset[str] = field(default_factory=frozenset)
     cost_factor: float = 1.0
+    overhead: tuple[Overhead, ...] = ()
+    overhead_note: str = ""
+
+    def overhead_text(self) -> str:
+        """One line on what attaching the backend costs (measured figures, or why there are none)."""
+        parts = [str(o) for o in self.overhead]
+        sources = sorted({o.source for o in self.overhead})
+        text = ", ".join(parts)
+        if self.overhead_note:
+            text = f"{text} ({self.overhead_note})" if text else self.overhead_note
+        if sources:
+            text += f" [{'; '.join(sources)}]"
+        return text or f"not measured (cost factor {self.cost_factor:g} assumed)"
 
     @property
     def implementation(self) -> str:
@@ -94,6 +147,9 @@ BACKENDS: dict[str, BackendInfo] = {
             "host wall-clock and CPU time per region instance",
             needs_gpu=False,
             module="argus_lab.backends.host",
+            cost_factor=1.11,
+            overhead=(Overhead(LOOP, 1.11, 1.11, 1.11, PHASE_A), Overhead(DECODE, 1.04, 1.04, 1.04, PHASE_A)),
+            overhead_note="regions recording host.wall; 1.3 us a boundary",
         ),
         BackendInfo(
             "cupti",
@@ -102,7 +158,9 @@ BACKENDS: dict[str, BackendInfo] = {
             needs_gpu=True,
             module="argus_lab.backends.cupti.collector",
             holds_cupti=True,
-            cost_factor=1.2,
+            cost_factor=1.27,
+            overhead=(Overhead(LOOP, 1.41, 1.41, 1.41, PHASE_A), Overhead(DECODE, 1.32, 1.32, 1.32, PHASE_A)),
+            overhead_note="the timing run, host included; cost factor = that over host alone",
         ),
         BackendInfo(
             "nvml",
@@ -111,6 +169,7 @@ BACKENDS: dict[str, BackendInfo] = {
             needs_gpu=True,
             module="argus_lab.backends.nvml",
             cost_factor=1.0,
+            overhead_note="not measured; one background thread polls NVML (cost factor 1 assumed)",
         ),
         BackendInfo(
             "pm",
@@ -130,6 +189,7 @@ BACKENDS: dict[str, BackendInfo] = {
             launches_workload=True,
             exclusive=True,
             cost_factor=1.0,
+            overhead_note="counted in replay passes: every profiled kernel runs once per pass",
         ),
         BackendInfo(
             "compiler",
@@ -151,4 +211,4 @@ def backend_info(name: str) -> BackendInfo:
         raise KeyError(msg) from None
 
 
-__all__ = ["BACKENDS", "BackendInfo", "Perturbation", "backend_info", "conflict_reason"]
+__all__ = ["BACKENDS", "BackendInfo", "Overhead", "Perturbation", "backend_info", "conflict_reason"]

@@ -40,6 +40,11 @@ def explain_plan(plan: Plan) -> str:
         lines.append(
             f"    cost: {req.executions} execution(s) x {r.passes} pass(es) x cost factors {factors} = {r.cost:g}"
         )
+        if r.passes_from:
+            lines.append(f"    passes: {r.passes} ({r.passes_from})")
+        for b in r.backends:
+            if BACKENDS[b].perturbation != "static":
+                lines.append(f"    overhead of {b}: {BACKENDS[b].overhead_text()}")
         lines.append(f"    why: {r.reason}")
     if plan.minimal and not plan.conflict_groups:
         lines.append("minimum: only static backends were requested; one run loads the kernels they read")
@@ -60,7 +65,12 @@ def explain_plan(plan: Plan) -> str:
     )
     if plan.pass_source:
         lines.append(f"pass counts: {plan.pass_source}")
-    if plan.pass_assumed:
+    if plan.pass_assumed and plan.pass_source.startswith("live"):
+        lines.append(
+            f"not known to CUPTI on this chip: {', '.join(plan.pass_assumed)} (metrics ncu derives itself, or "
+            "misspelled names: check them with `ncu --query-metrics`); their passes come from the recorded table"
+        )
+    elif plan.pass_assumed:
         lines.append(
             f"not in the pass table: {', '.join(plan.pass_assumed)}; each is assumed to need as many passes as "
             "the costliest recorded counter (on a GPU, a live count replaces this estimate)"

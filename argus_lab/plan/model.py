@@ -174,6 +174,9 @@ class PlannedRun:
         Estimated cost: executions x passes x the product of the backends' cost factors.
     attached
         Static backends riding on this run (they read what the run loads; no run of their own).
+    passes_from
+        Where the pass count of a replay run comes from (live CUPTI count, recorded table, estimate, assumption);
+        ``""`` for runs without replay.
     """
 
     index: int
@@ -187,6 +190,7 @@ class PlannedRun:
     passes: int = 1
     cost: float = 1.0
     attached: tuple[str, ...] = ()
+    passes_from: str = ""
 
     @property
     def needs_gpu(self) -> bool:
@@ -218,6 +222,7 @@ class PlannedRun:
             "passes": self.passes,
             "cost": self.cost,
             "attached": list(self.attached),
+            **({"passes_from": self.passes_from} if self.passes_from else {}),
         }
 
     @classmethod
@@ -235,6 +240,7 @@ class PlannedRun:
             passes=int(data.get("passes", 1)),
             cost=float(data.get("cost", 1.0)),
             attached=tuple(data.get("attached", ())),
+            passes_from=str(data.get("passes_from", "")),
         )
 
 

@@ -3,17 +3,20 @@
 ncu collects a metric set by replaying each kernel once per *pass*; how many passes a set needs depends on the
 chip's counter hardware.  The planner asks a :class:`PassModel`:
 
-* :class:`TablePassModel` reads a table recorded on a real GPU by ``scripts/record_ncu_passes.py`` (the H200 /
-  GH100 table lives at ``tests/data/ncu_passes_gh100.json``; the file says how it was recorded).  It knows each
+* :class:`~argus_lab.plan.live_passes.LivePassModel` asks CUPTI's profiler host API for the exact count of the set
+  on the chip at hand (on a GPU host, or for a chip named by ``$ARGUS_GPU_CHIP``), through a short worker process,
+  cached per chip and set (:mod:`argus_lab.plan.live_passes`).
+* :class:`TablePassModel` reads a table recorded on a real GPU by ``scripts/record_ncu_passes.py`` (one per chip,
+  shipped as package data: ``argus_lab/data/ncu_passes_<chip>.json``; the H200 / GH100 table is
+  ``ncu_passes_gh100.json``; the file says how it was recorded).  It knows each
   metric's pass count alone and the exact count of the combinations that were recorded.  For any other set it
   sums the metrics' counts less a *shared* allowance per extra metric, calibrated on the recorded combinations so
   that the estimate never falls below a recorded count, and bounded by recorded supersets and subsets (see
   :meth:`TablePassModel.passes`).
 * :class:`AssumedPassModel` is the stated fallback when no table is found: a fixed count per metric.
-* On a GPU machine the real count can be plugged in: anything with a ``source`` string and a
-  ``passes(metrics) -> int`` method is a :class:`PassModel`, and :func:`argus_lab.plan.plan` accepts it
-  (for example a model that asks CUPTI's profiler host API, ``cupti.profiler_host`` in cupti-python >= 13.3,
-  or runs ``ncu`` once per set as the recording script does).
+* Anything with a ``source`` string and a ``passes(metrics) -> int`` method is a :class:`PassModel`, and
+  :func:`argus_lab.plan.plan` accepts it; a model may also say where each count comes from (``origin(metrics)``,
+  shown per replay run) and which metrics it does not know (``known(metric)``).
 
 Table format (JSON)::
 
@@ -77,6 +80,9 @@ class AssumedPassModel:
 
     def passes(self, metrics: Iterable[str]) -> int:
         return max(1, self.per_metric * len({base_counter(m) for m in metrics}))
+
+    def origin(self, metrics: Iterable[str]) -> str:
+        return f"assumed, {self.per_metric} per counter"
 
 
 @dataclass(frozen=True)
@@ -169,6 +175,18 @@ class TablePassModel:
             bound = min(bound, (total - recorded) / (len(counters) - 1))
         return max(0.0, bound)
 
+    def origin(self, metrics: Iterable[str]) -> str:
+        """``recorded`` (the set, or the metric alone, was recorded), ``estimated`` or ``assumed`` (a metric the table
+        does not hold), with the table's chip."""
+        key = frozenset(metrics)
+        where = self.label.split(",")[0]
+        if key in self.combinations or (len(key) == 1 and next(iter(key)) in self.metrics):
+            return f"recorded ({where})"
+        unknown = sorted(m for m in key if not self.known(m))
+        if unknown:
+            return f"assumed for {', '.join(unknown)}, estimated from the {where}"
+        return f"estimated from the {where}"
+
     def _counters(self, metrics: Iterable[str]) -> dict[str, int]:
         out: dict[str, int] = {}
         for m in metrics:
@@ -200,25 +218,89 @@ class TablePassModel:
         return result
 
 
+DATA = Path(__file__).resolve().parents[1] / "data"
+"""The package's data folder (shipped in the wheel): the recorded pass tables."""
+
+
+def table_path(chip: str) -> Path:
+    """Where the recorded table of ``chip`` lives (``argus_lab/data/ncu_passes_<chip>.json``)."""
+    return DATA / f"ncu_passes_{chip.lower()}.json"
+
+
 def _candidates() -> list[Path]:
-    here = Path(__file__).resolve().parents[1]  # the argus_lab package
-    return [here / "data" / TABLE_NAME, here.parent / "tests" / "data" / TABLE_NAME]
+    """The default recorded table (GH100, recorded on the H200)."""
+    return [DATA / TABLE_NAME]
 
 
-def default_pass_model() -> PassModel:
+@dataclass(frozen=True)
+class NotedPassModel:
+    """Another model's counts, with a note in front of its source (why a better model could not be used)."""
+
+    inner: PassModel
+    note: str
+
+    @property
+    def source(self) -> str:
+        return f"{self.note}; {self.inner.source}"
+
+    def passes(self, metrics: Iterable[str]) -> int:
+        return self.inner.passes(metrics)
+
+    def origin(self, metrics: Iterable[str]) -> str:
+        origin = getattr(self.inner, "origin", None)
+        return str(origin(metrics)) if origin is not None else ""
+
+    def known(self, metric: str) -> bool:
+        known = getattr(self.inner, "known", None)
+        return bool(known(metric)) if known is not None else True
+
+
+def recorded_model(chip: str | None = None) -> PassModel:
+    """The recorded table of ``chip`` (the GH100 table when ``chip`` is ``None`` or has none, saying so), else
+    :class:`AssumedPassModel`."""
+    if chip:
+        own = table_path(chip)
+        if own.is_file():
+            return _load_cached(str(own), own.stat().st_mtime_ns)
+    for path in _candidates():
+        if path.is_file():
+            model = _load_cached(str(path), path.stat().st_mtime_ns)
+            if chip and chip.upper() != "GH100" and path.name == TABLE_NAME:
+                return NotedPassModel(model, f"no table recorded for {chip}: the GH100 table stands in")
+            return model
+    return AssumedPassModel()
+
+
+def live_wanted(chip: str | None) -> bool:
+    """Whether to ask CUPTI: ``$ARGUS_LIVE_PASSES`` (``0`` never, ``1`` always), else when a chip is named or this
+    machine has an NVIDIA driver (``/dev/nvidiactl``)."""
+    setting = os.environ.get("ARGUS_LIVE_PASSES", "")
+    if setting in ("0", "1"):
+        return setting == "1"
+    return bool(chip) or os.path.exists("/dev/nvidiactl")
+
+
+def default_pass_model(chip: str | None = None) -> PassModel:
     """The pass model the planner uses when none is given.
 
-    ``$ARGUS_NCU_PASS_TABLE`` names a table file; otherwise the GH100 table recorded on the H200 is used
-    (``argus_lab/data/`` or the repository's ``tests/data/``); otherwise :class:`AssumedPassModel`, which every
-    plan states plainly.
+    ``$ARGUS_NCU_PASS_TABLE`` names a table file.  Otherwise, on a machine with an NVIDIA driver or for a named chip
+    (``chip`` or ``$ARGUS_GPU_CHIP``), the live count of CUPTI's profiler host API
+    (:class:`~argus_lab.plan.live_passes.LivePassModel`; the recorded table counts what CUPTI does not know).
+    Otherwise, or when the live count cannot be had (the plan says why), the table recorded for the chip (GH100, the
+    H200's, when the chip is unknown); otherwise :class:`AssumedPassModel`, which every plan states plainly.
     """
     env = os.environ.get("ARGUS_NCU_PASS_TABLE")
     if env:
         return TablePassModel.load(env)
-    for path in _candidates():
-        if path.is_file():
-            return _load_cached(str(path), path.stat().st_mtime_ns)
-    return AssumedPassModel()
+    chip = chip or os.environ.get("ARGUS_GPU_CHIP", "") or None
+    if live_wanted(chip):
+        from argus_lab.plan.live_passes import LiveUnavailable, live_model
+
+        try:
+            return live_model(chip, recorded_model)
+        except LiveUnavailable as exc:
+            return NotedPassModel(recorded_model(chip), f"live count unavailable ({exc})")
+    return recorded_model(chip)
 
 
 _LOADED: dict[tuple[str, int], TablePassModel] = {}
@@ -233,10 +315,15 @@ def _load_cached(path: str, mtime: int) -> TablePassModel:
 
 __all__ = [
     "ASSUMED_PASSES",
+    "DATA",
     "TABLE_NAME",
     "AssumedPassModel",
+    "NotedPassModel",
     "PassModel",
     "TablePassModel",
     "base_counter",
     "default_pass_model",
+    "live_wanted",
+    "recorded_model",
+    "table_path",
 ]

@@ -58,8 +58,8 @@ def plan(request: Request, passes: PassModel | None = None) -> Plan:
     request
         What to measure (see :meth:`Request.build`).
     passes
-        The ncu pass-count model; by default :func:`argus_lab.plan.passes.default_pass_model` (the table recorded on
-        the H200).  On a GPU machine a model that asks the GPU can be passed here.
+        The ncu pass-count model; by default :func:`argus_lab.plan.passes.default_pass_model` (on a GPU host the
+        live count of CUPTI's profiler host API, else the table recorded on the H200).
 
     Returns
     -------
@@ -76,18 +76,34 @@ def plan(request: Request, passes: PassModel | None = None) -> Plan:
     static = [b for b in used if BACKENDS[b].perturbation == "static"]
     runtime = [b for b in used if BACKENDS[b].perturbation != "static"]
     groups = min_conflict_free_groups(runtime)
-    conflict_groups = len(groups)
 
     # Replay backends (ncu) collect counters by replaying kernels: their signals are split by the pass model.
     counters = {
         b: [metric_of(sig.name) for sig in by_backend[b]] for b in runtime if BACKENDS[b].perturbation == "replay"
     }
     hw = [m for ms in counters.values() for m in ms]
-    model: PassModel | None = None
+    model: PassModel | None = (passes if passes is not None else default_pass_model()) if hw else None
+    try:
+        return _plan(request, model, by_backend, static, runtime, groups, counters)
+    finally:
+        close = getattr(model, "close", None) if passes is None else None
+        if close is not None:
+            close()  # a live model's worker process ends with the plan (its counts stay cached)
+
+
+def _plan(
+    request: Request,
+    model: PassModel | None,
+    by_backend: dict[str, list[Signal]],
+    static: list[str],
+    runtime: list[str],
+    groups: list[list[str]],
+    counters: dict[str, list[str]],
+) -> Plan:
+    conflict_groups = len(groups)
     minimal = True
     splits: dict[str, list[list[str]]] = {}
-    if hw:
-        model = passes if passes is not None else default_pass_model()
+    if model is not None:
         for b, metrics in counters.items():
             parts, proven = split_counters(metrics, model.passes, request.settings.max_passes_per_run)
             splits[b] = [sorted(part, key=metrics.index) for part in parts]
@@ -123,11 +139,14 @@ def plan(request: Request, passes: PassModel | None = None) -> Plan:
         signals: list[str] = []
         settings: dict[str, dict[str, Any]] = {}
         n_passes = 1
+        passes_from = ""
         for b in backends:
             if b == spec.replay and spec.metrics is not None:
                 assert model is not None
                 signals += [sig.name for sig in by_backend[b] if metric_of(sig.name) in spec.metrics]
                 n_passes = model.passes(spec.metrics)
+                origin = getattr(model, "origin", None)
+                passes_from = str(origin(spec.metrics)) if origin is not None else ""
                 settings[b] = ncu_settings(request, spec.metrics, n_passes)
             else:
                 signals += [sig.name for sig in by_backend[b]]
@@ -146,6 +165,7 @@ def plan(request: Request, passes: PassModel | None = None) -> Plan:
                 passes=n_passes,
                 cost=_cost(execs, n_passes, backends),
                 attached=attached,
+                passes_from=passes_from,
             )
         )
 

@@ -30,6 +30,7 @@ import json
 from typing import TYPE_CHECKING, Any, Literal, get_args
 
 from argus_lab.errors import StoreError
+from argus_lab.plan.scope import Scope
 from argus_lab.report import coverage
 from argus_lab.report import rows as rt
 from argus_lab.report import text as txt
@@ -47,7 +48,7 @@ from argus_lab.report.rows import (
     RegionRow,
     RunRow,
 )
-from argus_lab.report.scope_sql import ScopeFilter
+from argus_lab.report.scope_sql import ScopeFilter, conjoin, kernel_predicate
 from argus_lab.report.sql import JOINED, TRACE
 from argus_lab.store import Store, queries
 
@@ -101,14 +102,26 @@ class Report:
         The evidence store (a :class:`~argus_lab.store.Store` or a path).
     run_ids
         The runs to report on; default: the runs of the latest request in the store.
+    scope
+        Scope text (docs/scopes.md) applied on top of each run's request scope, e.g. ``"ranks=1"`` or
+        ``"step/**; ranks=0"``: the tables, the timeline and the views cover only the instances (and the kernels of
+        the ranks, devices and streams) it selects.  :meth:`scoped` makes such a report from another one.
 
     A Report only reads: it never runs the join nor takes the store's write lock.  The join runs where the runs end
     (:func:`argus_lab.faces.measure.run_plan`, ``argus-lab join``); runs it has not processed yet are listed in
     :attr:`pending`, and :meth:`coverage` says how to join them.
     """
 
-    def __init__(self, store: Store | str, run_ids: tuple[str, ...] | list[str] | None = None) -> None:
+    def __init__(
+        self,
+        store: Store | str,
+        run_ids: tuple[str, ...] | list[str] | None = None,
+        scope: str | Scope | None = None,
+    ) -> None:
         self.store = store if isinstance(store, Store) else Store(store)
+        view = Scope.parse(scope)  # a malformed scope is refused here, with its caret message
+        self.view_scope: str = str(view)
+        """The scope given to this report (``""`` = none), applied on top of the requests' scopes."""
         if run_ids is None:
             latest = self.store.rows(queries.LATEST_REQUEST)
             run_ids = [r[0] for r in self.store.rows(queries.RUNS_OF_REQUEST, [latest[0][0]])] if latest else []
@@ -136,11 +149,20 @@ class Report:
         self.scopes: dict[str, str] = {}
         """The scope of each run's request (canonical text; ``""`` = everything); the tables cover only it."""
         self._scope_sql: ScopeFilter | None = None
+        self.kernel_scope: ScopeFilter | None = None
+        """A predicate over ``kernels`` rows (alias ``k``) for the ranks, devices and streams in scope."""
         if not ids:
             return
         self.provenance = rt.read_provenance(self.store, ids)
         self.clock_offsets = rt.clock_offsets(self.provenance)
-        self.scopes, self._scope_sql = rt.read_scopes(self.store, ids)
+        requested = rt.read_scope_map(self.store, ids)
+        self.scopes = {r: str(s) for r, s in requested.items()}
+        self._scope_sql = rt.scope_predicate(self.store, ids, requested)
+        self.kernel_scope = kernel_predicate(requested)
+        if not view.is_everything:
+            given = dict.fromkeys(ids, view)
+            self._scope_sql = conjoin(self._scope_sql, rt.scope_predicate(self.store, ids, given))
+            self.kernel_scope = conjoin(self.kernel_scope, kernel_predicate(given))
         if joined:
             summary = rt.read_summary(self.store, ids, self._scope_sql)
             self.regions = summary.regions
@@ -151,6 +173,17 @@ class Report:
             self.matches = rt.read_matches(self.store, ids)
             self.clocks = rt.read_clocks(self.store, ids)
             self.ranks = rt.read_ranks(self.store, ids, self._scope_sql)
+
+    @property
+    def scope_filter(self) -> ScopeFilter | None:
+        """The predicate over ``region_instances`` rows (alias ``i``) of the instances in scope (``None``: all):
+        the requests' scopes and the report's own (views apply it with :func:`argus_lab.report.scope_sql.scoped`)."""
+        return self._scope_sql
+
+    def scoped(self, scope: str | Scope) -> Report:
+        """The same runs with ``scope`` as the report's own scope, in place of this report's (the requests' scopes
+        still apply underneath), e.g. ``report.scoped("ranks=1")``."""
+        return Report(self.store, self.run_ids, scope=scope)
 
     @functools.cached_property
     def kernels(self) -> tuple[KernelRow, ...]:
@@ -246,6 +279,8 @@ class Report:
     def text(self) -> str:
         """The whole report as text."""
         scopes = sorted({s for s in self.scopes.values() if s})
+        if self.view_scope:
+            scopes = [f"({s}) and ({self.view_scope})" for s in scopes] if scopes else [self.view_scope]
         parts = [f"scope: {'; or '.join(scopes)} (instances outside it are left out)", ""] if scopes else []
         parts.append(self.region_table())
         for title, rows, render in (

@@ -309,17 +309,28 @@ def read_runs(store: Store, ids: list[str]) -> tuple[RunRow, ...]:
     )
 
 
-def read_scopes(store: Store, ids: list[str]) -> tuple[dict[str, str], ScopeFilter | None]:
-    """The scope of each run's request (canonical text) and the predicate that applies them (``None``: all)."""
+def read_scope_map(store: Store, ids: list[str]) -> dict[str, Scope]:
+    """The parsed scope of each run's request (an empty :class:`Scope` = everything)."""
     scopes: dict[str, Scope] = {}
     for r in store.records(q.SCOPE_RUNS, [ids]):
         text = (json.loads(r["spec"]) if r["spec"] else {}).get("scope", "")
         scopes[r["run_id"]] = Scope.parse(text or "")
+    return scopes
+
+
+def scope_predicate(store: Store, ids: list[str], scopes: dict[str, Scope]) -> ScopeFilter | None:
+    """The predicate over ``region_instances`` that applies ``scopes`` (per run; ``None``: all)."""
     paths: dict[str, dict[str, int]] = {}
     if not all(s.is_everything for s in scopes.values()):
         for r in store.records(q.RUN_PATHS, [ids]):
             paths.setdefault(r["run_id"], {})[r["path"]] = int(r["warmup"])
-    return {r: str(s) for r, s in scopes.items()}, predicate(scopes, paths)
+    return predicate(scopes, paths)
+
+
+def read_scopes(store: Store, ids: list[str]) -> tuple[dict[str, str], ScopeFilter | None]:
+    """The scope of each run's request (canonical text) and the predicate that applies them (``None``: all)."""
+    scopes = read_scope_map(store, ids)
+    return {r: str(s) for r, s in scopes.items()}, scope_predicate(store, ids, scopes)
 
 
 def read_summary(store: Store, ids: list[str], scope: ScopeFilter | None = None) -> RegionSummary:

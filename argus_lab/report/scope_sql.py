@@ -122,6 +122,30 @@ def predicate(
     return ScopeFilter("(" + " OR ".join(parts) + ")", tuple(b.params)) if parts else None
 
 
+def kernel_predicate(scopes: Mapping[str, Scope], alias: str = "k") -> ScopeFilter | None:
+    """A predicate over ``alias`` (a ``kernels`` row) keeping the records of the ranks, devices and streams the
+    runs' scopes allow (region globs, instance indexes and threads say nothing about a kernel outside every
+    region, so they are not applied here); ``None`` = no restriction."""
+    if all(s.ranks is None and s.devices is None and s.streams is None for s in scopes.values()):
+        return None
+    b = _Builder(alias)
+    parts = []
+    for run, scope in scopes.items():
+        cond = [f"{alias}.run_id = {b.bind(run)}"]
+        for column, allowed in (("rank", scope.ranks), ("device_id", scope.devices), ("stream_id", scope.streams)):
+            if allowed is not None:
+                cond.append(b.index(f"coalesce({alias}.{column}, 0)", allowed))
+        parts.append("(" + " AND ".join(cond) + ")")
+    return ScopeFilter("(" + " OR ".join(parts) + ")", tuple(b.params))
+
+
+def conjoin(a: ScopeFilter | None, b: ScopeFilter | None) -> ScopeFilter | None:
+    """Both predicates (``None`` = no restriction); the parameters of ``a`` come first, as in the SQL text."""
+    if a is None or b is None:
+        return a if b is None else b
+    return ScopeFilter(f"({a.sql} AND {b.sql})", (*a.params, *b.params))
+
+
 def scoped(sql: str, scope: ScopeFilter | None) -> tuple[str, list[Any]]:
     """``sql`` (a query starting with ``WITH``) with its scope markers applied, and the scope's parameters, which
     come before the query's own: ``/*SCOPE*/`` keeps only instances in scope (``AND``), ``/*SCOPE_OR*/`` also lets
@@ -137,4 +161,4 @@ def scoped(sql: str, scope: ScopeFilter | None) -> tuple[str, list[Any]]:
     return out.replace("/*SCOPE*/", f"AND {IN_SCOPE}").replace("/*SCOPE_OR*/", f"OR {IN_SCOPE}"), list(scope.params)
 
 
-__all__ = ["IN_SCOPE", "ScopeFilter", "predicate", "run_condition", "scoped"]
+__all__ = ["IN_SCOPE", "ScopeFilter", "conjoin", "kernel_predicate", "predicate", "run_condition", "scoped"]

@@ -433,9 +433,11 @@
           t.x.push(Math.max((h.end[i] - h.start[i]) / 1e6, 1e-6));
           t.hovertext.push(esc(tl.regions[r]) + ' #' + h.index[i] + '<br>instance ' + h.iid[i] + ', '
             + fmt(h.end[i] - h.start[i], 'ns') + (h.warmup[i] ? ' (warm-up)' : '')
-            + (h.error[i] ? '<br>raised: ' + esc(h.error[i]) : '') + '<br>thread '
+            + (h.error[i] ? '<br>raised: ' + esc(h.error[i]) : '') + '<br>'
+            + (tl.clock ? 'rank ' + esc((tl.lanes[h.lane[i]] || {}).rank) + ', ' : '') + 'thread '
             + esc((tl.lanes[h.lane[i]] || {}).thread_id || '?') + ', run ' + esc(tl.run_id)
-            + ', host clock (CLOCK_REALTIME), measured');
+            + (tl.clock ? ', host clock (CLOCK_REALTIME) put on rank 0\u2019s clock, measured'
+              : ', host clock (CLOCK_REALTIME), measured'));
           t.customdata.push([tl.regions[r], h.iid[i]]);
         });
         return {traces: values(byRegion), aggregated: false, shown: shown.length};
@@ -489,7 +491,8 @@
           t.base.push(d.start[i] / 1e6);
           t.x.push(Math.max((d.end[i] - d.start[i]) / 1e6, 1e-6));
           t.hovertext.push(esc(d.names[d.name[i]]) + '<br>' + fmt(d.end[i] - d.start[i], 'ns') + ' \u00b7 '
-            + (r < 0 ? 'outside every region' : 'region ' + esc(tl.regions[r])) + '<br>run ' + esc(tl.run_id)
+            + (r < 0 ? 'outside every region' : 'region ' + esc(tl.regions[r])) + '<br>'
+            + esc((tl.lanes[d.lane[i]] || {}).label || '') + ', run ' + esc(tl.run_id)
             + ', CUPTI activity record, measured');
           t.customdata.push([r < 0 ? null : tl.regions[r], d.iid ? d.iid[i] : null]);
         }
@@ -544,15 +547,21 @@
       var hostNote = tl.host.total > tl.host.shown ? tl.host.shown + ' of ' + tl.host.total
         + ' region instances embedded; ' : tl.host.total + ' region instance(s); ';
       if (initial) hostNote += 'opened on the measured repetitions (double-click the plot to see the warm-up too); ';
+      if (tl.clock) {
+        hostNote += (tl.ranks || []).length + ' ranks, each on rank 0\u2019s clock (offsets '
+          + Object.keys(tl.clock.offsets_ns).map(function (r) { return 'rank ' + r + ' ' + fmt(tl.clock.offsets_ns[r], 'ns'); }).join(', ')
+          + '); ';
+      }
       function hostLine(hh) {
         return hh.aggregated ? hh.shown + ' region instances in view, aggregated into bins of ' + fmt(hh.bin, 'ns')
           + ' (zoom in to draw each); ' : '';
       }
       info.textContent = hostNote + hostLine(host) + (dev.note || 'no device records');
+      var xtitle = 'ms since the run\u2019s first timestamp' + (tl.clock ? ' (rank 0\u2019s clock)' : '');
       var layout = {
         barmode: 'overlay', height: Math.max(240, 90 + 24 * lanes.length), margin: {l: 200, r: 10, t: 40, b: 40},
-        xaxis: initial ? {title: {text: 'ms since the run\u2019s first timestamp'}, zeroline: false, range: initial,
-          autorange: false} : {title: {text: 'ms since the run\u2019s first timestamp'}, zeroline: false},
+        xaxis: initial ? {title: {text: xtitle}, zeroline: false, range: initial,
+          autorange: false} : {title: {text: xtitle}, zeroline: false},
         yaxis: {tickmode: 'array', tickvals: lanes.map(function (l, i) { return i; }),
           ticktext: lanes.map(function (l) { return esc(l.label); }), range: [lanes.length - 0.5, -0.5],
           autorange: false, fixedrange: true},

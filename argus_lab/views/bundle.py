@@ -14,7 +14,8 @@ Layout (``"format": "argus.report/1"``)::
     runs         the Report's run rows (status, backends, signals, reason, cause, command, versions, settings)
     tables       name -> {columns, rows, total, shown}: instances, values, kernel_groups, kernels, counters,
                  attribution, evidence_classes, ambiguous, provenance
-    timelines    one per run with region instances or kernels (see argus_lab.views.timeline)
+    timelines    one per run with region instances or kernels in the report's scope (see argus_lab.views.timeline):
+                 lanes per rank (host threads, then device streams), every rank on rank 0's clock
 """
 
 from __future__ import annotations
@@ -92,7 +93,7 @@ def build(report: Report, limits: BundleLimits = NOTEBOOK, title: str = "") -> d
     for run in runs:
         if len(timelines) >= limits.timeline_runs:
             break
-        inst, kern = evidence.timeline_columns(store, run["run_id"])
+        inst, kern = evidence.timeline_columns(store, run["run_id"], report.scope_filter, report.kernel_scope)
         if len(inst.get("instance_id", ())) or len(kern.get("start_ns", ())):
             tl = timeline_data(run["run_id"], inst, kern, limits.timeline)
             tl["label"] = f"run {run.get('plan_index', '?')} ({', '.join(run.get('backends', ()))})"
@@ -124,6 +125,7 @@ def build(report: Report, limits: BundleLimits = NOTEBOOK, title: str = "") -> d
     return {
         "format": FORMAT,
         "title": title or f"argus report: {len(ids)} run(s)",
+        "scope": getattr(report, "view_scope", ""),
         "store": str(store.path),
         "created": time.strftime("%Y-%m-%d %H:%M:%S UTC", time.gmtime()),
         "run_ids": ids,

@@ -10,6 +10,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
+from argus_lab.report.scope_sql import ScopeFilter, scoped
 from argus_lab.views.escape import jsonable
 
 if TYPE_CHECKING:
@@ -209,21 +210,43 @@ def run_list(store: Store, limit: int = 200) -> Table:
     return Table(cols, rows, int(total[0]) if total else len(rows))
 
 
-def timeline_columns(store: Store, run_id: str) -> tuple[dict[str, Any], dict[str, Any]]:
-    """All region instances and kernel records of one run as numpy-friendly columns (for the timeline)."""
-    inst = _fetch_columns(
-        store,
-        "SELECT instance_id, path, instance_index, pid, thread_id, start_ns, end_ns, error, warmup "
-        "FROM region_instances WHERE run_id = ? ORDER BY start_ns",
-        [run_id],
+def timeline_columns(
+    store: Store, run_id: str, scope: ScopeFilter | None = None, kernel_scope: ScopeFilter | None = None
+) -> tuple[dict[str, Any], dict[str, Any]]:
+    """The region instances and kernel records of one run as numpy-friendly columns (for the timeline), with each
+    row's ``rank`` and ``offset_ns``: the rank's host-clock offset against rank 0 (``rank-0 time = time +
+    offset``, the rule of :mod:`argus_lab.join.skew`), so that every rank can be drawn on rank 0's clock.
+
+    ``scope`` (over ``region_instances``, alias ``i``) keeps the instances in scope; ``kernel_scope`` (over
+    ``kernels``, alias ``k``) the records of the ranks, devices and streams in scope (a report's
+    :attr:`~argus_lab.report.Report.scope_filter` and ``kernel_scope``).
+    """
+    from argus_lab.join.skew import OFFSETS_OF_RUNS
+
+    have_i = table_columns(store, "region_instances")
+    rank_i = "coalesce(i.rank, 0)" if "rank" in have_i else "0"
+    name_i = "i.thread_name" if "thread_name" in have_i else "NULL"
+    inst_sql, inst_params = scoped(
+        f"""WITH o AS ({OFFSETS_OF_RUNS})
+        SELECT i.instance_id, i.path, i.instance_index, i.pid, i.thread_id, {name_i} AS thread_name,
+               {rank_i} AS rank, coalesce(o.offset_ns, 0) AS offset_ns, i.start_ns, i.end_ns, i.error, i.warmup
+        FROM region_instances i LEFT JOIN o ON o.run_id = i.run_id AND o.rank = {rank_i}
+        WHERE i.run_id = ? /*SCOPE*/ ORDER BY i.start_ns""",
+        scope,
     )
+    inst = _fetch_columns(store, inst_sql, [*inst_params, [run_id], run_id])
     have = table_columns(store, "kernels")
-    kind = "kind" if "kind" in have else "'kernel' AS kind"
+    kind = "k.kind" if "kind" in have else "'kernel' AS kind"
+    rank_k = "coalesce(k.rank, 0)" if "rank" in have else "0"
+    where = f" AND {kernel_scope.sql}" if kernel_scope is not None else ""
     kern = _fetch_columns(
         store,
-        f"SELECT instance_id, name, start_ns, end_ns, device_id, stream_id, {kind} FROM kernels WHERE run_id = ? "
-        "ORDER BY start_ns",
-        [run_id],
+        f"""WITH o AS ({OFFSETS_OF_RUNS})
+        SELECT k.instance_id, k.name, k.start_ns, k.end_ns, k.device_id, k.stream_id, {kind}, {rank_k} AS rank,
+               coalesce(o.offset_ns, 0) AS offset_ns
+        FROM kernels k LEFT JOIN o ON o.run_id = k.run_id AND o.rank = {rank_k}
+        WHERE k.run_id = ?{where} ORDER BY k.start_ns""",
+        [[run_id], run_id, *(kernel_scope.params if kernel_scope is not None else ())],
     )
     return inst, kern
 

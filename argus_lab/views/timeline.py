@@ -70,17 +70,24 @@ def timeline_data(
         The run the rows belong to.
     instances
         Columns of ``region_instances`` (``instance_id``, ``path``, ``instance_index``, ``thread_id``, ``pid``,
-        ``start_ns``, ``end_ns``, ``error``, ``warmup``).
+        ``start_ns``, ``end_ns``, ``error``, ``warmup``; ``rank``, ``thread_name`` and ``offset_ns`` when present).
     kernels
         Columns of ``kernels`` (``instance_id``, ``name``, ``start_ns``, ``end_ns``, ``device_id``,
-        ``stream_id``; ``kind`` when present).
+        ``stream_id``; ``kind``, ``rank`` and ``offset_ns`` when present).
     limits
         What to embed.
+
+    Lanes are keyed by rank: each rank's host threads (one lane per nesting depth), then its (device, stream)
+    lanes, rank by rank.  With several ranks every timestamp is put on rank 0's clock (``offset_ns``, the rank's
+    recorded clock offset: ``rank-0 time = time + offset``), labels start with the rank, and ``clock`` says so;
+    the same holds when a scope kept one rank other than 0 (``ranks=1``).
     """
-    i_start = _arr(instances, "start_ns")
-    i_end = _arr(instances, "end_ns")
-    k_start = _arr(kernels, "start_ns")
-    k_end = _arr(kernels, "end_ns")
+    i_off = _arr(instances, "offset_ns")
+    k_off = _arr(kernels, "offset_ns")
+    i_start = _arr(instances, "start_ns") + i_off
+    i_end = _arr(instances, "end_ns") + i_off
+    k_start = _arr(kernels, "start_ns") + k_off
+    k_end = _arr(kernels, "end_ns") + k_off
     starts = [a.min() for a in (i_start, k_start) if len(a)]
     ends = [a.max() for a in (i_end, k_end) if len(a)]
     t0 = int(min(starts)) if starts else 0
@@ -92,10 +99,25 @@ def timeline_data(
     region_of_path = {p: i for i, p in enumerate(regions)}
     iid_region = {int(i): region_of_path[str(p)] for i, p in zip(iids.tolist(), paths.tolist(), strict=True)}
 
-    lanes: list[dict[str, Any]] = []
-    host = _host_rows(instances, t0, region_of_path, lanes, limits.exact_limit)
-    device = _device_rows(kernels, t0, span, iid_region, len(regions), lanes, limits)
-    return {
+    i_rank, k_rank = _arr(instances, "rank"), _arr(kernels, "rank")
+    ranks = sorted({int(r) for r in (*i_rank.tolist(), *k_rank.tolist())})
+    multi = len(ranks) > 1 or any(r != 0 for r in ranks)  # a multi-rank run (or a scope that kept rank r > 0)
+    host_keys, host = _host_rows(instances, i_start, i_end, t0, region_of_path, limits.exact_limit, multi)
+    dev_keys, device = _device_rows(kernels, k_start - t0, k_end - t0, span, iid_region, len(regions), limits, multi)
+    # every lane, rank by rank (host threads first), and the rows pointed at their final lane index
+    keyed = sorted([*host_keys, *dev_keys], key=lambda kl: kl[0])
+    index = {k: i for i, (k, _) in enumerate(keyed)}
+    lanes = [lane for _, lane in keyed]
+    host["lane"] = [index[host_keys[j][0]] for j in host.pop("lane_key")]
+    host["first_lane"] = min((index[k] for k, _ in host_keys), default=0)
+    if device.get("total"):
+        remap = np.asarray([index[k] for k, _ in dev_keys], dtype=np.int64)
+        if device["exact"]:
+            device["lane"] = remap[np.asarray(device["lane"], dtype=np.int64)].tolist() if device["lane"] else []
+        else:
+            for lvl in device["levels"]:
+                lvl["lane"] = remap[np.asarray(lvl["lane"], dtype=np.int64)].tolist() if lvl["lane"] else []
+    out: dict[str, Any] = {
         "run_id": run_id,
         "t0": str(t0),
         "span": span,
@@ -103,42 +125,73 @@ def timeline_data(
         "regions": regions,
         "host": host,
         "device": device,
+        "ranks": ranks,
     }
+    if multi:
+        offsets = {
+            int(r): int(o)
+            for r, o in zip((*i_rank.tolist(), *k_rank.tolist()), (*i_off.tolist(), *k_off.tolist()), strict=True)
+        }
+        out["clock"] = {
+            "reference": "rank 0",
+            "offsets_ns": {str(r): offsets.get(r, 0) for r in ranks},
+            "note": "every rank on rank 0's clock: rank-0 time = the rank's time + its recorded clock offset "
+            "(mean of the before/after estimates, argus_lab.join.skew)",
+        }
+    return out
+
+
+LaneKey = tuple[Any, ...]
 
 
 def _host_rows(
-    instances: Columns, t0: int, region_of_path: dict[str, int], lanes: list[dict[str, Any]], cap: int
-) -> dict[str, Any]:
+    instances: Columns,
+    start: np.ndarray,
+    end: np.ndarray,
+    t0: int,
+    region_of_path: dict[str, int],
+    cap: int,
+    multi: bool,
+) -> tuple[list[tuple[LaneKey, dict[str, Any]]], dict[str, Any]]:
+    """Host rows (up to ``cap``, in start order) and their lanes: one per (rank, process, thread, depth)."""
     n = len(instances.get("instance_id", ()))
-    total = n
     paths = _arr(instances, "path", object, "")
-    start = _arr(instances, "start_ns")
-    end = _arr(instances, "end_ns")
     order = np.argsort(start, kind="stable")[:cap]
     pid = _arr(instances, "pid")[order]
     tid = _arr(instances, "thread_id", np.uint64)[order]
+    rank = _arr(instances, "rank")[order]
+    tname = _arr(instances, "thread_name", object, None)[order]
     depth = np.asarray([str(p).count("/") for p in paths[order].tolist()], dtype=np.int64)
-    keys = sorted({(int(p), int(t)) for p, t in zip(pid.tolist(), tid.tolist(), strict=True)})
-    row_of: dict[tuple[int, int, int], int] = {}
-    first_row = len(lanes)
-    max_depth = {k: 0 for k in keys}
-    for p, t, d in zip(pid.tolist(), tid.tolist(), depth.tolist(), strict=True):
-        max_depth[(int(p), int(t))] = max(max_depth[(int(p), int(t))], int(d))
-    thread_no: dict[tuple[int, int], int] = {}
-    for p, t in keys:
-        thread_no[(p, t)] = sum(1 for q, _ in thread_no if q == p) + 1
-        for d in range(max_depth[(p, t)] + 1):
-            row_of[(p, t, d)] = len(lanes)
-            label = f"pid {p} thread {thread_no[(p, t)]} depth {d}"
-            lanes.append({"kind": "host", "label": label, "pid": p, "thread_id": str(t), "depth": d})
-    rows = [
-        row_of[(int(p), int(t), int(d))] for p, t, d in zip(pid.tolist(), tid.tolist(), depth.tolist(), strict=True)
-    ]
+    threads = sorted(
+        {(int(r), int(p), int(t)) for r, p, t in zip(rank.tolist(), pid.tolist(), tid.tolist(), strict=True)}
+    )
+    max_depth = dict.fromkeys(threads, 0)
+    name_of: dict[tuple[int, int, int], str] = {}
+    for r, p, t, d, nm in zip(rank.tolist(), pid.tolist(), tid.tolist(), depth.tolist(), tname.tolist(), strict=True):
+        key = (int(r), int(p), int(t))
+        max_depth[key] = max(max_depth[key], int(d))
+        if nm:
+            name_of.setdefault(key, str(nm))
+    lanes: list[tuple[LaneKey, dict[str, Any]]] = []
+    thread_no: dict[tuple[int, int, int], int] = {}
+    for r, p, t in threads:
+        thread_no[(r, p, t)] = sum(1 for q in thread_no if q[:2] == (r, p)) + 1
+        for d in range(max_depth[(r, p, t)] + 1):
+            if multi:
+                who = name_of.get((r, p, t)) or f"thread {thread_no[(r, p, t)]}"
+                label = f"rank {r} \u00b7 {who} \u00b7 depth {d}"
+            else:
+                label = f"pid {p} thread {thread_no[(r, p, t)]} depth {d}"
+            lane = {"kind": "host", "label": label, "rank": r, "pid": p, "thread_id": str(t), "depth": d}
+            if name_of.get((r, p, t)):
+                lane["thread_name"] = name_of[(r, p, t)]
+            lanes.append(((r, 0, p, thread_no[(r, p, t)], d), lane))
+    lane_key = _lane_positions(lanes, rank, pid, tid, depth, thread_no)
     errors = _arr(instances, "error", object, "")[order]
-    return {
-        "total": total,
+    return lanes, {
+        "total": n,
         "shown": len(order),
-        "lane": rows,
+        "lane_key": lane_key,
         "start": (start[order] - t0).tolist(),
         "end": (end[order] - t0).tolist(),
         "iid": _arr(instances, "instance_id")[order].tolist(),
@@ -146,32 +199,58 @@ def _host_rows(
         "region": [region_of_path[str(p)] for p in paths[order].tolist()],
         "warmup": [bool(w) for w in _arr(instances, "warmup", bool, False)[order].tolist()],
         "error": [str(e or "") for e in errors.tolist()],
-        "first_lane": first_row,
+        "rank": rank.tolist(),
     }
+
+
+def _lane_positions(
+    lanes: list[tuple[LaneKey, dict[str, Any]]],
+    rank: np.ndarray,
+    pid: np.ndarray,
+    tid: np.ndarray,
+    depth: np.ndarray,
+    thread_no: dict[tuple[int, int, int], int],
+) -> list[int]:
+    """For each host row, the position of its lane in ``lanes``."""
+    pos = {k: i for i, (k, _) in enumerate(lanes)}
+    return [
+        pos[(int(r), 0, int(p), thread_no[(int(r), int(p), int(t))], int(d))]
+        for r, p, t, d in zip(rank.tolist(), pid.tolist(), tid.tolist(), depth.tolist(), strict=True)
+    ]
 
 
 def _device_rows(
     kernels: Columns,
-    t0: int,
+    start: np.ndarray,
+    end: np.ndarray,
     span: int,
     iid_region: dict[int, int],
     n_regions: int,
-    lanes: list[dict[str, Any]],
     limits: TimelineLimits,
-) -> dict[str, Any]:
+    multi: bool,
+) -> tuple[list[tuple[LaneKey, dict[str, Any]]], dict[str, Any]]:
+    """Device rows (times relative to ``t0``) and their lanes: one per (rank, device, stream)."""
     n = len(kernels.get("start_ns", ()))
     if n == 0:
-        return {"total": 0, "exact": True, "lane": [], "start": [], "end": [], "name": [], "names": [], "region": []}
-    start = _arr(kernels, "start_ns") - t0
-    end = _arr(kernels, "end_ns") - t0
+        empty = {"total": 0, "exact": True, "lane": [], "start": [], "end": [], "name": [], "names": [], "region": []}
+        return [], empty
+    rank = _arr(kernels, "rank")
     dev = _arr(kernels, "device_id")
     stream = _arr(kernels, "stream_id")
-    lane_key = dev * (1 << 32) + stream
-    ukeys, lane_idx = np.unique(lane_key, return_inverse=True)
-    base = len(lanes)
-    for k in ukeys.tolist():
-        lanes.append({"kind": "device", "label": f"GPU {k >> 32} stream {k & 0xFFFFFFFF}"})
-    lane = lane_idx.astype(np.int64) + base
+    triples = np.stack([rank, dev, stream], axis=1)
+    ukeys, lane_idx = np.unique(triples, axis=0, return_inverse=True)
+    lanes: list[tuple[LaneKey, dict[str, Any]]] = []
+    for r, d, st in ukeys.tolist():
+        label = f"GPU {d} stream {st}"
+        if multi:
+            label = f"rank {r} \u00b7 {label}"
+        lanes.append(
+            (
+                (int(r), 1, int(d), int(st)),
+                {"kind": "device", "label": label, "rank": int(r), "device": int(d), "stream": int(st)},
+            )
+        )
+    lane = np.asarray(lane_idx, dtype=np.int64).reshape(-1)
     iid = _arr(kernels, "instance_id")
     # region of each kernel: its instance's region; -1 = outside every region
     if iid_region:
@@ -186,7 +265,7 @@ def _device_rows(
     if n <= limits.exact_limit:
         names_arr = _arr(kernels, "name", object, "")
         names, name_idx = np.unique(names_arr.astype(str), return_inverse=True)
-        return {
+        return lanes, {
             "total": n,
             "exact": True,
             "lane": lane.tolist(),
@@ -197,7 +276,7 @@ def _device_rows(
             "region": region.tolist(),
             "iid": iid.tolist(),
         }
-    return {"total": n, "exact": False, "levels": pyramid(start, end, lane, region, span, n_regions, limits)}
+    return lanes, {"total": n, "exact": False, "levels": pyramid(start, end, lane, region, span, n_regions, limits)}
 
 
 def pyramid(
@@ -302,7 +381,8 @@ def figure(timeline: Mapping[str, Any], title: str = "") -> go.Figure:
     fig.update_layout(
         barmode="overlay",
         title=plotly_text(title) if title else None,
-        xaxis_title="ms since the run's first timestamp",
+        xaxis_title="ms since the run's first timestamp"
+        + (" (every rank on rank 0's clock)" if "clock" in timeline else ""),
         yaxis={
             "tickmode": "array",
             "tickvals": list(range(len(lanes))),

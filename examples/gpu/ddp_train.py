@@ -223,43 +223,54 @@ def parse(argv: list[str]) -> tuple[Config, argparse.Namespace]:
 
 
 def trainer_for(cfg: Config) -> Trainer:
-    """The process's trainer for ``cfg`` (built on first use, kept for later repetitions)."""
+    """The process's trainer for ``cfg`` (built on first use, kept for later repetitions).
+
+    Keyed by the configuration's *fields*: argus_lab runs this script with fresh globals per repetition, so each
+    repetition has its own ``Config`` class, and a key of the dataclass itself would never match (the two-rank
+    fixture of tests/data was recorded with that bug: each repetition built a new DDP, whose first iteration
+    reduces every gradient in one bucket)."""
     slot = dist_common.state_slot()
-    cache: dict[Config, Trainer] = slot.__dict__.setdefault("ddp_trainers", {})
-    if cfg not in cache:
+    cache: dict[tuple[tuple[str, Any], ...], Trainer] = slot.__dict__.setdefault("ddp_trainers", {})
+    key = tuple(sorted(asdict(cfg).items()))
+    if key not in cache:
         device = dist_common.init_group(cfg.device)
-        cache[cfg] = build(cfg, device)
-    return cache[cfg]
+        cache[key] = build(cfg, device)
+    return cache[key]
 
 
-def plain(cfg: Config, a: argparse.Namespace) -> None:
-    """No tool: steps/s of ``cfg`` (and of config B, from the same initial weights) in alternating rounds."""
+def ab_result(cfg: Config, change: dict[str, Any], rounds: int, steps: int) -> dict[str, Any]:
+    """No tool: steps/s of ``cfg`` (config a) and of ``cfg`` with ``change`` (config b; the same configuration
+    again when ``change`` is empty: an A/A pair), both from the same initial weights, in alternating rounds of
+    ``steps`` steps (``dist_common.ab_rounds``).  Also used by ``ab_suite.py``."""
     device = dist_common.init_group(cfg.device)
-    configs = {"a": cfg}
-    if a.ab:
-        configs["b"] = replace(cfg, **json.loads(a.ab))
+    configs = {"a": cfg, "b": replace(cfg, **change)}
     model = base_model(cfg, device)
     trainers = {k: build(c, device, copy.deepcopy(model)) for k, c in configs.items()}
     del model
-    steps = {k: (lambda t=t: train_step(t)) for k, t in trainers.items()}
-    sps = dist_common.ab_rounds(steps, a.plain_rounds, a.steps, device)
+    step_fns = {k: (lambda t=t: train_step(t)) for k, t in trainers.items()}
+    sps = dist_common.ab_rounds(step_fns, rounds, steps, device)
     tokens = cfg.dims()["batch"] * cfg.dims()["seq"] * dist.get_world_size()
-    payload = {
+    return {
         "workload": "ddp_train",
-        "steps_per_round": a.steps,
-        "rounds": a.plain_rounds,
+        "steps_per_round": steps,
+        "rounds": rounds,
         "environment": dist_common.environment(),
         "configs": {
             k: {"config": asdict(c), "steps_per_s": sps[k], "tokens_per_step": tokens, **ddp_facts(trainers[k])}
             for k, c in configs.items()
         },
     }
+
+
+def plain(cfg: Config, a: argparse.Namespace) -> None:
+    """``--plain-rounds``: :func:`ab_result` against ``--ab`` (A/A without it), printed and written to ``--result``."""
+    payload = ab_result(cfg, json.loads(a.ab) if a.ab else {}, a.plain_rounds, a.steps)
     if a.result:
         dist_common.write_result(a.result, payload)
     if dist.get_rank() == 0:
-        for k in configs:
-            med = sorted(sps[k])[len(sps[k]) // 2]
-            print(f"[ddp_train plain] {k}: {med:.2f} steps/s (median of {len(sps[k])} rounds) {configs[k]}")
+        for k, entry in payload["configs"].items():
+            sps = sorted(entry["steps_per_s"])
+            print(f"[ddp_train plain] {k}: {sps[len(sps) // 2]:.2f} steps/s (median of {len(sps)} rounds)")
 
 
 def main(argv: list[str]) -> None:

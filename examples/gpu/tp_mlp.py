@@ -106,10 +106,31 @@ def forward(s: Stack) -> torch.Tensor:
 
 def stack_for(cfg: Config) -> Stack:
     """The process's stack for ``cfg`` (built once, kept for later repetitions)."""
-    cache: dict[Config, Stack] = dist_common.state_slot().__dict__.setdefault("tp_stacks", {})
-    if cfg not in cache:
-        cache[cfg] = build(cfg)
-    return cache[cfg]
+    cache: dict[tuple[tuple[str, Any], ...], Stack] = dist_common.state_slot().__dict__.setdefault("tp_stacks", {})
+    key = tuple(sorted(asdict(cfg).items()))  # fields, not the class: each repetition runs with fresh globals
+    if key not in cache:
+        cache[key] = build(cfg)
+    return cache[key]
+
+
+def ab_result(cfg: Config, change: dict[str, Any], rounds: int, steps: int) -> dict[str, Any]:
+    """No tool: steps/s of ``cfg`` (config a) and of ``cfg`` with ``change`` (config b; A/A when ``change`` is
+    empty) in alternating rounds, after checking that both layouts compute the same result.  Also used by
+    ``ab_suite.py``; the stacks are built here (not cached), so they are freed when it returns."""
+    configs = {"a": cfg, "b": replace(cfg, **change)}
+    stacks = {k: build(c) for k, c in configs.items()}
+    ref = forward(stacks["a"])
+    for k, st in stacks.items():  # the chunked layout computes the same thing
+        torch.testing.assert_close(forward(st), ref, rtol=5e-2, atol=5e-2, msg=lambda m, k=k: f"config {k}: {m}")
+    step_fns = {k: (lambda st=st: (forward(st), None)[1]) for k, st in stacks.items()}
+    sps = dist_common.ab_rounds(step_fns, rounds, steps, stacks["a"].device)
+    return {
+        "workload": "tp_mlp",
+        "steps_per_round": steps,
+        "rounds": rounds,
+        "environment": dist_common.environment(),
+        "configs": {k: {"config": asdict(c), "steps_per_s": sps[k], **SIZES[c.size]} for k, c in configs.items()},
+    }
 
 
 def main(argv: list[str]) -> None:
@@ -131,28 +152,13 @@ def main(argv: list[str]) -> None:
         for _ in range(a.steps):
             forward(s)
         return
-    configs = {"a": cfg}
-    if a.ab:
-        configs["b"] = replace(cfg, **json.loads(a.ab))
-    stacks = {k: stack_for(c) for k, c in configs.items()}
-    ref = forward(stacks["a"])
-    for k, st in stacks.items():  # the chunked layout computes the same thing
-        torch.testing.assert_close(forward(st), ref, rtol=5e-2, atol=5e-2, msg=lambda m, k=k: f"config {k}: {m}")
-    steps = {k: (lambda st=st: (forward(st), None)[1]) for k, st in stacks.items()}
-    sps = dist_common.ab_rounds(steps, a.plain_rounds, a.steps, stacks["a"].device)
-    payload = {
-        "workload": "tp_mlp",
-        "steps_per_round": a.steps,
-        "rounds": a.plain_rounds,
-        "environment": dist_common.environment(),
-        "configs": {k: {"config": asdict(c), "steps_per_s": sps[k], **SIZES[c.size]} for k, c in configs.items()},
-    }
+    payload = ab_result(cfg, json.loads(a.ab) if a.ab else {}, a.plain_rounds, a.steps)
     if a.result:
         dist_common.write_result(a.result, payload)
     if dist.get_rank() == 0:
-        for k in configs:
-            med = sorted(sps[k])[len(sps[k]) // 2]
-            print(f"[tp_mlp plain] {k}: {med:.2f} steps/s (median of {len(sps[k])} rounds) {configs[k]}")
+        for k, entry in payload["configs"].items():
+            sps = sorted(entry["steps_per_s"])
+            print(f"[tp_mlp plain] {k}: {sps[len(sps) // 2]:.2f} steps/s (median of {len(sps)} rounds)")
 
 
 if __name__ == "__main__":

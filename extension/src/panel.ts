@@ -456,6 +456,9 @@ export class ArgusPanel extends Widget {
     const signals = Array.from(new Set(d.instances.flatMap(i => Object.keys((i.values as Row) || {})))).sort();
     const runIds = new Set([...d.summary, ...d.instances].map(r => String(r.run_id)));
     const runCol: IColumn[] = runIds.size > 1 ? [{ title: 'run', value: r => String(r.run_id), nowrap: true }] : [];
+    const ranks = new Set(d.instances.map(r => String(r.rank ?? 0)));
+    const rankCol: IColumn[] =
+      ranks.size > 1 ? [{ title: 'rank', value: r => String(r.rank ?? 0), numeric: true }] : [];
     if (runIds.size === 1) {
       box.appendChild(el('div', 'jp-ArgusPanel-note', `from run ${Array.from(runIds)[0]}`));
     }
@@ -476,6 +479,7 @@ export class ArgusPanel extends Widget {
       'Instances',
       [
         ...runCol,
+        ...rankCol,
         { title: 'id', value: r => String(r.instance_id), numeric: true },
         { title: 'index', value: r => String(r.instance_index), numeric: true },
         { title: 'rep', value: r => `${r.repetition}${r.warmup ? ' (warm-up)' : ''}`, nowrap: true },

@@ -306,3 +306,37 @@ def test_saved_report_renders_in_an_untrusted_notebook(page: Any, lab: dict[str,
     assert "step/attn" in text
     assert page.title() != "pwned"
     page.screenshot(path=str(SHOTS / "6-untrusted-saved-report.png"))
+
+
+def test_two_rank_report_draws_a_lane_per_rank_in_jupyterlab(page: Any, lab: dict[str, Any]) -> None:
+    """A report of the recorded two-H200 store (tests/data/gpu/two_ranks), saved as a notebook output: JupyterLab's
+    argus renderer draws the host and stream lanes of both ranks, on rank 0's clock."""
+    import shutil
+
+    from argus_lab.report import Report
+    from argus_lab.store import Store
+    from argus_lab.views.bundle import build
+
+    data = REPO / "tests" / "data" / "gpu" / "two_ranks"
+    store = lab["root"] / "two.duckdb"
+    shutil.copy(data / "nccl_overlap_2r.duckdb", store)
+    requests = json.loads((data / "runs.json").read_text())["stores"]["nccl_overlap_2r"]["requests"]
+    (run,) = next(r for r in requests if r["label"] == "train-overlapped")["runs"]
+    bundle = build(Report(Store(store), [run]), title="two ranks on two H200s")
+    output = {"output_type": "display_data", "metadata": {}, "data": {"application/vnd.argus.report+json": bundle}}
+    cell = {**_cell("# a two-rank report"), "outputs": [output], "execution_count": 1}
+    (lab["root"] / "two.ipynb").write_text(json.dumps({**NOTEBOOK, "cells": [cell]}))
+    page.goto(f"{lab['url']}/lab/tree/two.ipynb?token={lab['token']}")
+    # other notebooks of this module stay open in hidden tabs: pick this report by its title
+    report = page.locator(".jp-OutputArea-output .argus-report").filter(has_text="two ranks on two H200s").first
+    report.wait_for(timeout=90_000)
+    report.locator(".argus-tab", has_text="Timeline").click()
+    report.locator(".argus-timeline .main-svg").first.wait_for(timeout=60_000)
+    labels = [t.text_content() for t in report.locator(".argus-timeline g.ytick text").all()]
+    for rank in (0, 1):
+        assert f"rank {rank} \u00b7 MainThread \u00b7 depth 0" in labels
+        assert f"rank {rank} \u00b7 GPU {rank} stream 17" in labels
+    assert "2 ranks, each on rank 0\u2019s clock" in report.inner_text()
+    report.scroll_into_view_if_needed()
+    page.screenshot(path=str(SHOTS / "7-two-ranks.png"))
+    assert page.errors == []  # type: ignore[attr-defined]

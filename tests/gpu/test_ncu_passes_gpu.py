@@ -1,8 +1,10 @@
-"""On the GPU: ncu's live pass counts agree with the recorded table and with the planner's split (scripts/gpu-check)."""
+"""On the GPU: ncu's pass counts agree with the recorded table, the planner's split and the live CUPTI count
+(scripts/gpu-check, scripts/gpu/issue20.sh)."""
 
 from __future__ import annotations
 
 import importlib.util
+import json
 import os
 import sys
 from pathlib import Path
@@ -11,12 +13,12 @@ from types import ModuleType
 import pytest
 
 from argus_lab.plan import Request, plan
-from argus_lab.plan.passes import TablePassModel
+from argus_lab.plan.passes import TablePassModel, default_pass_model
 
 pytestmark = pytest.mark.gpu
 
 ROOT = Path(__file__).resolve().parents[2]
-TABLE = ROOT / "tests" / "data" / "ncu_passes_gh100.json"
+TABLE = ROOT / "argus_lab" / "data" / "ncu_passes_gh100.json"
 
 
 def _script() -> ModuleType:
@@ -34,7 +36,7 @@ def test_planned_counter_runs_take_the_passes_the_model_says() -> None:
     if not os.path.exists(rec.NCU):
         pytest.skip(f"ncu is not at {rec.NCU}")
     if not TABLE.exists():
-        pytest.skip("tests/data/ncu_passes_gh100.json is not recorded yet")
+        pytest.skip("argus_lab/data/ncu_passes_gh100.json is not recorded yet")
     model = TablePassModel.load(TABLE)
     request = Request.build([f"hw:{m}" for m in rec.BENCH_SET], max_passes_per_run=8)
     p = plan(request, model)
@@ -46,3 +48,23 @@ def test_planned_counter_runs_take_the_passes_the_model_says() -> None:
         assert int(str(live["passes"])) <= 8 or len(metrics) == 1, (metrics, live["passes"], run.passes)
         if frozenset(metrics) in model.combinations or len(metrics) == 1:
             assert live["passes"] == run.passes
+
+
+def test_live_pass_counts_equal_ncus_own() -> None:
+    """Issue 20: on the GPU host the planner's default model asks CUPTI's profiler host API for the chip at hand,
+    and its count equals ncu's own profiler__replayer_passes (a recorded set and three that are not recorded)."""
+    pytest.importorskip("torch")
+    rec = _script()
+    if not os.path.exists(rec.NCU):
+        pytest.skip(f"ncu is not at {rec.NCU}")
+    model = default_pass_model()
+    assert model.source.startswith("live: CUPTI profiler host API"), model.source
+    try:
+        got = rec.compare_live(model, rec.LIVE_SETS, rec.NCU, sys.executable, 120.0)
+    finally:
+        close = getattr(model, "close", None)
+        if close is not None:
+            close()
+    print(json.dumps(got, indent=1))
+    assert all(r["ncu"] is not None for r in got.values()), got
+    assert {n: (r["model"], r["ncu"]) for n, r in got.items() if not r["equal"]} == {}

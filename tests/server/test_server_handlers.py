@@ -359,3 +359,13 @@ async def test_locked_store_does_not_stall_the_server(jp_fetch: Any, root_store:
         os.close(fd)
     runs = await asyncio.wait_for(waiting, timeout=10)
     assert len(runs) == 1
+
+
+async def test_region_drill_down_of_a_two_rank_run_names_each_instances_rank(jp_fetch: Any, jp_root_dir: Path) -> None:
+    """The panel's drill-down of the recorded two-H200 store (tests/data/gpu/two_ranks): every instance carries
+    its rank, both ranks are there, equally often."""
+    src = Path(__file__).resolve().parents[1] / "data" / "gpu" / "two_ranks" / "nccl_overlap_2r.duckdb"
+    shutil.copy(src, jp_root_dir / "two.duckdb")
+    detail = await get(jp_fetch, "region", store="two.duckdb", path="train")
+    ranks = [i["rank"] for i in detail["instances"]]
+    assert sorted(set(ranks)) == [0, 1] and ranks.count(0) == ranks.count(1)

@@ -5,6 +5,8 @@ kind ``CUSTOM2``; every runtime/driver launch made inside the region then carrie
 CUPTI one huge buffer so that no buffer completes while the workload runs (cupti-python turns each record
 of a completed buffer into a Python object holding the GIL, which is what slows traced programs down), flushes
 after synchronizing at stop, and decodes the records in bulk afterwards (:mod:`argus_lab.backends.cupti.decode`).
+When its own launch callback held the process's CUPTI subscriber, ``stop()`` then detaches CUPTI from the process
+(``cuptiFinalize``, as Proton does), so the code that runs after a measurement runs with no tool attached.
 
 This module runs inside measured processes: it imports numpy and cupti only, and those lazily.
 """
@@ -16,7 +18,7 @@ import os
 import re
 import sys
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -339,6 +341,9 @@ class CuptiCollector:
         self.launch_path = "python"  # which path tagged the launches (provenance)
         self.native_launches = 0
         self.native_dropped = 0
+        self.detach = "auto"  # the `detach` setting: auto | always | never
+        self.detached = False  # whether stop() detached CUPTI (cuptiFinalize)
+        self.kernel_names: dict[int, str] = {}  # kernel-name pointer -> name, read before CUPTI is detached
 
     # -- Collector protocol ---------------------------------------------------------------------
     def hooks(self) -> Sequence[BoundaryHook]:
@@ -364,6 +369,12 @@ class CuptiCollector:
         self.buffer_bytes = int(settings.get("buffer_bytes", self.buffer_bytes))
         self._raw_buffers = None
         self.api_kinds_off = 0
+        self.detach = str(settings.get("detach", "auto"))
+        if self.detach not in ("auto", "always", "never"):
+            msg = f"the cupti setting detach must be 'auto', 'always' or 'never', got {self.detach!r}"
+            raise BackendUnavailableError(msg)
+        self.detached = False
+        self.kernel_names = {}
         try:
             cupti.get_timestamp()  # loads libcupti
             choice = nat.choose(cupti, settings, ctx.signals, mapped_libcupti())
@@ -412,6 +423,8 @@ class CuptiCollector:
 
         self._hook.bind(None, None)
         self._hook.current_instance = None
+        subscribed = self.launch_path in ("native", "native empty callbacks")  # no other CUPTI subscriber here
+        detach = self.detach == "always" or (self.detach == "auto" and subscribed)
         native = self._native_stop()  # unsubscribe first: no launch callback runs after this
         raw_buffers = self._raw_buffers
         layouts = _layouts(cupti, self._kinds)  # before _disable() forgets the kinds
@@ -434,7 +447,7 @@ class CuptiCollector:
             self.completed_during_run = sum(1 for t in raw_buffers.times if t < self.stopped_ns)
             self.notes.extend(raw_buffers.errors)
             self.buffers = list(raw_buffers.filled)
-            self.raw = dec.decode_buffers(self.buffers, layouts, _c_string, raw_buffers.offsets_of)
+            self.raw = dec.decode_buffers(self.buffers, layouts, self._name_of, raw_buffers.offsets_of)
             self.layouts = layouts
             raw_buffers.filled = []
         else:
@@ -446,6 +459,23 @@ class CuptiCollector:
             self.raw.update(nat.raw_families(native, os.getpid()))
             self.native_launches, self.native_dropped = len(native), native.dropped
         self.decode_s = time.perf_counter() - t0
+        if detach:  # after decoding: kernel names point into CUPTI's memory
+            self._finalize(cupti)
+
+    def _name_of(self, ptr: int) -> str:
+        name = self.kernel_names.get(ptr)
+        if name is None:
+            name = self.kernel_names[ptr] = _c_string(ptr)
+        return name
+
+    def _finalize(self, cupti: Any) -> None:
+        """Detach CUPTI from the process (``cuptiFinalize``); the next start attaches it again."""
+        try:
+            cupti.finalize()
+        except (cupti.cuptiError, RuntimeError, AttributeError) as exc:
+            self.notes.append(f"CUPTI was not detached at stop ({exc})")
+            return
+        self.detached = True
 
     def evidence(self, instances: Columns) -> Evidence:
         ctx = self._ctx
@@ -458,6 +488,7 @@ class CuptiCollector:
             "buffer_bytes": self.buffer_bytes,
             "api": "global Activity API"
             + (" + a callback subscriber for launch calls, released at stop" if self.launch_path == "native" else ""),
+            "detached_at_stop": self.detached,
             "launch_path": self.launch_path,
             "native_launch_records": self.native_launches,
             "native_dropped_launches": self.native_dropped,
@@ -540,28 +571,42 @@ def _c_string(ptr: int) -> str:
     return ctypes.string_at(ptr).decode("utf-8", "replace")
 
 
-def save_buffers(buffers: Sequence[np.ndarray], layouts: dict[int, np.dtype], raw: dec.Raw, folder: Path) -> None:
+def _known_name(names: Mapping[int, str] | None, ptr: int) -> str:
+    if names is not None:
+        return names.get(ptr, "")
+    return _c_string(ptr)
+
+
+def save_buffers(
+    buffers: Sequence[np.ndarray],
+    layouts: dict[int, np.dtype],
+    raw: dec.Raw,
+    folder: Path,
+    names: Mapping[int, str] | None = None,
+) -> None:
     """Write raw activity buffers (``buffer<i>.bin``), their record layouts and the kernel names seen.
 
-    With these files :func:`argus_lab.backends.cupti.decode.decode_buffers` can be run without a GPU (tests).
+    ``names``: the collector's ``kernel_names`` (pointer -> name), needed once CUPTI was detached at stop (the
+    pointers then no longer point at the names).  With these files
+    :func:`argus_lab.backends.cupti.decode.decode_buffers` can be run without a GPU (tests).
     """
     import json
 
     folder.mkdir(parents=True, exist_ok=True)
     for i, b in enumerate(buffers):
         (folder / f"buffer{i}.bin").write_bytes(b.tobytes())
-    names: dict[str, str] = {}
+    found: dict[str, str] = {}
     sizes = {k: d.itemsize for k, d in layouts.items()}
     for b in buffers:
         kinds, offs = dec.walk_records(b, sizes)
         for k, d in layouts.items():
             if _KIND_FAMILY.get(k) == "kernel":
                 ptrs = dec.field_columns(b, offs[kinds == k], d, ("name",))["name"]
-                names.update({str(p): _c_string(int(p)) for p in set(ptrs.tolist()) if p})
+                found.update({str(p): _known_name(names, int(p)) for p in set(ptrs.tolist()) if p})
     meta = {
         "layouts": {str(k): _DTYPE_OF[_KIND_FAMILY[k]] for k in layouts},
         "itemsize": {str(k): d.itemsize for k, d in layouts.items()},
-        "kernel_names": names,
+        "kernel_names": found,
     }
     (folder / "layouts.json").write_text(json.dumps(meta, indent=1))
 

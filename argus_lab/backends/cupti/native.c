@@ -4,13 +4,18 @@
  * A region boundary calls set_current(instance id): one METH_O call that stores the id in a thread-local.  A
  * CUPTI callback subscribed to the launch (and, when asked, copy/set) API calls only appends, at the API
  * entry, (correlation id, current instance id, thread id, CLOCK_REALTIME ns, callback id, domain) to
- * preallocated arrays, and the time of the API exit; no Python runs per launch.  After the run, export()
- * hands the arrays to Python, where they become the same raw record families the decoder already joins
- * (external correlation rows and API rows).
+ * preallocated arrays, and the time of the API exit; no Python runs per launch.  A call made inside another
+ * subscribed call on the same thread (the driver launch a runtime launch makes) is not recorded: the kernel
+ * carries the outer call's correlation id, and CUPTI's activity API does not record such nested calls either.
+ * After the run, export() hands the arrays to Python, where they become the same raw record families the
+ * decoder already joins (external correlation rows and API rows).
  *
  * Mode 2 is the fallback when the callback API cannot be used (another subscriber holds CUPTI): the same
  * set_current() call pushes the instance id as CUPTI external correlation id (kind CUSTOM2) on the calling
  * thread, popping the previous one, and the activity records carry it as before.
+ *
+ * Mode 3 (benchmarks only) subscribes the same callbacks with a callback that returns at once: what CUPTI's
+ * callback dispatch costs by itself, apart from the recording.
  *
  * No CUPTI header is needed to build this file: the few types below follow cupti_callbacks.h and
  * cupti_activity.h (CUpti_CallbackData, CUpti_CallbackFunc, the subscriber and external-correlation calls),
@@ -50,7 +55,7 @@ typedef cupti_result_t (*push_external_t)(int, uint64_t);
 typedef cupti_result_t (*pop_external_t)(int, uint64_t *);
 
 enum { DOMAIN_DRIVER = 1, DOMAIN_RUNTIME = 2, SITE_ENTER = 0, EXTERNAL_CUSTOM2 = 5 };
-enum { MODE_OFF = 0, MODE_CALLBACKS = 1, MODE_EXTERNAL = 2 };
+enum { MODE_OFF = 0, MODE_CALLBACKS = 1, MODE_EXTERNAL = 2, MODE_CALLBACKS_EMPTY = 3 };
 #define NEST_MAX 8
 
 /* ---- state -------------------------------------------------------------------------------------------- */
@@ -76,11 +81,17 @@ static struct {
     uint8_t *domain;
 } S;
 
-static __thread int64_t tl_current;   /* the calling thread's innermost open region instance (0 = none) */
-static __thread int tl_pushed;        /* MODE_EXTERNAL: an id is pushed on this thread */
-static __thread int tl_generation;    /* the run the nesting below belongs to */
-static __thread int tl_depth;         /* API calls open on this thread (a runtime launch calls the driver) */
-static __thread int64_t tl_slot[NEST_MAX];
+/* Per-thread state in one struct: one thread-local address computation per callback (the module is loaded with
+ * dlopen, so each distinct __thread variable would cost its own __tls_get_addr call). */
+typedef struct {
+    int64_t current; /* the calling thread's innermost open region instance (0 = none) */
+    int pushed;      /* MODE_EXTERNAL: an id is pushed on this thread */
+    int generation;  /* the run the nesting below belongs to */
+    int depth;       /* subscribed API calls open on this thread (a runtime launch calls the driver) */
+    int64_t slot[NEST_MAX];
+} thread_state_t;
+
+static __thread thread_state_t T;
 
 static inline int64_t now_ns(void) {
     struct timespec ts;
@@ -91,35 +102,43 @@ static inline int64_t now_ns(void) {
 /* ---- the CUPTI callback: runs on the launching thread, inside the API call; never touches Python ------- */
 static void on_api_call(void *userdata, int domain, uint32_t cbid, const void *raw) {
     const cupti_callback_data_t *data = (const cupti_callback_data_t *)raw;
+    thread_state_t *t;
     (void)userdata;
-    if (tl_generation != S.generation) {
-        tl_generation = S.generation;
-        tl_depth = 0;
+    if (S.mode == MODE_CALLBACKS_EMPTY)
+        return;
+    t = &T;
+    __asm__("" : "+r"(t)); /* keep the address: the compiler would otherwise recompute it after every call */
+    if (t->generation != S.generation) {
+        t->generation = S.generation;
+        t->depth = 0;
     }
     if (data->callback_site == SITE_ENTER) {
-        int64_t slot = __atomic_fetch_add(&S.count, 1, __ATOMIC_RELAXED);
-        if (slot < S.capacity) {
-            S.correlation[slot] = data->correlation_id;
-            S.instance[slot] = tl_current;
-            S.thread[slot] = (uint64_t)pthread_self();
-            S.start[slot] = now_ns();
-            S.end[slot] = 0;
-            S.cbid[slot] = cbid;
-            S.domain[slot] = (uint8_t)domain;
-        } else {
-            __atomic_fetch_add(&S.dropped, 1, __ATOMIC_RELAXED);
-            slot = -1;
+        int64_t slot = -1;
+        if (t->depth == 0) { /* an outermost launch call: record it (a nested one shares its kernel) */
+            slot = __atomic_fetch_add(&S.count, 1, __ATOMIC_RELAXED);
+            if (slot < S.capacity) {
+                S.correlation[slot] = data->correlation_id;
+                S.instance[slot] = t->current;
+                S.thread[slot] = (uint64_t)pthread_self();
+                S.start[slot] = now_ns();
+                S.end[slot] = 0;
+                S.cbid[slot] = cbid;
+                S.domain[slot] = (uint8_t)domain;
+            } else {
+                __atomic_fetch_add(&S.dropped, 1, __ATOMIC_RELAXED);
+                slot = -1;
+            }
         }
-        if (tl_depth < NEST_MAX)
-            tl_slot[tl_depth] = slot;
-        tl_depth++;
+        if (t->depth < NEST_MAX)
+            t->slot[t->depth] = slot;
+        t->depth++;
         return;
     }
-    if (tl_depth == 0) /* the entry happened before the subscription */
+    if (t->depth == 0) /* the entry happened before the subscription */
         return;
-    tl_depth--;
-    if (tl_depth < NEST_MAX && tl_slot[tl_depth] >= 0)
-        S.end[tl_slot[tl_depth]] = now_ns();
+    t->depth--;
+    if (t->depth < NEST_MAX && t->slot[t->depth] >= 0)
+        S.end[t->slot[t->depth]] = now_ns();
 }
 
 /* ---- helpers ------------------------------------------------------------------------------------------ */
@@ -220,12 +239,12 @@ static PyObject *set_current(PyObject *self, PyObject *arg) {
     (void)self;
     if (v == -1 && PyErr_Occurred())
         return NULL;
-    tl_current = v;
+    T.current = v;
     if (S.mode == MODE_EXTERNAL) {
         uint64_t last = 0;
-        if (tl_pushed)
+        if (T.pushed)
             S.pop_external(EXTERNAL_CUSTOM2, &last);
-        tl_pushed = v != 0;
+        T.pushed = v != 0;
         if (v != 0)
             S.push_external(EXTERNAL_CUSTOM2, (uint64_t)v);
     }
@@ -236,13 +255,14 @@ PyDoc_STRVAR(current_doc, "current() -> int: the calling thread's current instan
 static PyObject *current(PyObject *self, PyObject *unused) {
     (void)self;
     (void)unused;
-    return PyLong_FromLongLong(tl_current);
+    return PyLong_FromLongLong(T.current);
 }
 
 PyDoc_STRVAR(start_doc,
              "start(libcupti, runtime_cbids, driver_cbids, capacity, mode): mode 1 subscribes the launch callback "
              "(arrays of `capacity` launches) and returns (runtime ids enabled, driver ids enabled, [(domain, cbid, "
-             "result) refused]); mode 2 pushes external correlation ids instead and returns None.");
+             "result) refused]); mode 2 pushes external correlation ids instead and returns None; mode 3 (benchmarks) "
+             "subscribes a callback that records nothing.");
 static PyObject *start(PyObject *self, PyObject *args) {
     const char *path;
     PyObject *runtime_ids, *driver_ids;
@@ -255,8 +275,9 @@ static PyObject *start(PyObject *self, PyObject *args) {
         PyErr_SetString(PyExc_RuntimeError, "the native launch path is already started; stop() it first");
         return NULL;
     }
-    if (mode != MODE_CALLBACKS && mode != MODE_EXTERNAL) {
-        PyErr_Format(PyExc_ValueError, "mode must be 1 (callbacks) or 2 (external correlation), got %d", mode);
+    if (mode != MODE_CALLBACKS && mode != MODE_EXTERNAL && mode != MODE_CALLBACKS_EMPTY) {
+        PyErr_Format(PyExc_ValueError,
+                     "mode must be 1 (callbacks), 2 (external correlation) or 3 (empty callbacks), got %d", mode);
         return NULL;
     }
     /* the copy cupti-python loaded, never a second one (two libcupti copies in a process do not mix) */
@@ -300,7 +321,7 @@ static PyObject *start(PyObject *self, PyObject *args) {
         PyErr_Format(PyExc_RuntimeError, "CUPTI refused every launch callback id (%R)", refused);
         goto fail;
     }
-    S.mode = MODE_CALLBACKS;
+    S.mode = mode;
     return Py_BuildValue("(iiN)", n_runtime, n_driver, refused);
 fail:
     Py_XDECREF(refused);
@@ -315,13 +336,13 @@ static PyObject *stop(PyObject *self, PyObject *unused) {
     (void)unused;
     int mode = S.mode;
     S.mode = MODE_OFF;
-    tl_current = 0;
-    if (mode == MODE_EXTERNAL && tl_pushed) {
+    T.current = 0;
+    if (mode == MODE_EXTERNAL && T.pushed) {
         uint64_t last = 0;
         S.pop_external(EXTERNAL_CUSTOM2, &last);
-        tl_pushed = 0;
+        T.pushed = 0;
     }
-    if (mode == MODE_CALLBACKS && S.subscriber != NULL) {
+    if ((mode == MODE_CALLBACKS || mode == MODE_CALLBACKS_EMPTY) && S.subscriber != NULL) {
         cupti_result_t rc = S.unsubscribe(S.subscriber); /* also disables every callback of the subscriber */
         S.subscriber = NULL;
         if (rc != 0)
@@ -388,7 +409,7 @@ PyDoc_STRVAR(release_doc, "release(): free the launch arrays.");
 static PyObject *release(PyObject *self, PyObject *unused) {
     (void)self;
     (void)unused;
-    if (S.mode == MODE_CALLBACKS) {
+    if (S.mode == MODE_CALLBACKS || S.mode == MODE_CALLBACKS_EMPTY) {
         PyErr_SetString(PyExc_RuntimeError, "stop() the native launch path before releasing its arrays");
         return NULL;
     }

@@ -7,7 +7,9 @@ extension module ``_argus_cupti_native``.  While a timing run records:
 * each region boundary calls ``set_current(instance id)`` (one C call: a thread-local store);
 * a CUPTI callback, subscribed only to the kernel-launch API calls (and to copies/sets when their signals are
   asked), appends (correlation id, current instance id, thread id, CLOCK_REALTIME ns at entry and exit, callback
-  id, domain) to preallocated arrays; no Python runs per launch;
+  id, domain) to preallocated arrays; no Python runs per launch.  Only the outermost subscribed call of a thread
+  is recorded: the driver launch that a runtime launch makes inside it is skipped (the kernel carries the runtime
+  call's correlation id; CUPTI's activity API does not record such nested calls either);
 * CUPTI's activity API records only kernels (plus copies, sets, synchronization when asked).
 
 After the run :func:`raw_families` turns the launch arrays into the record families the decoder already joins:
@@ -180,7 +182,7 @@ def callback_ids(cupti: Any, *, copies: bool = False, sets: bool = False) -> tup
 # -- launch records -> raw record families ------------------------------------------------------------------
 @dataclass(frozen=True)
 class LaunchRecords:
-    """The launches the callback recorded (one row per API call: a runtime launch and its driver call are two)."""
+    """The launches the callback recorded (one row per outermost launch API call of a thread)."""
 
     correlation: np.ndarray
     instance: np.ndarray
@@ -249,7 +251,7 @@ class NativeLaunchPath:
             raise NativeUnavailable(built.note)
         self.module = built.module
         self.build_note = built.note
-        self.mode = ""  # "callbacks" | "external correlation"
+        self.mode = ""  # "callbacks" | "external correlation" | "empty callbacks" (benchmarks)
         self.callbacks = (0, 0)  # runtime, driver callback ids enabled
         self.refused: list[tuple[int, ...]] = []  # (domain, cbid, CUPTI result) of ids CUPTI did not enable
 
@@ -258,8 +260,21 @@ class NativeLaunchPath:
         """The C function a region boundary calls with the calling thread's innermost open instance id."""
         return self.module.set_current
 
-    def start(self, libcupti: str, cupti: Any, *, copies: bool, sets: bool, capacity: int = DEFAULT_CAPACITY) -> None:
-        """Subscribe the launch callback; raises :class:`NativeUnavailable` with CUPTI's answer if it cannot."""
+    def start(
+        self,
+        libcupti: str,
+        cupti: Any,
+        *,
+        copies: bool,
+        sets: bool,
+        capacity: int = DEFAULT_CAPACITY,
+        record: bool = True,
+    ) -> None:
+        """Subscribe the launch callback; raises :class:`NativeUnavailable` with CUPTI's answer if it cannot.
+
+        ``record=False`` (benchmarks only) subscribes a callback that returns at once and records nothing: what
+        CUPTI's callback dispatch costs by itself.
+        """
         if not libcupti:
             msg = "no libcupti is mapped in this process (cupti-python loads it on its first call)"
             raise NativeUnavailable(msg)
@@ -268,10 +283,12 @@ class NativeLaunchPath:
             msg = "cupti-python lists no launch callback ids"
             raise NativeUnavailable(msg)
         try:
-            n_runtime, n_driver, refused = self.module.start(libcupti, runtime, driver, int(capacity), 1)
+            n_runtime, n_driver, refused = self.module.start(
+                libcupti, runtime, driver, int(capacity) if record else 1, 1 if record else 3
+            )
         except RuntimeError as exc:
             raise NativeUnavailable(str(exc)) from None
-        self.mode = "callbacks"
+        self.mode = "callbacks" if record else "empty callbacks"
         self.callbacks = (n_runtime, n_driver)
         self.refused = [tuple(r) for r in refused]
 
@@ -287,9 +304,11 @@ class NativeLaunchPath:
         self.mode = "external correlation"
 
     def stop(self) -> LaunchRecords | None:
-        """Unsubscribe (no callback runs after this returns) and return the launches (``None`` in mode 2)."""
+        """Unsubscribe (no callback runs after this returns) and return the launches (``None`` unless recorded)."""
         mode, self.mode = self.mode, ""
         self.module.stop()
+        if mode == "empty callbacks":
+            self.module.release()
         if mode != "callbacks":
             return None
         records = LaunchRecords.from_export(self.module.export())
@@ -312,7 +331,8 @@ def choose(cupti: Any, settings: Any, signals: Sequence[str], libcupti: str) -> 
 
     ``settings["launch_path"]``: ``"native"`` (the default: the launch callback; if CUPTI refuses a subscriber,
     external correlation ids pushed from C) or ``"python"`` (external correlation ids pushed from Python).
-    An explicit ``settings["kinds"]`` list (experiments) keeps the Python path.
+    An explicit ``settings["kinds"]`` list (experiments) keeps the Python path.  ``settings["native_callback"]``
+    ``"empty"`` (benchmarks only) subscribes a callback that records nothing: kernels then carry no region.
     """
     wanted = str(settings.get("launch_path", "native"))
     if wanted not in ("native", "python"):
@@ -320,6 +340,10 @@ def choose(cupti: Any, settings: Any, signals: Sequence[str], libcupti: str) -> 
         raise BackendUnavailableError(msg)
     if wanted == "python" or settings.get("kinds"):
         return Choice(None, "python", True, ())
+    callback = str(settings.get("native_callback", "record"))
+    if callback not in ("record", "empty"):
+        msg = f"the cupti setting native_callback must be 'record' or 'empty' (benchmarks), got {callback!r}"
+        raise BackendUnavailableError(msg)
     built = build()
     if built.module is None:
         return Choice(None, "python", True, (f"{built.note}; region instance ids are pushed from Python",))
@@ -332,6 +356,7 @@ def choose(cupti: Any, settings: Any, signals: Sequence[str], libcupti: str) -> 
             copies=bool(settings.get("memcpy", False)) or bool(wants & {"gpu.memcpy_bytes", "gpu.memcpy_time"}),
             sets=bool(settings.get("memset", False)) or "gpu.memset_bytes" in wants,
             capacity=int(settings.get("native_capacity", DEFAULT_CAPACITY)),
+            record=callback == "record",
         )
     except NativeUnavailable as exc:
         first = f"native launch callback unavailable ({exc})"
@@ -344,4 +369,6 @@ def choose(cupti: Any, settings: Any, signals: Sequence[str], libcupti: str) -> 
     note = f"native launch path: {built.note}; callbacks on {runtime} runtime + {driver} driver API ids"
     if path.refused:
         note += f"; CUPTI refused (domain, cbid, result): {path.refused}"
+    if callback == "empty":
+        return Choice(path, "native empty callbacks", False, (f"{note}; the callback records nothing (benchmark)",))
     return Choice(path, "native", False, (note,))

@@ -186,7 +186,7 @@ def region_detail(store: Store, path: str, run_id: str | None = None) -> dict[st
         store,
         f"""
         SELECT i.run_id, i.instance_id, i.instance_index, i.parent_instance_id, i.repetition, i.warmup,
-               i.pid, i.end_ns - i.start_ns AS duration_ns, i.cpu_ns, i.error
+               i.pid, coalesce(i.rank, 0) AS rank, i.end_ns - i.start_ns AS duration_ns, i.cpu_ns, i.error
         FROM region_instances i JOIN runs r ON r.run_id = i.run_id
         WHERE {inst_filter} ORDER BY r.started_ns DESC, i.instance_id LIMIT ?
         """,

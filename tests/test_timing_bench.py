@@ -1,0 +1,80 @@
+"""The verdicts and the aggregation of bench/timing_overhead.py (the H200 runs it once: its logic is checked here).
+
+Inputs are SYNTHETIC numbers and, for the store queries, the store recorded on the H200
+(tests/data/gpu/e2e_nested_h200.duckdb).  No timing is asserted.
+"""
+
+from __future__ import annotations
+
+import importlib.util
+import re
+import sys
+from pathlib import Path
+from types import ModuleType
+
+import pytest
+
+ROOT = Path(__file__).resolve().parent.parent
+STORE = ROOT / "tests" / "data" / "gpu" / "e2e_nested_h200.duckdb"
+
+
+@pytest.fixture(scope="module")
+def bench() -> ModuleType:
+    spec = importlib.util.spec_from_file_location("timing_overhead", ROOT / "bench" / "timing_overhead.py")
+    assert spec is not None and spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    sys.modules["timing_overhead"] = module
+    spec.loader.exec_module(module)
+    return module
+
+
+def test_events_verdict_holds_gpu_time_to_two_percent_on_regions_of_a_millisecond_synthetic(bench: ModuleType) -> None:
+    plain = [{"gemm": [4200.0] * 3, "chain": [1300.0] * 3}, {"gemm": [4220.0] * 3, "chain": [1300.0] * 3}]
+    inside = {"gemm": [4190.0], "chain": [1290.0]}
+    good = bench.events_verdict(plain, inside, {"gemm": {"gpu.time": [4150.0]}, "chain": {"gpu.time": [1280.0]}})
+    assert good["ok"]
+    assert good["gemm"]["events_no_tool_us"] == pytest.approx(4210.0)  # the mean of the passes before and after
+    off = bench.events_verdict(plain, inside, {"gemm": {"gpu.time": [4150.0]}, "chain": {"gpu.time": [1270.0]}})
+    assert not off["ok"]  # chain 2.3 % short
+    short = bench.events_verdict([{"x": [900.0]}], {"x": [900.0]}, {"x": {"gpu.time": [900.0]}})
+    assert not short["ok"] and not short["x"]["long_enough"]  # a region under 1 ms does not count as evidence
+
+
+def test_attribution_verdict_reads_the_recorded_store(bench: ModuleType) -> None:
+    rows = bench.attribution_rows(STORE)
+    expect = {"outer": re.compile("cutlass|gemm"), "outer/inner": re.compile("elementwise")}
+    res = bench.attribution_verdict(rows, expect)
+    assert res["regions"]["outer"] == {**res["regions"]["outer"], "kernels": 6, "exact": 6, "name_ok": True}
+    assert res["regions"]["outer/inner"]["exact"] == 12
+    assert not res["ok"]  # the workload launches its random inputs outside every region: named, not hidden
+    assert all("unattributed" in k for k in res["kernels_outside_regions"])
+    inside_only = [r for r in rows if r[1] is not None]
+    assert bench.attribution_verdict(inside_only, expect)["ok"]
+    wrong = [(n, p, "temporal" if p == "outer" else c) for n, p, c in inside_only]
+    assert not bench.attribution_verdict(wrong, expect)["ok"]
+
+
+def test_instance_values_of_the_recorded_store(bench: ModuleType) -> None:
+    got = bench.instance_gpu_values(STORE)
+    assert set(got) == {"outer", "outer/inner"}
+    assert all(len(v) == 4 and min(v) > 0 for sig in got.values() for v in sig.values())
+
+
+def test_aggregate_takes_the_median_of_processes_and_keeps_ranges_synthetic(bench: ModuleType) -> None:
+    def proc(ratios: list[float]) -> dict[str, object]:
+        blocks = [[10.0]] * (len(ratios) + 1)
+        work = {"ratios": ratios, "a_ms": blocks, "b_ms": [[12.0]] * len(ratios), "a_drift": 1.0, "extras": []}
+        return {"tool": "argus", "workloads": {"loop": work}}
+
+    (row,) = bench.aggregate([proc([1.1, 1.2, 1.3]), proc([1.5, 1.4]), proc([1.0])])
+    assert row["ratio"] == pytest.approx(1.2)  # processes: 1.2, 1.45, 1.0
+    assert (row["proc_min"], row["proc_max"]) == (pytest.approx(1.0), pytest.approx(1.45))
+    assert (row["pair_min"], row["pair_max"], row["pairs"], row["processes"]) == (1.0, 1.5, 6, 3)
+
+
+def test_schedule_runs_every_tool_once_before_second_processes(bench: ModuleType) -> None:
+    order = bench.schedule(list(bench.TOOLS), 2)
+    first = order[: len(bench.TOOLS)]
+    assert {t for t, i in first} == set(bench.TOOLS) and {i for _, i in first} == {0}
+    assert sorted(t for t, i in order if i == 1) == sorted(bench.TOOLS)
+    assert [t for t, i in order[len(bench.TOOLS) :]][-len(bench.EXTRA) :] == list(bench.EXTRA)
