@@ -73,6 +73,10 @@ class JoinTarget(Protocol):
 CLASSES: tuple[str, ...] = ("exact", "ordinal", "temporal", "ambiguous", "unattributed", "mismatch")
 """The attribution classes, most certain first."""
 
+MEMORY_LIMIT = "3GB"
+"""DuckDB's memory limit while the join runs (its hash tables spill to disk beyond it), so that joining ten million
+records stays within a bounded amount of memory; the connection's own limit is restored afterwards."""
+
 NON_ADDITIVE: tuple[str, ...] = ("gpu.span", *skew_sql.SIGNALS)
 """Instance signals whose exclusive value is undefined (a span or a lag does not subtract)."""
 
@@ -104,6 +108,8 @@ def attribute_request(store: JoinTarget, run_ids: Sequence[str]) -> JoinSummary:
     t0 = time.perf_counter()
     ids = list(dict.fromkeys(run_ids))
     with store.connect(write=True) as con:
+        limit = con.execute("SELECT current_setting('memory_limit')").fetchone()
+        con.execute(f"SET memory_limit = '{MEMORY_LIMIT}'")
         con.execute("BEGIN")
         try:
             ref = _attribute(con, ids)
@@ -115,6 +121,9 @@ def attribute_request(store: JoinTarget, run_ids: Sequence[str]) -> JoinSummary:
         except BaseException:
             con.execute("ROLLBACK")
             raise
+        finally:
+            if limit and limit[0]:
+                con.execute(f"SET memory_limit = '{limit[0]}'")
     counts: dict[str, dict[str, int]] = {}
     for row in summary:
         if row["class"] == "*":

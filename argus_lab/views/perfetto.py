@@ -1,4 +1,4 @@
-"""A run's evidence as a trace Perfetto (ui.perfetto.dev, trace_processor) and chrome://tracing open.
+"""Runs' evidence as a trace Perfetto (ui.perfetto.dev, trace_processor) and chrome://tracing open.
 
 The format is Chrome's Trace Event JSON (the "JSON Object Format"), written as Kineto writes it so that
 argus_lab's own Kineto importer reads it back exactly (the round trip the tests check):
@@ -14,7 +14,9 @@ argus_lab's own Kineto importer reads it back exactly (the round trip the tests 
 * each record's launching call becomes a ``cuda_runtime`` slice on its host thread, and a flow (``ph: s`` at the
   call, ``ph: f`` at the GPU record; ``cat: ac2g`` as Kineto names it) links the two;
 * time samples (NVML, PM sampling) are counter events (``ph: C``) on their device's process, one track per signal;
-* ``process_name`` / ``thread_name`` metadata events name every track.
+* ``process_name`` / ``thread_name`` metadata events name every track;
+* several runs go into one file, run ``k``'s process ids offset by ``k *`` :data:`RUN_PID_STRIDE` and its process
+  names prefixed with its run id.
 
 Events are written while the store's rows stream by (Arrow batches), so a run of millions of kernels is not held
 in memory as Python objects.
