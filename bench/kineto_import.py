@@ -8,6 +8,7 @@ kernels last less than 1 us and ``--zero`` last 0 ns.  The true totals are known
 
 * argus_lab: :func:`argus_lab.import_trace` into a new store (parse, nest, attribute launches, write: the
   ``import``), then the join it runs at the end (``join``), timed apart; peak RSS of the process; CPU seconds.
+* with ``--export``: the imported run written back as a Perfetto trace (``argus-lab export x.json``), timed.
 * HTA 0.5.0 (``--hta-site DIR``: a folder holding ``HolisticTraceAnalysis`` and its dependencies, put on
   ``PYTHONPATH`` for the same Python; or ``--hta-python``: a Python that has it): ``TraceAnalysis(trace_dir=...)``.
 
@@ -53,10 +54,17 @@ res = argus_lab.import_trace(sys.argv[1], store)
 total_s, total_cpu = time.perf_counter() - t, cpu() - c
 got = store.rows("SELECT count(*), sum(end_ns - start_ns), count(*) FILTER (WHERE end_ns = start_ns), "
                  "count(*) FILTER (WHERE end_ns - start_ns < 1000) FROM kernels")[0]
-print(json.dumps({"import_s": total_s - res.join.seconds, "join_s": res.join.seconds, "total_s": total_s,
-                  "cpu_s": total_cpu, "kernels": got[0], "kernel_ns": int(got[1]), "zero_length": got[2],
-                  "sub_us": got[3], "classes": res.join.counts.get("kernel", {}),
-                  "peak_rss_mib": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024}))
+out = {"import_s": total_s - res.join.seconds, "join_s": res.join.seconds, "total_s": total_s,
+       "cpu_s": total_cpu, "kernels": got[0], "kernel_ns": int(got[1]), "zero_length": got[2],
+       "sub_us": got[3], "classes": res.join.counts.get("kernel", {}),
+       "peak_rss_mib": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024}
+if sys.argv[3]:  # the Perfetto export of the imported run
+    from argus_lab.faces.exporting import export
+    t = time.perf_counter()
+    done = export(store, sys.argv[3], run_ids=[res.run_id])
+    out.update({"export_s": time.perf_counter() - t, "export_mib": done.path.stat().st_size / 2**20,
+                "peak_rss_after_export_mib": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024})
+print(json.dumps(out))
 """
 
 
@@ -136,6 +144,7 @@ def main() -> None:
     ap.add_argument("--rounds", type=int, default=1, help="HTA runs, each between two argus runs")
     ap.add_argument("--folder", default="", help="where to write the trace (default: a new temporary folder)")
     ap.add_argument("--reuse", action="store_true", help="keep an existing trace in --folder")
+    ap.add_argument("--export", action="store_true", help="also time the Perfetto export of the imported run")
     args = ap.parse_args()
     folder = Path(args.folder or tempfile.mkdtemp(prefix="argus-kineto-"))
     (folder / "trace").mkdir(parents=True, exist_ok=True)
@@ -162,7 +171,10 @@ def main() -> None:
         store = folder / f"argus-{len(argus_runs)}.duckdb"
         store.unlink(missing_ok=True)
         load = os.getloadavg()[0]
-        r = _run([sys.executable, "-c", ARGUS_SCRIPT, str(trace), str(store)], argus_env)
+        exported = str(folder / "exported.json") if args.export else ""
+        r = _run([sys.executable, "-c", ARGUS_SCRIPT, str(trace), str(store), exported], argus_env)
+        if exported:
+            Path(exported).unlink(missing_ok=True)
         r["load_avg"] = load
         argus_runs.append(r)
         store.unlink(missing_ok=True)
