@@ -8,6 +8,7 @@ Public API::
     print(argus_lab.plan("host.wall,hw:dram__bytes_read.sum").explain())
     store = argus_lab.open_store("argus.duckdb")
     argus_lab.import_trace("trace.json.gz", "argus.duckdb")  # torch.profiler, Nsight Systems, .ncu-rep
+    session = argus_lab.optimize.Session(target, budget=argus_lab.optimize.Budget(candidates=8))
 
 Every name is imported on first use (PEP 562), so that ``import argus_lab.regions`` inside a measured process
 stays cheap: it loads neither the store nor reports nor views.  The code is laid out by stage, upstream to
@@ -21,6 +22,7 @@ from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
     from argus_lab import plan as plan
+    from argus_lab.faces import optimize as optimize
     from argus_lab.faces.importing import import_trace as import_trace
     from argus_lab.faces.measure import measure as measure
     from argus_lab.faces.measure import open_store as open_store
@@ -41,6 +43,7 @@ _PUBLIC: dict[str, tuple[str, str | None]] = {
     "measure": ("argus_lab.faces.measure", "measure"),
     "open_store": ("argus_lab.faces.measure", "open_store"),
     "import_trace": ("argus_lab.faces.importing", "import_trace"),
+    "optimize": ("argus_lab.faces.optimize", None),  # the optimisation loop (docs/optimize.md)
     "Report": ("argus_lab.report", "Report"),
 }
 
@@ -89,6 +92,7 @@ __all__ = [
     "import_trace",
     "measure",
     "open_store",
+    "optimize",
     "plan",
     "region",
 ]

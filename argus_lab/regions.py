@@ -45,6 +45,19 @@ F = TypeVar("F", bound=Callable[..., Any])
 NVTX_DOMAIN = "argus"
 """The NVTX domain every region range is opened in (ncu filters: ``argus@outer/inner/``)."""
 
+NVTX_SCOPE_DOMAIN = "argus-scope"
+"""The NVTX domain of the scope ranges (ncu runs only): each region range is paired with a range named
+:data:`NVTX_SCOPE_IN` when its instance is in the request's scope, :data:`NVTX_SCOPE_OUT` otherwise, so that
+``ncu --nvtx-include argus-scope@in/`` replays exactly the kernels launched inside an in-scope instance."""
+NVTX_SCOPE_IN = "in"
+NVTX_SCOPE_OUT = "out"
+NVTX_SCOPE_ENV = "ARGUS_NVTX_SCOPE"
+"""Set (to the scope's text) by the ncu launcher: the recorder then opens the scope ranges."""
+
+ScopeGate = Callable[[str, int], bool]
+"""Decides at region entry whether an instance is in scope: ``gate(path, repetition)`` (see
+:mod:`argus_lab.run.nvtx_scope`); it is called once per instance, in entry order."""
+
 ABANDONED = "abandoned: the region was still open when the measurement ended"
 """The ``error`` of an instance its recorder stopped before the region exited (e.g. a suspended generator)."""
 
@@ -189,19 +202,35 @@ def current_path() -> str:
     return "/".join(f[0].region.name for f in reversed(frames))
 
 
+def current_instance() -> int:
+    """The id of the innermost region instance the active recorder records on the calling thread or asyncio task
+    (0 outside every recorded region, or when no recorder is active)."""
+    rec = _active[0]
+    if rec is None:
+        return 0
+    for frame in _open_frames():
+        if frame[1] and frame[2] == rec.gen:
+            return int(frame[1])
+    return 0
+
+
 class _Nvtx:
     """NVTX push/pop in the ``argus`` domain, resolved on first use (after any tool was injected).
 
     ``mode``: 0 not resolved yet, 1 off (no ``nvtx`` package, ``ARGUS_NVTX=0``, or no tool attached: the
     package's no-op domain), 2 on, 3 on with the instance index as payload (``ARGUS_NVTX_PAYLOAD=1``, set by
-    the ncu launcher, so the ncu report tells instances of one path apart).
+    the ncu launcher, so the ncu report tells instances of one path apart).  ``gated``: every region range is
+    paired with a scope range in the ``argus-scope`` domain (``ARGUS_NVTX_SCOPE`` set, by the ncu launcher).
     """
 
-    __slots__ = ("domain", "mode", "pop")
+    __slots__ = ("domain", "gated", "mode", "pop", "scope_attrs", "scope_domain")
 
     def __init__(self) -> None:
         self.mode = 0
+        self.gated = False
         self.domain: Any = None
+        self.scope_domain: Any = None
+        self.scope_attrs: tuple[Any, Any] = (None, None)  # (out, in)
         self.pop: Callable[[], None] = _noop
 
     def resolve(self) -> None:
@@ -218,6 +247,19 @@ class _Nvtx:
         self.domain = domain
         self.pop = domain.pop_range
         self.mode = 3 if os.environ.get("ARGUS_NVTX_PAYLOAD", "0") == "1" else 2
+        if NVTX_SCOPE_ENV in os.environ:
+            scope = nvtx.get_domain(NVTX_SCOPE_DOMAIN)
+            self.scope_domain = scope
+            self.scope_attrs = (
+                scope.get_event_attributes(message=NVTX_SCOPE_OUT),
+                scope.get_event_attributes(message=NVTX_SCOPE_IN),
+            )
+            self.gated = True
+            self.pop = self._pop_both
+
+    def _pop_both(self) -> None:
+        self.scope_domain.pop_range()
+        self.domain.pop_range()
 
 
 def env_rank() -> int:
@@ -283,8 +325,16 @@ class Recorder:
     (about 60 bytes an instance) and turned into columns after the run (:meth:`columns`).
     """
 
-    def __init__(self, run_id: str = "", hooks: Sequence[BoundaryHook | InstanceSink] = (), *, cpu_clock: bool = True):
+    def __init__(
+        self,
+        run_id: str = "",
+        hooks: Sequence[BoundaryHook | InstanceSink] = (),
+        *,
+        cpu_clock: bool = True,
+        nvtx_gate: ScopeGate | None = None,
+    ):
         self.run_id = run_id
+        self.nvtx_gate = nvtx_gate  # in ncu runs: which instances open an `in` scope range (None: all)
         self.cpu_clock = cpu_clock  # read the thread CPU clock (a system call, ~0.5 us) only when host.cpu is asked
         self._given_hooks = tuple(hooks)  # sorted into sinks and hooks at activation (collectors start first)
         self.hooks: tuple[BoundaryHook, ...] = ()
@@ -661,11 +711,18 @@ class RegionMarker:
             rec = _active[0]
             index = rec._nvtx_index(node) if rec is not None and node else 0
             nv.domain.push_range(nv.domain.get_event_attributes(message=self.region.name, payload=index))
-            return
-        attr = self._attr
-        if attr is None:
-            attr = self._attr = nv.domain.get_event_attributes(message=self.region.name)
-        nv.domain.push_range(attr)
+        else:
+            attr = self._attr
+            if attr is None:
+                attr = self._attr = nv.domain.get_event_attributes(message=self.region.name)
+            nv.domain.push_range(attr)
+        if nv.gated:  # the scope range: `in` only for a recorded instance the request's scope covers
+            rec = _active[0]
+            inside = False
+            if rec is not None and node:
+                gate = rec.nvtx_gate
+                inside = gate is None or bool(gate(_nodes.path[node], rec.repetition))
+            nv.scope_domain.push_range(nv.scope_attrs[inside])
 
     def __call__(self, fn: F) -> F:
         """Use the marker as a decorator: every call of ``fn`` is one instance of the region."""

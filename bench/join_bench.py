@@ -6,8 +6,8 @@ external correlation id and is launched from a second thread while the step is o
 autograd-style: temporal), and a share is launched outside every region (``--outside``).  NVML-like power samples
 every 10 ms (``--no-samples``: none).  Everything is written through the store's real schema, then timed:
 
-* ``join``: :func:`argus_lab.join.attribute_request` (wall and CPU seconds: every attribution, instance values with inclusive
-  and exclusive sums, samples split over instances, instance matching);
+* ``join``: :func:`argus_lab.join.attribute_request` (wall and CPU seconds: every attribution, instance values with
+  inclusive and exclusive sums, samples split over instances, instance matching);
 * ``region summary``: the Report's region table over the instance values (:data:`argus_lab.report.sql.REGIONS`);
 * ``report``: a whole :class:`argus_lab.report.Report` (all tables).
 

@@ -141,8 +141,8 @@ def main(out: Path) -> int:
 
     from argus_lab.backends.device.collector import ProbeBuffer
     from argus_lab.backends.device.decode import decode
-    from argus_lab.backends.device.summary import summarize
     from examples.gpu import persistent_gemm as pg
+    from tests.device_reference import summarize
 
     out.mkdir(parents=True, exist_ok=True)
     summary: dict[str, Any] = {

@@ -34,8 +34,8 @@ def merge(out: Path, inputs: list[Path]) -> None:
             alias = f"src{i}"
             con.execute(f"ATTACH {sql_string(str(src))} AS {alias} (READ_ONLY)")
             row = con.execute(f"SELECT value FROM {alias}.meta WHERE key = 'schema_version'").fetchone()
-            if row is None or str(row[0]) != str(SCHEMA_VERSION):
-                raise SystemExit(f"{src}: schema version {row[0] if row else '?'}, expected {SCHEMA_VERSION}")
+            if row is None or not str(row[0]).isdigit() or not 1 <= int(row[0]) <= SCHEMA_VERSION:
+                raise SystemExit(f"{src}: schema version {row[0] if row else '?'}, expected 1..{SCHEMA_VERSION}")
             listed = con.execute("SELECT table_name FROM duckdb_tables() WHERE database_name = ?", [alias]).fetchall()
             have = {r[0] for r in listed}
             for table in TABLES:

@@ -50,6 +50,10 @@ class Kern:
     n: int = 0
     device: int = 0
     rank: int = 0
+    registers: int = 0
+    static_smem: int = 0
+    dynamic_smem: int = 0
+    block: tuple[int, int, int] = (128, 1, 1)
 
 
 @dataclass
@@ -174,6 +178,12 @@ def write(store: Store, runs: Sequence[SynthRun], request_id: str = "q-synth") -
                 "thread_id": [k.thread for k in ks],
                 "api_start_ns": [T0 + k.api if k.api else 0 for k in ks],
                 "api_end_ns": [T0 + k.api + 1000 if k.api else 0 for k in ks],
+                "registers": [k.registers for k in ks],
+                "static_smem": [k.static_smem for k in ks],
+                "dynamic_smem": [k.dynamic_smem for k in ks],
+                "block_x": [k.block[0] for k in ks],
+                "block_y": [k.block[1] for k in ks],
+                "block_z": [k.block[2] for k in ks],
             }
         if r.samples:
             tables["samples"] = {

@@ -315,3 +315,39 @@ def test_exported_two_rank_report_draws_a_lane_per_rank_thread_and_stream(
         page.close()
 
     in_browser(body)
+
+
+def test_device_tab_draws_sm_lanes_and_the_region_drills_into_a_launch(in_browser: InBrowser, tmp_path: Path) -> None:
+    """A recorded H200 probe buffer (tile marks) joined under SYNTHETIC kernel records (tests/device_cases.py)."""
+    from argus_lab.store import Store
+    from tests.device_cases import measure, raw
+
+    m = measure(Store(tmp_path / "dev.duckdb"), raw("tail3072_tile"), repeat=2, warmup=0)
+    out = export(m.report, tmp_path / "dev.html")
+
+    def body(browser: Any) -> None:
+        pg = Page(browser)
+        page = pg.page
+        page.goto(out.as_uri())
+        page.get_by_role("button", name="Device").click()
+        page.locator(".argus-device .main-svg").first.wait_for(timeout=10_000)
+        ticks = page.evaluate(
+            "() => [...document.querySelectorAll('.argus-device g.ytick text')].map(e => e.textContent)"
+        )
+        assert len(ticks) == 44 and all(t.startswith("SM ") for t in ticks)  # 132 lanes, every third labelled
+        assert page.locator(".argus-device g.trace.bars").count() == 2  # mainloop, epilogue
+        info = page.locator(".argus-device").locator("xpath=preceding-sibling::div[1]").inner_text()
+        assert "tail imbalance" in info and "every one drawn" in info
+        page.screenshot(path="/tmp/argus_browser_device.png", full_page=True)
+        # from the host region to its launch
+        page.get_by_role("button", name="Regions").click()
+        page.get_by_text("gemm_step", exact=True).first.click()
+        drill = page.locator(".argus-drill")
+        assert drill.get_by_text("device regions (instrumented launches; GPU ns)").count() == 1
+        drill.get_by_role("button", name=re.compile(r"persistent_gemm · launch 1")).click()
+        assert page.locator(".argus-pane >> visible=true").locator("select").input_value() == "1"
+        page.locator(".argus-device .main-svg").first.wait_for(timeout=10_000)
+        pg.check_clean()
+        page.close()
+
+    in_browser(body)

@@ -7,9 +7,9 @@ import numpy as np
 import pytest
 
 from argus_lab.backends.device.decode import DeviceBufferError, decode
-from argus_lab.backends.device.summary import summarize
 from argus_lab.device import region_code, regions
 from argus_lab.errors import RegionMisuseError
+from tests.device_reference import summarize
 from tests.device_synth import build
 
 PHASES = regions("tile", "load", "mma", "epilogue", module="tests.kernels")

@@ -9,6 +9,7 @@ import json
 import os
 import subprocess
 import sys
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
@@ -90,6 +91,154 @@ def test_doctor_names_an_injected_profiler_as_holding_cupti(tmp_path: Path) -> N
     assert held["status"] == "FAIL"
     assert "CUDA_INJECTION64_PATH='/opt/tool/libinjection.so'" in held["detail"]
     assert "unset CUDA_INJECTION64_PATH" in held["fix"]
+
+
+# -- the doctor in environments built for the test: real installed packages linked into a --target folder, plus the
+#    recorded metadata of distributions this machine lacks (tests/data/dists: torch 2.11.0 as on PyPI, the
+#    cuda-toolkit 13.0.2 it requires, cupti-python and nvidia-cuda-cupti as in the wheels of .whl/pm) ---------------
+DISTS = ROOT / "tests" / "data" / "dists"
+REAL = ("cupti-python", "numpy", "cuda-bindings", "cuda-pathfinder", "pyelftools", "nvidia-cuda-cupti", "packaging")
+
+
+def _link_installed(target: Path, dist: str) -> None:
+    """Put installed distribution ``dist`` (its top-level folders and dist-info, as pip laid them out) into
+    ``target`` by symbolic links: the real package, seen from another environment."""
+    import importlib.metadata as md
+
+    site = Path(str(md.distribution(dist).locate_file("")))
+    for top in sorted({f.parts[0] for f in md.files(dist) or [] if f.parts and f.parts[0] != ".."}):
+        if not (target / top).exists() and (site / top).exists():
+            (target / top).symlink_to(site / top)
+
+
+def _recorded(target: Path, name: str) -> None:
+    """A dist-info folder holding the recorded METADATA ``tests/data/dists/<name>.METADATA`` (what pip reads)."""
+    folder = target / f"{name}.dist-info"
+    folder.mkdir()
+    (folder / "METADATA").write_text((DISTS / f"{name}.METADATA").read_text())
+
+
+def _env(tmp_path: Path, real: Sequence[str], recorded: Sequence[str] = ()) -> Path:
+    import importlib.metadata as md
+
+    for dist in real:
+        try:
+            md.distribution(dist)
+        except md.PackageNotFoundError:
+            pytest.skip(f"{dist} is not installed here to build the test environment from")
+    if not md.version("cupti-python").startswith("13.") or int(md.version("cupti-python").split(".")[1]) < 3:
+        pytest.skip("the environments need cupti-python 13.3+ (cupti.pm_sampling) installed here")
+    target = tmp_path / "site"
+    target.mkdir()
+    for dist in real:
+        _link_installed(target, dist)
+    for name in recorded:
+        _recorded(target, name)
+    return target
+
+
+def _checks_in(target: Path, call: str) -> dict[str, dict[str, Any]]:
+    """``doctor.<call>`` run by a Python that sees only ``target`` and this checkout (``-S``: no site folders)."""
+    code = f"import json; from argus_lab.faces import doctor as d; print(d.to_json(d.{call}))"
+    proc = subprocess.run(
+        [sys.executable, "-S", "-c", code],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        env={"PATH": os.environ.get("PATH", ""), "PYTHONPATH": f"{target}{os.pathsep}{ROOT}", "HOME": str(target)},
+        check=False,
+    )
+    assert proc.returncode == 0, proc.stderr
+    checks = json.loads(proc.stdout)
+    names = [c["name"] for c in checks]
+    assert len(names) == len(set(names)), checks  # one line per check here: each test's fault is the only one
+    return _by_name(checks)
+
+
+def test_cupti_above_torchs_pin_is_named_with_the_pin_read_from_torchs_metadata(tmp_path: Path) -> None:
+    # step 5 on the H200: cupti-python 13.4 + a newer nvidia-cuda-cupti installed over torch 2.11's pin; the doctor
+    # said `ok CUPTI versions` (torch pins nvidia-cuda-cupti through cuda-toolkit[cupti], not by itself)
+    target = _env(tmp_path, REAL, ["torch-2.11.0", "cuda_toolkit-13.0.2"])
+    got = _checks_in(target, "check_cupti_versions(d.Facts((13, 0)))")["CUPTI versions"]
+    assert got["status"] == "FAIL", got
+    import importlib.metadata as md
+
+    lib = md.version("nvidia-cuda-cupti")  # the installed one linked in (13.5 here; 13.4.92 on the H200)
+    assert got["detail"].startswith("torch pins nvidia-cuda-cupti ==13.0.85.* (through cuda-toolkit[")
+    assert "cupti," in got["detail"] and "]==13.0.2)" in got["detail"]
+    assert f"but {lib} is installed" in got["detail"]
+    assert got["fix"].startswith('pip install "nvidia-cuda-cupti==13.0.85.*" "cupti-python==13.0.*"')
+    assert "PM sampling needs cupti-python>=13.3" in got["fix"]
+
+
+def test_a_consistent_cupti_install_says_which_pin_it_checked(tmp_path: Path) -> None:
+    # torch 2.11's pin met: the H200's own versions (cupti-python 13.0.1 next to nvidia-cuda-cupti 13.0.85), with
+    # real packages for what cupti-python 13.0.1 requires; its `cupti` package is the 13.4 one linked in (imports)
+    real = ("cupti-python", "numpy", "cuda-bindings", "cuda-pathfinder", "pyelftools", "packaging")
+    target = _env(tmp_path, real, ["torch-2.11.0", "cuda_toolkit-13.0.2", "nvidia_cuda_cupti-13.0.85"])
+    for info in target.glob("cupti_python-*.dist-info"):
+        info.unlink()  # the link to the installed 13.4.0 metadata: this environment holds 13.0.1
+    _recorded(target, "cupti_python-13.0.1")
+    got = _checks_in(target, "check_cupti_versions(d.Facts((13, 0)))")["CUPTI versions"]
+    assert got["status"] == "ok", got
+    assert got["detail"] == (
+        "cupti-python 13.0.1, nvidia-cuda-cupti 13.0.85; torch 2.11.0 requires nvidia-cuda-cupti==13.0.85.* (through "
+        "cuda-toolkit[cublas,cudart,cufft,cufile,cupti,curand,cusolver,cusparse,nvjitlink,nvrtc,nvtx]==13.0.2)"
+    )
+
+
+def test_pm_sampling_that_does_not_import_is_reported_with_its_error_and_fix(tmp_path: Path) -> None:
+    # cupti-python 13.4 (it has cupti.pm_sampling) installed without one of its requirements, pyelftools, as
+    # `pip install --no-deps` leaves it: the doctor said "cupti-python 13.4.0 has no cupti.pm_sampling"
+    real = tuple(d for d in REAL if d != "pyelftools")
+    target = _env(tmp_path, real)
+    got = _checks_in(target, "check_pm(d.Facts((13, 0))) + d.check_cupti_versions(d.Facts((13, 0)))")
+    pm = got["PM sampling"]
+    assert pm["status"] == "FAIL", pm
+    assert "has no cupti.pm_sampling" not in pm["detail"]
+    assert "does not import: ModuleNotFoundError: No module named 'elftools'" in pm["detail"]
+    assert "cupti-python 13.4.0 requires pyelftools (not installed)" in pm["detail"]
+    assert pm["fix"] == f'pip install --no-deps --target {target.resolve()} "pyelftools"'
+    versions = got["CUPTI versions"]  # the timing backend's `import cupti` fails the same way: said there too
+    assert versions["status"] == "FAIL"
+    assert versions["detail"].startswith("cupti-python 13.4.0 requires pyelftools (not installed): `import cupti`")
+    assert "No module named 'elftools'" in versions["detail"]
+    # the fix, applied (the installed pyelftools put into the same folder): PM sampling imports
+    _link_installed(target, "pyelftools")
+    fixed = _checks_in(target, "check_pm(d.Facts((13, 0))) + d.check_cupti_versions(d.Facts((13, 0)))")
+    assert fixed["PM sampling"]["status"] == "ok", fixed["PM sampling"]
+    assert fixed["CUPTI versions"]["status"] == "ok", fixed["CUPTI versions"]
+
+
+def test_a_cupti_python_without_pm_sampling_gets_the_private_install_with_torchs_pin(tmp_path: Path) -> None:
+    # SYNTHETIC `cupti` package (an empty __init__.py: cupti-python 13.0.1 has no pm_sampling.py) with the
+    # recorded metadata of cupti-python 13.0.1, torch 2.11.0 and cuda-toolkit 13.0.2
+    target = _env(tmp_path, ("packaging",), ["torch-2.11.0", "cuda_toolkit-13.0.2", "cupti_python-13.0.1"])
+    (target / "cupti").mkdir()
+    (target / "cupti" / "__init__.py").write_text("")
+    pm = _checks_in(target, "check_pm(d.Facts((13, 0)))")["PM sampling"]
+    assert pm["status"] == "warn"
+    assert pm["detail"] == (
+        "pm:* signals unavailable: cupti-python 13.0.1 has no cupti.pm_sampling (needs cupti-python>=13.3 with "
+        "nvidia-cuda-cupti>=13.3)"
+    )
+    assert pm["fix"].startswith(
+        "torch 2.11.0 requires nvidia-cuda-cupti==13.0.85.* (through cuda-toolkit[cublas,cudart,cufft,cufile,cupti,"
+    )
+    assert "so install them privately: `pip install --no-deps --target DIR cupti-python==13.4.0" in pm["fix"]
+    assert "pyelftools" in pm["fix"] and pm["fix"].endswith("; or use hw:* signals (ncu)")
+    assert pm["fix"].count("(") == pm["fix"].count(")") and pm["fix"].count("`") % 2 == 0  # nothing cut off
+
+
+def test_the_h200_doctor_missed_both_faults(tmp_path: Path) -> None:
+    # what the doctor of that day answered after step 5 (tests/data/gpu/wheel/results.json): the lines these tests
+    # guard, quoted so that the recorded evidence and the tests stay side by side
+    recorded = _by_name(json.loads((ROOT / "tests" / "data" / "gpu" / "wheel" / "results.json").read_text())[
+        "mismatch_doctor"])  # fmt: skip
+    assert recorded["CUPTI versions"]["status"] == "ok"
+    assert recorded["CUPTI versions"]["detail"].startswith("cupti-python 13.4.0, nvidia-cuda-cupti 13.4.92")
+    assert "cupti-python 13.4.0 has no cupti.pm_sampling" in recorded["PM sampling"]["detail"]
+    assert "Requires-Dist: pyelftools" in (DISTS / "cupti_python-13.4.0.METADATA").read_text()
 
 
 def test_cupti_version_rules_on_synthetic_versions() -> None:
@@ -190,3 +339,16 @@ def test_the_pass_table_is_package_data() -> None:
         assert f"argus_lab/data/{TABLE_NAME}" in names
         assert "argus_lab/backends/cupti/profiler_host.py" in names
         assert any(n.endswith("share/jupyter/labextensions/argus-lab/package.json") for n in names)
+
+
+def test_the_readme_explains_each_extra_and_what_it_brings() -> None:
+    tomllib = pytest.importorskip("tomllib")
+
+    extras = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]["optional-dependencies"]
+    readme = (ROOT / "README.md").read_text()
+    deps = readme[readme.index("## Dependencies") :].split("\n## ", 1)[0]
+    for extra in ("jupyter", "ncu", "all"):
+        assert f'pip install "argus_lab[{extra}]"' in deps, extra
+    for req in extras["jupyter"] + extras["ncu"]:
+        name = req.split(">")[0].split("=")[0].split(";")[0].strip()
+        assert f"`{name}" in deps, name

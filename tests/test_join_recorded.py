@@ -260,10 +260,20 @@ def test_compiler_facts_of_the_recorded_triton_kernel(tmp_path: Path) -> None:
     load_case(st, CASES / "triton", "triton")
     st.write({"kernel_facts": cf.fact_rows([facts], "triton")})
     summary = join.attribute_request(st, ["triton"])
-    assert summary.counts["compiler"] == {"exact": 1}  # the function ran in the recorded run's instances
+    assert summary.counts["compiler"] == {"exact": 1}  # the binary ran in the recorded run's instances
+    # each recorded launch is linked to the binary by its own facts: 27 registers (the compiler's n_regs and the
+    # driver's launch record agree), 0 B dynamic shared memory, 4 warps = 128 threads per block
+    linked = st.rows(
+        "SELECT count(DISTINCT instance_id), any_value(reason) FROM attributions WHERE run_id = 'triton' "
+        "AND evidence = 'compiler' AND class = 'exact'"
+    )
+    instances = st.rows("SELECT count(*) FROM region_instances WHERE run_id = 'triton'")[0][0]
+    assert linked[0][0] == instances and "27 registers/thread, 0 B dynamic shared memory, 128 threads" in linked[0][1]
     rep = Report(st, ["triton"])
     rows = {r.source: r for r in rep.compiler if r.name == "scaled_add_kernel"}
-    assert rows["triton"].registers == 27 == rows["cupti launch record"].registers  # compiler and driver agree
+    assert set(rows) == {"triton"}  # the launch record adds no second row for a kernel with compiler facts
+    assert rows["triton"].registers == 27
     assert rows["triton"].spill_words == 0 and rows["triton"].paths == "triton_add"
+    assert rows["triton"].ran_in.startswith("triton_add #0-") and rows["triton"].measured is True
     assert rows["triton"].sass_instructions and rows["triton"].num_warps
     assert "scaled_add_kernel" in rep.compiler_table()

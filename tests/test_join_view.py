@@ -1,7 +1,7 @@
 """The ``attributions`` view (schema 2): exact attributions are derived from the kernels table, not stored.
 
-Guards: a version-1 store recorded on the H200 (exact rows stored by join v1) is migrated by its first write, and
-re-joining it gives the same attribution rows through the view as v1 stored; a run the join has not processed
+Guards: a version-1 or -2 store recorded on the H200 (exact rows stored by an older join) is migrated by its first
+write, and re-joining it gives the same exact attribution rows through the view as the older join stored; a run the join has not processed
 shows no derived rows; the join stores no exact kernel or instance row."""
 
 from __future__ import annotations
@@ -18,16 +18,25 @@ from argus_lab.store import SCHEMA_VERSION, Store
 DATA = Path(__file__).parent / "data"
 ROWS = (
     "SELECT run_id, evidence, evidence_id, instance_id, class, round(weight, 9), reason, target_run_id "
-    "FROM attributions ORDER BY ALL"
+    "FROM attributions WHERE evidence IN ('kernel', 'memcpy', 'memset', 'instance') ORDER BY ALL"
 )
 
 
-@pytest.mark.parametrize("name", ["gpu/e2e_nested_h200.duckdb", "gpu/nccl/nccl_h200.duckdb"])
-def test_version_1_store_migrates_and_the_view_equals_the_stored_rows(tmp_path: Path, name: str) -> None:
+@pytest.mark.parametrize(
+    ("name", "version"),
+    [
+        ("gpu/e2e_nested_h200.duckdb", "1"),
+        ("gpu/nccl/nccl_h200.duckdb", "1"),
+        ("gpu/device/device_gemm_h200.duckdb", "2"),
+        ("gpu/wheel/e2e_wheel_h200.duckdb", "2"),
+    ],
+)
+def test_older_store_migrates_and_the_view_equals_the_stored_rows(tmp_path: Path, name: str, version: str) -> None:
+    """The exact rows of GPU records and instances, stored by an older join, are the rows the view derives."""
     path = tmp_path / "s.duckdb"
     shutil.copy(DATA / name, path)
     st = Store(path)
-    assert st.rows("SELECT value FROM meta WHERE key = 'schema_version'") == [("1",)]
+    assert st.rows("SELECT value FROM meta WHERE key = 'schema_version'") == [(version,)]
     before = st.rows(ROWS)  # read as it is: `attributions` is still the v1 table
     assert any(r[4] == "exact" and r[1] == "kernel" for r in before)
     runs = [r[0] for r in st.rows("SELECT run_id FROM runs ORDER BY plan_index")]

@@ -42,6 +42,7 @@ LAZY_NAMES = {
     "DEFAULT_SIGNALS": "argus_lab.plan",
     "measure": "argus_lab.faces.measure",
     "open_store": "argus_lab.faces.measure",
+    "optimize": "argus_lab.faces.optimize",
     "Report": "argus_lab.report",
 }
 """What ``from argus_lab import NAME`` imports for the names the package exports lazily."""
@@ -132,6 +133,14 @@ def test_the_guard_sees_function_level_relative_and_type_checking_imports() -> N
     run = stage_of("argus_lab.run.runtime")
     assert run is not None
     assert all((stage_of(m) or 0) > run for m in found)
+
+
+def test_the_optimisation_loop_is_a_face() -> None:
+    """``argus_lab.optimize`` is the module ``argus_lab.faces.optimize``, exported lazily like ``measure``, and its
+    parts (``faces/optimizer/``) sit in the faces stage."""
+    assert argus_lab.optimize.__name__ == LAZY_NAMES["optimize"]
+    faces = len(STAGES) - 1
+    assert stage_of("argus_lab.faces.optimize") == stage_of("argus_lab.faces.optimizer.session") == faces
 
 
 def test_measured_process_imports_stay_light() -> None:

@@ -151,18 +151,32 @@ def test_pm_samples_recorded_with_cupti_python_13_4(tmp_path: Path) -> None:
         assert {b for _, b in got.values()} == {"pm"}  # PM values are labelled by their own backend
 
 
-def test_pm_backend_names_the_versions_it_needs(monkeypatch: pytest.MonkeyPatch) -> None:
+def test_pm_backend_reports_the_import_error_it_met(monkeypatch: pytest.MonkeyPatch) -> None:
+    # SYNTHETIC failure (the module is installed here and imports): the import raises as it does without pyelftools;
+    # the message must carry that error and its fix, not claim the module is missing (tests/test_doctor.py builds a
+    # real environment without pyelftools)
     import importlib
 
     real = importlib.import_module
 
-    def no_pm(name: str, *a: object) -> object:
+    def broken(name: str, *a: object) -> object:
         if name == "cupti.pm_sampling":
-            raise ImportError(name)
+            raise ModuleNotFoundError("No module named 'elftools'", name="elftools")
         return real(name, *a)  # type: ignore[arg-type]
 
-    monkeypatch.setattr(pm_backend.importlib, "import_module", no_pm)
-    with pytest.raises(BackendUnavailableError, match=r"cupti-python>=13\.3") as err:
+    monkeypatch.setattr(pm_backend.importlib, "import_module", broken)
+    with pytest.raises(BackendUnavailableError) as err:
+        pm_backend.PmSampler().start(RunContext("r", ("pm:sm__cycles_active.avg",), {}, Path(".")))
+    msg = str(err.value)
+    assert "does not import: ModuleNotFoundError: No module named 'elftools'" in msg
+    assert 'pip install "pyelftools"' in msg and "hw:*" in msg
+    assert "has no cupti.pm_sampling" not in msg
+
+
+def test_pm_backend_names_the_versions_it_needs_when_the_module_is_absent(monkeypatch: pytest.MonkeyPatch) -> None:
+    # SYNTHETIC: a cupti package without pm_sampling.py (cupti-python < 13.3)
+    monkeypatch.setattr(pm_backend, "_module_file", lambda: None)
+    with pytest.raises(BackendUnavailableError, match=r"has no cupti\.pm_sampling \(needs cupti-python>=13\.3") as err:
         pm_backend.PmSampler().start(RunContext("r", ("pm:sm__cycles_active.avg",), {}, Path(".")))
     assert "hw:*" in str(err.value)
 

@@ -18,6 +18,7 @@ from argus_lab.plan import Plan, PlanSettings, Request, min_conflict_free_groups
 from argus_lab.plan import passes as passes_mod
 from argus_lab.plan.backends import BACKENDS, conflict_reason
 from argus_lab.plan.catalog import CATALOG, lookup, resolve
+from argus_lab.plan.ncu_settings import SCOPE_INCLUDE
 from argus_lab.plan.passes import AssumedPassModel, PassModel, TablePassModel, base_counter, default_pass_model
 from argus_lab.plan.scope import Scope
 
@@ -103,7 +104,10 @@ def check_plan(p: Plan, model: PassModel) -> None:
             assert r.passes == model.passes(metrics)
             assert r.passes <= req.settings.max_passes_per_run or len(metrics) == 1
             assert r.settings["ncu"]["replay_mode"] == req.settings.replay_mode
-            assert r.settings["ncu"]["nvtx_include"] == list(req.scope.nvtx_includes())
+            # the scope reaches ncu through the recorder's scope ranges: one filter, whatever the scope
+            assert r.settings["ncu"]["nvtx_include"] == [SCOPE_INCLUDE]
+            assert r.settings["ncu"]["scope"] == str(req.scope)
+            assert r.settings["ncu"]["region_filters"] == list(req.scope.nvtx_includes())
         else:
             assert r.passes == 1
         static = [b for b in r.backends if BACKENDS[b].perturbation == "static"]
@@ -412,7 +416,7 @@ def test_host_only_plan_needs_no_gpu() -> None:
 def test_ncu_settings_follow_scope_and_settings() -> None:
     req = Request.build(
         "hw:dram__bytes_read.sum",
-        "decode/*/attn **/mlp",
+        "decode/*/attn **/mlp; instances=1:",
         replay_mode="application",
         clock_control="none",
         cache_control="none",
@@ -429,15 +433,26 @@ def test_ncu_settings_follow_scope_and_settings() -> None:
         "none",
         "--nvtx",
         "--nvtx-include",
-        "regex:argus@decode/.*/attn/",
-        "--nvtx-include",
-        "argus@mlp/",
+        "argus-scope@in/",
     ]
-    unfiltered = plan(Request.build("hw:dram__bytes_read.sum"), SYNTHETIC_MODEL).runs[0].settings["ncu"]
-    assert "--nvtx" not in unfiltered["args"]
-    assert unfiltered["clock_control"] == "base"
-    assert unfiltered["cache_control"] == "all"
-    assert unfiltered["replay_mode"] == "kernel"
+    # the whole scope (globs and instance ranges) travels to the child's recorder, which opens the `in` ranges
+    assert ncu["scope"] == "decode/*/attn; **/mlp; instances=1:"
+    assert ncu["region_filters"] == ["regex:argus@decode/.*/attn/", "argus@mlp/"]
+
+
+def test_an_ncu_run_without_a_scope_still_replays_only_kernels_inside_regions() -> None:
+    """Issue 15: with no scope, ncu got no NVTX filter and replayed the model construction before any region."""
+    unscoped = plan(Request.build("hw:dram__bytes_read.sum"), SYNTHETIC_MODEL).runs[0]
+    args = unscoped.settings["ncu"]["args"]
+    assert args[args.index("--nvtx") :] == ["--nvtx", "--nvtx-include", "argus-scope@in/"]
+    assert unscoped.settings["ncu"]["scope"] == ""
+    assert (
+        "replays: only kernels launched inside instances of the scope (every region"
+        in plan(Request.build("hw:dram__bytes_read.sum"), SYNTHETIC_MODEL).explain()
+    )
+    assert unscoped.settings["ncu"]["clock_control"] == "base"
+    assert unscoped.settings["ncu"]["cache_control"] == "all"
+    assert unscoped.settings["ncu"]["replay_mode"] == "kernel"
 
 
 def test_plan_costs_and_naive_comparison() -> None:
@@ -545,3 +560,27 @@ def test_measured_cost_factors_follow_the_declared_overheads() -> None:
         base = {o.workload: o.ratio for o in BACKENDS["host"].overhead} if info.name != "host" else {}
         worst = max(o.ratio / base.get(o.workload, 1.0) for o in info.overhead)
         assert info.cost_factor == pytest.approx(worst, abs=0.01), info.name
+
+
+def test_an_ncu_run_is_costed_by_the_kernels_of_the_scope_it_replays() -> None:
+    """With a census of an earlier timing run (SYNTHETIC numbers), an ncu run's cost counts only the kernels of the
+    scope's instances: here 3 of 44 (instances 1-3 of matmul; not instance 0, not the 10 kernels per execution
+    outside regions)."""
+    from argus_lab.plan.ncu_settings import KernelCensus, PathCensus
+
+    census = KernelCensus((PathCensus("matmul", 1.0, 1.0),), outside=10.0, source="timing run r-t")
+    req = Request.build("hw:dram__bytes_read.sum", "matmul; instances=1:", repeat=4, warmup=0)
+    with_census = plan(req, SYNTHETIC_MODEL, census=census).runs[0]
+    without = plan(req, SYNTHETIC_MODEL).runs[0]
+    assert with_census.settings["ncu"]["replayed_kernels"] == 3.0
+    assert with_census.cost == pytest.approx(without.cost * 3 / 44, abs=1e-3)
+    assert (
+        "about 3 of the 44 kernels its 4 execution(s) launch (timing run r-t)"
+        in plan(req, SYNTHETIC_MODEL, census=census).explain()
+    )
+    assert without.settings["ncu"]["replayed_kernels"] is None
+    assert "every measured instance of the covered region paths" in without.settings["ncu"]["replays"]
+    # nested paths count with the instance that encloses them; the scope's instance share applies to both
+    nested = KernelCensus((PathCensus("step", 1.0, 2.0), PathCensus("step/attn", 2.0, 3.0)))
+    est = plan(Request.build("hw:dram__bytes_read.sum", "step; instances=2:", repeat=4), SYNTHETIC_MODEL, census=nested)
+    assert est.runs[0].settings["ncu"]["replayed_kernels"] == pytest.approx((2 * 1 * 4 + 3 * 2 * 4) * 2 / 4)

@@ -142,3 +142,18 @@ def test_merge_stores_takes_paths_with_quotes(tmp_path: Path) -> None:
     merged = Store(out)
     assert merged.rows("SELECT run_id FROM runs ORDER BY 1") == [("r0",), ("r1",)]
     assert merged.rows("SELECT count(*) FROM sessions") == [(1,)]  # a shared session is kept once
+
+
+def test_a_version_1_store_gets_the_device_tables_and_version_2_on_its_first_write(store_path: Path) -> None:
+    Store(store_path).write({"region_instances": _instances("r1", 1)})
+    con = duckdb.connect(str(store_path))
+    for table in ("device_launches", "device_programs", "device_intervals", "device_values", "device_sm"):
+        con.execute(f"DROP TABLE {table}")  # the layout of schema version 1
+    con.execute("UPDATE meta SET value = '1' WHERE key = 'schema_version'")
+    con.close()
+    store = Store(store_path)
+    assert store.rows("SELECT value FROM meta WHERE key = 'schema_version'") == [("1",)]  # reading migrates nothing
+    store.write({"device_launches": {"run_id": ["r2"], "launch": [0], "kernel": ["k"]}})
+    assert store.rows("SELECT value FROM meta WHERE key = 'schema_version'") == [(str(SCHEMA_VERSION),)]
+    assert store.rows("SELECT run_id, kernel FROM device_launches") == [("r2", "k")]
+    assert store.rows("SELECT count(*) FROM region_instances") == [(1,)]

@@ -1,24 +1,37 @@
 """CUPTI PM sampling backend (``pm:<metric>``): device-wide counters sampled over time.
 
 ``cupti.pm_sampling`` exists from cupti-python 13.3 on, which needs nvidia-cuda-cupti 13.3+; torch
-2.11+cu130 pins nvidia-cuda-cupti 13.0.85, so the supported install (cupti-python 13.0.1) lacks it.  This
-backend uses the module when it is importable and otherwise says which versions are needed.
+2.11+cu130 pins nvidia-cuda-cupti 13.0.85 (through ``cuda-toolkit[cupti]==13.0.2``), so the supported install
+(cupti-python 13.0.1) lacks it.  This backend uses the module when it imports; otherwise
+:func:`pm_sampling_status` says why, from what is installed: cupti-python missing, a cupti-python without the
+module (with torch's pin read from the installed metadata), or the module there but failing to import (with the
+import error itself and the requirements of cupti-python this environment does not meet, e.g. pyelftools).
 """
 
 from __future__ import annotations
 
 import importlib
+import importlib.util
 import time
 from collections.abc import Sequence
+from dataclasses import dataclass
+from pathlib import Path
 from typing import Any
 
 from argus_lab.errors import BackendUnavailableError
 from argus_lab.plan.backends import BACKENDS
 from argus_lab.regions import BoundaryHook
+from argus_lab.run import dists
 from argus_lab.run.machine import package_version
 from argus_lab.run.protocols import Columns, Evidence, RunContext
 
 NEEDED = "cupti-python>=13.3 with nvidia-cuda-cupti>=13.3"
+PRIVATE_INSTALL = (
+    "`pip install --no-deps --target DIR cupti-python==13.4.0 nvidia-cuda-cupti==13.4.* pyelftools` (cupti-python "
+    "13.3+ also needs cuda-pathfinder>=1.4.1 and cuda-bindings>=13.0.2, which torch's environment has) and put DIR "
+    "first on PYTHONPATH in a process that does not load torch's libcupti"
+)
+"""How to get PM sampling next to a torch that pins an older nvidia-cuda-cupti (docs/gpu-backends.md)."""
 
 
 def installed_version() -> str:
@@ -26,19 +39,98 @@ def installed_version() -> str:
     return package_version("cupti-python")
 
 
-def pm_sampling_module() -> Any:
-    """``cupti.pm_sampling``, or :class:`BackendUnavailableError` naming the versions it needs."""
+@dataclass(frozen=True)
+class PmStatus:
+    """Whether ``cupti.pm_sampling`` can be used here, and if not why and what to do."""
+
+    module: Any
+    """The imported ``cupti.pm_sampling`` (``None`` when it cannot be used)."""
+    reason: str
+    """``ok``, ``not installed`` (no cupti-python), ``too old`` (a cupti-python without the module) or
+    ``import failed`` (the module is there and does not import)."""
+    problem: str = ""
+    fix: str = ""
+
+
+def _module_file() -> Path | None:
+    """``cupti/pm_sampling.py`` of the cupti package first on the path, found without importing the package."""
     try:
-        return importlib.import_module("cupti.pm_sampling")
-    except ImportError:
-        have = installed_version() or "not installed"
-        msg = (
-            f"pm:* signals need CUPTI PM sampling, which cupti-python {have} lacks; it needs {NEEDED} "
-            "(torch 2.11+cu130 pins nvidia-cuda-cupti 13.0.85, so install them privately: "
-            "`pip install --no-deps --target DIR cupti-python==13.4.0 nvidia-cuda-cupti==13.4.*` and put DIR "
-            "first on PYTHONPATH in a process that does not load torch's libcupti), or use hw:* signals (ncu)"
+        spec = importlib.util.find_spec("cupti")
+    except (ImportError, ValueError):
+        return None
+    for folder in (spec.submodule_search_locations or []) if spec is not None else []:
+        path = Path(folder) / "pm_sampling.py"
+        if path.is_file():
+            return path
+    return None
+
+
+def torch_pin_text() -> str:
+    """``torch 2.11.0 requires nvidia-cuda-cupti==13.0.85.* (through cuda-toolkit[...]==13.0.2)``, read from the
+    installed metadata (``""`` when torch is not installed or places no pin on it)."""
+    pins = dists.pins_on("torch", "nvidia-cuda-cupti")
+    return pins[0].text("nvidia-cuda-cupti") if pins else ""
+
+
+def pm_sampling_status() -> PmStatus:
+    """Import ``cupti.pm_sampling`` and say, when it cannot be used, which of the three reasons holds (with the
+    import error's own text when the module is there) and the fix."""
+    have = installed_version()
+    try:
+        found = importlib.util.find_spec("cupti") is not None
+    except (ImportError, ValueError):
+        found = False
+    if not found:
+        problem = f"the cupti package of cupti-python {have} is missing" if have else "cupti-python is not installed"
+        return PmStatus(None, "not installed", problem, f'pip install "{NEEDED.split()[0]}"')
+    if _module_file() is None:
+        pin = torch_pin_text()
+        if pin:
+            fix = f"{pin}, so install them privately: {PRIVATE_INSTALL}"
+        else:
+            fix = 'pip install "cupti-python>=13.3" (it brings nvidia-cuda-cupti>=13.3)'
+        return PmStatus(None, "too old", f"cupti-python {have or '?'} has no cupti.pm_sampling (needs {NEEDED})", fix)
+    try:
+        module = importlib.import_module("cupti.pm_sampling")
+    except (ImportError, RuntimeError, OSError) as exc:
+        return _import_failed(have, exc)
+    return PmStatus(module, "ok")
+
+
+_DIST_OF = {"elftools": "pyelftools", "cuda.pathfinder": "cuda-pathfinder", "cuda.bindings": "cuda-bindings"}
+"""Modules cupti-python imports whose distribution has another name."""
+
+
+def _import_failed(have: str, exc: BaseException) -> PmStatus:
+    where = _module_file()
+    problem = (
+        f"cupti.pm_sampling of cupti-python {have or '?'} is installed ({where}) but does not import: "
+        f"{type(exc).__name__}: {exc}"
+    )
+    unmet = dists.unmet_requirements("cupti-python")
+    missing = getattr(exc, "name", None) if isinstance(exc, ModuleNotFoundError) else None
+    if unmet:
+        problem += f"; cupti-python {have} requires {', '.join(u.text() for u in unmet)}"
+        fix = dists.pip_install([u.requirement for u in unmet], "cupti-python")
+    elif missing and _DIST_OF.get(missing):
+        fix = dists.pip_install([_DIST_OF[missing]], "cupti-python")
+    elif missing:
+        fix = (
+            f"install the package that provides the module {missing!r}; "
+            f'`pip install --force-reinstall "cupti-python=={have}"` brings cupti-python\'s own requirements'
         )
-        raise BackendUnavailableError(msg) from None
+    else:
+        fix = f'pip install --force-reinstall "cupti-python=={have}" (with its dependencies)'
+    return PmStatus(None, "import failed", problem, fix)
+
+
+def pm_sampling_module() -> Any:
+    """``cupti.pm_sampling``, or :class:`BackendUnavailableError` saying why it cannot be used and the fix."""
+    status = pm_sampling_status()
+    if status.module is None:
+        msg = f"pm:* signals need CUPTI PM sampling: {status.problem}; fix: {status.fix}; or use hw:* signals (ncu)"
+        raise BackendUnavailableError(msg)
+    return status.module
 
 
 def pm_metrics(signals: Sequence[str]) -> list[str]:

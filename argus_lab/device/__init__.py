@@ -14,7 +14,9 @@ A device region is marked inside ``@triton.jit`` code with the markers of :mod:`
         dm.end(probe, c)
 
 With ``probe=None`` (the clean variant) every marker compiles to nothing; with a probe buffer (the instrumented
-variant, :mod:`argus_lab.backends.device`) each marker records a timestamp into that launch's buffer.
+variant, :mod:`argus_lab.backends.device`) each marker records a timestamp into that launch's buffer.  The workload
+gets the probe of each launch from :func:`probe` (``None`` unless an instrumented run records; see
+:mod:`argus_lab.device.variant`).
 
 This module holds what the host needs and imports neither Triton nor torch: the table of declared names
 (:func:`regions`), the small integer code a name has inside the buffer (:func:`region_code`), and a static check
@@ -34,7 +36,7 @@ from argus_lab.device.layout import REGION_ID_BITS
 from argus_lab.errors import RegionMisuseError
 from argus_lab.regions import Region
 
-__all__ = ["DeviceRegions", "region_code", "regions"]
+__all__ = ["DeviceRegions", "instrumented", "probe", "region_code", "regions"]
 
 _MARKER_CALLS = ("enter", "exit")
 
@@ -170,3 +172,6 @@ def regions(*names: str, module: str | None = None) -> DeviceRegions:
         caller = frame.f_back if frame is not None else None
         module = str(caller.f_globals.get("__name__", "__main__")) if caller is not None else "__main__"
     return DeviceRegions(names=tuple(names), module=module)
+
+
+from argus_lab.device.variant import instrumented, probe  # noqa: E402  (needs DeviceRegions above)

@@ -23,7 +23,7 @@ into the program's slot; ``begin``/``end`` record the program's SM id and its fi
 per marker per program (CTA): the store is made by the program's first thread, so the values are those of warp 0.
 The reads are inline assembly with side effects, so the compiler keeps them in order with other memory
 operations, but asynchronous work (loads in flight, ``wgmma`` groups) may complete after a marker that follows it
-in the source; see ``docs`` / NOTES-device.md for what this means for a region's time.
+in the source; docs/gpu-backends.md (device) says what this means for a region's time in a pipelined loop.
 """
 
 from __future__ import annotations

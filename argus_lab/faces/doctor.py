@@ -28,6 +28,7 @@ from pathlib import Path
 from typing import Any
 
 import argus_lab
+from argus_lab.run.dists import pins_on, pip_install, requirement_on, satisfies, unmet_requirements, version_tuple
 from argus_lab.run.machine import package_version
 
 OK, WARN, FAIL, NA = "ok", "warn", "FAIL", "--"
@@ -59,63 +60,16 @@ class Facts:
     gpus: tuple[str, ...] = ()
 
 
-# -- version helpers (pure) ------------------------------------------------------------------------------------
-def version_tuple(text: str) -> tuple[int, ...]:
-    """``13.0.85`` -> (13, 0, 85); ``2025.3.1.0`` -> (2025, 3, 1, 0); local parts and letters end it."""
-    out: list[int] = []
-    for part in re.split(r"[.+]", text.strip()):
-        digits = re.match(r"\d+", part)
-        if not digits:
-            break
-        out.append(int(digits.group()))
-        if digits.group() != part:
-            break
-    return tuple(out)
-
-
-def satisfies(version: str, spec: str) -> bool | None:
-    """Whether ``version`` meets a requirement specifier like ``~=13.4``, ``==13.0.85`` or ``>=13.0,<14``
-    (``None`` when the specifier cannot be read)."""
-    try:
-        from packaging.specifiers import InvalidSpecifier, SpecifierSet
-        from packaging.version import InvalidVersion, Version
-    except ImportError:
-        return None
-    try:
-        return Version(version) in SpecifierSet(spec)
-    except (InvalidSpecifier, InvalidVersion):
-        return None
-
-
-def requirement_on(dist: str, target: str) -> str:
-    """The version specifier distribution ``dist`` declares on ``target`` (``""`` when none or not installed)."""
-    import importlib.metadata as md
-
-    try:
-        reqs = md.requires(dist) or []
-    except md.PackageNotFoundError:
-        return ""
-    norm = target.lower().replace("_", "-")
-    for req in reqs:
-        head = re.split(r"\s*;\s*", req, maxsplit=1)
-        m = re.match(r"([A-Za-z0-9_.\-]+)\s*(?:\[[^\]]*\])?\s*(.*)", head[0])
-        if not m or m.group(1).lower().replace("_", "-") != norm:
-            continue
-        marker = head[1] if len(head) > 1 else ""
-        if "extra" in marker:
-            continue
-        return m.group(2).strip().strip("()")
-    return ""
-
-
+# -- version rules (pure; the metadata readers are argus_lab.run.dists) -------------------------------------------
 def cupti_mismatches(
-    cupti_python: str, cupti_needs: str, libcupti: str, torch_pin: str, cuda_runtime: str
+    cupti_python: str, cupti_needs: str, libcupti: str, torch_pin: str, cuda_runtime: str, torch_via: str = ""
 ) -> list[tuple[str, str]]:
     """(problem, fix) for cupti-python against the libcupti wheel, torch's pin and the CUDA runtime in use.
 
     ``cupti_python``: the cupti-python version; ``cupti_needs``: its requirement on nvidia-cuda-cupti; ``libcupti``:
-    the installed nvidia-cuda-cupti version; ``torch_pin``: torch's requirement on it; ``cuda_runtime``: the CUDA
-    version torch was built for (``torch.version.cuda``).  Empty strings mean unknown and are not judged.
+    the installed nvidia-cuda-cupti version; ``torch_pin``: torch's requirement on it (torch 2.11 places it through
+    ``cuda-toolkit[cupti]``, named by ``torch_via``); ``cuda_runtime``: the CUDA version torch was built for
+    (``torch.version.cuda``).  Empty strings mean unknown and are not judged.
     """
     out: list[tuple[str, str]] = []
     runtime = version_tuple(cuda_runtime)[:2]
@@ -138,9 +92,9 @@ def cupti_mismatches(
         pinned = version_tuple(torch_pin.lstrip("=<>~! "))
         out.append(
             (
-                f"torch pins nvidia-cuda-cupti {torch_pin} but {libcupti} is installed (pip upgraded it for "
-                f"cupti-python {cupti_python or '?'}), so torch's profiler and argus_lab load a libcupti torch was "
-                "not built with",
+                f"torch pins nvidia-cuda-cupti {torch_pin}{f' (through {torch_via})' if torch_via else ''} but "
+                f"{libcupti} is installed (pip upgraded it for cupti-python {cupti_python or '?'}), so torch's "
+                "profiler and argus_lab load a libcupti torch was not built with",
                 f'pip install "nvidia-cuda-cupti{torch_pin}" "cupti-python=={pinned[0]}.{pinned[1]}.*" (PM sampling '
                 f"needs cupti-python>=13.3: install it apart, see docs/gpu-backends.md)"
                 if len(pinned) >= 2
@@ -356,37 +310,79 @@ def _holders() -> list[str]:
     return sorted(out)
 
 
-def check_cupti(facts: Facts) -> list[Check]:
-    from argus_lab.backends.cupti.collector import check_cupti_free, mapped_libcupti
-    from argus_lab.errors import CollectorBusyError
-    from argus_lab.plan.live_passes import cupti_version_text
-
-    out: list[Check] = []
+def check_cupti_versions(facts: Facts) -> list[Check]:
+    """cupti-python against what it requires (installed here?), the libcupti wheel, torch's pin on it (read from the
+    installed metadata, through ``cuda-toolkit[cupti]`` where torch places it) and torch's CUDA; and whether
+    ``import cupti`` works."""
     cp = package_version("cupti-python")
     lib = package_version("nvidia-cuda-cupti")
-    torch = _torch() if "torch" in sys.modules or _importable("torch") else None
-    runtime = (getattr(torch.version, "cuda", None) or "") if torch is not None else ""
-    problems = cupti_mismatches(
-        cp,
-        requirement_on("cupti-python", "nvidia-cuda-cupti"),
-        lib,
-        requirement_on("torch", "nvidia-cuda-cupti"),
-        runtime,
-    )
     versions = f"cupti-python {cp or 'not installed'}, nvidia-cuda-cupti {lib or 'not installed'}"
     if not cp:
-        out.append(
+        return [
             Check(
                 "CUPTI",
                 FAIL if facts.driver_cuda else NA,
                 f"{versions}: gpu.* timing signals need cupti-python",
                 'pip install "cupti-python==13.0.*" (match the CUDA major.minor of the nvidia-cuda-cupti torch pins)',
             )
+        ]
+    torch = _torch() if "torch" in sys.modules or _importable("torch") else None
+    runtime = (getattr(torch.version, "cuda", None) or "") if torch is not None else ""
+    pins = pins_on("torch", "nvidia-cuda-cupti")
+    pin = pins[0] if pins else None
+    problems = cupti_mismatches(
+        cp,
+        requirement_on("cupti-python", "nvidia-cuda-cupti"),
+        lib,
+        pin.spec if pin else "",
+        runtime,
+        ", ".join(pin.via) if pin else "",
+    )
+    unmet = [u for u in unmet_requirements("cupti-python") if u.name.lower().replace("_", "-") != "nvidia-cuda-cupti"]
+    out = [Check("CUPTI versions", FAIL, problem, fix) for problem, fix in problems]
+    error = _import_error("cupti")
+    if unmet:
+        detail = f"cupti-python {cp} requires {', '.join(u.text() for u in unmet)}"
+        out.append(
+            Check(
+                "CUPTI versions",
+                FAIL,
+                detail + (f": `import cupti` fails ({error})" if error else ""),
+                pip_install([u.requirement for u in unmet], "cupti-python"),
+            )
         )
-    for problem, fix in problems:
-        out.append(Check("CUPTI versions", FAIL, problem, fix))
-    if cp and not problems:
-        out.append(Check("CUPTI versions", OK, f"{versions}" + (f"; torch's CUDA {runtime}" if runtime else "")))
+    elif error:
+        out.append(
+            Check(
+                "CUPTI versions",
+                FAIL,
+                f"`import cupti` (cupti-python {cp}) fails: {error}",
+                f'pip install --force-reinstall "cupti-python=={cp}" (with its dependencies)',
+            )
+        )
+    if not out:
+        said = f"; {pin.text('nvidia-cuda-cupti')}" if pin else ""
+        out.append(Check("CUPTI versions", OK, versions + said + (f"; torch's CUDA {runtime}" if runtime else "")))
+    return out
+
+
+def _import_error(module: str) -> str:
+    """``""`` when ``module`` imports, else the error's type and text (a GPU-less import is not an error here)."""
+    try:
+        importlib.import_module(module)
+    except (ImportError, OSError) as exc:
+        return f"{type(exc).__name__}: {exc}"
+    except Exception:  # e.g. cupti's NotSupportedError without a driver: the package itself is complete
+        return ""
+    return ""
+
+
+def check_cupti(facts: Facts) -> list[Check]:
+    from argus_lab.backends.cupti.collector import check_cupti_free, mapped_libcupti
+    from argus_lab.errors import CollectorBusyError
+    from argus_lab.plan.live_passes import cupti_version_text
+
+    out: list[Check] = []
     answer = _profiler_host(None) if facts.driver_cuda else {}
     if facts.driver_cuda is None:
         out.append(Check("libcupti", NA, "no driver: the libcupti and chip of a GPU are checked on a GPU host"))
@@ -522,28 +518,28 @@ def check_nvml(facts: Facts) -> list[Check]:
 
 
 def check_pm(facts: Facts) -> list[Check]:
-    from argus_lab.backends.pm import NEEDED
-    from argus_lab.errors import BackendUnavailableError
+    """PM sampling (``pm:*``): whether ``cupti.pm_sampling`` imports, and if not, why (cupti-python missing, one
+    without the module, or the import's own error) with the fix."""
+    from argus_lab.backends.pm import NEEDED, pm_sampling_status
 
+    status = pm_sampling_status()
     cp = package_version("cupti-python") or "not installed"
+    if status.module is not None:
+        if facts.driver_cuda is None:
+            return [Check("PM sampling", NA, f"no driver here (cupti.pm_sampling of cupti-python {cp} imports)")]
+        return [Check("PM sampling", OK, f"cupti.pm_sampling of cupti-python {cp}")]
+    if status.reason == "import failed":  # the module is there and broken: say what broke, whatever the machine
+        return [Check("PM sampling", FAIL, f"pm:* signals unavailable: {status.problem}", status.fix)]
     if facts.driver_cuda is None:
-        return [Check("PM sampling", NA, f"no driver here (cupti-python {cp})")]
-    try:
-        from argus_lab.backends.pm import pm_sampling_module
-
-        pm_sampling_module()
-    except BackendUnavailableError as exc:
-        return [
-            Check(
-                "PM sampling",
-                WARN,
-                f"pm:* signals unavailable: cupti-python {cp} has no cupti.pm_sampling (needs {NEEDED})",
-                str(exc).split("(torch", 1)[-1].rstrip(")").strip() or str(exc),
-            )
-        ]
-    except Exception as exc:
-        return [Check("PM sampling", FAIL, f"cupti.pm_sampling does not load: {type(exc).__name__}: {exc}", "")]
-    return [Check("PM sampling", OK, f"cupti.pm_sampling of cupti-python {cp}")]
+        return [Check("PM sampling", NA, f"no driver here; {status.problem}")]
+    return [
+        Check(
+            "PM sampling",
+            WARN,
+            f"pm:* signals unavailable: {status.problem}" + ("" if NEEDED in status.problem else f" (needs {NEEDED})"),
+            f"{status.fix}; or use hw:* signals (ncu)",
+        )
+    ]
 
 
 def check_frameworks() -> list[Check]:
@@ -606,6 +602,7 @@ def check_passes(facts: Facts) -> list[Check]:
 
 CHECKS: tuple[tuple[str, Callable[[Facts], list[Check]]], ...] = (
     ("CUDA runtime", check_cuda_runtime),
+    ("CUPTI versions", check_cupti_versions),
     ("CUPTI", check_cupti),
     ("ncu", check_ncu),
     ("NVML", check_nvml),

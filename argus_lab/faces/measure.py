@@ -14,16 +14,29 @@ from typing import Any
 
 from argus_lab.errors import StoreError
 from argus_lab.join import JoinSummary, attribute_request
-from argus_lab.plan import DEFAULT_SIGNALS, Plan, plan_signals
+from argus_lab.plan import DEFAULT_SIGNALS, Plan, Request, plan_signals
+from argus_lab.plan.ncu_settings import KernelCensus
+from argus_lab.plan.planner import plan as plan_request
 from argus_lab.report import Report
+from argus_lab.report.census import kernel_census
 from argus_lab.run.runtime import Execution, OnError, ProgressFn, execute, terminal_progress
 from argus_lab.run.workload import Workload
 from argus_lab.store import Store, StoreSink, queries
 
 
-def plan(signals: str | list[str] = DEFAULT_SIGNALS, *, scope: str = "", repeat: int = 5, warmup: int = 1) -> Plan:
-    """Plan a measurement of ``signals`` without running it."""
-    return plan_signals(signals, scope=scope, repeat=repeat, warmup=warmup)
+def plan(
+    signals: str | list[str] = DEFAULT_SIGNALS,
+    *,
+    scope: str = "",
+    repeat: int = 5,
+    warmup: int = 1,
+    census: KernelCensus | None = None,
+) -> Plan:
+    """Plan a measurement of ``signals`` without running it; with a ``census`` of an earlier timing run of the
+    workload (:func:`argus_lab.report.census.kernel_census`), ncu runs are costed by the kernels they replay."""
+    if census is None:
+        return plan_signals(signals, scope=scope, repeat=repeat, warmup=warmup)
+    return plan_request(Request.build(signals, scope=scope, repeat=repeat, warmup=warmup), census=census)
 
 
 @dataclass(frozen=True)
@@ -117,8 +130,10 @@ def measure(
         the ranks' evidence merges into one store with the rank in each region instance.
     """
     workload = Workload.from_target(target, args)
-    the_plan = plan(signals, scope=scope, repeat=repeat, warmup=warmup)
-    return run_plan(the_plan, workload, store, on_error=on_error, progress=terminal_progress(), launch=launch).report
+    st = open_store(store)
+    census = kernel_census(st, workload.describe())
+    the_plan = plan(signals, scope=scope, repeat=repeat, warmup=warmup, census=census)
+    return run_plan(the_plan, workload, st, on_error=on_error, progress=terminal_progress(), launch=launch).report
 
 
 __all__ = ["Measurement", "join_runs", "measure", "open_store", "plan", "run_plan"]

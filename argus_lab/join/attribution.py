@@ -12,10 +12,10 @@ one transaction, for the given runs:
       the region's); the region instance itself (host clocks); an ncu kernel matched to its own run's
       instance by NVTX path and payload (instance index) when the request has no timing run; a compiler fact
       of a kernel function that ran in a region.
-    * ``ordinal`` -- an ncu (replay) kernel matched to the timing run: the n-th kernel ncu profiled under a region
-      path is the n-th kernel the timing run launched under that path (which fixes the instance and the kernel
-      ordinal within it), verified by kernel name; also an ncu kernel placed by an instance index ncu's reader
-      inferred from path changes (no payload).
+    * ``ordinal`` -- an ncu (replay) kernel matched to the timing run: the timing instance of the same path and
+      instance index (the NVTX payload its region pushed under ncu), the kernel at the same ordinal within it,
+      verified by kernel name and the instance's kernel count; an ncu kernel whose instance index ncu's reader
+      inferred from path changes (no payload) is placed by position under its path instead.
     * ``temporal`` -- a time sample split over the instances its window overlaps (weight = overlapped share);
       a kernel without an id whose launch fell inside exactly one open instance (e.g. autograd's backward
       thread while the forward thread waits inside its region), or inside one on its own thread.
@@ -23,20 +23,34 @@ one transaction, for the given runs:
       instances of several threads): every candidate is kept, with weight ``1/n`` and the reason.
     * ``unattributed`` -- outside every region (or carrying an id the run never recorded).
     * ``mismatch`` -- the runs disagree: the ncu run's kernel sequence of an instance differs from the timing
-      run's (autotuning, JIT, a data-dependent branch); kept with the first difference, never forced.
+      run's (autotuning, JIT, a data-dependent branch); kept with the first difference, never forced; confined
+      to that instance (the other instances of the path keep ``ordinal``).
 
 ``instance_values``
     per region instance and signal: ``inclusive`` (the instance and its nested instances) and ``exclusive``
     (the instance alone; NULL for non-additive signals such as ``gpu.span``), the unit, and the weight of each
     attribution class behind the value.  Runs with several ranks also get ``rank.start_lag`` and
     ``rank.end_lag`` per instance (:mod:`argus_lab.join.skew`: lags behind the earliest rank, on rank 0's clock).
+    The ``compile.*`` signals a request asked for are the largest static fact of the kernel functions the instance
+    ran (the compiler backend's ``kernel_facts`` row of the function, else what its CUPTI launch record carries).
 
 ``instance_matches``
-    every instance of the other runs matched to the reference (timing) run by (path, repetition, index of
-    the instance within its repetition): ``match``, ``mismatch`` or ``missing``.
+    every measured (not warm-up) instance of the other runs matched to the reference (timing) run by (path,
+    repetition, index of the instance within its repetition): ``match``, ``mismatch`` (its ncu kernels differ
+    from the timing run's; the first difference is kept) or ``missing``.  Matching is per instance: an ncu kernel
+    is placed in the timing instance of the same path and instance index (its NVTX payload), so an instance
+    that differs never shifts or poisons the others.
+
+``instance_signatures``
+    per instance of a run that traced kernels: how many kernels it (with its nested instances) launched and a hash
+    of their names in launch order; the report groups a region's instances by it (instance heterogeneity).
 
 ``provenance``
     one row ``<run>:join`` per run with the rules' version and what was attributed.
+
+Instrumented runs (device regions) are joined by :mod:`argus_lab.join.device` in the same transaction: each
+launch under its kernel record and host instance (evidence ``device_launch``), ``device_values``, ``device_sm``, and
+the overhead against the clean run; their own kernels give no ``gpu.*`` values.
 
 Everything is set-based SQL in DuckDB (:mod:`argus_lab.join.attribution_sql`): no Python loop touches a record.
 """
@@ -51,7 +65,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Protocol
 
 from argus_lab.join import attribution_sql as q
-from argus_lab.join import comm, windows
+from argus_lab.join import comm, device, windows
 from argus_lab.join import skew as skew_sql
 from argus_lab.join.windows import LEVEL_UNITS
 
@@ -77,8 +91,10 @@ MEMORY_LIMIT = "3GB"
 """DuckDB's memory limit while the join runs (its hash tables spill to disk beyond it), so that joining ten million
 records stays within a bounded amount of memory; the connection's own limit is restored afterwards."""
 
-NON_ADDITIVE: tuple[str, ...] = ("gpu.span", *skew_sql.SIGNALS)
-"""Instance signals whose exclusive value is undefined (a span or a lag does not subtract)."""
+NON_ADDITIVE: tuple[str, ...] = ("gpu.span", *skew_sql.SIGNALS, *(sig for sig, _, _ in q.COMPILE_FACTS))
+"""Instance signals that do not add up over instances: a span or a lag (whose exclusive value is undefined: it does
+not subtract), and the ``compile.*`` facts (the largest over the kernel functions an instance ran; exclusive: over
+its own launches).  A repetition's value of them is the mean over its instances, not the sum."""
 
 
 @dataclass(frozen=True)
@@ -144,7 +160,7 @@ def joined_runs(store: JoinTarget, run_ids: Sequence[str]) -> set[str]:
 
 def _attribute(con: duckdb.DuckDBPyConnection, ids: list[str]) -> str | None:
     con.execute(q.RUNS, [ids])
-    for stmt in (q.INSTANCES, q.ANCESTORS, q.TIMELINE, q.THREADS, q.PROVENANCE_IDS):
+    for stmt in (q.INSTANCES, q.ANCESTORS, q.TIMELINE, q.THREADS, q.TIMED, q.PROVENANCE_IDS):
         con.execute(stmt)
     con.execute(q.DELETE_ATTRIBUTIONS, [list(q.EVIDENCE_KINDS)])
     for stmt in q.DELETE_DERIVED:
@@ -152,8 +168,18 @@ def _attribute(con: duckdb.DuckDBPyConnection, ids: list[str]) -> str | None:
     # GPU activity records
     for stmt in (q.KERNELS, q.KERNEL_EXACT, q.KERNEL_CANDIDATES, q.KERNEL_OTHER, *q.INSERT_KERNEL_ATTRIBUTIONS):
         con.execute(stmt)
-    for stmt in (q.KERNEL_EXCLUSIVE, q.KERNEL_KINDS, q.KERNEL_INCLUSIVE, q.KERNEL_SIGNALS, q.KERNEL_VALUES):
+    for stmt in (
+        q.KERNEL_EXCLUSIVE,
+        q.KERNEL_KINDS,
+        q.KERNEL_INCLUSIVE,
+        q.KERNEL_SIGNALS,
+        q.KERNEL_VALUES,
+    ):
         con.execute(stmt)
+    _signatures(con)
+    # compile.*: the static facts of the kernel functions each instance ran (compiler rows, else launch records)
+    con.execute(q.COMPILE_SIGNALS, [list(col) for col in zip(*q.COMPILE_FACTS, strict=True)])
+    con.execute(q.COMPILE_VALUES)
     # communication kernels: overlap with compute, exposed time
     comm.derive(con)
     # time samples: split over the instances their windows overlap
@@ -161,10 +187,11 @@ def _attribute(con: duckdb.DuckDBPyConnection, ids: list[str]) -> str | None:
     # Nsight Compute kernels, across runs
     row = con.execute(q.REFERENCE_RUN).fetchone()
     ref: str | None = row[0] if row else None
-    if _count(con, q.HAS_NCU):
+    has_ncu = _count(con, q.HAS_NCU) > 0
+    con.execute(q.TIMING_SEQUENCE, [ref if has_ncu else None])  # empty without ncu kernels to match
+    if has_ncu:
         if ref is not None:
-            con.execute(q.TIMING_SEQUENCE, [ref])
-            con.execute(q.NCU_MATCH)
+            con.execute(q.NCU_MATCH, [ref])
         else:
             con.execute(q.NCU_OWN)
         con.execute(q.NCU_ATTRIBUTIONS)
@@ -180,7 +207,18 @@ def _attribute(con: duckdb.DuckDBPyConnection, ids: list[str]) -> str | None:
     # per-instance values the backends stored, for signals not derived above; the instances themselves
     con.execute(q.INSTANCE_METRICS, [list(NON_ADDITIVE)])
     skew_sql.derive(con)  # multi-rank runs: rank.start_lag / rank.end_lag on rank 0's clock
+    device.derive(con)  # instrumented runs: device regions under their kernel and host instance; the overhead
     return ref
+
+
+def _signatures(con: duckdb.DuckDBPyConnection) -> None:
+    """The kernel-sequence signature of every instance, one nesting depth at a time from the deepest."""
+    for stmt in (q.SIGNATURE_TOKENS, q.SIGNATURE_DEPTHS, q.SIGNATURE_TABLE):
+        con.execute(stmt)
+    deepest = con.execute("SELECT max(depth) FROM _j_depth").fetchone()
+    for depth in range(int(deepest[0]) if deepest and deepest[0] is not None else -1, -1, -1):
+        con.execute(q.SIGNATURE_LEVEL, {"d": depth})
+    con.execute(q.SIGNATURES)
 
 
 def _first_run(con: duckdb.DuckDBPyConnection, ids: list[str]) -> str | None:
@@ -216,6 +254,7 @@ def _provenance(
             "attributed": by_run.get(run, {}),
             "seconds": round(secs, 4),
             "sample_windows": "each sample stands for the time nearer to it than to its neighbours",
+            "exact_rows": q.DERIVED,
             "level_units": list(LEVEL_UNITS),
         }
         rows.append(

@@ -9,16 +9,22 @@ entry (the entered instance becomes innermost) and one per exit (its parent beco
 
 from __future__ import annotations
 
-JOIN_VERSION = "2"
-"""Version of the attribution rules; stored in the join's provenance row of every run."""
+JOIN_VERSION = "4"
+"""Version of the attribution rules; stored in the join's provenance row of every run.  2: device regions
+(:mod:`argus_lab.join.device`); no gpu.* values from the kernels of an instrumented run.  3: ncu kernels matched per
+instance (a differing instance is `mismatch` alone); instance kernel-sequence signatures.  4: the exact attributions
+of GPU records and the instances' own rows are derived by the store's ``attributions`` view, not written."""
 
-EVIDENCE_KINDS = ("kernel", "memcpy", "memset", "ncu_kernel", "sample", "instance", "compiler")
+EVIDENCE_KINDS = ("kernel", "memcpy", "memset", "ncu_kernel", "sample", "instance", "compiler", "device_launch")
 """The ``attributions.evidence`` values the join writes (and replaces when it runs again)."""
 
-DERIVED_SINCE = "argus_lab.join 1"
-"""Runs joined by a later version than this one (their ``join`` provenance row's ``backend_version``) have their
-exact kernel/copy/set attributions and the instances' own rows derived by the ``attributions`` view
-(:data:`EXACT_ATTRIBUTIONS`); version 1 wrote them as rows, which older stores still hold."""
+DERIVED = "derived"
+"""The join's provenance row of a run says ``"exact_rows": "derived"`` in its settings when the run's exact
+kernel/copy/set attributions and its instances' own rows are derived by the ``attributions`` view
+(:data:`EXACT_ATTRIBUTIONS`); joins before version 4 wrote them as rows, which older stores still hold."""
+
+_DERIVED_RUNS = f"""(SELECT run_id FROM provenance
+                WHERE backend = 'join' AND json_extract_string(settings, '$.exact_rows') = '{DERIVED}')"""
 
 # The rows of the store's ``attributions`` view that are not stored (argus_lab.store.schema builds the view: the
 # stored rows UNION ALL these).  A record that carried the id of an instance its run recorded is ``exact``; so is
@@ -37,13 +43,14 @@ SELECT k.run_id, coalesce(k.kind, 'kernel') AS evidence,
                            END) END AS reason,
        k.run_id AS target_run_id
 FROM kernels k JOIN region_instances i ON i.run_id = k.run_id AND i.instance_id = k.instance_id
-WHERE k.run_id IN (SELECT run_id FROM provenance WHERE backend = 'join' AND backend_version <> '{DERIVED_SINCE}')
+WHERE k.run_id IN {_DERIVED_RUNS}
 UNION ALL
 SELECT i.run_id, 'instance', CAST(i.instance_id AS VARCHAR), i.instance_id, 'exact', 1.0::DOUBLE,
        'the region instance''s own host clocks (entry and exit)', i.run_id
 FROM region_instances i
-WHERE i.run_id IN (SELECT run_id FROM provenance WHERE backend = 'join' AND backend_version <> '{DERIVED_SINCE}')
+WHERE i.run_id IN {_DERIVED_RUNS}
 """
+
 
 RUNS = "CREATE OR REPLACE TEMP TABLE _j_runs AS SELECT DISTINCT unnest(?::VARCHAR[]) AS run_id"
 
@@ -51,6 +58,7 @@ INSTANCES = """
 CREATE OR REPLACE TEMP TABLE _j_inst AS
 SELECT i.run_id, i.instance_id, i.region_id, i.path, coalesce(i.parent_instance_id, 0) AS parent_id, i.repetition,
        coalesce(i.rank, 0) AS rank, i.thread_id, i.start_ns, i.end_ns, coalesce(i.warmup, false) AS warmup,
+       i.instance_index,
        (row_number() OVER (PARTITION BY i.run_id, i.repetition, i.path ORDER BY i.start_ns, i.instance_id) - 1)
            ::INTEGER AS rep_index
 FROM region_instances i
@@ -78,11 +86,19 @@ SELECT run_id, rank, thread_id, end_ns AS t, end_ns * 2 AS key, parent_id AS inn
 
 THREADS = "CREATE OR REPLACE TEMP TABLE _j_threads AS SELECT DISTINCT run_id, rank, thread_id FROM _j_inst"
 
+# the runs whose kernel records give gpu.* values: every run but those of an instrumented variant (their kernels
+# carry probes and read timers; they place device regions, and their time is the overhead, not gpu.time)
+TIMED = """
+CREATE OR REPLACE TEMP TABLE _j_timed AS
+SELECT run_id FROM _j_runs
+WHERE run_id NOT IN (SELECT run_id FROM runs WHERE coalesce(variant, '') = 'instrumented')
+"""
+
 # the provenance record of each (run, backend), so derived values point at what measured their inputs
 PROVENANCE_IDS = """
 CREATE OR REPLACE TEMP TABLE _j_prov AS
 SELECT r.run_id, b.backend, coalesce(min(p.provenance_id), r.run_id || ':' || b.backend) AS provenance_id
-FROM _j_runs r CROSS JOIN (VALUES ('cupti'), ('nvml'), ('pm')) b(backend)
+FROM _j_runs r CROSS JOIN (VALUES ('cupti'), ('nvml'), ('pm'), ('compiler')) b(backend)
 LEFT JOIN provenance p ON p.run_id = r.run_id AND p.backend = b.backend
 GROUP BY r.run_id, b.backend
 """
@@ -94,6 +110,7 @@ WHERE run_id IN (SELECT run_id FROM _j_runs) AND evidence IN (SELECT unnest(?::V
 DELETE_DERIVED = (
     "DELETE FROM instance_values WHERE run_id IN (SELECT run_id FROM _j_runs)",
     "DELETE FROM instance_matches WHERE run_id IN (SELECT run_id FROM _j_runs)",
+    "DELETE FROM instance_signatures WHERE run_id IN (SELECT run_id FROM _j_runs)",
     "DELETE FROM provenance WHERE run_id IN (SELECT run_id FROM _j_runs) AND backend = 'join'",
 )
 
@@ -105,13 +122,15 @@ SELECT k.run_id, coalesce(k.kind, 'kernel') AS kind,
        k.instance_id AS carried, k.name, k.start_ns, k.end_ns, coalesce(k.graph_id, 0) AS graph_id,
        coalesce(k.thread_id, 0) AS thread_id, coalesce(nullif(k.api_start_ns, 0), k.start_ns) AS q,
        coalesce(k.bytes, 0) AS bytes, k.correlation_id, coalesce(k.device_id, 0) AS device_id,
-       coalesce(k.rank, 0) AS rank, coalesce(k.api_start_ns, 0) AS api_s, coalesce(k.api_end_ns, 0) AS api_e
+       coalesce(k.rank, 0) AS rank, coalesce(k.api_start_ns, 0) AS api_s, coalesce(k.api_end_ns, 0) AS api_e,
+       k.registers, k.static_smem, k.dynamic_smem, k.block_x * k.block_y * k.block_z AS threads, k.local_mem
 FROM kernels k
 WHERE k.run_id IN (SELECT run_id FROM _j_runs)
 """
 
 # Exact: the launch carried the id of a recorded instance.  A view (not materialized), read only where single records
-# matter (ncu's kernel sequence, communication kernels, compiler facts); the sums read the kernels table directly.
+# matter (signatures, ncu's kernel sequence, communication kernels, compile facts); the sums read the kernels table
+# directly.
 KERNEL_EXACT = """
 CREATE OR REPLACE TEMP VIEW _j_ke AS
 SELECT k.run_id, k.kind, k.key, k.name, k.correlation_id, i.instance_id, 'exact' AS class, 1.0::DOUBLE AS weight,
@@ -253,23 +272,24 @@ SELECT * FROM (VALUES ('gpu.time', 'kernel', 'dur', 'ns'), ('gpu.kernels', 'kern
                       ('gpu.memset_bytes', 'memset', 'bytes', 'byte')) AS t(signal, kind, col, unit)
 """
 
-# every instance of a run that traced GPU activity gets the kernel signals of the kinds its run recorded (0 where
+# every instance of a timed run that traced GPU activity gets the kernel signals of the kinds its run recorded (0 where
 # nothing ran); gpu.span for instances whose subtree ran a placed kernel (exact or temporal: first start to last end);
 # gpu.launch_overhead (the launch API calls' host time, inclusive over all kinds) for instances whose subtree ran an
 # exact kernel, in runs whose records carry launch API times
 KERNEL_VALUES = """
 INSERT INTO instance_values (run_id, instance_id, signal, inclusive, exclusive, unit, evidence, w_exact, w_ordinal,
                              w_temporal, w_ambiguous, w_mismatch, backend, provenance_id)
-WITH kruns AS (  -- runs that traced GPU activity (a CUPTI backend, or any activity record)
-    SELECT run_id FROM runs WHERE run_id IN (SELECT run_id FROM _j_runs) AND list_contains(backends, 'cupti')
-    UNION SELECT DISTINCT run_id FROM _j_kinds
+WITH kruns AS (  -- timed runs that traced GPU activity (a CUPTI backend, or any activity record)
+    SELECT run_id FROM runs WHERE run_id IN (SELECT run_id FROM _j_timed) AND list_contains(backends, 'cupti')
+    UNION SELECT DISTINCT run_id FROM _j_kinds WHERE run_id IN (SELECT run_id FROM _j_timed)
 ), kinds AS (
-    SELECT run_id, kind FROM _j_kinds UNION SELECT run_id, 'kernel' FROM kruns
+    SELECT run_id, kind FROM _j_kinds WHERE run_id IN (SELECT run_id FROM _j_timed)
+    UNION SELECT run_id, 'kernel' FROM kruns
 ), calls AS (
     SELECT run_id, instance_id, sum(call_ns) AS d, sum(calls) AS n, sum(x_call_ns) AS x_d,
            bool_or(kind = 'kernel' AND n_exact > 0) AS ran
-    FROM _j_kin GROUP BY ALL
-), timed AS (SELECT DISTINCT run_id FROM _j_kx WHERE calls > 0)
+    FROM _j_kin WHERE run_id IN (SELECT run_id FROM _j_timed) GROUP BY ALL
+), timed AS (SELECT DISTINCT run_id FROM _j_kx WHERE calls > 0 AND run_id IN (SELECT run_id FROM _j_timed))
 SELECT i.run_id, i.instance_id, s.signal,
        coalesce(CASE s.col WHEN 'dur' THEN c.dur WHEN 'w' THEN c.w ELSE c.bytes END, 0),
        coalesce(CASE s.col WHEN 'dur' THEN c.x_dur WHEN 'w' THEN c.x_w ELSE c.x_bytes END, 0),
@@ -284,13 +304,134 @@ UNION ALL
 SELECT c.run_id, c.instance_id, 'gpu.span', c.last_ns - c.first_ns, NULL, 'ns', c.span_n, coalesce(c.w_exact, 0), 0,
        coalesce(c.w_temporal, 0), 0, 0, 'cupti', pv.provenance_id
 FROM _j_kin c JOIN _j_prov pv ON pv.run_id = c.run_id AND pv.backend = 'cupti'
-WHERE c.kind = 'kernel' AND c.first_ns IS NOT NULL
+WHERE c.kind = 'kernel' AND c.first_ns IS NOT NULL AND c.run_id IN (SELECT run_id FROM _j_timed)
 UNION ALL
 SELECT c.run_id, c.instance_id, 'gpu.launch_overhead', coalesce(c.d, 0), coalesce(c.x_d, 0), 'ns', coalesce(c.n, 0),
        coalesce(c.n, 0), 0, 0, 0, 0, 'cupti', pv.provenance_id
 FROM calls c JOIN _j_prov pv ON pv.run_id = c.run_id AND pv.backend = 'cupti'
 SEMI JOIN timed ON timed.run_id = c.run_id
 WHERE c.ran
+"""
+
+# the kernel sequence of every instance of a run that traced kernels: the names of the exactly attributed kernels of
+# the instance and its nested instances in launch order, hashed (an instance that launched nothing has kernels 0).
+# Built bottom-up, one nesting depth at a time (SIGNATURE_LEVEL), so that no record is sorted once per ancestor: an
+# instance's sequence is its own kernels and each nested instance's sequence as one block, in the order of their
+# first launch (correlation id, start, key) -- the launch order whenever nested instances do not interleave with
+# their parent's own launches.
+SIGNATURE_TOKENS = """
+CREATE OR REPLACE TEMP TABLE _j_tok AS
+SELECT run_id, instance_id, {'c': correlation_id, 's': start_ns, 'k': key} AS o, name FROM _j_ke WHERE kind = 'kernel'
+"""
+
+SIGNATURE_DEPTHS = """
+CREATE OR REPLACE TEMP TABLE _j_depth AS
+SELECT a.run_id, a.instance_id, (count(*) - 1)::INTEGER AS depth FROM _j_anc a
+SEMI JOIN (SELECT DISTINCT run_id FROM _j_tok) r ON r.run_id = a.run_id
+GROUP BY ALL
+"""
+
+SIGNATURE_TABLE = """
+CREATE OR REPLACE TEMP TABLE _j_sig (run_id VARCHAR, instance_id BIGINT, depth INTEGER, kernels BIGINT, seq VARCHAR,
+                                     o STRUCT(c BIGINT, s BIGINT, k VARCHAR))
+"""
+
+SIGNATURE_LEVEL = """
+INSERT INTO _j_sig
+WITH lvl AS (SELECT run_id, instance_id FROM _j_depth WHERE depth = $d),
+parts AS (
+    SELECT t.run_id, t.instance_id, t.o, t.name AS seq, 1 AS n FROM _j_tok t SEMI JOIN lvl USING (run_id, instance_id)
+    UNION ALL
+    SELECT g.run_id, i.parent_id, g.o, g.seq, g.kernels
+    FROM _j_sig g JOIN _j_inst i ON i.run_id = g.run_id AND i.instance_id = g.instance_id
+    WHERE g.depth = $d + 1 AND i.parent_id <> 0
+)
+SELECT run_id, instance_id, $d, sum(n), string_agg(seq, chr(31) ORDER BY o), min(o) FROM parts GROUP BY ALL
+"""
+
+SIGNATURES = """
+INSERT INTO instance_signatures (run_id, instance_id, kernels, signature)
+WITH kruns AS (SELECT DISTINCT run_id FROM _j_k WHERE kind = 'kernel')
+SELECT i.run_id, i.instance_id, coalesce(s.kernels, 0), coalesce(md5(s.seq), '')
+FROM _j_inst i SEMI JOIN kruns USING (run_id)
+LEFT JOIN _j_sig s ON s.run_id = i.run_id AND s.instance_id = i.instance_id
+"""
+
+# -- compile.* per instance: the static facts of the kernel functions an instance ran ------------------------------
+# A launch's facts: those of the compiled binary that ran (``kernel_facts`` of the same run, linked as
+# COMPILER_ATTRIBUTIONS links them: the name, and registers per thread, Triton's dynamic shared memory and threads per
+# block where the binary states them; the largest when several binaries fit), else what its CUPTI launch record
+# carries (registers, static shared memory, local memory / 4 words: the rule of ``backends.compiler.facts``).
+COMPILE_FACTS: tuple[tuple[str, str, str], ...] = (
+    ("compile.registers", "registers", "register/thread"),
+    ("compile.spills", "local_words", "word/thread"),
+    ("compile.shared", "shared_bytes", "byte"),
+    ("compile.num_warps", "num_warps", "count"),
+    ("compile.num_stages", "num_stages", "count"),
+    ("compile.sass_instructions", "sass_instructions", "count"),
+)
+"""(signal, fact column, unit) of every ``compile.*`` signal of the catalog."""
+
+COMPILE_SIGNALS = """
+CREATE OR REPLACE TEMP TABLE _j_csig AS
+SELECT unnest(?::VARCHAR[]) AS signal, unnest(?::VARCHAR[]) AS col, unnest(?::VARCHAR[]) AS unit
+"""
+
+# For every timed run whose request asked for a compile.* signal (in any of its runs: the compiler backend rides
+# along with one of them), per instance the largest value over the kernel functions of its launches placed exactly
+# or temporally (a register or shared-memory budget is set by the heaviest kernel): inclusive over the instance and
+# its nested instances, exclusive over its own launches (NULL when it launched none itself); evidence = launches.
+COMPILE_VALUES = """
+INSERT INTO instance_values (run_id, instance_id, signal, inclusive, exclusive, unit, evidence, w_exact, w_ordinal,
+                             w_temporal, w_ambiguous, w_mismatch, backend, provenance_id)
+WITH asked AS (
+    SELECT DISTINCT coalesce(request_id, run_id) AS request, unnest(signals) AS signal
+    FROM runs WHERE run_id IN (SELECT run_id FROM _j_runs)
+), want AS (
+    SELECT DISTINCT r.run_id, a.signal
+    FROM runs r JOIN asked a ON a.request = coalesce(r.request_id, r.run_id)
+    WHERE r.run_id IN (SELECT run_id FROM _j_timed) AND a.signal IN (SELECT signal FROM _j_csig)
+), att AS (
+    SELECT run_id, key, instance_id, 'exact' AS class FROM _j_ke
+    WHERE kind = 'kernel' AND run_id IN (SELECT run_id FROM want)
+    UNION ALL
+    SELECT run_id, key, instance_id, class FROM _j_ka
+    WHERE kind = 'kernel' AND class = 'temporal' AND instance_id IS NOT NULL AND run_id IN (SELECT run_id FROM want)
+), launch AS (
+    SELECT att.run_id, att.instance_id, att.key, any_value(att.class) AS class,
+           coalesce(max(f.registers), any_value(k.registers)) AS registers,
+           coalesce(max(f.local_words), any_value(k.local_mem) // 4) AS local_words,
+           coalesce(max(f.shared_bytes), any_value(k.static_smem)) AS shared_bytes,
+           max(f.num_warps) AS num_warps, max(f.num_stages) AS num_stages,
+           max(f.sass_instructions) AS sass_instructions
+    FROM att JOIN _j_k k ON k.run_id = att.run_id AND k.key = att.key
+    LEFT JOIN kernel_facts f
+      ON f.run_id = k.run_id AND f.name = k.name
+     AND (f.registers IS NULL OR k.registers IS NULL OR f.registers = k.registers)
+     AND (coalesce(f.source, '') <> 'triton' OR f.shared_bytes IS NULL OR k.dynamic_smem IS NULL
+          OR f.shared_bytes = k.dynamic_smem)
+     AND (f.threads IS NULL OR k.threads IS NULL OR f.threads = k.threads)
+    GROUP BY att.run_id, att.instance_id, att.key
+), v AS (
+    SELECT l.run_id, l.instance_id, l.class, s.signal, s.unit,
+           CASE s.col WHEN 'registers' THEN l.registers WHEN 'local_words' THEN l.local_words
+                      WHEN 'shared_bytes' THEN l.shared_bytes WHEN 'num_warps' THEN l.num_warps
+                      WHEN 'num_stages' THEN l.num_stages ELSE l.sass_instructions END::DOUBLE AS value
+    FROM launch l JOIN want w ON w.run_id = l.run_id JOIN _j_csig s ON s.signal = w.signal
+), own AS (
+    SELECT run_id, instance_id, signal, max(value) AS value FROM v GROUP BY ALL
+), inc AS (
+    SELECT v.run_id, a.ancestor_id AS instance_id, v.signal, any_value(v.unit) AS unit, max(v.value) AS value,
+           count(*) AS n, count(*) FILTER (WHERE v.class = 'exact') AS n_exact,
+           count(*) FILTER (WHERE v.class = 'temporal') AS n_temporal
+    FROM v JOIN _j_anc a ON a.run_id = v.run_id AND a.instance_id = v.instance_id GROUP BY ALL
+)
+SELECT inc.run_id, inc.instance_id, inc.signal, inc.value, own.value, inc.unit, inc.n, inc.n_exact, 0,
+       inc.n_temporal, 0, 0, 'compiler', pv.provenance_id
+FROM inc
+JOIN _j_prov pv ON pv.run_id = inc.run_id AND pv.backend = 'compiler'
+LEFT JOIN own ON own.run_id = inc.run_id AND own.instance_id = inc.instance_id AND own.signal = inc.signal
+WHERE inc.value IS NOT NULL
 """
 
 # -- per-instance values the backends stored (host clocks ...), for signals the join did not derive itself:
@@ -322,7 +463,8 @@ REFERENCE_RUN = """
 SELECT k.run_id FROM _j_k k JOIN runs r USING (run_id)
 WHERE k.kind = 'kernel'
   AND k.run_id NOT IN (SELECT run_id FROM ncu_kernels WHERE run_id IN (SELECT run_id FROM _j_runs))
-GROUP BY k.run_id, r.plan_index ORDER BY count(*) DESC, r.plan_index LIMIT 1
+GROUP BY k.run_id, r.plan_index
+ORDER BY bool_or(k.run_id NOT IN (SELECT run_id FROM _j_timed)), count(*) DESC, r.plan_index LIMIT 1
 """
 
 TIMING_SEQUENCE = """
@@ -337,45 +479,79 @@ JOIN _j_inst i ON i.run_id = k.run_id AND i.instance_id = k.instance_id
 WHERE k.run_id = ? AND k.kind = 'kernel'
 """
 
+# Each ncu kernel is placed in the timing run's instance of the same path and instance index (the NVTX payload the
+# region pushed in the ncu run), at its ordinal within that instance; kernels whose instance index ncu's reader
+# inferred from path changes (no payload) are placed by position under their path instead (the n-th kernel ncu
+# profiled under a path is the n-th the timing run launched there).  Then each instance is compared on its own:
+# an instance whose ncu kernels differ from the timing run's (another name at some ordinal, or another count) is
+# `mismatch` with the first difference kept; every other instance's kernels stay `ordinal`, so one instance that
+# differs (autotuning, lazy initialisation) never takes the counters of the instances that agree with it.
 NCU_MATCH = """
 CREATE OR REPLACE TEMP TABLE _j_nm AS
 WITH n AS (
-    SELECT run_id, kernel_key, path, instance_index, ordinal AS ncu_ordinal, name,
+    SELECT run_id, kernel_key, path, instance_index, coalesce(instance_inferred, false) AS inferred,
+           ordinal AS n_ordinal, name,
            row_number() OVER (PARTITION BY run_id, path ORDER BY instance_index, ordinal) AS seq
     FROM ncu_kernels WHERE run_id IN (SELECT run_id FROM _j_runs)
-), m AS (
-    SELECT n.*, t.run_id AS ref_run_id, t.instance_id, t.ordinal, t.name AS ref_name, t.repetition, t.rep_index
+), ri AS (  -- the reference run's instances by (path, instance index)
+    SELECT run_id, instance_id, path, instance_index, repetition, rep_index FROM _j_inst WHERE run_id = ?
+), placed AS (
+    SELECT n.*, ri.run_id AS ref_run_id, ri.instance_id, n.n_ordinal AS ordinal, ri.repetition, ri.rep_index
+    FROM n LEFT JOIN ri ON ri.path = n.path AND ri.instance_index = n.instance_index
+    WHERE NOT n.inferred
+    UNION ALL BY NAME
+    SELECT n.*, t.run_id AS ref_run_id, t.instance_id, t.ordinal, t.repetition, t.rep_index
     FROM n LEFT JOIN _j_tseq t ON t.path = n.path AND t.seq = n.seq
-), inst AS (
-    SELECT ref_run_id, instance_id, bool_or(name IS DISTINCT FROM ref_name) AS differs,
-           min(ordinal) FILTER (WHERE name IS DISTINCT FROM ref_name) AS first_diff
-    FROM m WHERE instance_id IS NOT NULL GROUP BY ALL
+    WHERE n.inferred
+), m AS (
+    SELECT p.*, t.name AS ref_name
+    FROM placed p LEFT JOIN _j_tseq t ON t.instance_id = p.instance_id AND t.ordinal = p.ordinal
+), ref_n AS (SELECT instance_id, count(*) AS n_ref FROM _j_tseq GROUP BY instance_id),
+inst AS (  -- per (ncu run, reference instance): does its kernel sequence agree with the timing run's?
+    SELECT m.run_id, m.instance_id, count(*) AS n_ncu, any_value(coalesce(r.n_ref, 0)) AS n_ref,
+           min(m.ordinal) FILTER (WHERE m.name IS DISTINCT FROM m.ref_name) AS first_diff,
+           any_value(m.path) AS path, any_value(m.rep_index) AS rep_index, any_value(m.repetition) AS repetition,
+           any_value(m.instance_index) AS instance_index
+    FROM m LEFT JOIN ref_n r USING (instance_id) WHERE m.instance_id IS NOT NULL GROUP BY m.run_id, m.instance_id
 ), d AS (
-    SELECT i.ref_run_id, i.instance_id, i.first_diff,
-           any_value(left(m.ref_name, 80)) FILTER (WHERE m.ordinal = i.first_diff) AS ref_name,
-           any_value(left(m.name, 80)) FILTER (WHERE m.ordinal = i.first_diff) AS ncu_name
-    FROM inst i JOIN m USING (ref_run_id, instance_id) WHERE i.differs GROUP BY ALL
+    SELECT i.run_id, i.instance_id,
+           CASE WHEN i.first_diff IS NOT NULL
+                    THEN 'kernel sequences differ at ordinal ' || i.first_diff || ' of ' || i.path || ' #'
+                         || i.instance_index || ' (repetition ' || i.repetition || '): timing run ran '
+                         || coalesce(left(any_value(m.ref_name) FILTER (WHERE m.ordinal = i.first_diff), 80),
+                                     '(nothing)')
+                         || ', ncu run ran '
+                         || coalesce(left(any_value(m.name) FILTER (WHERE m.ordinal = i.first_diff), 80), '(nothing)')
+                         || CASE WHEN i.n_ncu <> i.n_ref
+                                 THEN ' (' || i.n_ref || ' kernels in the timing run, ' || i.n_ncu || ' under ncu)'
+                                 ELSE '' END
+                WHEN i.n_ncu <> i.n_ref
+                    THEN 'kernel counts differ in ' || i.path || ' #' || i.instance_index || ' (repetition '
+                         || i.repetition || '): the timing run launched ' || i.n_ref || ', ncu profiled ' || i.n_ncu
+           END AS difference
+    FROM inst i JOIN m ON m.run_id = i.run_id AND m.instance_id = i.instance_id
+    GROUP BY i.run_id, i.instance_id, i.first_diff, i.path, i.instance_index, i.repetition, i.n_ncu, i.n_ref
 ), paths AS (SELECT path, count(*) AS n_ref FROM _j_tseq GROUP BY path)
 SELECT m.run_id, m.kernel_key, m.path, m.seq, m.name, m.ref_run_id, m.instance_id, m.ordinal, m.repetition,
        m.rep_index,
        CASE WHEN m.instance_id IS NULL AND coalesce(p.n_ref, 0) = 0 THEN 'unattributed'
-            WHEN m.instance_id IS NULL OR inst.differs THEN 'mismatch'
+            WHEN m.instance_id IS NULL OR d.difference IS NOT NULL THEN 'mismatch'
             ELSE 'ordinal' END AS class,
        CASE WHEN coalesce(m.path, '') = ''
                 THEN 'profiled outside every region (no argus NVTX range was open)'
             WHEN m.instance_id IS NULL AND coalesce(p.n_ref, 0) = 0
                 THEN 'no kernel of the timing run ran under ' || m.path
+            WHEN m.instance_id IS NULL AND NOT m.inferred
+                THEN 'the timing run has no instance #' || m.instance_index || ' of ' || m.path
             WHEN m.instance_id IS NULL
                 THEN 'the ncu run launched more kernels under ' || m.path || ' than the timing run ('
                      || m.seq || ' > ' || p.n_ref || ')'
-            WHEN inst.differs
-                THEN 'kernel sequences differ at ordinal ' || d.first_diff || ' of ' || m.path || ' #'
-                     || m.rep_index || ' (repetition ' || m.repetition || '): timing run ran '
-                     || coalesce(d.ref_name, '(nothing)') || ', ncu run ran ' || coalesce(d.ncu_name, '(nothing)')
+            WHEN d.difference IS NOT NULL THEN d.difference
+            WHEN m.inferred
+                THEN 'same path, position under it and name as in the timing run (instance index inferred)'
             ELSE 'same path, instance, kernel ordinal and name as in the timing run' END AS reason
 FROM m
-LEFT JOIN inst USING (ref_run_id, instance_id)
-LEFT JOIN d USING (ref_run_id, instance_id)
+LEFT JOIN d ON d.run_id = m.run_id AND d.instance_id = m.instance_id
 LEFT JOIN paths p ON p.path = m.path
 """
 
@@ -436,8 +612,8 @@ INSTANCE_MATCHES = """
 INSERT INTO instance_matches (run_id, instance_id, ref_run_id, ref_instance_id, path, repetition, rep_index, status,
                               difference)
 WITH other AS (SELECT run_id FROM _j_runs WHERE run_id <> ?),
-o AS (SELECT i.* FROM _j_inst i WHERE i.run_id IN (SELECT run_id FROM other)),
-r AS (SELECT i.* FROM _j_inst i WHERE i.run_id = ?),
+o AS (SELECT i.* FROM _j_inst i WHERE i.run_id IN (SELECT run_id FROM other) AND NOT i.warmup),
+r AS (SELECT i.* FROM _j_inst i WHERE i.run_id = ? AND NOT i.warmup),  -- warm-up instances are never measured
 bad AS (SELECT run_id, instance_id AS ref_instance_id, any_value(reason) AS reason
         FROM _j_nm WHERE class = 'mismatch' AND instance_id IS NOT NULL GROUP BY ALL),
 pairs AS (
@@ -448,30 +624,72 @@ pairs AS (
     CROSS JOIN r
     FULL OUTER JOIN o ON o.run_id = oth.run_id AND o.region_id IS NOT DISTINCT FROM r.region_id AND o.path = r.path
                      AND o.repetition = r.repetition AND o.rep_index = r.rep_index
-)
+),
+ncu_runs AS (SELECT DISTINCT run_id FROM _j_nm WHERE run_id IS NOT NULL),
+placed AS (SELECT DISTINCT run_id, instance_id FROM _j_nm WHERE instance_id IS NOT NULL),
+owns AS (SELECT instance_id, count(*) AS n FROM _j_tseq GROUP BY instance_id)
 SELECT p.run_id, p.instance_id, p.ref_run_id, p.ref_instance_id, p.path, p.repetition, p.rep_index,
        CASE WHEN bad.reason IS NOT NULL THEN 'mismatch'  -- evidence of this run disagrees with the reference
-            WHEN p.instance_id IS NULL OR p.ref_instance_id IS NULL THEN 'missing' ELSE 'match' END,
+            WHEN p.instance_id IS NULL OR p.ref_instance_id IS NULL THEN 'missing'
+            WHEN nr.run_id IS NOT NULL AND ow.n > 0 AND pl.run_id IS NULL THEN 'not replayed'
+            ELSE 'match' END,
        CASE WHEN bad.reason IS NOT NULL THEN bad.reason
             WHEN p.instance_id IS NULL THEN 'only the reference run has this instance'
-            WHEN p.ref_instance_id IS NULL THEN 'the reference run has no such instance' END
+            WHEN p.ref_instance_id IS NULL THEN 'the reference run has no such instance'
+            WHEN nr.run_id IS NOT NULL AND ow.n > 0 AND pl.run_id IS NULL
+                THEN 'ncu replayed none of its ' || ow.n || ' kernel(s): outside the request''s scope (or launched '
+                     || 'on a thread without the region''s NVTX range)' END
 FROM pairs p LEFT JOIN bad ON bad.run_id = p.run_id AND bad.ref_instance_id = p.ref_instance_id
+LEFT JOIN ncu_runs nr ON nr.run_id = p.run_id
+LEFT JOIN placed pl ON pl.run_id = p.run_id AND pl.instance_id = p.ref_instance_id
+LEFT JOIN owns ow ON ow.instance_id = p.ref_instance_id
 WHERE p.run_id IS NOT NULL
 """
 
+# Each launched kernel is linked to the compiled binaries it can be: the same run's facts of the same name whose
+# registers per thread, dynamic shared memory (Triton's `shared` is passed at launch) and threads per block agree
+# with the launch record (a fact that does not state one of them does not restrict by it).  One row per (binary,
+# region instance that launched it): `exact` when every such launch had this binary as its only candidate,
+# `ambiguous` (weight 1/n) when n binaries fit a launch; a binary no traced launch fits is `unattributed`.
 COMPILER_ATTRIBUTIONS = """
 INSERT INTO attribution_rows (run_id, evidence, evidence_id, instance_id, class, weight, reason, target_run_id)
-WITH ran AS (
-    SELECT name, count(*) AS launches, count(DISTINCT instance_id) AS instances FROM _j_ke GROUP BY name
+WITH f AS (
+    SELECT run_id, name, 'bin:' || name || ':' || coalesce(binary_hash, '') AS key, registers, shared_bytes,
+           threads, coalesce(source, '') AS source
+    FROM kernel_facts WHERE run_id IN (SELECT run_id FROM _j_runs)
+), launched AS (  -- kernels with the instance they were attributed to (exact, temporal or ambiguous candidates)
+    SELECT run_id, key, instance_id, 1.0 AS w FROM _j_ke WHERE kind = 'kernel'
+    UNION ALL
+    SELECT run_id, key, instance_id, weight FROM _j_ka WHERE kind = 'kernel' AND instance_id IS NOT NULL
+), c AS (  -- candidate binaries of each launch
+    SELECT k.run_id, k.key AS kkey, f.key AS fkey, k.registers, k.dynamic_smem, k.threads,
+           count(*) OVER (PARTITION BY k.run_id, k.key) AS n
+    FROM _j_k k JOIN f ON f.run_id = k.run_id AND f.name = k.name
+    WHERE k.kind = 'kernel'
+      AND (f.registers IS NULL OR k.registers IS NULL OR f.registers = k.registers)
+      AND (f.source <> 'triton' OR f.shared_bytes IS NULL OR k.dynamic_smem IS NULL OR f.shared_bytes = k.dynamic_smem)
+      AND (f.threads IS NULL OR k.threads IS NULL OR f.threads = k.threads)
+), per AS (
+    SELECT c.run_id, c.fkey, l.instance_id, count(*) AS launches, max(c.n) AS n, sum(l.w / c.n) AS w,
+           any_value(c.registers) AS regs, any_value(c.dynamic_smem) AS dsm, any_value(c.threads) AS thr
+    FROM c JOIN launched l ON l.run_id = c.run_id AND l.key = c.kkey
+    GROUP BY c.run_id, c.fkey, l.instance_id
 )
-SELECT f.run_id, 'compiler', 'bin:' || f.name || ':' || coalesce(f.binary_hash, ''), NULL,
-       CASE WHEN ran.name IS NULL THEN 'unattributed' ELSE 'exact' END, 1.0,
-       CASE WHEN ran.name IS NULL THEN 'static fact of a kernel function that no traced launch of these runs ran'
-            ELSE 'static fact of the kernel function; applies to its ' || ran.launches || ' traced launch(es) in '
-                 || ran.instances || ' region instance(s)' END,
+SELECT run_id, 'compiler', fkey, instance_id, CASE WHEN n = 1 THEN 'exact' ELSE 'ambiguous' END,
+       CASE WHEN n = 1 THEN 1.0 ELSE 1.0 / n END,
+       launches || ' launch(es) of this binary in the instance, linked by name and the launch record''s '
+           || regs || ' registers/thread, ' || dsm || ' B dynamic shared memory, ' || thr || ' threads/block'
+           || CASE WHEN n > 1 THEN ' (' || n || ' compiled binaries fit these launches equally)' ELSE '' END,
+       run_id
+FROM per
+UNION ALL
+SELECT f.run_id, 'compiler', f.key, NULL, 'unattributed', 1.0,
+       CASE WHEN EXISTS (SELECT 1 FROM _j_k k WHERE k.run_id = f.run_id AND k.name = f.name)
+            THEN 'a compiled binary of a launched kernel, but no traced launch had its registers, shared memory '
+                 || 'and block size (another configuration ran)'
+            ELSE 'static fact of a kernel function that no traced launch of these runs ran' END,
        NULL
-FROM kernel_facts f LEFT JOIN ran ON ran.name = f.name
-WHERE f.run_id IN (SELECT run_id FROM _j_runs)
+FROM f WHERE f.key NOT IN (SELECT fkey FROM per WHERE run_id = f.run_id)
 """
 
 # what was attributed, per run, evidence kind and class: items (distinct evidence; split samples counted once per
@@ -479,7 +697,7 @@ WHERE f.run_id IN (SELECT run_id FROM _j_runs)
 SUMMARY = """
 WITH rows AS (
     SELECT run_id, evidence, class, evidence_id, weight FROM attribution_rows
-    WHERE run_id IN (SELECT run_id FROM _j_runs) AND evidence IN ('ncu_kernel', 'sample', 'compiler')
+    WHERE run_id IN (SELECT run_id FROM _j_runs) AND evidence IN ('ncu_kernel', 'sample', 'compiler', 'device_launch')
 ), inst AS (
     SELECT run_id, 'instance' AS evidence, 'exact' AS class, count(*) AS items, count(*)::DOUBLE AS weight
     FROM _j_inst GROUP BY run_id

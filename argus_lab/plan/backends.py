@@ -47,6 +47,7 @@ class Overhead:
 LOOP = "launch-bound loop"
 DECODE = "Llama decode step"
 PHASE_A = "H200 2026-11-30, one round each, docs/benchmarks.md"
+DEVICE_PROBE = "H200 2026-11-30, scripts/gpu_probe_device.py, median of 20 launches, docs/benchmarks.md"
 
 
 @dataclass(frozen=True)
@@ -84,6 +85,9 @@ class BackendInfo:
         Measured slowdowns with this backend attached (the figures of docs/benchmarks.md); the plan shows them.
     overhead_note
         What the overhead figures mean, or why there are none.
+    note
+        A sentence the plan's explanation adds to every run this backend takes part in (e.g. what its variant
+        means for the other runs).
     """
 
     name: str
@@ -99,6 +103,7 @@ class BackendInfo:
     cost_factor: float = 1.0
     overhead: tuple[Overhead, ...] = ()
     overhead_note: str = ""
+    note: str = ""
 
     def overhead_text(self) -> str:
         """One line on what attaching the backend costs (measured figures, or why there are none)."""
@@ -129,10 +134,10 @@ def conflict_reason(a: BackendInfo, b: BackendInfo) -> str | None:
                 f"{x.name} ({x.perturbation}) serializes and replays kernels, which would distort what "
                 f"{y.name} measures, so it runs alone"
             )
-    if a.holds_cupti and b.holds_cupti:
-        return f"{a.name} and {b.name} each hold the process's only CUPTI client"
     if a.variant != b.variant:
         return f"{a.name} needs program variant {a.variant or 'plain'!r} and {b.name} needs {b.variant or 'plain'!r}"
+    if a.holds_cupti and b.holds_cupti:
+        return f"{a.name} and {b.name} each hold the process's only CUPTI client"
     if b.name in a.conflicts or a.name in b.conflicts:
         return f"{a.name} declares a conflict with {b.name}"
     return None
@@ -190,6 +195,34 @@ BACKENDS: dict[str, BackendInfo] = {
             exclusive=True,
             cost_factor=1.0,
             overhead_note="counted in replay passes: every profiled kernel runs once per pass",
+        ),
+        BackendInfo(
+            "device",
+            "instrumenting",
+            "device regions: the instrumented variant of Triton kernels with device markers records a timestamp per "
+            "marker, SM and CTA into a per-launch probe buffer; CUPTI kernel records of the same run place each launch",
+            needs_gpu=True,
+            module="argus_lab.backends.device.collector",
+            holds_cupti=True,
+            variant="instrumented",
+            cost_factor=1.07,
+            overhead=(
+                Overhead("persistent GEMM, tile marks (kernel time)", 1.016, 1.016, 1.016, DEVICE_PROBE),
+                Overhead("persistent GEMM, k-step marks (kernel time)", 1.067, 1.067, 1.067, DEVICE_PROBE),
+            ),
+            overhead_note=(
+                "the instrumented kernel against the clean one, CUDA events, 3072x3072x8192; each run's own figure "
+                "is its device.overhead provenance; the CUPTI records the run also takes are not in this figure"
+            ),
+            note=(
+                "dev.* signals need the instrumented variant (argus_lab.device.probe() hands each launch a probe "
+                "buffer and its markers read the GPU timers), which perturbs kernel timing, so gpu.* stay on the "
+                "clean variant of the other runs; device regions keep one identity (kind 'device', name, module) in "
+                "both variants, and each instrumented launch nests under its CUPTI kernel record and the host region "
+                "instance that launched it, exactly, through the launch's correlation id; its overhead (instrumented "
+                "against clean kernel time of the same launch) is stored as provenance when a clean timing run "
+                "(gpu.time) is in the plan"
+            ),
         ),
         BackendInfo(
             "compiler",

@@ -15,7 +15,7 @@ from typing import Literal
 from argus_lab.errors import UnknownSignalError
 from argus_lab.plan.backends import BACKENDS
 
-Per = Literal["instance", "kernel", "sample", "binary", "run"]
+Per = Literal["instance", "kernel", "sample", "binary", "run", "device_region", "launch"]
 
 
 @dataclass(frozen=True)
@@ -33,7 +33,8 @@ class Signal:
     description
         One sentence for humans.
     per
-        What one value describes: a region ``instance``, a ``kernel``, a time ``sample``, a ``binary``.
+        What one value describes: a region ``instance``, a ``kernel``, a time ``sample``, a ``binary``, a device
+        region in one instrumented launch (``device_region``), or one instrumented ``launch``.
     """
 
     name: str
@@ -86,6 +87,37 @@ CATALOG: dict[str, Signal] = {
             "ns",
             "cupti",
             "time the region's communication kernels ran with no compute kernel on the device",
+        ),
+        # device regions (instrumented variant): per device region and launch, and per launch
+        _s(
+            "dev.time",
+            "ns",
+            "device",
+            "a device region's time per CTA in one launch (median, p10, p90)",
+            "device_region",
+        ),
+        _s("dev.count", "count", "device", "occurrences of a device region in one launch (all CTAs)", "device_region"),
+        _s("dev.sm_busy", "ns", "device", "per SM, the time its CTAs ran in one launch (median over SMs)", "launch"),
+        _s(
+            "dev.tail",
+            "ns",
+            "device",
+            "tail imbalance of a launch: the last SM's end minus the median SM's end",
+            "launch",
+        ),
+        _s(
+            "dev.span",
+            "ns",
+            "device",
+            "first CTA begin to last CTA end of an instrumented launch, on the GPU",
+            "launch",
+        ),
+        _s(
+            "dev.unmarked",
+            "ns",
+            "device",
+            "a CTA's time outside every top-level device region in one launch (median over CTAs)",
+            "launch",
         ),
         _s("compile.registers", "register/thread", "compiler", "registers per thread of a kernel", "binary"),
         _s(

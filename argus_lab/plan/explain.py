@@ -31,14 +31,23 @@ def explain_plan(plan: Plan) -> str:
         lines.append(f"    variant: {r.variant or 'plain program'}")
         lines.append(f"    signals: {', '.join(r.signals)}")
         for backend, settings in r.settings.items():
-            shown = {k: v for k, v in settings.items() if k != "args"}
+            hidden = ("args", "region_filters", "scope", "replays", "replayed_kernels", "replayed_share")
+            shown = {k: v for k, v in settings.items() if k not in hidden}
             parts = [f"{k}={_show(v)}" for k, v in shown.items()]
             lines.append(f"    {backend}: {'; '.join(parts)}")
             if "args" in settings:
                 lines.append(f"    command: {backend} {' '.join(_quote(a) for a in settings['args'])} <workload>")
+            if "scope" in settings:
+                lines.append(
+                    "    replays: only kernels launched inside instances of the scope "
+                    f"({settings['scope'] or 'every region'}; measured repetitions); nothing outside them"
+                    + (f"; {settings['replays']}" if settings.get("replays") else "")
+                )
         factors = " x ".join(f"{BACKENDS[b].cost_factor:g}" for b in r.backends)
+        share = next((s["replayed_share"] for s in r.settings.values() if s.get("replayed_kernels") is not None), None)
+        of = f" x {share:.3g} of the kernels (the in-scope ones)" if share is not None and share < 1 else ""
         lines.append(
-            f"    cost: {req.executions} execution(s) x {r.passes} pass(es) x cost factors {factors} = {r.cost:g}"
+            f"    cost: {req.executions} execution(s) x {r.passes} pass(es){of} x cost factors {factors} = {r.cost:g}"
         )
         if r.passes_from:
             lines.append(f"    passes: {r.passes} ({r.passes_from})")
@@ -46,6 +55,14 @@ def explain_plan(plan: Plan) -> str:
             if BACKENDS[b].perturbation != "static":
                 lines.append(f"    overhead of {b}: {BACKENDS[b].overhead_text()}")
         lines.append(f"    why: {r.reason}")
+        for b in r.backends:
+            if BACKENDS[b].note:
+                lines.append(f"    note: {BACKENDS[b].note}.")
+        if r.variant and not any(not x.variant and BACKENDS["cupti"].name in x.backends for x in plan.runs):
+            lines.append(
+                "    overhead: no run of the plain program traces kernels, so the overhead of the "
+                f"{r.variant} variant cannot be measured; add gpu.time to the request to measure it"
+            )
     if plan.minimal and not plan.conflict_groups:
         lines.append("minimum: only static backends were requested; one run loads the kernels they read")
     elif plan.minimal:

@@ -30,7 +30,7 @@ from argus_lab.plan.backends import BACKENDS
 from argus_lab.plan.catalog import Signal
 from argus_lab.plan.explain import reason
 from argus_lab.plan.model import PERTURBATION_ORDER, Plan, PlannedRun, Request
-from argus_lab.plan.ncu_settings import metric_of, ncu_settings
+from argus_lab.plan.ncu_settings import KernelCensus, metric_of, ncu_settings
 from argus_lab.plan.passes import PassModel, default_pass_model
 from argus_lab.plan.search import min_conflict_free_groups, split_counters
 
@@ -46,11 +46,17 @@ def _attach_rank(group: Sequence[str]) -> tuple[int, int]:
     return (1 + worst, 0 if any(i.needs_gpu for i in infos) else 1)
 
 
-def _cost(executions: int, passes: int, backends: Iterable[str]) -> float:
-    return round(executions * passes * math.prod(BACKENDS[b].cost_factor for b in backends), 3)
+def _cost(executions: int, passes: int, backends: Iterable[str], share: float = 1.0) -> float:
+    """Workload executions x replay passes x the backends' cost factors; a replay run's passes replay only the
+    in-scope share of the kernels (``share``, from a census; 1 when unknown)."""
+    return round(executions * passes * share * math.prod(BACKENDS[b].cost_factor for b in backends), 3)
 
 
-def plan(request: Request, passes: PassModel | None = None) -> Plan:
+def _replayed_share(settings: dict[str, dict[str, Any]]) -> float:
+    return float(next((s["replayed_share"] for s in settings.values() if "replayed_share" in s), 1.0))
+
+
+def plan(request: Request, passes: PassModel | None = None, census: KernelCensus | None = None) -> Plan:
     """Turn a request into the fewest runs the declared conflicts and the pass bound allow.
 
     Parameters
@@ -60,6 +66,10 @@ def plan(request: Request, passes: PassModel | None = None) -> Plan:
     passes
         The ncu pass-count model; by default :func:`argus_lab.plan.passes.default_pass_model` (on a GPU host the
         live count of CUPTI's profiler host API, else the table recorded on the H200).
+    census
+        Kernels per execution by region path from an earlier timing run of the workload
+        (:func:`argus_lab.report.census.kernel_census`): an ncu run's cost then counts only the kernels of the
+        scope's instances, the ones it replays.
 
     Returns
     -------
@@ -84,7 +94,7 @@ def plan(request: Request, passes: PassModel | None = None) -> Plan:
     hw = [m for ms in counters.values() for m in ms]
     model: PassModel | None = (passes if passes is not None else default_pass_model()) if hw else None
     try:
-        return _plan(request, model, by_backend, static, runtime, groups, counters)
+        return _plan(request, model, by_backend, static, runtime, groups, counters, census)
     finally:
         close = getattr(model, "close", None) if passes is None else None
         if close is not None:
@@ -99,6 +109,7 @@ def _plan(
     runtime: list[str],
     groups: list[list[str]],
     counters: dict[str, list[str]],
+    census: KernelCensus | None = None,
 ) -> Plan:
     conflict_groups = len(groups)
     minimal = True
@@ -147,7 +158,7 @@ def _plan(
                 n_passes = model.passes(spec.metrics)
                 origin = getattr(model, "origin", None)
                 passes_from = str(origin(spec.metrics)) if origin is not None else ""
-                settings[b] = ncu_settings(request, spec.metrics, n_passes)
+                settings[b] = ncu_settings(request, spec.metrics, n_passes, census)
             else:
                 signals += [sig.name for sig in by_backend[b]]
         total_passes = model.passes(counters[spec.replay]) if model is not None and spec.replay else 0
@@ -163,7 +174,7 @@ def _plan(
                 variant=next((BACKENDS[b].variant for b in backends if b not in static), ""),
                 settings=settings,
                 passes=n_passes,
-                cost=_cost(execs, n_passes, backends),
+                cost=_cost(execs, n_passes, backends, _replayed_share(settings)),
                 attached=attached,
                 passes_from=passes_from,
             )

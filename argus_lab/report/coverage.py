@@ -12,6 +12,7 @@ from collections.abc import Sequence
 from typing import TYPE_CHECKING
 
 from argus_lab.join.skew import SIGNALS as RANK_SIGNALS
+from argus_lab.report.device import problems as device_problems
 
 if TYPE_CHECKING:
     from argus_lab.report.report import Report
@@ -32,6 +33,8 @@ def sentences(report: Report) -> list[str]:
         for cls in NOT_EXACT:
             if a.shares.get(cls, 0.0) > 0:
                 out.append(f"{a.evidence} evidence ({a.signals}): {100 * a.shares[cls]:.1f}% {cls}")
+    out.extend(device_problems(report.store, list(report.run_ids)))
+    out.extend(o.note for o in report.device_overhead if o.note)
     out.extend(matches(report.matches))
     out.extend(ranks([(r.run_id, r.signals) for r in report.runs], report.ranks, report.clock_offsets))
     return out
@@ -59,13 +62,40 @@ def join_pending(store: str, run_ids: Sequence[str]) -> str:
 
 
 def matches(rows: Sequence[MatchRow]) -> list[str]:
-    """Instances that did not match the reference run."""
-    return [
-        f"run {r.run_id}: {r.instances} instance(s) {r.status} against run {r.ref_run_id}"
-        + (f", e.g. {r.example_path}: {r.difference}" if r.difference else "")
-        for r in rows
-        if r.status != "match"
-    ]
+    """Instances that did not match the reference run (and which instances of the same path did)."""
+    out = []
+    matched = {(r.run_id, r.example_path): r for r in rows if r.status == "match"}
+    for r in rows:
+        if r.status == "match":
+            continue
+        which = f" ({_instances(r.indexes)})" if r.indexes else ""
+        ok = matched.get((r.run_id, r.example_path))
+        kept = f"; {_instances(ok.indexes)} match and keep their evidence" if ok is not None and ok.indexes else ""
+        out.append(
+            f"run {r.run_id}: {r.instances} instance(s) {r.status}{which} against run {r.ref_run_id}"
+            + (f", e.g. {r.example_path}: {r.difference}" if r.difference else f" ({r.example_path})")
+            + kept
+        )
+    return out
+
+
+def _instances(indexes: str) -> str:
+    return f"instance {indexes}" if indexes.isdigit() else f"instances {indexes}"
+
+
+def match_lines(rows: Sequence[MatchRow]) -> list[str]:
+    """One line per (run, region path): which instances matched the reference run and which did not."""
+    by: dict[tuple[str, str, str], list[MatchRow]] = {}
+    for r in rows:
+        by.setdefault((r.run_id, r.ref_run_id, r.example_path), []).append(r)
+    out = []
+    for (run, ref, path), group in by.items():
+        parts = []
+        for r in sorted(group, key=lambda m: (m.status != "match", m.status)):
+            what = _instances(r.indexes) if r.indexes else f"{r.instances} instance(s)"
+            parts.append(f"{what} {r.status}" + (f" ({r.difference})" if r.difference else ""))
+        out.append(f"run {run} against {ref}: {path}: " + "; ".join(parts))
+    return out
 
 
 def ranks(
@@ -91,4 +121,4 @@ def ranks(
     return out
 
 
-__all__ = ["NOT_EXACT", "join_pending", "matches", "ranks", "runs", "sentences"]
+__all__ = ["NOT_EXACT", "join_pending", "match_lines", "matches", "ranks", "runs", "sentences"]

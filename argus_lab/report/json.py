@@ -44,15 +44,21 @@ def build(report: Report) -> dict[str, Any]:
         "compiler": [clean(r) for r in report.compiler],
         "attribution": [clean(r) for r in report.attribution],
         "matches": [clean(r) for r in report.matches],
+        "groups": [clean(r) for r in report.groups],
+        "heterogeneity": report.heterogeneity(),
         "clocks_seen": [clean(r) for r in report.clocks],
         "provenance": [clean(r) for r in report.provenance],
         "ranks": [clean(r) for r in report.ranks],
         "clock_offsets": [clean(r) for r in report.clock_offsets],
+        "device": [clean(r) for r in report.device],
+        "device_overhead": [clean(r) for r in report.device_overhead],
         "coverage": report.coverage(),
         "rules": {
             "diff": RULE,
             "units": "times in ns, sizes in bytes; every value carries its unit",
             "inclusive": "an instance with its nested instances; exclusive leaves nested instances out",
+            "names": "kernel `name` fields are as recorded (mangled C++ symbols); `display_name` is demangled and "
+            "shortened for reading",
             "trace_query": " ".join(TRACE.split()),
         },
     }

@@ -11,10 +11,15 @@ connection, so it can be displayed, printed or exported later.  Its tables:
 ``counters``     hardware counters (``hw:``/``pm:``) per region path, with the settings they were read under
 ``compiler``     static kernel facts and the region paths that ran each kernel
 ``attribution``  per evidence kind: the share that is exact/ordinal/temporal/ambiguous/unattributed/mismatch
-``matches``      instance matching of each run against the reference (timing) run
+``matches``      instance matching of each run against the reference (timing) run: which instances matched
+``groups``       region paths whose instances ran different kernel sequences (first-call autotuning, lazy
+                 initialisation, compilation): one row per group, the majority first, with per-group medians
 ``clocks``       clocks, power and temperature seen during the runs
 ``ranks``        multi-rank runs: per region path the cross-rank skew of its occurrences (median, max)
 ``clock_offsets`` each rank's host-clock offset against rank 0, before and after the workload, with uncertainty
+``device``       instrumented runs: dev.* per host region path, kernel and device region, over launches
+                 (:class:`DeviceRow`; :mod:`argus_lab.report.device`)
+``device_overhead`` the instrumented variant's kernel time against the clean variant's, per kernel
 ``provenance``   every backend's provenance record (run, backend and version, settings, clocks, timestamps)
 ``runs``         the runs with status, backends, commands and versions
 
@@ -32,8 +37,10 @@ from typing import TYPE_CHECKING, Any, Literal, get_args
 from argus_lab.errors import StoreError
 from argus_lab.plan.scope import Scope
 from argus_lab.report import coverage
+from argus_lab.report import device as dev
 from argus_lab.report import rows as rt
 from argus_lab.report import text as txt
+from argus_lab.report.device import DeviceRow, OverheadRow
 from argus_lab.report.diff import ReportDiff, compare
 from argus_lab.report.rows import (
     AttributionRow,
@@ -41,6 +48,7 @@ from argus_lab.report.rows import (
     ClockRow,
     CompilerRow,
     CounterRow,
+    InstanceGroupRow,
     KernelRow,
     MatchRow,
     ProvenanceRow,
@@ -67,11 +75,14 @@ TableName = Literal[
     "compiler",
     "attribution",
     "matches",
+    "groups",
     "clocks",
     "provenance",
     "runs",
     "ranks",
     "clock_offsets",
+    "device",
+    "device_overhead",
 ]
 TABLES: tuple[TableName, ...] = get_args(TableName)
 
@@ -82,8 +93,11 @@ __all__ = [
     "ClockRow",
     "CompilerRow",
     "CounterRow",
+    "DeviceRow",
+    "InstanceGroupRow",
     "KernelRow",
     "MatchRow",
+    "OverheadRow",
     "ProvenanceRow",
     "RankRow",
     "RegionRow",
@@ -170,7 +184,7 @@ class Report:
             self._values, self._units = summary.values, summary.units
             self._joined_ok = True
             self.attribution = rt.read_attribution(self.provenance)
-            self.matches = rt.read_matches(self.store, ids)
+            self.matches = rt.read_matches(self.store, ids, self._scope_sql)
             self.clocks = rt.read_clocks(self.store, ids)
             self.ranks = rt.read_ranks(self.store, ids, self._scope_sql)
 
@@ -191,9 +205,31 @@ class Report:
         return rt.read_kernels(self.store, list(self.run_ids), self._scope_sql) if self._joined_ok else ()
 
     @functools.cached_property
+    def groups(self) -> tuple[InstanceGroupRow, ...]:
+        """Region paths whose measured instances ran different kernel sequences, one row per group (read on first
+        use); :meth:`heterogeneity` words them."""
+        return rt.read_groups(self.store, list(self.run_ids), self._scope_sql) if self._joined_ok else ()
+
+    def heterogeneity(self) -> list[str]:
+        """One sentence per instance group that differs from its region's majority, e.g. ``matmul (run r-1):
+        instance 0: 1,895 kernels, 364 ms, a different kernel sequence (the other 3 instances: 1 kernel, 203 µs
+        each)``."""
+        return [f"{g.path} (run {g.run_id}): {g.note}" for g in self.groups if not g.majority]
+
+    @functools.cached_property
     def compiler(self) -> tuple[CompilerRow, ...]:
         """Compiler facts per kernel function (read on first use)."""
-        return rt.read_compiler(self.store, list(self.run_ids)) if self._joined_ok else ()
+        return rt.read_compiler(self.store, list(self.run_ids), self._scope_sql) if self._joined_ok else ()
+
+    @functools.cached_property
+    def device(self) -> tuple[DeviceRow, ...]:
+        """dev.* values of instrumented runs per host region path, kernel and device region (read on first use)."""
+        return dev.read_device(self.store, list(self.run_ids)) if self._joined_ok else ()
+
+    @functools.cached_property
+    def device_overhead(self) -> tuple[OverheadRow, ...]:
+        """The instrumented variant's overhead per kernel (from the join's provenance of each instrumented run)."""
+        return dev.read_overhead(self.provenance)
 
     def _pending(self, ids: list[str]) -> tuple[str, ...]:
         """Runs of ``ids`` without the join's provenance row (all of them for a store older than the join)."""
@@ -230,9 +266,19 @@ class Report:
         """The attribution summary as text."""
         return txt.attribution(self.attribution)
 
+    def device_table(self) -> str:
+        """Device regions (dev.* per host region, kernel and device region) as text."""
+        return dev.table(self.device)
+
     def rank_table(self) -> str:
         """Cross-rank skew per region and the clock offsets behind it, as text."""
         return txt.ranks(self.ranks, self.clock_offsets)
+
+    def matching_lines(self) -> list[str]:
+        """Which instances of each replay run (and of any run with a mismatch) matched the timing run."""
+        replay = {r.run_id for r in self.runs if any(b in rt.REPLAY_BACKENDS for b in r.backends)}
+        shown = {m.run_id for m in self.matches if m.status != "match"} | replay
+        return coverage.match_lines([m for m in self.matches if m.run_id in shown])
 
     def runs_table(self) -> str:
         """One line per run with status, backends and provenance."""
@@ -283,15 +329,28 @@ class Report:
             scopes = [f"({s}) and ({self.view_scope})" for s in scopes] if scopes else [self.view_scope]
         parts = [f"scope: {'; or '.join(scopes)} (instances outside it are left out)", ""] if scopes else []
         parts.append(self.region_table())
+        differ = self.heterogeneity()
+        if differ:
+            parts += [
+                "",
+                "instances that ran a different kernel sequence (left in the medians above; Report.groups has "
+                "per-group values):",
+                *(f"  {d}" for d in differ),
+            ]
         for title, rows, render in (
             ("kernels", self.kernels, self.kernel_table),
             ("counters", self.counters, self.counter_table),
             ("compiler facts", self.compiler, self.compiler_table),
             ("attribution", self.attribution, self.attribution_table),
             ("ranks (skew of each occurrence: its largest lag over the ranks)", self.ranks, self.rank_table),
+            ("device regions (instrumented runs; GPU ns)", self.device, self.device_table),
+            ("instrumented variant overhead", self.device_overhead, lambda: dev.overhead_table(self.device_overhead)),
         ):
             if rows:
                 parts += ["", f"{title}:", render()]
+        matching = self.matching_lines()
+        if matching:
+            parts += ["", "instance matching (replay runs against the timing run):", *(f"  {m}" for m in matching)]
         parts += ["", self.runs_table()]
         cov = self.coverage()
         if cov:
@@ -360,6 +419,10 @@ class Report:
             "join_rules",
         ]
         return [dict(zip(cols, r, strict=True)) for r in self.store.rows(TRACE, [list(self.run_ids), path, signal])]
+
+    def values(self, path: str, signal: str) -> np.ndarray | None:
+        """The per-instance inclusive values behind one region row (warm-up excluded): what :meth:`diff` judges."""
+        return self._values.get((path, signal))
 
     def diff(self, other: Report) -> ReportDiff:
         """What changed from this report (the base) to ``other`` beyond run-to-run noise (rule: diff.RULE)."""

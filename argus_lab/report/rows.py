@@ -107,6 +107,9 @@ class KernelRow:
     classes: str
     counters: dict[str, tuple[float, str]] = field(default_factory=dict)
     """``{hw signal: (median over matched ncu kernels, unit)}``, joined by ordinal."""
+    display_name: str = ""
+    """The name as tables show it (demangled, shortened: :func:`argus_lab.report.names.display_name`); ``name`` is
+    the name exactly as recorded (mangled for C++ kernels)."""
 
 
 @dataclass(frozen=True)
@@ -130,7 +133,15 @@ class CounterRow:
 
 @dataclass(frozen=True)
 class CompilerRow:
-    """Static facts of one kernel function, with the region paths whose instances ran it."""
+    """Static facts of one compiled kernel binary, with where it ran.
+
+    Triton kernels have one row per binary (name + hash: an autotuner's configurations are separate rows); the join
+    links each launch to the binary that ran by the launch record's registers, shared memory and block size.
+    ``spill_words`` is local memory in 4-byte words per thread (spills and local arrays).  ``ran_in`` says where
+    the binary ran (``matmul #1-3`` = measured instances 1 to 3 of ``matmul``; ``+1 other`` = instances outside
+    the measured scope, e.g. the autotuner's benchmarks in a skipped first instance); ``measured`` is whether it
+    ran in a measured instance of the report's scope (``None`` when the join linked no launch to it).
+    """
 
     name: str
     source: str
@@ -143,6 +154,14 @@ class CompilerRow:
     unavailable: str
     run_id: str
     paths: str
+    display_name: str = ""
+    binary_hash: str = ""
+    config: dict[str, Any] | None = None
+    sass_mix: dict[str, int] | None = None
+    origin: str = ""
+    threads: int | None = None
+    ran_in: str = ""
+    measured: bool | None = None
 
 
 @dataclass(frozen=True)
@@ -185,7 +204,13 @@ class ClockRow:
 
 @dataclass(frozen=True)
 class MatchRow:
-    """How the instances of one run matched the reference run."""
+    """How the instances of one region path of one run matched the reference (timing) run.
+
+    ``status`` is ``match`` (an ncu run's counters of these instances are used), ``mismatch`` (the instances' kernel
+    sequence differed: ``difference`` gives the first one; their counters are kept but give no value) or
+    ``missing`` (an instance only one of the runs has).  ``indexes`` lists the instances as the scope counts them
+    (measured instances of the path from 0), e.g. ``1-3``; warm-up instances never take part.
+    """
 
     run_id: str
     ref_run_id: str
@@ -193,6 +218,32 @@ class MatchRow:
     instances: int
     example_path: str
     difference: str
+    indexes: str = ""
+
+
+@dataclass(frozen=True)
+class InstanceGroupRow:
+    """Instances of one region path (in one run) that launched the same kernel sequence.
+
+    Only paths whose measured instances fall into more than one group are listed.  Group 0 is the majority (the
+    steady state; on a tie, the group that ran last); the others differ from it: first-call autotuning, lazy
+    initialisation, compilation, a data-dependent branch.  ``values`` holds the median of each signal over the
+    group's instances, so a region's statistics can be read per group.
+    """
+
+    path: str
+    run_id: str
+    group: int
+    majority: bool
+    instances: int
+    indexes: str
+    """The group's instances as the scope counts them (measured instances of the path from 0), e.g. ``0`` or ``1-3``."""
+    kernels: int
+    """Kernels each instance of the group launched (its nested instances included)."""
+    values: dict[str, tuple[float | None, str]] = field(default_factory=dict)
+    signature: str = ""
+    note: str = ""
+    """One sentence, e.g. ``instance 0: 1,895 kernels, 364 ms, a different kernel sequence (...)``."""
 
 
 @dataclass(frozen=True)
@@ -244,6 +295,7 @@ EVIDENCE_SIGNALS = {
     "ncu_kernel": "hw:*",
     "sample": "sys.*, pm:*",
     "compiler": "compile.*",
+    "device_launch": "dev.*",
 }
 
 _VALUE_CLASSES = ("exact", "ordinal", "temporal", "ambiguous", "mismatch")  # the w_* columns of instance_values
@@ -434,6 +486,8 @@ def with_settings(counters: Sequence[CounterRow], prov: Sequence[ProvenanceRow])
 
 def read_kernels(store: Store, ids: list[str], scope: ScopeFilter | None = None) -> tuple[KernelRow, ...]:
     """Per-kernel rows with the ncu counters matched to them by ordinal."""
+    from argus_lab.report.names import display_name
+
     counters: dict[tuple[str, str, int, str], dict[str, tuple[float, str]]] = {}
     for c in store.records(q.KERNEL_COUNTERS, [ids]):
         where = (c["run_id"], c["path"], int(c["ordinal"]), c["name"])
@@ -461,6 +515,7 @@ def read_kernels(store: Store, ids: list[str], scope: ScopeFilter | None = None)
                 registers=r["registers"],
                 classes=r["classes"] or "",
                 counters=found,
+                display_name=display_name(r["name"]),
             )
         )
     return tuple(out)
@@ -514,9 +569,136 @@ def _num(v: Any) -> float | None:
     return None if v is None else float(v)
 
 
-def read_compiler(store: Store, ids: list[str]) -> tuple[CompilerRow, ...]:
-    """Compiler facts (kernel_facts) and the facts CUPTI's launch records carry, per kernel function."""
-    return tuple(CompilerRow(**r) for r in store.records(q.COMPILER, [ids, ids]))
+def read_groups(store: Store, ids: list[str], scope: ScopeFilter | None = None) -> tuple[InstanceGroupRow, ...]:
+    """Region paths whose measured instances ran different kernel sequences, one row per group (majority first).
+
+    Stores joined before instance signatures existed have none: the table is then empty.
+    """
+    import duckdb
+
+    sql, bound = scoped(q.GROUPS, scope)
+    try:
+        recs = store.records(sql, [*bound, ids, ids])
+    except duckdb.CatalogException:  # a store joined by an older argus_lab (no instance_signatures table)
+        return ()
+    by: dict[tuple[str, str], list[dict[str, Any]]] = {}
+    for r in recs:
+        by.setdefault((r["run_id"], r["path"]), []).append(r)
+    out: list[InstanceGroupRow] = []
+    for (run, path), groups in by.items():
+        major = max(groups, key=lambda g: (int(g["n"]), int(g["last_ns"] or 0)))
+        ordered = [major, *sorted((g for g in groups if g is not major), key=lambda g: int(g["first_ns"] or 0))]
+        base_vals = _group_values(major)
+        for k, g in enumerate(ordered):
+            vals = _group_values(g)
+            idx = index_ranges(g["indexes"] or ())
+            out.append(
+                InstanceGroupRow(
+                    path=path,
+                    run_id=run,
+                    group=k,
+                    majority=k == 0,
+                    instances=int(g["n"]),
+                    indexes=idx,
+                    kernels=int(g["kernels"] or 0),
+                    values=vals,
+                    signature=str(g["signature"] or ""),
+                    note=_group_note(idx, int(g["n"]), int(g["kernels"] or 0), vals, k == 0, major, base_vals),
+                )
+            )
+    return tuple(out)
+
+
+def _group_values(g: dict[str, Any]) -> dict[str, tuple[float | None, str]]:
+    return {v["signal"]: (_num(v["median"]), v["unit"] or "") for v in (g["vals"] or ())}
+
+
+def _time_of(vals: dict[str, tuple[float | None, str]]) -> str:
+    from argus_lab.units import fmt
+
+    for sig in ("gpu.time", "host.wall"):
+        v = vals.get(sig)
+        if v is not None and v[0] is not None:
+            return fmt(v[0], v[1])
+    return ""
+
+
+def _group_note(
+    idx: str,
+    n: int,
+    kernels: int,
+    vals: dict[str, tuple[float | None, str]],
+    majority: bool,
+    major: dict[str, Any],
+    base_vals: dict[str, tuple[float | None, str]],
+) -> str:
+    word = "instance" if n == 1 else "instances"
+    each = "" if n == 1 else " each"
+    t = _time_of(vals)
+    head = f"{word} {idx}: {kernels:,} kernel{'s' if kernels != 1 else ''}" + (f", {t}" if t else "") + each
+    if majority:
+        return head + " (the majority)"
+    mn = int(major["n"])
+    mk = int(major["kernels"] or 0)
+    mt = _time_of(base_vals)
+    other = (
+        f"the other {mn} instance{'s' if mn != 1 else ''}: {mk:,} kernel{'s' if mk != 1 else ''}"
+        + (f", {mt}" if mt else "")
+        + (" each" if mn != 1 else "")
+    )
+    return f"{head}, a different kernel sequence ({other})"
+
+
+def read_compiler(store: Store, ids: list[str], scope: ScopeFilter | None = None) -> tuple[CompilerRow, ...]:
+    """Compiler facts per binary (kernel_facts) with where each ran, and the facts CUPTI's launch records carry for
+    launched kernels without compiler facts."""
+    from argus_lab.report.names import display_name
+
+    have = {
+        r[0] for r in store.rows("SELECT column_name FROM information_schema.columns WHERE table_name = 'kernel_facts'")
+    }
+    sql, bound = scoped(q.compiler_sql(have), scope)
+    out = []
+    for r in store.records(sql, [*bound, ids, ids, ids, ids]):
+        places = r["places"] or ()
+        out.append(
+            CompilerRow(
+                name=r["name"],
+                source=r["source"],
+                registers=r["registers"],
+                spill_words=r["spill_words"],
+                shared_bytes=r["shared_bytes"],
+                num_warps=r["num_warps"],
+                num_stages=r["num_stages"],
+                sass_instructions=r["sass_instructions"],
+                unavailable=r["unavailable"],
+                run_id=r["run_id"],
+                paths=", ".join(p["path"] for p in places) if places else r["paths"],
+                display_name=display_name(r["name"]),
+                binary_hash=r["binary_hash"] or "",
+                config=_json(r["config"]) if r["config"] else None,
+                sass_mix={k: int(v) for k, v in _json(r["sass_mix"]).items()} if r["sass_mix"] else None,
+                origin=r["origin"] or "",
+                threads=r["threads"],
+                ran_in=_ran_in(places, bool(r["ambiguous"])),
+                measured=None if r["measured"] is None else bool(r["measured"]),
+            )
+        )
+    return tuple(out)
+
+
+def _ran_in(places: Sequence[dict[str, Any]], ambiguous: bool) -> str:
+    """``matmul #1-3; +1 other`` from the per-path places of a binary."""
+    parts = []
+    for p in places:
+        idx = index_ranges(p["indexes"] or ())
+        other = int(p["other"] or 0)
+        text = f"{p['path']} #{idx}" if idx else f"{p['path']} (no measured instance)"
+        if other:
+            text += f" +{other} other"
+        parts.append(text)
+    out = "; ".join(parts)
+    return out + (" (ambiguous: other binaries fit the same launches)" if ambiguous and out else "")
 
 
 def read_attribution(provenance: Sequence[ProvenanceRow]) -> tuple[AttributionRow, ...]:
@@ -560,8 +742,10 @@ def read_clocks(store: Store, ids: list[str]) -> tuple[ClockRow, ...]:
     return tuple(ClockRow(**r) for r in store.records(q.CLOCKS_SEEN, [ids]))
 
 
-def read_matches(store: Store, ids: list[str]) -> tuple[MatchRow, ...]:
-    """Instance matching of each run against the reference run, by status."""
+def read_matches(store: Store, ids: list[str], scope: ScopeFilter | None = None) -> tuple[MatchRow, ...]:
+    """Instance matching of each run against the reference run, by region path and status (measured instances of
+    the report's scope only)."""
+    sql, bound = scoped(q.MATCHES, scope)
     return tuple(
         MatchRow(
             run_id=r["run_id"],
@@ -570,9 +754,24 @@ def read_matches(store: Store, ids: list[str]) -> tuple[MatchRow, ...]:
             instances=int(r["n"]),
             example_path=r["path"] or "",
             difference=r["difference"] or "",
+            indexes=index_ranges(r["indexes"] or ()),
         )
-        for r in store.records(q.MATCHES, [ids])
+        for r in store.records(sql, [*bound, ids, ids])
     )
+
+
+def index_ranges(indexes: Sequence[int | None]) -> str:
+    """``[0, 1, 2, 5]`` -> ``0-2, 5``."""
+    nums = sorted({int(i) for i in indexes if i is not None})
+    parts: list[str] = []
+    k = 0
+    while k < len(nums):
+        j = k
+        while j + 1 < len(nums) and nums[j + 1] == nums[j] + 1:
+            j += 1
+        parts.append(str(nums[k]) if j == k else f"{nums[k]}-{nums[j]}")
+        k = j + 1
+    return ", ".join(parts)
 
 
 def _json(text: Any) -> dict[str, Any]:

@@ -136,34 +136,137 @@ WHERE NOT n.warmup AND m.value IS NOT NULL
 GROUP BY ALL ORDER BY ALL
 """
 
+# compiler facts per binary (kernel_facts, selected by :func:`compiler_sql` with NULL for columns an older store
+# lacks), with where each binary ran: per region path, the measured instances in the report's scope (indexes as the
+# scope counts them) and how many other instances (warm-up or outside the scope) ran it, from the join's
+# `compiler` attributions (launch -> binary by name, registers, shared memory, threads); then the launch-record
+# facts of launched kernels that have no fact row at all (cuBLAS, PyTorch's own kernels)
 COMPILER = f"""
-WITH k AS (
-    SELECT k.run_id, k.name, k.registers, k.local_mem, k.static_smem, i.path
+WITH warm AS (
+    SELECT run_id, path, count(*) FILTER (WHERE coalesce(warmup, false)) AS warm
+    FROM region_instances WHERE run_id {IN_RUNS} GROUP BY ALL
+), a AS (
+    SELECT a.run_id, a.evidence_id, a.class, i.path, i.instance_index - coalesce(w.warm, 0) AS idx,
+           NOT coalesce(i.warmup, false) AND (FALSE /*SCOPE_OR*/) AS measured
+    FROM attributions a
+    JOIN region_instances i ON i.run_id = a.run_id AND i.instance_id = a.instance_id
+    LEFT JOIN warm w ON w.run_id = i.run_id AND w.path = i.path
+    WHERE a.run_id {IN_RUNS} AND a.evidence = 'compiler' AND a.instance_id IS NOT NULL
+), per_path AS (
+    SELECT run_id, evidence_id, path, list(DISTINCT idx ORDER BY idx) FILTER (WHERE measured) AS measured_idx,
+           count(*) FILTER (WHERE NOT measured) AS other, bool_or(class = 'ambiguous') AS ambiguous
+    FROM a GROUP BY ALL
+), ran AS (
+    SELECT run_id, evidence_id,
+           list({{'path': path, 'indexes': coalesce(measured_idx, []), 'other': other}} ORDER BY path) AS places,
+           bool_or(len(coalesce(measured_idx, [])) > 0) AS measured, bool_or(ambiguous) AS ambiguous
+    FROM per_path GROUP BY ALL
+), k AS (
+    SELECT k.run_id, k.name, k.registers, k.local_mem, k.static_smem, k.dynamic_smem,
+           k.block_x * k.block_y * k.block_z AS threads, i.path
     FROM kernels k LEFT JOIN region_instances i ON i.run_id = k.run_id AND i.instance_id = k.instance_id
     WHERE k.run_id {IN_RUNS} AND k.kind = 'kernel'
 ), per AS (
     SELECT name, string_agg(DISTINCT path, ', ' ORDER BY path) AS paths, max(registers) AS registers,
-           max(coalesce(local_mem, 0)) // 4 AS spill_words, max(static_smem) AS smem, any_value(run_id) AS run_id
+           max(coalesce(local_mem, 0)) // 4 AS spill_words, max(static_smem) AS smem, max(dynamic_smem) AS dsmem,
+           max(threads) AS threads, any_value(run_id) AS run_id
     FROM k GROUP BY name
-)
+), kf AS (SELECT /*FACT_COLUMNS*/ FROM kernel_facts f WHERE f.run_id {IN_RUNS})
 SELECT f.name, coalesce(f.source, 'compiler') AS source, f.registers, f.local_words AS spill_words, f.shared_bytes,
        f.num_warps, f.num_stages, f.sass_instructions, coalesce(f.unavailable, '') AS unavailable, f.run_id,
-       coalesce(per.paths, '') AS paths
-FROM kernel_facts f LEFT JOIN per USING (name)
-WHERE f.run_id {IN_RUNS}
+       coalesce(per.paths, '') AS paths, coalesce(f.binary_hash, '') AS binary_hash, f.config, f.sass_mix,
+       coalesce(f.origin, '') AS origin, f.threads, f.static_shared, ran.places, ran.measured, ran.ambiguous
+FROM kf f
+LEFT JOIN per USING (name)
+LEFT JOIN ran ON ran.run_id = f.run_id AND ran.evidence_id = 'bin:' || f.name || ':' || coalesce(f.binary_hash, '')
 UNION ALL
 SELECT name, 'cupti launch record', registers, spill_words, smem, NULL, NULL, NULL,
-       'warps, stages, SASS mix: the launch record has no compiler metadata and the binary is not extracted',
-       run_id, coalesce(paths, '')
-FROM per
-ORDER BY 1, 2
+       'warps, stages, SASS mix: not a Triton kernel; its binary is inside a library and not extracted (the launch '
+           || 'record gives registers, local and static shared memory; dynamic shared memory at launch: '
+           || coalesce(dsmem, 0) || ' B)',
+       run_id, coalesce(paths, ''), '', NULL, NULL, 'cupti launch record', threads, smem, NULL, NULL, NULL
+FROM per WHERE name NOT IN (SELECT name FROM kf)
+ORDER BY 1, 2, 12
 """
 
+FACT_COLUMNS = (
+    "run_id",
+    "name",
+    "binary_hash",
+    "source",
+    "registers",
+    "local_words",
+    "shared_bytes",
+    "num_warps",
+    "num_stages",
+    "sass_instructions",
+    "sass_mix",
+    "unavailable",
+    "threads",
+    "static_shared",
+    "config",
+    "origin",
+    "binary_path",
+)
+"""The ``kernel_facts`` columns the compiler table reads (columns a store written before them lacks read NULL)."""
 
+
+def compiler_sql(have: set[str]) -> str:
+    """:data:`COMPILER` with the fact columns the store has (the others NULL)."""
+    cols = ", ".join(f"f.{c}" if c in have else f"NULL AS {c}" for c in FACT_COLUMNS)
+    return COMPILER.replace("/*FACT_COLUMNS*/", cols)
+
+
+# per (run, reference run, status, path): how many instances, which ones (measured indexes, as the scope counts
+# them: warm-up instances of the path are not counted), and the first difference
 MATCHES = f"""
-SELECT run_id, ref_run_id, status, count(*) AS n, any_value(path) FILTER (WHERE status <> 'match') AS path,
-       any_value(difference) FILTER (WHERE status <> 'match') AS difference
-FROM instance_matches WHERE run_id {IN_RUNS} GROUP BY ALL ORDER BY ALL
+WITH warm AS (
+    SELECT run_id, path, count(*) FILTER (WHERE coalesce(warmup, false)) AS warm
+    FROM region_instances WHERE run_id IN (SELECT ref_run_id FROM instance_matches WHERE run_id {IN_RUNS})
+    GROUP BY ALL
+)
+SELECT m.run_id, m.ref_run_id, m.status, m.path, count(*) AS n,
+       list(DISTINCT coalesce(i.instance_index, oi.instance_index) - coalesce(w.warm, 0)) AS indexes,
+       any_value(m.difference) FILTER (WHERE m.status <> 'match') AS difference
+FROM instance_matches m
+LEFT JOIN region_instances i ON i.run_id = m.ref_run_id AND i.instance_id = m.ref_instance_id
+LEFT JOIN region_instances oi ON oi.run_id = m.run_id AND oi.instance_id = m.instance_id
+LEFT JOIN warm w ON w.run_id = m.ref_run_id AND w.path = m.path
+WHERE m.run_id {IN_RUNS} AND NOT coalesce(i.warmup, oi.warmup, false)  -- warm-up instances are never measured
+  AND (i.instance_id IS NULL /*SCOPE_OR*/)  -- instances of the reference run outside the report's scope are left out
+GROUP BY m.run_id, m.ref_run_id, m.status, m.path
+ORDER BY m.run_id, m.path, m.status
+"""
+
+# instances of the report's runs grouped by kernel-sequence signature (join: instance_signatures), per (run,
+# path): each group's instances (measured indexes: warm-up instances are left out and not counted), kernels per
+# instance, first start, and the median of every instance signal of that run over the group
+GROUPS = f"""
+WITH warm AS (
+    SELECT run_id, path, count(*) FILTER (WHERE coalesce(warmup, false)) AS warm
+    FROM region_instances WHERE run_id {IN_RUNS} GROUP BY ALL
+), s AS (
+    SELECT i.run_id, i.path, i.instance_id, i.instance_index - coalesce(w.warm, 0) AS idx, i.start_ns,
+           g.kernels, g.signature
+    FROM instance_signatures g
+    JOIN region_instances i ON i.run_id = g.run_id AND i.instance_id = g.instance_id
+    LEFT JOIN warm w ON w.run_id = i.run_id AND w.path = i.path
+    WHERE g.run_id {IN_RUNS} AND NOT coalesce(i.warmup, false) /*SCOPE*/
+), grp AS (
+    SELECT run_id, path, signature, any_value(kernels) AS kernels, count(*) AS n, list(idx ORDER BY idx) AS indexes,
+           min(start_ns) AS first_ns, max(start_ns) AS last_ns
+    FROM s GROUP BY run_id, path, signature
+), many AS (SELECT run_id, path FROM grp GROUP BY ALL HAVING count(*) > 1), vals AS (
+    SELECT s.run_id, s.path, s.signature, v.signal, quantile_cont(v.inclusive, 0.5) AS median, any_value(v.unit) AS unit
+    FROM s SEMI JOIN many USING (run_id, path)
+    JOIN instance_values v ON v.run_id = s.run_id AND v.instance_id = s.instance_id
+    GROUP BY ALL
+)
+SELECT g.run_id, g.path, g.signature, g.kernels, g.n, g.indexes, g.first_ns, g.last_ns,
+       (SELECT list({{'signal': v.signal, 'median': v.median, 'unit': v.unit}} ORDER BY v.signal) FROM vals v
+        WHERE v.run_id = g.run_id AND v.path = g.path AND v.signature = g.signature) AS vals
+FROM grp g SEMI JOIN many USING (run_id, path)
+ORDER BY g.run_id, g.path, g.first_ns
 """
 
 PROVENANCE = f"""

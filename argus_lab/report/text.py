@@ -59,7 +59,7 @@ def kernels(rows: Sequence[KernelRow], limit: int = 40) -> str:
         (
             r.path,
             "-" if r.ordinal is None else str(r.ordinal),
-            _short(r.name),
+            _short(r.display_name or r.name),
             str(r.launches),
             fmt(r.median_ns, "ns"),
             f"{fmt(r.p25_ns, 'ns')}..{fmt(r.p75_ns, 'ns')}",
@@ -91,35 +91,77 @@ def counters(rows: Sequence[CounterRow]) -> str:
 
 
 def compiler(rows: Sequence[CompilerRow]) -> str:
-    """Compiler facts per kernel function and where it ran."""
+    """Compiler facts per binary: its configuration, resources, SASS mix, and where it ran."""
     header = (
         "kernel",
-        "source",
+        "config",
         "registers",
-        "spill words",
+        "local mem words",
         "shared",
         "warps",
         "stages",
-        "SASS",
+        "SASS (mix)",
         "ran in",
+        "found by",
         "not available",
     )
     body = [
         (
-            _short(r.name, 50),
-            r.source,
+            _short(r.display_name or r.name, 50),
+            config_text(r.config),
             _int(r.registers),
             _int(r.spill_words),
             fmt(r.shared_bytes, "byte") if r.shared_bytes is not None else "-",
             _int(r.num_warps),
             _int(r.num_stages),
-            _int(r.sass_instructions),
-            r.paths or "-",
+            sass_text(r.sass_instructions, r.sass_mix),
+            r.ran_in or r.paths or "-",
+            r.origin or r.source,
             r.unavailable or "-",
         )
         for r in rows
     ]
     return table(header, body)
+
+
+def config_text(config: dict[str, object] | None) -> str:
+    """``BLOCK_M=128 BLOCK_N=64 w4 s3`` (constexpr arguments, then warps and stages)."""
+    if not config:
+        return "-"
+    parts = [f"{k}={v}" for k, v in config.items() if k not in ("num_warps", "num_stages")]
+    if "num_warps" in config:
+        parts.append(f"w{config['num_warps']}")
+    if "num_stages" in config:
+        parts.append(f"s{config['num_stages']}")
+    return " ".join(parts)
+
+
+SASS_SHORT = {
+    "integer": "int",
+    "global_memory": "global",
+    "shared_memory": "shared",
+    "local_memory": "local",
+    "tensor_core": "tensor",
+    "conversion": "cvt",
+    "control": "ctl",
+}
+
+
+def sass_text(instructions: int | None, mix: dict[str, int] | None) -> str:
+    """``952 (int 64%, global 12%, other 9%, shared 8%, cvt 3%, ctl 2%, tensor 0.6%)``: static SASS instructions
+    and every category of the mix, largest first."""
+    if instructions is None:
+        return "-"
+    if not mix:
+        return str(instructions)
+    total = sum(mix.values()) or 1
+    parts = []
+    for k, v in sorted(mix.items(), key=lambda kv: -kv[1]):
+        if v <= 0:
+            continue
+        pct = 100 * v / total
+        parts.append(f"{SASS_SHORT.get(k, k)} {pct:.0f}%" if pct >= 1 else f"{SASS_SHORT.get(k, k)} {pct:.1f}%")
+    return f"{instructions} (" + ", ".join(parts) + ")"
 
 
 def attribution(rows: Sequence[AttributionRow]) -> str:

@@ -6,13 +6,14 @@ process for tool-launched runs), so it stays light: no polars, plotly or ipywidg
 
 from __future__ import annotations
 
+import os
 import traceback
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from argus_lab.regions import Recorder, Region
+from argus_lab.regions import NVTX_SCOPE_ENV, Recorder, Region
 from argus_lab.run.protocols import Collector, Columns, Evidence, RunContext
 from argus_lab.run.workload import Workload
 
@@ -47,7 +48,12 @@ def drive(
     run as ``failed`` with the exception as cause; what was measured before is kept.
     """
     hooks = [h for c in collectors for h in c.hooks()]
-    recorder = Recorder(run_id, hooks, cpu_clock="host.cpu" in signals)
+    gate = None
+    if NVTX_SCOPE_ENV in os.environ:  # an ncu run: the scope ranges tell ncu which instances to replay
+        from argus_lab.run.nvtx_scope import gate_from_env
+
+        gate = gate_from_env(warmup)
+    recorder = Recorder(run_id, hooks, cpu_clock="host.cpu" in signals, nvtx_gate=gate)
     status, cause, done = "ok", "", 0
     started: list[Collector] = []
     sent = 0

@@ -34,8 +34,12 @@ def no_gpu_reason() -> str:
     )
 
 
+@functools.cache
 def package_version(name: str) -> str:
-    """The installed version of distribution ``name`` (``""`` when it is not installed): the one version look-up."""
+    """The installed version of distribution ``name`` (``""`` when it is not installed): the one version look-up.
+
+    Cached: a process's installed packages do not change while it runs (a run records them at start).
+    """
     try:
         return importlib.metadata.version(name)
     except importlib.metadata.PackageNotFoundError:

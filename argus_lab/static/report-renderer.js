@@ -6,7 +6,7 @@
  *     el          a DOM element; its children are replaced.
  *     reportJson  the `application/vnd.argus.report+json` object (format "argus.report/1", written by
  *                 argus_lab/views/bundle.py: title, summary, regions, runs, tables{name: {columns, rows, total,
- *                 shown}}, timelines[]).
+ *                 shown}}, timelines[], device_timelines[]).
  *     options     {Plotly?: the plotly.js module (default: window.Plotly), maxRows?: rows shown per table
  *                 (default 200), document?: the Document to build nodes in (default el.ownerDocument)}.
  *   ArgusReport.version  the bundle format this renderer reads.
@@ -22,7 +22,9 @@
  *
  * Drill-down: clicking a region in any view (region table row, timeline bar, counter row, attribution bar)
  * fills the drill-down panel with that region's instances, values, kernels, counters, compiler facts and the
- * provenance of the runs they came from, all from rows embedded in the bundle (no kernel, no server).
+ * provenance of the runs they came from, all from rows embedded in the bundle (no kernel, no server).  A region
+ * whose kernels ran instrumented launches lists their device regions (dev.* values) and links to the per-SM lane
+ * timeline of each embedded launch (the Device tab).
  */
 (function (root, factory) {
   var api = factory();
@@ -99,7 +101,7 @@
   };
 
   // -- sortable table ----------------------------------------------------------------------------------------
-  // cols: [{key, label, unit?: string | (row) => unit, fmt?: (v, row) => string}]
+  // cols: [{key, label, unit?: string | (row) => unit, fmt?: (v, row) => string, title?: (row) => string}]
   function table(b, cols, rows, opts) {
     opts = opts || {};
     var max = opts.maxRows || 200;
@@ -146,6 +148,8 @@
           var v = r[c.key];
           var text = c.fmt ? c.fmt(v, r) : unit !== undefined ? fmt(v, unit) : v == null ? '' : String(v);
           var td = b.el('td', typeof v === 'number' ? 'argus-num' : null, text);
+          var hover = c.title ? c.title(r) : '';
+          if (hover) td.title = hover;
           tr.appendChild(td);
         });
         if (opts.onRowClick) {
@@ -179,6 +183,8 @@
     var maxRows = options.maxRows || 200;
     var plots = [];
     var J = bundle.joined || {};
+    var DT = bundle.device_timelines || [];
+    var device = {pick: null, draw: null};
     var T = {};
     Object.keys(bundle.tables || {}).forEach(function (k) { T[k] = rowsOf(bundle.tables[k]); });
     function total(name) { return bundle.tables && bundle.tables[name] ? bundle.tables[name].total : 0; }
@@ -199,6 +205,7 @@
       + (s.regions || 0) + ' region(s) \u00b7 ' + (s.instances || 0) + ' instance(s) \u00b7 '
       + (s.kernels || 0) + ' kernel record(s) \u00b7 store ' + (bundle.store || '?')));
     (s.coverage || []).forEach(function (c) { rootEl.appendChild(b.el('div', 'argus-warn', c)); });
+    (s.heterogeneity || []).forEach(function (c) { rootEl.appendChild(b.el('div', 'argus-note argus-hetero', c)); });
 
     // tabs
     var tabs = b.el('div', 'argus-tabs');
@@ -277,16 +284,23 @@
       } else {
         if (instance != null) {
           var own = (T.kernels || []).filter(function (r) { return r.instance_id === instance && r.path === path; });
-          section(drillEl, 'kernels of this instance', table(b, [{key: 'name', label: 'kernel'},
+          section(drillEl, 'kernels of this instance', table(b, [kernelCol(),
             {key: 'start_ns', label: 'start (ns, CLOCK_REALTIME)'}, {key: 'duration_ns', label: 'duration', unit: 'ns'},
             {key: 'stream_id', label: 'stream'}, {key: 'registers', label: 'registers'},
             {key: 'correlation_id', label: 'correlation id'}, {key: 'run_id', label: 'run'}], own,
           {maxRows: maxRows, empty: 'none embedded (the bundle carries the first ' + (bundle.tables && bundle.tables.kernels
             ? bundle.tables.kernels.shown : 0) + ' kernel records; the rest stay in the store)'}));
         }
+        var groups = (J.groups || []).filter(function (r) { return r.path === path; });
+        if (groups.length) {
+          section(drillEl, 'instance groups (instances that ran different kernel sequences)', table(b, [
+            {key: 'group', label: 'group'}, {key: 'indexes', label: 'instances'}, {key: 'kernels', label: 'kernels'},
+            {key: 'values', label: 'medians', fmt: groupValues}, {key: 'note', label: 'what differs'},
+            {key: 'run_id', label: 'run'}], groups, {maxRows: maxRows}));
+        }
         var kg = (T.kernel_groups || []).filter(function (r) { return r.path === path; });
         section(drillEl, 'kernels', table(b, [
-          {key: 'name', label: 'kernel'}, {key: 'kind', label: 'kind'}, {key: 'count', label: 'count'},
+          kernelCol(), {key: 'kind', label: 'kind'}, {key: 'count', label: 'count'},
           {key: 'total_ns', label: 'total', unit: 'ns'}, {key: 'mean_ns', label: 'mean', unit: 'ns'},
           {key: 'registers', label: 'registers'}, {key: 'grid', label: 'grid'}, {key: 'block', label: 'block'},
           {key: 'runs', label: 'origin run'}], kg, {maxRows: maxRows, sortKey: 'total_ns', sortDir: -1,
@@ -317,6 +331,26 @@
           ? table(b, compilerCols(), cf, {maxRows: maxRows, empty: 'no compiler facts for the kernels of this region'})
           : table(b, counterCols(), facts, {maxRows: maxRows}));
       }
+      var devRows = (J.device || []).filter(function (r) { return r.path === path; });
+      var devLaunches = [];
+      DT.forEach(function (t, i) {
+        if (t.path === path && (instance == null || t.instance_id === instance)) devLaunches.push(i);
+      });
+      if (devRows.length || devLaunches.length) {
+        section(drillEl, 'device regions (instrumented launches; GPU ns)', table(b, deviceCols(), devRows,
+          {maxRows: maxRows, empty: 'no dev.* values for this region'}));
+        var links = b.el('div', 'argus-note');
+        links.appendChild(doc.createTextNode(devLaunches.length ? 'per-SM timeline: ' : 'no launch of this region '
+          + 'is embedded in the bundle (the rows stay in the store)'));
+        devLaunches.forEach(function (i) {
+          var btn = b.el('button', 'argus-tab', DT[i].kernel + ' \u00b7 launch ' + DT[i].launch
+            + (DT[i].instance_index != null ? ' (#' + DT[i].instance_index + ')' : ''));
+          btn.type = 'button';
+          btn.addEventListener('click', function () { showLaunch(i); });
+          links.appendChild(btn);
+        });
+        drillEl.appendChild(links);
+      }
       var runIds = {};
       inst.forEach(function (r) { runIds[r.run_id] = true; });
       summ.forEach(function (r) { String(r.runs || '').split(',').forEach(function (x) { if (x) runIds[x] = true; }); });
@@ -330,6 +364,17 @@
       if (drillEl.scrollIntoView) drillEl.scrollIntoView({block: 'nearest'});
     }
 
+    function deviceCols() {
+      return [{key: 'path', label: 'region'}, {key: 'kernel', label: 'kernel'},
+        {key: 'region', label: 'device region'}, {key: 'signal', label: 'signal'},
+        {key: 'launches', label: 'launches'},
+        {key: 'median', label: 'median', unit: function (r) { return r.unit; }},
+        {key: 'p25', label: 'p25', unit: function (r) { return r.unit; }},
+        {key: 'p75', label: 'p75', unit: function (r) { return r.unit; }},
+        {key: 'spread_p10', label: 'p10 over CTAs/SMs', unit: function (r) { return r.unit; }},
+        {key: 'spread_p90', label: 'p90 over CTAs/SMs', unit: function (r) { return r.unit; }},
+        {key: 'attribution', label: 'attribution'}, {key: 'run_id', label: 'run'}];
+    }
     function regionCounterCols() {
       return [{key: 'path', label: 'region'}, {key: 'signal', label: 'counter'}, {key: 'instances', label: 'instances'},
         {key: 'median', label: 'median', unit: function (r) { return r.unit; }},
@@ -338,18 +383,47 @@
         {key: 'runs', label: 'origin run'}];
     }
     function kernelOrdinalCols() {
-      return [{key: 'path', label: 'region'}, {key: 'ordinal', label: '#'}, {key: 'name', label: 'kernel'},
+      return [{key: 'path', label: 'region'}, {key: 'ordinal', label: '#'}, kernelCol(),
         {key: 'launches', label: 'launches'}, {key: 'median_ns', label: 'median', unit: 'ns'},
         {key: 'total_ns', label: 'total', unit: 'ns'}, {key: 'registers', label: 'registers'},
         {key: 'grid', label: 'grid'}, {key: 'block', label: 'block'}, {key: 'classes', label: 'class'},
         {key: 'counters', label: 'counters (joined by ordinal)', fmt: kernelCounters}, {key: 'run_id', label: 'run'}];
     }
     function compilerCols() {
-      return [{key: 'name', label: 'kernel'}, {key: 'source', label: 'source'}, {key: 'registers', label: 'registers'},
-        {key: 'spill_words', label: 'spill words'}, {key: 'shared_bytes', label: 'shared', unit: 'byte'},
+      return [kernelCol(), {key: 'config', label: 'config', fmt: configText},
+        {key: 'registers', label: 'registers'},
+        {key: 'spill_words', label: 'local mem words'}, {key: 'shared_bytes', label: 'shared', unit: 'byte'},
         {key: 'num_warps', label: 'warps'}, {key: 'num_stages', label: 'stages'},
-        {key: 'sass_instructions', label: 'SASS'}, {key: 'paths', label: 'ran in'}, {key: 'unavailable', label: 'missing'},
-        {key: 'run_id', label: 'run'}];
+        {key: 'sass_instructions', label: 'SASS'}, {key: 'sass_mix', label: 'SASS mix', fmt: sassMix},
+        {key: 'ran_in', label: 'ran in', fmt: function (v, r) { return v || r.paths || ''; }},
+        {key: 'origin', label: 'found by', fmt: function (v, r) { return v || r.source || ''; }},
+        {key: 'unavailable', label: 'missing'}, {key: 'run_id', label: 'run'}];
+    }
+    // a kernel name as recorded (mangled) is shown demangled and shortened (display_name); hover shows both
+    function kernelCol() {
+      return {key: 'name', label: 'kernel', fmt: function (v, r) { return r.display_name || (v == null ? '' : String(v)); },
+        title: function (r) {
+          var full = r.name == null ? '' : String(r.name);
+          return r.display_name && r.display_name !== full ? r.display_name + '\n' + full : full;
+        }};
+    }
+    function configText(v) {
+      if (!v || typeof v !== 'object') return '';
+      return Object.keys(v).map(function (k) { return k + '=' + v[k]; }).join(' ');
+    }
+    function sassMix(v) {
+      if (!v || typeof v !== 'object') return '';
+      var keys = Object.keys(v), tot = 0;
+      keys.forEach(function (k) { tot += Number(v[k]) || 0; });
+      keys.sort(function (a, c) { return v[c] - v[a]; });
+      return keys.map(function (k) { return k + ' ' + (tot ? Math.round(1000 * v[k] / tot) / 10 : 0) + '%'; }).join(', ');
+    }
+    function groupValues(v) {
+      if (!v || typeof v !== 'object') return '';
+      return Object.keys(v).map(function (k) {
+        var x = v[k];
+        return k + ' ' + (Array.isArray(x) ? fmt(x[0], x[1]) : String(x));
+      }).join(', ');
     }
     function counterCols() {
       return [{key: 'path', label: 'region'}, {key: 'instance_index', label: '#'},
@@ -592,6 +666,164 @@
       }
     }
 
+    // -- device regions: per-SM lanes of one instrumented launch ---------------------------------------------
+    function showLaunch(i) {
+      select('Device');
+      if (device.pick) {
+        device.pick.value = String(i);
+        device.draw();
+      }
+    }
+
+    function deviceBars(t, range) {
+      var byRegion = {};
+      function trace(r) {
+        return byRegion[r] || (byRegion[r] = {type: 'bar', orientation: 'h', y: [], base: [], x: [], width: [],
+          hovertext: [], hoverinfo: 'text', name: esc(t.regions[r]), legendgroup: 'd' + r,
+          marker: {color: PALETTE[r % PALETTE.length], line: {width: 0}}});
+      }
+      var lo = range ? range[0] * 1e3 : -Infinity, hi = range ? range[1] * 1e3 : Infinity;
+      if (t.exact) {
+        for (var i = 0; i < t.start.length; i++) {
+          if (t.end[i] < lo || t.start[i] > hi) continue;
+          var tr = trace(t.region[i]);
+          tr.y.push(t.lane[i]);
+          tr.base.push(t.start[i] / 1e3);
+          tr.x.push(Math.max(t.end[i] - t.start[i], 1) / 1e3);
+          tr.width.push(0.8 - 0.25 * Math.min(t.depth[i], 2));
+          tr.hovertext.push(esc(t.regions[t.region[i]]) + ' \u00b7 CTA ' + t.cta[i] + ' \u00b7 '
+            + esc(t.lanes[t.lane[i]]) + '<br>' + fmt(t.end[i] - t.start[i], 'ns') + ' (GPU %globaltimer)');
+        }
+        return {traces: values(byRegion), note: t.total + ' device region occurrence(s), every one drawn'};
+      }
+      var visible = range ? (hi - lo) : t.span;
+      var target = visible / 1500;
+      var lvl = t.levels[t.levels.length - 1], li = t.levels.length - 1;
+      for (var j = 0; j < t.levels.length; j++) {
+        if (t.levels[j].bin_ns <= target) { lvl = t.levels[j]; li = j; break; }
+      }
+      var w = lvl.bin_ns;
+      for (var k = 0; k < lvl.bin.length; k++) {
+        var s0 = lvl.bin[k] * w;
+        if (s0 + w < lo || s0 > hi) continue;
+        var tt = trace(lvl.region[k]);
+        tt.y.push(lvl.lane[k]);
+        tt.base.push(s0 / 1e3);
+        tt.x.push(w / 1e3);
+        tt.width.push(0.8);
+        tt.hovertext.push(lvl.count[k] + ' occurrence(s), busy ' + fmt(lvl.busy[k], 'ns') + ' in ' + fmt(w, 'ns')
+          + '<br>longest: ' + esc(t.regions[lvl.region[k]]) + ' \u00b7 ' + esc(t.lanes[lvl.lane[k]])
+          + '<br>aggregated level ' + (li + 1) + ' of ' + t.levels.length);
+      }
+      return {traces: values(byRegion), note: t.total + ' device region occurrence(s) aggregated into bins of '
+        + fmt(w, 'ns') + ' per SM (level ' + (li + 1) + ' of ' + t.levels.length + '); zoom in to refine'
+        + (li === t.levels.length - 1 ? '; this is the finest level embedded, the rest stays in the store' : '')};
+    }
+
+    function drawDevice(plot, info, t) {
+      var head = t.label + ' \u00b7 run ' + t.run_id + ' \u00b7 ' + t.attribution + ' \u00b7 tail imbalance '
+        + fmt(t.tail.imbalance, 'ns') + ' (last SM end ' + fmt(t.tail.last_end, 'ns') + ', median SM end '
+        + fmt(t.tail.median_end, 'ns') + '); ';
+      if (!plotly()) {
+        info.textContent = head + 'the lanes need plotly.js, which is not on this page (open the exported HTML '
+          + 'report, or JupyterLab with the argus extension)';
+        return;
+      }
+      var bars = deviceBars(t, null);
+      info.textContent = head + bars.note;
+      var marks = [[t.tail.median_end, 'median SM end'], [t.tail.last_end, 'last SM end']];
+      var every = Math.max(1, Math.ceil(t.lanes.length / 44)), laneTicks = [];  // labels readable, lanes all drawn
+      for (var li = 0; li < t.lanes.length; li += every) laneTicks.push(li);
+      var layout = {
+        barmode: 'overlay', height: Math.max(300, 90 + 7 * t.lanes.length), margin: {l: 70, r: 10, t: 40, b: 40},
+        xaxis: {title: {text: '\u00b5s since the launch\u2019s first CTA began (GPU %globaltimer)'}, zeroline: false},
+        yaxis: {tickmode: 'array', tickvals: laneTicks, ticktext: laneTicks.map(function (i) { return esc(t.lanes[i]); }),
+          range: [t.lanes.length - 0.5, -0.5], autorange: false, fixedrange: true},
+        shapes: marks.map(function (m) {
+          return {type: 'line', x0: m[0] / 1e3, x1: m[0] / 1e3, yref: 'paper', y0: 0, y1: 1,
+            line: {dash: 'dash', color: '#444', width: 1}};
+        }),
+        annotations: marks.map(function (m, i) {
+          return {x: m[0] / 1e3, yref: 'paper', y: 1, yanchor: 'bottom', text: m[1], showarrow: false,
+            xanchor: i ? 'left' : 'right', font: {size: 10}};
+        }),
+        legend: {orientation: 'h', x: 0, y: 1.06, yanchor: 'bottom'}, hovermode: 'closest', bargap: 0.1
+      };
+      P.newPlot(plot, bars.traces, layout, {displaylogo: false, responsive: true});
+      plots.push(plot);
+      if (!t.exact) {
+        var busy = false;
+        plot.on('plotly_relayout', function (ev) {
+          if (busy) return;
+          var r = null;
+          if (ev && ev['xaxis.range[0]'] != null) r = [ev['xaxis.range[0]'], ev['xaxis.range[1]']];
+          else if (ev && ev['xaxis.range']) r = ev['xaxis.range'];
+          else if (!(ev && ev['xaxis.autorange'])) return;
+          var next = deviceBars(t, r);
+          info.textContent = head + next.note;
+          busy = true;
+          var lay = plot.layout;
+          if (r) { lay.xaxis.range = r; lay.xaxis.autorange = false; }
+          Promise.resolve(P.react(plot, next.traces, lay)).then(function () { busy = false; },
+            function () { busy = false; });
+        });
+      }
+    }
+
+    if (DT.length || (J.device || []).length) {
+      tab('Device', function (pane) {
+        pane.appendChild(b.el('div', 'argus-note', 'Device regions of instrumented launches: one lane per SM '
+          + '(the last SMs to finish at the bottom), each bar a region occurrence of one CTA, on the GPU\u2019s '
+          + '%globaltimer. The dashed marks are the median and the last SM end: their distance is the tail '
+          + 'imbalance (dev.tail). Values come from the instrumented run; gpu.* stay on the clean run.'));
+        if (DT.length) {
+          var pick = b.el('select', 'argus-select');
+          DT.forEach(function (t, i) {
+            var o = b.el('option', null, t.label + ' \u00b7 ' + t.run_id + (t.warmup ? ' (warm-up)' : ''));
+            o.value = String(i);
+            pick.appendChild(o);
+          });
+          pane.appendChild(pick);
+          var info = b.el('div', 'argus-note');
+          pane.appendChild(info);
+          var plot = b.el('div', 'argus-plot argus-device');
+          pane.appendChild(plot);
+          var vals = b.el('div');
+          pane.appendChild(vals);
+          device.pick = pick;
+          device.draw = function () {
+            var t = DT[Number(pick.value)];
+            drawDevice(plot, info, t);
+            while (vals.firstChild) vals.removeChild(vals.firstChild);
+            vals.appendChild(b.el('h4', 'argus-h', 'values of this launch (join: device_values)'));
+            vals.appendChild(table(b, [{key: 'region', label: 'device region'}, {key: 'signal', label: 'signal'},
+              {key: 'value', label: 'value', unit: function (r) { return r.unit; }},
+              {key: 'p10', label: 'p10', unit: function (r) { return r.unit; }},
+              {key: 'p90', label: 'p90', unit: function (r) { return r.unit; }},
+              {key: 'min', label: 'min', unit: function (r) { return r.unit; }},
+              {key: 'max', label: 'max', unit: function (r) { return r.unit; }},
+              {key: 'n', label: 'CTAs / SMs'}], t.values || [], {maxRows: maxRows}));
+          };
+          pick.addEventListener('change', device.draw);
+          device.draw();
+        } else {
+          pane.appendChild(b.el('div', 'argus-note', 'no instrumented launch is embedded in this bundle'));
+        }
+        pane.appendChild(b.el('h4', 'argus-h', 'device regions per host region and kernel, over launches'));
+        pane.appendChild(table(b, deviceCols(), J.device || [], {maxRows: maxRows,
+          onRowClick: function (r) { drill(r.path); }, empty: 'no dev.* values'}));
+        if ((J.device_overhead || []).length) {
+          pane.appendChild(b.el('h4', 'argus-h', 'overhead of the instrumented variant (kernel time, same launches)'));
+          pane.appendChild(table(b, [{key: 'kernel', label: 'kernel'}, {key: 'launches', label: 'launches'},
+            {key: 'clean_median_ns', label: 'clean', unit: 'ns'},
+            {key: 'instrumented_median_ns', label: 'instrumented', unit: 'ns'},
+            {key: 'ratio_median', label: 'ratio', fmt: function (v) { return v == null ? '-' : v.toFixed(3) + 'x'; }},
+            {key: 'run_id', label: 'instrumented run'}, {key: 'note', label: 'note'}], J.device_overhead,
+          {maxRows: maxRows}));
+        }
+      });
+    }
+
     // -- counters -------------------------------------------------------------------------------------------
     tab('Counters', function (pane) {
       if ((J.kernels || []).length) {
@@ -622,7 +854,7 @@
       filt.addEventListener('input', fill);
       fill();
       pane.appendChild(b.el('h4', 'argus-h', 'kernels by region'));
-      pane.appendChild(table(b, [{key: 'path', label: 'region'}, {key: 'name', label: 'kernel'},
+      pane.appendChild(table(b, [{key: 'path', label: 'region'}, kernelCol(),
         {key: 'count', label: 'count'}, {key: 'total_ns', label: 'total', unit: 'ns'},
         {key: 'mean_ns', label: 'mean', unit: 'ns'}, {key: 'registers', label: 'registers'},
         {key: 'runs', label: 'origin run'}], T.kernel_groups || [], {maxRows: maxRows,

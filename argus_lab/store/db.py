@@ -170,12 +170,12 @@ class Store:
                 "it was not written by argus_lab: pass another --store path"
             )
             raise SchemaVersionError(msg)
-        if write:  # migrate an older store, then add the tables and columns introduced within this version
+        if write:  # migrate an older store, then add the tables and columns of later versions and within this one
             for v in range(version, SCHEMA_VERSION):
-                for stmt in MIGRATIONS.get(v, ()):
-                    con.execute(stmt)
-            if version < SCHEMA_VERSION:
-                con.execute("UPDATE meta SET value = ? WHERE key = 'schema_version'", [str(SCHEMA_VERSION)])
+                for condition, stmt in MIGRATIONS.get(v, ()):
+                    row = con.execute(condition).fetchone()
+                    if row and row[0]:
+                        con.execute(stmt)
             for stmt in DDL:
                 con.execute(stmt)
             have = {
@@ -186,6 +186,8 @@ class Store:
                 for name, sql_type in column_types(table):
                     if (table, name) not in have:
                         con.execute(f'ALTER TABLE {table} ADD COLUMN "{name}" {sql_type}')
+            if version < SCHEMA_VERSION:
+                con.execute("UPDATE meta SET value = ? WHERE key = 'schema_version'", [str(SCHEMA_VERSION)])
             for stmt in VIEW_DDL:
                 con.execute(stmt)
             self._migrated = True

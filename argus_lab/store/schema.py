@@ -2,17 +2,21 @@
 
 Every table is created by :data:`DDL`.  ``meta`` holds the schema version; a store written with a newer
 version is refused (see :mod:`argus_lab.store.db`).  Times are integer nanoseconds on ``CLOCK_REALTIME``
-throughout; nothing is stored as floating-point microseconds.
+throughout; nothing is stored as floating-point microseconds, except device-region times (``device_*`` tables),
+which are on the GPU's own ``%globaltimer`` (ns) and say so in their column names.
+
+Versions: 1 the first layout; 2 added the device-region tables (``device_launches``, ``device_programs``,
+``device_intervals`` from the device backend, ``device_values`` and ``device_sm`` from the join); 3 made
+``attributions`` a view over the stored ``attribution_rows`` and the exact attributions the kernels table implies
+(:data:`VIEWS`).  A store of an older version is migrated on its first write (:data:`MIGRATIONS`, then the tables and
+columns added since) and read as it is before that.
 """
 
 from __future__ import annotations
 
 from argus_lab.join.attribution_sql import EXACT_ATTRIBUTIONS
 
-SCHEMA_VERSION = 2
-"""2: ``attributions`` became a view over the stored ``attribution_rows`` and the exact attributions the kernels
-table implies (:data:`VIEWS`); a version-1 store is migrated on its first write (:data:`MIGRATIONS`) and read as it
-is before that."""
+SCHEMA_VERSION = 3
 
 TABLES: dict[str, str] = {
     "meta": "key VARCHAR PRIMARY KEY, value VARCHAR",
@@ -61,7 +65,8 @@ TABLES: dict[str, str] = {
     "kernel_facts": (
         "run_id VARCHAR, name VARCHAR, binary_hash VARCHAR, source VARCHAR, registers INTEGER, "
         "local_words INTEGER, shared_bytes INTEGER, num_warps INTEGER, num_stages INTEGER, "
-        "sass_instructions INTEGER, sass_mix JSON, unavailable VARCHAR"
+        "sass_instructions INTEGER, sass_mix JSON, unavailable VARCHAR, threads INTEGER, static_shared INTEGER, "
+        "config JSON, origin VARCHAR, binary_path VARCHAR"
     ),
     # Time samples (NVML, PM sampling): device-wide values with their host timestamp.
     "samples": (
@@ -85,6 +90,45 @@ TABLES: dict[str, str] = {
         "run_id VARCHAR, instance_id BIGINT, ref_run_id VARCHAR, ref_instance_id BIGINT, path VARCHAR, "
         "repetition INTEGER, rep_index INTEGER, status VARCHAR, difference VARCHAR"
     ),
+    # Device regions (the device backend, instrumented variant; ``launch`` is unique in a run: rank << 20 plus the
+    # rank's own launch count): one row per instrumented launch, with what the
+    # probe was asked for on the host (kernel name, thread, the region instance open there, CLOCK_REALTIME ns after
+    # the probe was made) and what its buffer held (programs, intervals, dropped events, the decoder's problems).
+    "device_launches": (
+        "run_id VARCHAR, launch INTEGER, kernel VARCHAR, module VARCHAR, thread_id UBIGINT, instance_id BIGINT, "
+        "probe_ns BIGINT, n_slots INTEGER, events_per_slot INTEGER, programs INTEGER, intervals BIGINT, "
+        "dropped BIGINT, problems JSON, rank INTEGER"
+    ),
+    # one row per program (CTA) of an instrumented launch: its SM and first/last timestamps (%globaltimer ns and
+    # the SM's %clock64 cycles)
+    "device_programs": (
+        "run_id VARCHAR, launch INTEGER, cta INTEGER, sm INTEGER, t_begin_ns BIGINT, t_end_ns BIGINT, "
+        "clk_begin BIGINT, clk_end BIGINT, n_events INTEGER, dropped INTEGER, n_warps INTEGER"
+    ),
+    # one row per occurrence of a device region in one program: GPU times (%globaltimer ns), SM cycles, and the
+    # duration from the cycles at the program's own measured clock rate
+    "device_intervals": (
+        "run_id VARCHAR, launch INTEGER, region_id VARCHAR, cta INTEGER, warp INTEGER, sm INTEGER, depth INTEGER, "
+        "seq INTEGER, t_start_ns BIGINT, t_end_ns BIGINT, clk_start BIGINT, clk_end BIGINT, dur_ns DOUBLE"
+    ),
+    # Derived by argus_lab.join.device: per instrumented launch and device region (region_id NULL: the launch as a
+    # whole) the value of each dev.* signal with its spread over CTAs or SMs, the host instance and kernel record it
+    # nests under, and how it was attributed.
+    "device_values": (
+        "run_id VARCHAR, launch INTEGER, instance_id BIGINT, kernel_key VARCHAR, region_id VARCHAR, signal VARCHAR, "
+        "value DOUBLE, p10 DOUBLE, p90 DOUBLE, min DOUBLE, max DOUBLE, n BIGINT, unit VARCHAR, attribution VARCHAR, "
+        "provenance_id VARCHAR"
+    ),
+    # Derived by argus_lab.join.device: per instrumented launch and SM, its programs, first begin, last end, busy
+    # time (union of its programs' spans) and how long before the launch's last SM it finished (GPU ns).
+    "device_sm": (
+        "run_id VARCHAR, launch INTEGER, sm INTEGER, programs INTEGER, begin_ns BIGINT, end_ns BIGINT, "
+        "busy_ns BIGINT, idle_tail_ns BIGINT"
+    ),
+    # Derived by argus_lab.join: the kernel sequence of each region instance (its own and its nested instances'
+    # exactly attributed kernels, in launch order) as a signature, so that instances that ran something else
+    # (first-call autotuning, lazy initialisation, compilation, a data-dependent branch) can be told apart.
+    "instance_signatures": "run_id VARCHAR, instance_id BIGINT, kernels BIGINT, signature VARCHAR",
     "provenance": (
         "provenance_id VARCHAR PRIMARY KEY, run_id VARCHAR, backend VARCHAR, backend_version VARCHAR, "
         "settings JSON, clocks JSON, timestamps VARCHAR"
@@ -108,11 +152,19 @@ VIEW_DDL: tuple[str, ...] = tuple(f"CREATE OR REPLACE VIEW {name} AS {sql}" for 
 STORED_AS: dict[str, str] = {"attributions": "attribution_rows"}
 """The table that rows written under a view's name go to (``Store.write({"attributions": ...})``)."""
 
-MIGRATIONS: dict[int, tuple[str, ...]] = {
-    1: ("ALTER TABLE attributions RENAME TO attribution_rows",),
+MIGRATIONS: dict[int, tuple[tuple[str, str], ...]] = {
+    2: (
+        (
+            "SELECT count(*) FROM information_schema.tables WHERE table_name = 'attributions' "
+            "AND table_type = 'BASE TABLE' AND NOT EXISTS "
+            "(SELECT 1 FROM information_schema.tables WHERE table_name = 'attribution_rows')",
+            "ALTER TABLE attributions RENAME TO attribution_rows",
+        ),
+    ),
 }
-"""Statements taking a store from version ``v`` to ``v + 1`` (run by the first write; the views are re-created
-after them)."""
+"""(condition, statement) pairs taking a store from version ``v`` to ``v + 1``: the statement runs when the
+condition counts more than zero (so a store that already has the new layout is left as it is).  Run by the first
+write; the views are re-created after them."""
 
 
 def _split(cols: str) -> list[str]:

@@ -6,6 +6,7 @@ Everything here is imported lazily (never inside a measured process).  Entry poi
     views.show(report)                    # the interactive report (argus MIME bundle + HTML fallback)
     views.export(report, "report.html")   # one standalone HTML file, opens offline
     views.timeline_figure(report)         # plotly figure of the first run's timeline
+    views.device_timeline(report)         # per-SM lanes of an instrumented launch (device regions)
     views.ambiguity(report)               # attribution classes per region (plotly)
     views.compare(report_a, report_b)     # two reports side by side (plotly + table)
 
@@ -77,6 +78,31 @@ def timeline_figure(report: Report, run: int = 0) -> go.Figure:
     return figure(tl, title=f"{tl['label']} {tl['run_id']}")
 
 
+def device_timeline(report: Report, launch: int | None = None, run_id: str | None = None) -> go.Figure:
+    """A plotly figure of one instrumented launch: one lane per SM, its device regions, and the tail.
+
+    ``launch`` picks a launch of ``run_id`` (default: the report's first instrumented run); by default the first
+    measured launch is drawn.
+    """
+    from argus_lab.errors import ArgusError
+    from argus_lab.views import device
+
+    refs = device.launches(report.store, report.run_ids)
+    if run_id is not None:
+        refs = [r for r in refs if r.run_id == run_id]
+    if launch is not None:
+        refs = [r for r in refs if r.launch == launch]
+    if not refs:
+        msg = (
+            "no instrumented launch to draw: measure dev.* signals of a kernel with device markers first "
+            "(argus_lab.measure(step, 'gpu.time,dev.*')), or pick a launch and run that the report has"
+        )
+        raise ArgusError(msg)
+    ref = refs[0]
+    cols = device.launch_columns(report.store, ref.run_id, ref.launch)
+    return device.figure(device.launch_data(ref, cols, device.DEVICE_EXPORT_LIMITS))
+
+
 def ambiguity(report: Report) -> go.Figure:
     """Stacked bars: for each region, how many values each attribution class holds."""
     from argus_lab.views.charts import ambiguity_figure
@@ -91,4 +117,4 @@ def compare(a: Report, b: Report, signal: str = "") -> Any:
     return CompareView(a, b, signal)
 
 
-__all__ = ["ambiguity", "compare", "export", "init_notebook", "show", "timeline_figure"]
+__all__ = ["ambiguity", "compare", "device_timeline", "export", "init_notebook", "show", "timeline_figure"]

@@ -7,15 +7,19 @@ JupyterLab (the argus MIME renderer), in the ``text/html`` fallback and in an ex
 Layout (``"format": "argus.report/1"``)::
 
     title, store, created, run_ids
-    summary      runs, status counts, regions, signals, instances, kernels, coverage sentences
+    summary      runs, status counts, regions, signals, instances, kernels, coverage sentences, heterogeneity
+                 (instances that ran a different kernel sequence)
     regions      the Report's region rows (path, signal, instances, median, p25, p75, unit, runs, attribution)
     joined       the Report's joined tables: counters per region, kernels by ordinal (with their counters), compiler
-                 facts, attribution by evidence kind, cross-run matches, clock samples (bounded)
+                 facts, attribution by evidence kind, cross-run matches, instance groups (heterogeneity), clock
+                 samples (bounded); kernel rows carry ``display_name`` (demangled, shortened) beside ``name``
     runs         the Report's run rows (status, backends, signals, reason, cause, command, versions, settings)
     tables       name -> {columns, rows, total, shown}: instances, values, kernel_groups, kernels, counters,
                  attribution, evidence_classes, ambiguous, provenance
     timelines    one per run with region instances or kernels in the report's scope (see argus_lab.views.timeline):
                  lanes per rank (host threads, then device streams), every rank on rank 0's clock
+    device_timelines  per-SM lane timelines of a few instrumented launches (see argus_lab.views.device); the
+                 Report's device table and the instrumented variant's overhead are in ``joined``
 """
 
 from __future__ import annotations
@@ -25,7 +29,7 @@ import time
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
-from argus_lab.views import evidence
+from argus_lab.views import device, evidence
 from argus_lab.views.escape import jsonable
 from argus_lab.views.timeline import TimelineLimits, timeline_data
 
@@ -50,6 +54,8 @@ class BundleLimits:
     provenance: int = 200
     timeline_runs: int = 6
     timeline: TimelineLimits = field(default_factory=lambda: TimelineLimits(exact_limit=5_000, bin_budget=40_000))
+    device_launches: int = 1
+    device_timeline: TimelineLimits = device.DEVICE_LIMITS
 
 
 NOTEBOOK = BundleLimits()
@@ -62,6 +68,8 @@ EXPORT = BundleLimits(
     attribution=20_000,
     ambiguous=3_000,
     timeline=TimelineLimits(),
+    device_launches=8,
+    device_timeline=device.DEVICE_EXPORT_LIMITS,
 )
 
 
@@ -80,8 +88,8 @@ def build(report: Report, limits: BundleLimits = NOTEBOOK, title: str = "") -> d
         tables = {
             "instances": evidence.instances(store, ids, limits.instances),
             "values": evidence.instance_values(store, ids, limits.values),
-            "kernel_groups": evidence.kernel_groups(store, ids, limits.kernel_groups),
-            "kernels": evidence.kernel_rows(store, ids, limits.kernels),
+            "kernel_groups": evidence.with_display_names(evidence.kernel_groups(store, ids, limits.kernel_groups)),
+            "kernels": evidence.with_display_names(evidence.kernel_rows(store, ids, limits.kernels)),
             "counters": evidence.counters(store, ids, limits.counters),
             "attribution": evidence.attribution_summary(store, ids, limits.attribution),
             "evidence_classes": evidence.evidence_classes(store, ids, limits.attribution),
@@ -110,9 +118,17 @@ def build(report: Report, limits: BundleLimits = NOTEBOOK, title: str = "") -> d
             ("compiler", limits.kernel_groups),
             ("attribution", 200),
             ("matches", 200),
+            ("groups", 200),
             ("clocks", 200),
+            ("device", 2_000),
+            ("device_overhead", 200),
         )
     }
+    device_timelines = (
+        device.timelines(store, ids, limits.device_launches, limits.device_timeline)
+        if store.exists and ids and report.device
+        else []
+    )
     summary = {
         "runs": len(runs),
         "status": statuses,
@@ -121,6 +137,7 @@ def build(report: Report, limits: BundleLimits = NOTEBOOK, title: str = "") -> d
         "instances": tables["instances"].total if tables else 0,
         "kernels": tables["kernels"].total if tables else 0,
         "coverage": list(report.coverage()),
+        "heterogeneity": report.heterogeneity(),
     }
     return {
         "format": FORMAT,
@@ -135,6 +152,7 @@ def build(report: Report, limits: BundleLimits = NOTEBOOK, title: str = "") -> d
         "runs": jsonable(runs),
         "tables": {name: t.to_json() for name, t in tables.items()},
         "timelines": timelines,
+        "device_timelines": jsonable(device_timelines),
     }
 
 

@@ -149,7 +149,10 @@ def _side_html(report: Report, path: str, name: str) -> str:
         parts.append(
             html_table(
                 ["kernel", "ordinal", "launches", "median", "registers", "class"],
-                [[k.name, k.ordinal, k.launches, fmt(k.median_ns, "ns"), k.registers, k.classes] for k in kernels],
+                [
+                    [k.display_name or k.name, k.ordinal, k.launches, fmt(k.median_ns, "ns"), k.registers, k.classes]
+                    for k in kernels
+                ],
             )
         )
     if counters:

@@ -70,6 +70,19 @@ def query(store: Store, sql: str, ids: list[str], limit: int) -> Table:
 IN_RUNS = "run_id IN (SELECT unnest(?::VARCHAR[]))"
 
 
+def with_display_names(table: Table) -> Table:
+    """``table`` with a ``display_name`` column after its ``name`` column: the kernel name demangled and shortened
+    for reading (:func:`argus_lab.report.names.display_name`); ``name`` stays as recorded."""
+    from argus_lab.report.names import display_name
+
+    if "name" not in table.columns:
+        return table
+    at = table.columns.index("name")
+    cols = (*table.columns[: at + 1], "display_name", *table.columns[at + 1 :])
+    rows = tuple((*r[: at + 1], display_name(str(r[at] or "")), *r[at + 1 :]) for r in table.rows)
+    return Table(cols, rows, table.total)
+
+
 def instances(store: Store, ids: list[str], limit: int) -> Table:
     """Region instances with their region's declaration, in start order."""
     sql = f"""

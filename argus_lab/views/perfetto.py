@@ -29,6 +29,7 @@ from collections.abc import Iterator, Sequence
 from pathlib import Path
 from typing import IO, Any
 
+from argus_lab.report.names import demangle
 from argus_lab.store import Store
 
 GPU_PID = 1_000_000
@@ -164,6 +165,10 @@ def _write_run(con: Any, w: _Writer, run_id: str, base: int, off: int, label: st
             "device": r["device"],
             "stream": stream,
         }
+        name = str(r["name"])
+        shown = demangle(name)  # as Kineto's traces name kernels; the recorded name stays in the args
+        if shown != name:
+            args["mangled"] = name
         if r["kind"] == "kernel" and r["grid_x"] is not None:
             args["grid"] = [r["grid_x"], r["grid_y"], r["grid_z"]]
             args["block"] = [r["block_x"], r["block_y"], r["block_z"]]
@@ -185,7 +190,7 @@ def _write_run(con: Any, w: _Writer, run_id: str, base: int, off: int, label: st
             counts["flows"] += 1
             w.flow("s", counts["flows"], hpid, htid, a0)
             w.flow("f", counts["flows"], dev, stream, t0)
-        w.complete(_CAT.get(str(r["kind"]), "kernel"), str(r["name"]), dev, stream, t0,
+        w.complete(_CAT.get(str(r["kind"]), "kernel"), shown, dev, stream, t0,
                    int(r["end_ns"]) - int(r["start_ns"]), args)  # fmt: skip
         counts["kernels"] += 1
     for r in _rows(con, SAMPLES, run_id):

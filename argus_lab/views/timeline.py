@@ -19,6 +19,8 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
+from argus_lab.report.names import display_name
+
 if TYPE_CHECKING:
     import plotly.graph_objects as go
 
@@ -272,7 +274,7 @@ def _device_rows(
             "start": start.tolist(),
             "end": end.tolist(),
             "name": name_idx.astype(np.int64).tolist(),
-            "names": names.tolist(),
+            "names": [display_name(str(n)) for n in names.tolist()],
             "region": region.tolist(),
             "iid": iid.tolist(),
         }

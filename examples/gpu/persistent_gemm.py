@@ -8,7 +8,12 @@ Phases marked inside the kernel (``argus_lab.device.markers``):
   probe perturbs the kernel far less.
 
 ``launch(a, b, cfg)`` runs the clean variant (``probe=None``: the markers compile to nothing);
-``launch(a, b, cfg, probe=tensor)`` runs the instrumented one. Block sizes, ``GROUP_M``, ``num_warps`` and
+``launch(a, b, cfg, probe=tensor)`` runs the instrumented one.  Measured through argus_lab, the workload asks the
+run for the probe instead (:class:`GemmStep`: ``argus_lab.device.probe(...)`` is ``None`` in the clean runs and a
+fresh buffer in the instrumented run that ``dev.*`` signals get)::
+
+    step = GemmStep(3072, 3072, 1024)
+    report = argus_lab.measure(step, "gpu.time,dev.*", repeat=3, warmup=1) Block sizes, ``GROUP_M``, ``num_warps`` and
 ``num_stages`` are parameters (:class:`GemmConfig`) so that an optimisation loop can vary them. ``unmarked``
 is the same kernel without any marker: the reference the clean variant's SASS must equal.
 """
@@ -21,6 +26,7 @@ from typing import Any
 import triton
 import triton.language as tl
 
+import argus_lab
 import argus_lab.device
 from argus_lab.device import markers as dm
 
@@ -236,3 +242,28 @@ def compile_sm90(cfg: GemmConfig, variant: str, *, num_sms: int = 132) -> Any:
     src = ASTSource(fn=fn, signature=sig, constexprs=consts, attrs=attrs)
     opts = {"num_warps": cfg.num_warps, "num_stages": cfg.num_stages}
     return triton.compile(src, target=GPUTarget("cuda", 90, 32), options=opts)
+
+
+class GemmStep:
+    """A measurable workload: one host region ``gemm_step`` around one launch of the persistent GEMM.
+
+    Each call asks the run for the launch's probe (``argus_lab.device.probe``): ``None`` outside an instrumented
+    run (the clean variant: gpu.time, ncu), a fresh buffer inside one (dev.*), so one workload serves every run of a
+    plan.  Inputs are made once, on the current CUDA device.
+    """
+
+    def __init__(self, m: int, n: int, k: int, cfg: GemmConfig | None = None, *, seed: int = 0) -> None:
+        self.cfg = cfg or GemmConfig()
+        self.a, self.b = make_inputs(m, n, k, seed=seed)
+        self.sms = num_sms_of(self.a.device)
+        self.grid = grid_size(m, n, self.cfg, self.sms)
+        self.events = events_per_cta(m, n, k, self.cfg, self.sms)
+        self.out: Any = None
+
+    def __call__(self) -> Any:
+        with argus_lab.region("gemm_step"):
+            probe = argus_lab.device.probe(
+                persistent_gemm, programs=self.grid, events=self.events, regions=PHASES, device=self.a.device
+            )
+            self.out = launch(self.a, self.b, self.cfg, probe=probe, num_sms=self.sms, out=self.out)
+        return self.out

@@ -497,7 +497,7 @@ export class ArgusPanel extends Widget {
     part(
       'Kernels',
       [
-        { title: 'kernel', value: r => String(r.name) },
+        { title: 'kernel', value: r => String(r.display_name ?? r.name) },
         { title: 'launches', value: r => String(r.launches), numeric: true },
         { title: 'total', value: r => formatNs(r.total_ns), numeric: true },
         { title: 'mean', value: r => formatNs(r.mean_ns), numeric: true },
@@ -520,7 +520,7 @@ export class ArgusPanel extends Widget {
     part(
       'Compiler facts',
       [
-        { title: 'binary', value: r => String(r.kernel_key) },
+        { title: 'binary', value: r => String(r.display_name ?? r.kernel_key) },
         { title: 'signal', value: r => String(r.signal) },
         { title: 'value', value: r => formatValue(r.value, r.unit), numeric: true }
       ],

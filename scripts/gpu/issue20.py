@@ -74,14 +74,9 @@ def check(store: str, out: Path, signals: list[str]) -> int:
         values = con.execute(
             "SELECT signal, count(*), median(inclusive) FROM instance_values GROUP BY signal ORDER BY signal"
         ).fetchall()
-        facts = con.execute(
-            "SELECT count(*), median(registers) FROM kernel_facts WHERE registers IS NOT NULL"
-        ).fetchone()
     finally:
         con.close()
     got = {str(s): (int(n), float(m) if m is not None else None) for s, n, m in values}
-    if facts is not None and facts[0]:  # compiler facts are per kernel (kernel_facts), not per instance
-        got.setdefault("compile.registers", (int(facts[0]), float(facts[1])))
     missing = [s for s in signals if got.get(s, (0, None))[0] == 0]
     result = {
         "runs": [{"run_id": r[0], "status": r[1], "backends": str(r[2])} for r in runs],
@@ -93,7 +88,7 @@ def check(store: str, out: Path, signals: list[str]) -> int:
     print("runs: " + ", ".join(f"{r[0]} {r[1]} [{r[2]}]" for r in runs))
     for s in signals:
         n, m = got.get(s, (0, None))
-        print(f"  {s:<55} {n:>4} values (per instance; per kernel for compile.*), median {m}")
+        print(f"  {s:<55} {n:>4} values (per instance), median {m}")
     print("every requested signal has values" if not missing else f"MISSING values: {', '.join(missing)}")
     return 0 if not missing else 1
 

@@ -1,100 +1,249 @@
-"""Compiler facts backend: facts of the Triton kernels the run loaded (static; shares any run).
+"""Compiler facts backend: facts of every Triton kernel binary the run's process holds (static; shares any run).
 
-At stop it collects every Triton ``CompiledKernel`` alive in the process (the JIT caches keep them) and reads
-``n_regs``, ``n_spills`` (local memory in 4-byte words, which includes local arrays, not only spills),
-``metadata`` (shared, num_warps, num_stages, hash) and the SASS of the cubin (Triton runs its bundled
-``cuobjdump``).  Facts join launched kernels by name (CUPTI reports Triton kernels under their plain name)
-and binary hash.  Non-Triton kernels get facts from the activity records
-(:func:`argus_lab.backends.compiler.facts.activity_facts`).
+Triton kernels reach a process in several ways, and each leaves something to read at the end of the run:
+
+* Triton's JIT and its autotuner keep a ``CompiledKernel`` per compiled configuration (also for a cache hit from
+  an earlier process): its metadata, its cubin, the registers and local memory the driver reported at load
+  (``n_regs``, ``n_spills`` = local memory in 4-byte words: spills and local arrays) and the constexpr arguments it
+  was compiled for (``src.constants``: the configuration, e.g. ``BLOCK_M``);
+* Inductor's own launcher (``StaticallyLaunchedCudaKernel``) keeps name, hash, ``n_regs``, ``n_spills``,
+  ``num_warps`` and ``shared`` but drops the cubin after loading it: the cubin and the metadata are read back
+  from the cache folder named after the hash (:mod:`argus_lab.backends.compiler.artifacts`);
+* Triton's ``knobs.runtime.kernel_load_end_hook`` names (name, hash, the cache files) of every kernel loaded while
+  the run's collector is active, in case its object is gone by the end.
+
+Every binary found gets one fact row (name + hash): registers, local memory words, shared memory, threads per
+block, warps, stages, configuration, SASS instruction mix (``cuobjdump -sass``), how it was found and where.  The
+join links each launched kernel to the binary that ran by the launch record's own facts (name, registers,
+dynamic shared memory, threads per block), never by the name alone.  Non-Triton kernels (cuBLAS, PyTorch's own)
+get what their launch records say, in the report (:data:`argus_lab.report.sql.COMPILER`).
 """
 
 from __future__ import annotations
 
+import functools
 import gc
-import os
-import shutil
-import subprocess
 import sys
-import tempfile
 import warnings
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any
 
+from argus_lab.backends.compiler import artifacts as art
 from argus_lab.backends.compiler import facts as cf
 from argus_lab.plan.backends import BACKENDS
 from argus_lab.regions import BoundaryHook
 from argus_lab.run.protocols import Columns, Evidence, RunContext
 
+cuobjdump_path = art.cuobjdump_path  # kept for callers of the earlier module layout
+
+
+def kernel_objects() -> tuple[list[Any], list[Any]]:
+    """Triton ``CompiledKernel`` objects and Inductor's ``StaticallyLaunched*Kernel`` objects alive in this process,
+    found in one pass over the garbage collector's objects (none when neither Triton nor Inductor was loaded)."""
+    mod = sys.modules.get("triton.compiler.compiler")
+    cls = getattr(mod, "CompiledKernel", None) if mod is not None else None
+    if cls is None and "torch" not in sys.modules:
+        return [], []
+    compiled: list[Any] = []
+    launchers: list[Any] = []
+    with warnings.catch_warnings():  # isinstance() on some torch module objects warns about deprecations
+        warnings.simplefilter("ignore")
+        for o in gc.get_objects():
+            t = type(o)
+            if cls is not None and isinstance(o, cls):
+                compiled.append(o)
+            elif t.__name__.startswith("StaticallyLaunched"):
+                try:
+                    if isinstance(getattr(o, "hash", None), str) and isinstance(getattr(o, "name", None), str):
+                        launchers.append(o)
+                except Exception:  # an object whose attributes raise is not a kernel
+                    continue
+    return compiled, launchers
+
 
 def compiled_kernels() -> list[Any]:
     """Every Triton ``CompiledKernel`` alive in this process (none when Triton was never imported)."""
-    mod = sys.modules.get("triton.compiler.compiler")
-    if mod is None:
-        return []
-    cls = getattr(mod, "CompiledKernel", None)
-    if cls is None:
-        return []
-    with warnings.catch_warnings():  # isinstance() on some torch module objects warns about deprecations
-        warnings.simplefilter("ignore")
-        return [o for o in gc.get_objects() if isinstance(o, cls)]
+    return kernel_objects()[0]
 
 
-def cuobjdump_path() -> str | None:
-    """``cuobjdump``: $TRITON_CUOBJDUMP_PATH, Triton's bundled copy, PATH, or the CUDA toolkit's."""
-    cands = [os.environ.get("TRITON_CUOBJDUMP_PATH")]
-    tfile = getattr(sys.modules.get("triton"), "__file__", None)
-    if isinstance(tfile, str):
-        cands.append(os.path.join(os.path.dirname(tfile), "backends", "nvidia", "bin", "cuobjdump"))
-    cands += [shutil.which("cuobjdump"), "/usr/local/cuda/bin/cuobjdump"]
-    return next((c for c in cands if c and os.path.isfile(c) and os.access(c, os.X_OK)), None)
+def static_launchers() -> list[Any]:
+    """Inductor's statically launched Triton kernels alive in this process (``StaticallyLaunched*Kernel``)."""
+    return kernel_objects()[1]
 
 
-def cuobjdump_sass(cubin: bytes) -> str | None:
-    """``cuobjdump -sass`` of a cubin (None when the tool is missing or fails)."""
-    tool = cuobjdump_path()
-    if tool is None:
+def _plain(v: Any) -> Any:
+    return v if isinstance(v, bool | int | float | str) or v is None else str(v)
+
+
+def config_of(kernel: Any) -> dict[str, Any]:
+    """The configuration a ``CompiledKernel`` was compiled for: its constexpr arguments by name, warps, stages."""
+    out: dict[str, Any] = {}
+    src = getattr(kernel, "src", None)
+    consts = getattr(src, "constants", None)
+    names = getattr(getattr(src, "fn", None), "arg_names", None)
+    if isinstance(consts, dict):
+        for key, value in consts.items():
+            idx = key[0] if isinstance(key, tuple) and len(key) == 1 else key
+            name = names[idx] if isinstance(idx, int) and names is not None and idx < len(names) else str(idx)
+            out[str(name)] = _plain(value)
+    md = getattr(kernel, "metadata", None)
+    for key in ("num_warps", "num_stages", "num_ctas", "maxnreg"):
+        v = getattr(md, key, None)
+        if v is not None and not (key == "num_ctas" and v == 1):
+            out[key] = _plain(v)
+    return out
+
+
+def _metadata(kernel: Any) -> dict[str, Any]:
+    md = kernel.metadata
+    if hasattr(md, "_asdict"):
+        return dict(md._asdict())
+    if hasattr(md, "__dict__"):
+        return dict(vars(md))
+    return dict(md)
+
+
+def _usage(cubin: bytes | Path | None, name: str) -> art.ResourceUsage | None:
+    if not cubin:
         return None
-    with tempfile.NamedTemporaryFile(suffix=".cubin") as fh:
-        fh.write(cubin)
-        fh.flush()
-        try:
-            res = subprocess.run([tool, "-sass", fh.name], capture_output=True, text=True, check=True, timeout=60)
-        except (OSError, subprocess.SubprocessError):
-            return None
-    return res.stdout
+    usage = art.resource_usage(cubin)
+    return usage.get(name) or (next(iter(usage.values())) if len(usage) == 1 else None)
 
 
-def sass_of(kernel: Any) -> str | None:
-    """SASS text of a compiled kernel: ``cuobjdump -sass`` on its cubin, else Triton's ``asm['sass']``."""
+def facts_of(kernel: Any, sass: bool = True) -> tuple[cf.KernelFacts, str | None]:
+    """The facts of one Triton ``CompiledKernel`` and its SASS text."""
+    meta = _metadata(kernel)
+    name = str(meta.get("name") or getattr(kernel, "name", ""))
+    n_regs, n_spills = getattr(kernel, "n_regs", None), getattr(kernel, "n_spills", None)
     asm = getattr(kernel, "asm", {})
     cubin = asm.get("cubin") if hasattr(asm, "get") else None
-    if cubin:
-        text = cuobjdump_sass(bytes(cubin))
-        if text:
-            return text
-    try:
-        text = asm["sass"]
-    except (KeyError, RuntimeError, OSError, subprocess.SubprocessError):
-        return None
-    return str(text) if text else None
+    cubin_bytes = bytes(cubin) if cubin else None
+    usage = _usage(cubin_bytes, name)
+    if n_regs is None and usage is not None:  # never loaded here (or no GPU): the cubin says the same
+        n_regs, n_spills = usage.registers, usage.local // 4
+    text = art.sass(cubin_bytes) if cubin_bytes and sass else None
+    if not text and sass:
+        try:
+            text = str(asm["sass"]) or None
+        except Exception:  # Triton disassembles with its bundled tools; any failure means no SASS
+            text = None
+    paths = getattr(kernel, "metadata_group", None) or {}
+    binary_path = str(paths.get(f"{name}.cubin", "")) if isinstance(paths, dict) else ""
+    facts = cf.triton_facts(
+        name,
+        meta,
+        n_regs,
+        n_spills,
+        text,
+        config=config_of(kernel),
+        origin="triton jit",
+        static_shared=usage.shared if usage is not None else None,
+        binary_path=binary_path,
+    )
+    return facts, text
 
 
-def facts_of(kernel: Any) -> tuple[cf.KernelFacts, str | None]:
-    """The facts of one Triton ``CompiledKernel`` and its SASS text."""
-    try:
-        kernel._init_handles()
-    except (AttributeError, RuntimeError):
-        pass
-    md = kernel.metadata
-    meta = md._asdict() if hasattr(md, "_asdict") else dict(vars(md)) if hasattr(md, "__dict__") else dict(md)
-    name = str(meta.get("name") or getattr(kernel, "name", ""))
-    sass = sass_of(kernel)
-    return cf.triton_facts(name, meta, getattr(kernel, "n_regs", None), getattr(kernel, "n_spills", None), sass), sass
+def facts_of_launcher(
+    obj: Any, dirs: Sequence[Path] | None = None, sass: bool = True
+) -> tuple[cf.KernelFacts, str | None]:
+    """The facts of one of Inductor's ``StaticallyLaunchedCudaKernel`` objects (cubin and metadata from the cache)."""
+    name, hex_hash = str(obj.name), str(obj.hash)
+    binary = art.find_binary(name, hex_hash, dirs)
+    meta: dict[str, Any] = dict(binary.metadata) if binary is not None else {}
+    meta.setdefault("name", name)
+    meta.setdefault("hash", hex_hash)
+    for key in ("num_warps", "shared"):
+        if getattr(obj, key, None) is not None:
+            meta[key] = getattr(obj, key)
+    cubin = binary.cubin if binary is not None else None
+    usage = _usage(cubin, name)
+    n_regs, n_spills = getattr(obj, "n_regs", None), getattr(obj, "n_spills", None)
+    if n_regs is None and usage is not None:
+        n_regs, n_spills = usage.registers, usage.local // 4
+    text = art.sass(cubin) if cubin is not None and sass else None
+    config = {k: meta[k] for k in ("num_warps", "num_stages") if meta.get(k) is not None}
+    facts = cf.triton_facts(
+        name,
+        meta,
+        n_regs,
+        n_spills,
+        text,
+        config=config,
+        origin="inductor static launcher",
+        static_shared=usage.shared if usage is not None else None,
+        binary_path=str(cubin) if cubin is not None else "",
+    )
+    if binary is None:
+        note = "SASS, stages: the cubin was not found in the Triton/Inductor caches (cleared after the run?)"
+        facts = cf.KernelFacts(**{**facts.__dict__, "unavailable": note})
+    return facts, text
+
+
+def facts_of_binary(binary: art.Binary, origin: str, sass: bool = True) -> tuple[cf.KernelFacts, str | None]:
+    """The facts of a cached binary alone (its metadata, and registers/local memory from ``cuobjdump``)."""
+    usage = _usage(binary.cubin, binary.name)
+    text = art.sass(binary.cubin) if binary.cubin is not None and sass else None
+    config = {k: binary.metadata[k] for k in ("num_warps", "num_stages") if binary.metadata.get(k) is not None}
+    facts = cf.triton_facts(
+        binary.name,
+        {**binary.metadata, "hash": binary.hash},
+        usage.registers if usage else None,
+        usage.local // 4 if usage else None,
+        text,
+        config=config,
+        origin=origin,
+        static_shared=usage.shared if usage else None,
+        binary_path=str(binary.cubin) if binary.cubin else "",
+    )
+    return facts, text
+
+
+class _LoadHook:
+    """``triton.knobs.runtime.kernel_load_end_hook``: (name, hash, cache files) of each kernel loaded."""
+
+    def __init__(self) -> None:
+        self.loaded: dict[tuple[str, str], dict[str, str]] = {}
+        self.chain: Any = None
+
+    def __call__(self, *args: Any, **kwargs: Any) -> None:
+        # Triton calls it as (module, function, name, metadata_group, hash)
+        vals = (
+            list(args) + [kwargs.get(k) for k in ("module", "function", "name", "metadata_group", "hash")][len(args) :]
+        )
+        if len(vals) < 5:
+            return
+        name, group, hex_hash = vals[2], vals[3], vals[4]
+        if isinstance(name, str) and isinstance(hex_hash, str):
+            self.loaded[(name, hex_hash)] = dict(group) if isinstance(group, dict) else {}
+
+    def install(self) -> None:
+        knobs = getattr(sys.modules.get("triton"), "knobs", None)
+        chain = getattr(getattr(knobs, "runtime", None), "kernel_load_end_hook", None)
+        if chain is not None and hasattr(chain, "add"):
+            try:
+                chain.add(self)
+                self.chain = chain
+            except Exception:  # a Triton without hook chains: the objects are still found at the end
+                self.chain = None
+
+    def remove(self) -> None:
+        if self.chain is not None:
+            try:
+                self.chain.remove(self)
+            except Exception:  # already removed by someone else
+                pass
+            self.chain = None
 
 
 class CompilerCollector:
-    """Collects compiled-kernel facts at the end of a run."""
+    """Collects compiled-kernel facts at the end of a run.
+
+    Setting ``sass`` (default true): disassemble each kernel's cubin for the SASS instruction mix. ``cuobjdump -sass``
+    takes about a second per kernel; a loop that measures many variants sets it false and keeps registers, local
+    memory, shared memory, warps and stages.
+    """
 
     info = BACKENDS["compiler"]
 
@@ -102,29 +251,58 @@ class CompilerCollector:
         self._ctx: RunContext | None = None
         self.facts: list[cf.KernelFacts] = []
         self.sass: dict[str, str] = {}
+        self._hook = _LoadHook()
+        self._disassemble = True
 
     def hooks(self) -> Sequence[BoundaryHook]:
         return ()
 
     def start(self, ctx: RunContext) -> None:
         self._ctx = ctx
+        self._disassemble = bool(ctx.settings.get("sass", True))  # sass=false: no disassembly (optimisation loops)
+        if "triton" in sys.modules:  # never import Triton only to install a hook
+            self._hook.install()
 
     def stop(self) -> None:
-        facts = []
-        for k in compiled_kernels():
-            try:
-                f, sass = facts_of(k)
-            except (AttributeError, KeyError, TypeError, RuntimeError):
+        self._hook.remove()
+        jobs: list[Callable[[], tuple[cf.KernelFacts, str | None]]] = []
+        seen: set[tuple[str, str]] = set()
+        compiled, launchers = kernel_objects()
+        for k in compiled:
+            key = (str(getattr(k, "name", "")), str(getattr(k, "hash", "")))
+            if key not in seen:
+                seen.add(key)
+                jobs.append(functools.partial(facts_of, k, sass=self._disassemble))
+        dirs = art.cache_dirs()
+        for o in launchers:
+            key = (str(o.name), str(o.hash))
+            if key not in seen:
+                seen.add(key)
+                jobs.append(functools.partial(facts_of_launcher, o, dirs, sass=self._disassemble))
+        for (name, hex_hash), group in self._hook.loaded.items():
+            if (name, hex_hash) in seen:
                 continue
-            facts.append(f)
-            if sass:
-                self.sass[f.key] = sass
-        uniq = {f.key: f for f in facts}
-        self.facts = list(uniq.values())
+            seen.add((name, hex_hash))
+            binary = _binary_of_group(name, hex_hash, group) or art.find_binary(name, hex_hash, dirs)
+            if binary is not None:
+                jobs.append(functools.partial(facts_of_binary, binary, "triton load hook", sass=self._disassemble))
+        facts: list[cf.KernelFacts] = []
+        with ThreadPoolExecutor(max_workers=8) as pool:  # cuobjdump runs in subprocesses: overlap them
+            for res in pool.map(_safe, jobs):
+                if res is None:
+                    continue
+                f, text = res
+                facts.append(f)
+                if text:
+                    self.sass[f.key] = text
+        self.facts = list({f.key: f for f in facts}.values())
 
     def evidence(self, instances: Columns) -> Evidence:
         run_id = self._ctx.run_id if self._ctx is not None else ""
         prov_id = f"{run_id}:compiler"
+        origins: dict[str, int] = {}
+        for f in self.facts:
+            origins[f.origin] = origins.get(f.origin, 0) + 1
         ev: Evidence = {
             "kernel_facts": cf.fact_rows(self.facts, run_id),
             "metrics": cf.metric_rows(self.facts, run_id, prov_id),
@@ -133,7 +311,16 @@ class CompilerCollector:
                 "run_id": [run_id],
                 "backend": ["compiler"],
                 "backend_version": [_triton_version()],
-                "settings": [{"kernels": len(self.facts), "sass": "cuobjdump -sass (Triton bundled)"}],
+                "settings": [
+                    {
+                        "kernels": len(self.facts),
+                        "found_by": origins,
+                        "sass": f"cuobjdump -sass ({art.cuobjdump_path() or 'not found'})"
+                        if self._disassemble
+                        else "not disassembled (setting sass=false)",
+                        "caches": [str(d) for d in art.cache_dirs()],
+                    }
+                ],
                 "clocks": [{}],
                 "timestamps": ["none (static facts)"],
             },
@@ -157,6 +344,26 @@ class CompilerCollector:
         return ev
 
 
+def _binary_of_group(name: str, hex_hash: str, group: dict[str, str]) -> art.Binary | None:
+    meta, cubin = group.get(f"{name}.json"), group.get(f"{name}.cubin")
+    if not meta:
+        return None
+    import json
+
+    try:
+        metadata = json.loads(Path(meta).read_text())
+    except (OSError, ValueError):
+        return None
+    return art.Binary(name, hex_hash, Path(meta).parent, metadata, Path(cubin) if cubin else None)
+
+
+def _safe(job: Callable[[], tuple[cf.KernelFacts, str | None]]) -> tuple[cf.KernelFacts, str | None] | None:
+    try:
+        return job()
+    except Exception:  # one unreadable kernel object never costs the facts of the others
+        return None
+
+
 def _triton_version() -> str:
     mod = sys.modules.get("triton")
     return f"triton {getattr(mod, '__version__', '?')}" if mod is not None else "triton not loaded"
@@ -165,3 +372,16 @@ def _triton_version() -> str:
 def make() -> CompilerCollector:
     """The backend object (see :func:`argus_lab.run.loader.load_backend`)."""
     return CompilerCollector()
+
+
+__all__ = [
+    "CompilerCollector",
+    "compiled_kernels",
+    "config_of",
+    "facts_of",
+    "facts_of_binary",
+    "facts_of_launcher",
+    "kernel_objects",
+    "make",
+    "static_launchers",
+]

@@ -1,9 +1,14 @@
 """Compiled-kernel facts: SASS parsing and fact rows (pure; tested in CI on SASS text recorded on the H200).
 
-Triton kernels carry their own facts (registers, local memory, shared memory, warps, stages, binary hash,
-SASS from the bundled cubin).  For other kernels (cuBLAS, PyTorch's own) the CUPTI activity records give
-registers per thread and static/dynamic shared memory; spills and the instruction mix are stated as not
-available, because their binaries are not at hand.
+Triton kernels carry their own facts (registers, local memory, shared memory, warps, stages, binary hash, the
+configuration they were compiled for, SASS from the cubin).  For other kernels (cuBLAS, PyTorch's own) the CUPTI
+activity records give registers per thread and static/dynamic shared memory; local memory words and the
+instruction mix are stated as not available, because their binaries are inside libraries (``cuobjdump`` could
+list a library's cubins, but they are not tied to a launch by name alone; not done).
+
+Each fact row describes one *binary* (name + hash).  The join links every launched kernel to the binary that ran
+by the launch record's own facts: the name, and registers per thread, dynamic shared memory and threads per block
+where the binary states them, so that the several configurations an autotuner compiled are told apart.
 """
 
 from __future__ import annotations
@@ -123,6 +128,15 @@ class KernelFacts:
     sass_instructions: int | None = None
     sass_mix: dict[str, int] | None = None
     unavailable: str = ""
+    threads: int | None = None
+    """Threads per block the binary is launched with (Triton: num_warps x warp size)."""
+    static_shared: int | None = None
+    """Static shared memory of the binary (cuobjdump -res-usage); Triton's ``shared`` is dynamic, at launch."""
+    config: dict[str, Any] | None = None
+    """What the binary was compiled for: constexpr arguments (block sizes ...), num_warps, num_stages."""
+    origin: str = ""
+    """How it was found: ``triton jit``, ``inductor static launcher``, ``triton load hook``, ``cache``."""
+    binary_path: str = ""
 
     @property
     def key(self) -> str:
@@ -131,11 +145,30 @@ class KernelFacts:
 
 
 def triton_facts(
-    name: str, metadata: Mapping[str, Any], n_regs: int | None, n_spills: int | None, sass: str | None
+    name: str,
+    metadata: Mapping[str, Any],
+    n_regs: int | None,
+    n_spills: int | None,
+    sass: str | None,
+    *,
+    config: Mapping[str, Any] | None = None,
+    origin: str = "",
+    static_shared: int | None = None,
+    binary_path: str = "",
 ) -> KernelFacts:
-    """Facts of a Triton ``CompiledKernel`` (its metadata as a mapping; ``n_spills`` is local memory words)."""
+    """Facts of a Triton kernel binary (its metadata as a mapping; ``n_spills`` is local memory in 4-byte words, as
+    Triton's driver reports it: spills and local arrays)."""
     funcs = parse_sass(sass) if sass else []
     fn = next((f for f in funcs if f.name == name), funcs[0] if funcs else None)
+    warps = _int(metadata.get("num_warps"))
+    warp_size = _int(metadata.get("warp_size")) or 32
+    cfg = dict(config or {})
+    for key in ("num_warps", "num_stages"):
+        if key not in cfg and metadata.get(key) is not None:
+            cfg[key] = metadata.get(key)
+    missing = [] if fn else ["SASS: cuobjdump output not available"]
+    if n_regs is None:
+        missing.append("registers: the binary was neither loaded here nor readable by cuobjdump")
     return KernelFacts(
         name=name,
         binary_hash=str(metadata.get("hash", "")),
@@ -147,7 +180,12 @@ def triton_facts(
         num_stages=_int(metadata.get("num_stages")),
         sass_instructions=fn.instructions if fn else None,
         sass_mix=fn.categories if fn else None,
-        unavailable="" if fn else "SASS: cuobjdump/nvdisasm output not available",
+        unavailable="; ".join(missing),
+        threads=None if warps is None else warps * warp_size,
+        static_shared=static_shared,
+        config=cfg or None,
+        origin=origin,
+        binary_path=binary_path,
     )
 
 
@@ -203,11 +241,17 @@ def fact_rows(facts: Sequence[KernelFacts], run_id: str) -> dict[str, list[Any]]
         "sass_instructions",
         "sass_mix",
         "unavailable",
+        "threads",
+        "static_shared",
+        "config",
+        "origin",
+        "binary_path",
     )
     out: dict[str, list[Any]] = {"run_id": [run_id] * len(facts)}
     for c in cols:
         out[c] = [getattr(f, c) for f in facts]
     out["sass_mix"] = [None if m is None else dict(m) for m in out["sass_mix"]]
+    out["config"] = [None if m is None else dict(m) for m in out["config"]]
     return out
 
 

@@ -1,6 +1,6 @@
-"""The device-regions backend: per-launch probe buffers of instrumented kernels, read back and decoded.
+"""The device backend: per-launch probe buffers of instrumented kernels, read back and decoded (raw evidence only).
 
-``collector.py`` allocates one probe buffer per launch and reads them back after the run; ``decode.py`` turns a
-buffer into raw rows (one per region occurrence per program); ``summary.py`` derives the per-launch figures
-(``dev.time``, ``dev.count``, per-SM busy time, tail imbalance) that the join will own in phase B.
+``collector.py`` is the backend object (the process's probe source while its run records, with an embedded CUPTI
+collector for the run's kernel records); ``decode.py`` turns a buffer into raw rows (one per program, one per region
+occurrence per program).  The join (:mod:`argus_lab.join.device`) derives every value from them.
 """

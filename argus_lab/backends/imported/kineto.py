@@ -58,7 +58,7 @@ _CATS = {
 
 _ARGS = (
     'STRUCT(correlation BIGINT, "External id" BIGINT, device BIGINT, context BIGINT, stream BIGINT, '
-    'grid BIGINT[], block BIGINT[], "registers per thread" BIGINT, bytes BIGINT, name VARCHAR)'
+    'grid BIGINT[], block BIGINT[], "registers per thread" BIGINT, bytes BIGINT, name VARCHAR, mangled VARCHAR)'
 )
 _COLUMNS = (
     "{ph: 'VARCHAR', cat: 'VARCHAR', name: 'VARCHAR', pid: 'VARCHAR', tid: 'VARCHAR', "
@@ -75,6 +75,7 @@ _ARG_FIELDS = (
     ("regs", "registers per thread", "BIGINT"),
     ("nbytes", "bytes", "BIGINT"),
     ("arg_name", "name", "VARCHAR"),
+    ("mangled", "mangled", "VARCHAR"),  # argus_lab's own exports name kernels demangled, keeping the recorded name
 )
 
 
@@ -123,6 +124,7 @@ def _stage(con: Any, files: list[str], base_ns: int, ts_type: str) -> None:
             for dst, src, typ in _ARG_FIELDS
         )
         load("JSON", json_fields)
+    con.execute("UPDATE ev SET name = mangled WHERE mangled IS NOT NULL")  # the name as the kernel was recorded
 
 
 MEMORY_LIMIT = "2GB"

@@ -1,9 +1,14 @@
 """Nsight Compute launcher: runs the child-run command under ``ncu`` and reads the report.
 
-The command carries the run's ``hw:`` metrics, the replay mode the planner chose, NVTX include filters
-derived from the scope (``argus@outer/inner/``), and explicit ``--clock-control``/``--cache-control``
-settings, which are recorded as provenance because they change what the counters read (ncu's defaults lock
-base clocks and flush caches before every pass).  Reading is in :mod:`argus_lab.backends.ncu.parse`.
+The command carries the run's ``hw:`` metrics, the replay mode the planner chose, the NVTX include filter that
+confines replay to the request's scope, and explicit ``--clock-control``/``--cache-control`` settings, which are
+recorded as provenance because they change what the counters read (ncu's defaults lock base clocks and flush
+caches before every pass).  Reading is in :mod:`argus_lab.backends.ncu.parse`.
+
+The scope reaches ncu through the child's recorder: the launcher sets ``ARGUS_NVTX_SCOPE`` to the request's scope,
+the recorder pairs each region range with an ``argus-scope`` range named ``in`` (instance in scope) or ``out``,
+and the filter ``argus-scope@in/`` keeps only kernels launched inside an ``in`` range
+(:mod:`argus_lab.run.nvtx_scope`): no kernel outside every in-scope instance is ever replayed.
 """
 
 from __future__ import annotations
@@ -19,6 +24,8 @@ from typing import Any
 from argus_lab.backends.ncu import parse as ncu_parse
 from argus_lab.errors import BackendUnavailableError, WorkloadError
 from argus_lab.plan.backends import BACKENDS
+from argus_lab.plan.ncu_settings import SCOPE_INCLUDE
+from argus_lab.regions import NVTX_SCOPE_ENV
 from argus_lab.run.protocols import Columns, Evidence, RunContext
 
 REPORT_NAME = "report.ncu-rep"
@@ -56,11 +63,14 @@ def metrics_of(signals: Sequence[str]) -> list[str]:
 
 
 def nvtx_filters(settings: Mapping[str, Any]) -> list[str]:
-    """``--nvtx-include`` expressions: ``settings['nvtx_include']`` or built from ``settings['regions']``.
+    """``--nvtx-include`` expressions: ``settings['nvtx_include']``; with a ``scope`` setting (every plan's ncu
+    run has one) at least the scope filter ``argus-scope@in/``; else built from ``settings['regions']``.
 
     A region path ``outer/inner`` becomes ``argus@outer/inner/`` (push/pop ranges end with ``/``).
     """
     given = settings.get("nvtx_include")
+    if settings.get("scope") is not None:
+        return [SCOPE_INCLUDE]
     if given:
         return [given] if isinstance(given, str) else list(given)
     out = []
@@ -94,9 +104,11 @@ class NcuLauncher:
         if not metrics:
             msg = "an ncu run needs at least one hw:<metric> signal, e.g. hw:dram__bytes_read.sum"
             raise ValueError(msg)
+        scoped = s.get("scope") is not None
         cmd = [
             "env",
             "ARGUS_NVTX_PAYLOAD=1",  # region ranges carry their instance index (see ncu_parse)
+            *([f"{NVTX_SCOPE_ENV}={s['scope']}"] if scoped else []),  # scope ranges: what ncu may replay
             find_ncu(self._ncu),
             "--metrics",
             ",".join(metrics),
@@ -151,6 +163,7 @@ class NcuLauncher:
                         **{k: s[k] for k in ("replay_mode", "clock_control", "cache_control", "graph_profiling")},
                         "metrics": metrics,
                         "nvtx_include": nvtx_filters(s),
+                        "scope": s.get("scope"),
                         "kernels_profiled": len(kernels),
                         "paths": sorted({k.path for k in kernels}),
                     }
@@ -183,8 +196,9 @@ def check_log(log: str, report: Path, returncode: int | None = None) -> None:
         raise BackendUnavailableError(msg)
     if "No kernels were profiled" in log and not report.exists():
         msg = (
-            "ncu profiled no kernel: the NVTX include filters matched no launched kernel (check the region "
-            "paths of the scope: `argus@outer/inner/`) or the workload launched none"
+            "ncu profiled no kernel: no kernel was launched inside a region instance of the scope (check the "
+            "scope's region paths and instance ranges against the regions the workload runs, e.g. with "
+            "`argus-lab run SCRIPT --signals gpu.kernels`), or the workload launched none"
         )
         raise WorkloadError(msg)
     if not report.exists():

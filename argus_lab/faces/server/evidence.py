@@ -287,7 +287,14 @@ def _kernels_of(run_id: str, path: str, rows: Sequence[KernelRow]) -> list[dict[
     for k in rows:
         if k.path != path:
             continue
-        first = {"run_id": run_id, "name": k.name, "launches": 0, "total_ns": 0.0, "registers": k.registers}
+        first = {
+            "run_id": run_id,
+            "name": k.name,
+            "display_name": k.display_name or k.name,
+            "launches": 0,
+            "total_ns": 0.0,
+            "registers": k.registers,
+        }
         e = by.setdefault(k.name, {**first, "grid": k.grid, "block": k.block, "classes": k.classes})
         e["launches"] += k.launches
         e["total_ns"] += k.total_ns
@@ -312,7 +319,16 @@ FACT_SIGNALS = (
 def _fact_rows(c: CompilerRow) -> list[dict[str, Any]]:
     """A Report compiler row as (kernel, source, signal, value, unit) rows."""
     return [
-        {"kernel_key": c.name, "source": c.source, "signal": sig, "value": float(v), "unit": unit, "run_id": c.run_id}
+        {
+            "kernel_key": c.name,
+            "display_name": c.display_name or c.name,
+            "binary_hash": c.binary_hash,
+            "source": c.source,
+            "signal": sig,
+            "value": float(v),
+            "unit": unit,
+            "run_id": c.run_id,
+        }
         for sig, col, unit in FACT_SIGNALS
         if (v := getattr(c, col)) is not None
     ]

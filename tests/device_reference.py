@@ -1,16 +1,17 @@
-"""Per-launch figures of device regions, derived from decoded rows (numpy only).
+"""An independent numpy computation of the per-launch device-region figures, from decoded rows (tests only).
 
-Phase B moves this into the join (``join/device.py``), which owns every derived value; it lives here until the
-package restructure lands. Every figure is in ns on the GPU-wide ``%globaltimer`` time base, durations from the
-SM cycle counters scaled by each program's measured clock rate.
+The join derives the same figures in SQL (:mod:`argus_lab.join.device`); the tests compare the two, so this file
+must not share code with the join. It also serves ``scripts/gpu_probe_device.py`` (the phase-A probe), which
+prints the figures of probe buffers that never went through a store. Every figure is in ns on the GPU-wide
+``%globaltimer`` time base, durations from the SM cycle counters scaled by each program's measured clock rate.
 
 * ``dev.count``: occurrences of a region in the launch (all programs).
 * ``dev.time``: a region's time per program (sum of its occurrences in that CTA): median, min, max, p10, p90
   over the programs that ran it; also the median of one occurrence.
-* ``sm.busy``: per SM, the union of the spans of the programs that ran on it; per SM and region, the sum of the
-  region's occurrences there.
-* ``sm.tail``: the tail imbalance, last SM's end minus the median SM's end (an SM's end is the latest end of its
-  programs); the kernel span, first begin to last end.
+* ``dev.sm_busy``: per SM, the union of the spans of the programs that ran on it; per SM and region, the sum of
+  the region's occurrences there.
+* ``dev.tail``: the tail imbalance, last SM's end minus the median SM's end (an SM's end is the latest end of its
+  programs); ``dev.span``: first begin to last end.
 """
 
 from __future__ import annotations
@@ -109,12 +110,13 @@ def summarize(d: DecodedLaunch) -> LaunchFigures:
     for name in sorted(set(names.tolist())):
         sel = names == name
         region_ns[str(name)] = np.bincount(iv_sm[sel], weights=iv.dur_ns[sel], minlength=len(sms)).astype(np.float64)
-    median_end = float(np.median(end)) if len(end) else float("nan")
+    # relative to the first end: epoch ns in float64 round to 256 ns (phase A's H200 figures did, see the tests)
+    median_end = float(int(end.min()) + np.median(end - end.min())) if len(end) else float("nan")
     last_end = int(end.max()) if len(end) else 0
     return LaunchFigures(
         launch=d.launch,
         span_ns=int(pr.t_end.max() - pr.t_begin.min()) if len(pr.cta) else 0,
-        tail_imbalance_ns=float(last_end - median_end) if len(end) else float("nan"),
+        tail_imbalance_ns=float(np.max(end - end.min()) - np.median(end - end.min())) if len(end) else float("nan"),
         median_sm_end_ns=median_end,
         last_sm_end_ns=last_end,
         regions=tuple(regions),
