@@ -1,8 +1,8 @@
-"""The ``attributions`` view (schema 2): exact attributions are derived from the kernels table, not stored.
+"""The ``attributions`` view (schema 3): exact attributions are derived from the kernels table, not stored.
 
 Guards: a version-1 or -2 store recorded on the H200 (exact rows stored by an older join) is migrated by its first
-write, and re-joining it gives the same exact attribution rows through the view as the older join stored; a run the join has not processed
-shows no derived rows; the join stores no exact kernel or instance row."""
+write, and re-joining it gives the same exact attribution rows through the view as the older join stored; a run the
+join has not processed shows no derived rows; the join stores no exact kernel or instance row."""
 
 from __future__ import annotations
 
