@@ -126,11 +126,13 @@ def test_parquet_and_html_exports(tmp_path: Path) -> None:
 
 
 def test_magic_import_and_export(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
-    from IPython.testing.globalipapp import start_ipython
+    from IPython.testing.globalipapp import get_ipython, start_ipython
 
-    ip: Any = start_ipython()
+    ip: Any = start_ipython() or get_ipython()  # the one test shell of the session (tests/test_magics.py shares it)
     ip.run_line_magic("load_ext", "argus_lab")
     store = tmp_path / "nb.duckdb"
+    magics = ip.magics_manager.registry["ArgusMagics"]
+    last = magics.last_report
     ip.run_line_magic("argus", f"import {trace(tmp_path)} --store {store}")
     assert "kernel: exact 2, unattributed 1" in capsys.readouterr().out
     out = tmp_path / "x.json"
@@ -145,3 +147,4 @@ def test_magic_import_and_export(tmp_path: Path, capsys: pytest.CaptureFixture[s
 
     with pytest.raises(UsageError, match="cannot tell the export format"):
         ip.run_line_magic("argus", f"export {tmp_path / 'x.pdf'}")
+    magics.last_report = last
