@@ -52,7 +52,9 @@ NVTX_SCOPE_DOMAIN = "argus-scope"
 NVTX_SCOPE_IN = "in"
 NVTX_SCOPE_OUT = "out"
 NVTX_SCOPE_ENV = "ARGUS_NVTX_SCOPE"
-"""Set (to the scope's text) by the ncu launcher: the recorder then opens the scope ranges."""
+"""Set (to the scope's text, never empty: ``**`` for every region) by the ncu launcher: the recorder then opens the
+scope ranges.  The child's driver also switches them on from the run's spec (:func:`nvtx_scope_on`), so that they
+never depend on an environment variable reaching the workload through the tool."""
 
 ScopeGate = Callable[[str, int], bool]
 """Decides at region entry whether an instance is in scope: ``gate(path, repetition)`` (see
@@ -223,11 +225,12 @@ class _Nvtx:
     paired with a scope range in the ``argus-scope`` domain (``ARGUS_NVTX_SCOPE`` set, by the ncu launcher).
     """
 
-    __slots__ = ("domain", "gated", "mode", "pop", "scope_attrs", "scope_domain")
+    __slots__ = ("domain", "gated", "mode", "pop", "scope_attrs", "scope_domain", "want_scope")
 
     def __init__(self) -> None:
         self.mode = 0
         self.gated = False
+        self.want_scope = False  # set by nvtx_scope_on(): open the scope ranges whatever the environment says
         self.domain: Any = None
         self.scope_domain: Any = None
         self.scope_attrs: tuple[Any, Any] = (None, None)  # (out, in)
@@ -247,19 +250,55 @@ class _Nvtx:
         self.domain = domain
         self.pop = domain.pop_range
         self.mode = 3 if os.environ.get("ARGUS_NVTX_PAYLOAD", "0") == "1" else 2
-        if NVTX_SCOPE_ENV in os.environ:
-            scope = nvtx.get_domain(NVTX_SCOPE_DOMAIN)
-            self.scope_domain = scope
-            self.scope_attrs = (
-                scope.get_event_attributes(message=NVTX_SCOPE_OUT),
-                scope.get_event_attributes(message=NVTX_SCOPE_IN),
-            )
-            self.gated = True
-            self.pop = self._pop_both
+        if self.want_scope or NVTX_SCOPE_ENV in os.environ:
+            self.open_scope_domain()
+
+    def open_scope_domain(self) -> None:
+        """Pair every region range with a scope range from now on (NVTX resolved and on)."""
+        import nvtx
+
+        scope = nvtx.get_domain(NVTX_SCOPE_DOMAIN)
+        self.scope_domain = scope
+        self.scope_attrs = (
+            scope.get_event_attributes(message=NVTX_SCOPE_OUT),
+            scope.get_event_attributes(message=NVTX_SCOPE_IN),
+        )
+        self.gated = True
+        self.pop = self._pop_both
 
     def _pop_both(self) -> None:
         self.scope_domain.pop_range()
         self.domain.pop_range()
+
+
+def nvtx_scope_on() -> None:
+    """Open the ``argus-scope`` ranges (:data:`NVTX_SCOPE_DOMAIN`) around every region range of this process: called
+    by the run driver of an ncu run before the workload is loaded (no region is open then).  Without NVTX (no
+    ``nvtx`` package, no tool attached, ``ARGUS_NVTX=0``) there is nothing to open."""
+    nv = _nvtx
+    nv.want_scope = True
+    if nv.mode > 1 and not nv.gated:
+        nv.open_scope_domain()
+
+
+def nvtx_state() -> dict[str, Any]:
+    """What the NVTX side of the markers does in this process (for an ncu run's diagnostics)."""
+    nv = _nvtx
+    if nv.mode == 0:
+        nv.resolve()
+    state = {1: "off", 2: "on", 3: "on, with instance payloads"}.get(nv.mode, "unresolved")
+    if nv.mode == 1:
+        if os.environ.get("ARGUS_NVTX", "1") == "0":
+            why = "ARGUS_NVTX=0"
+        else:
+            try:
+                import nvtx  # noqa: F401
+            except ImportError:
+                why = "the nvtx package is not importable"
+            else:
+                why = "no NVTX tool is attached to the process"
+        state = f"off ({why})"
+    return {"nvtx": state, "scope_ranges": nv.gated}
 
 
 def env_rank() -> int:

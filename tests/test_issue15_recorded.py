@@ -10,6 +10,12 @@ Three workloads of examples/gpu/, each through ``argus-lab run`` (see tests/data
 
 Each test re-runs the current join on a copy of the store, so it checks today's rules on the recorded evidence.
 The tests are skipped, saying so, until the recording is in tests/data.
+
+The first H200 recording (2026-11-30) is here in part: ``autotune.duckdb`` (good: counters for every measured
+instance, nothing else replayed, heterogeneity, the chosen configuration), ``profiler_names.json`` and the logs.  Its
+``compiled.duckdb`` (the run failed: the compiler collector met a dead weak proxy at stop) and ``model.duckdb``
+(its ncu run profiled no kernel: the child opened no scope range) are kept in ``first/`` as the record of those
+faults; the tests of ``compiled.duckdb`` and ``model.duckdb`` wait for the second recording.
 """
 
 from __future__ import annotations
@@ -24,6 +30,8 @@ import pytest
 
 import argus_lab
 from argus_lab import join
+from argus_lab.backends.ncu.launcher import check_log
+from argus_lab.errors import WorkloadError
 from argus_lab.report.names import demangle
 from argus_lab.store import Store
 
@@ -32,19 +40,32 @@ DATA = Path(os.environ.get("ARGUS_ISSUE15_DATA") or Path(__file__).parent / "dat
 MAX_BYTES = 8 * 1024 * 1024
 
 
-def _recorded(name: str) -> Path:
-    for cand in (DATA / name, DATA / f"{name}.gz"):
+FIRST = Path(__file__).parent / "data" / "gpu" / "issue15" / "first"
+"""The first H200 recording's stores of the two cases that failed there (kept as the record of the faults)."""
+
+_PENDING = {
+    "compiled.duckdb": "the first H200 recording's torch.compile'd run failed (the compiler collector stopped on a "
+    "dead weak proxy; fixed, tests/test_compiler_inductor.py; its store is in first/)",
+    "model.duckdb": "the first H200 recording's ncu run of the model profiled no kernel (the child opened no "
+    "argus-scope range; fixed, tests/test_nvtx_scope.py; its store is in first/)",
+}
+
+
+def _recorded(name: str, folder: Path | None = None) -> Path:
+    base = DATA if folder is None else folder
+    for cand in (base / name, base / f"{name}.gz"):
         if cand.exists():
             return cand
+    why = f"; {_PENDING[name]}" if name in _PENDING and folder is None else ""
     pytest.skip(
-        f"tests/data/gpu/issue15/{name} is not recorded yet: run `scripts/gpu/issue15.sh OUT` on the H200 and copy "
+        f"{base}/{name} is not recorded yet{why}: run `scripts/gpu/issue15.sh OUT` on the H200 and copy "
         "OUT/*.duckdb(.gz), OUT/profiler_names.json and OUT/issue15-summary.json there (tests/data/README.md)"
     )
 
 
-def _store(name: str, tmp_path: Path) -> Store:
+def _store(name: str, tmp_path: Path, folder: Path | None = None) -> Store:
     """A writable copy of a recorded store (gunzipped when it was kept compressed)."""
-    src = _recorded(name)
+    src = _recorded(name, folder)
     local = tmp_path / name
     if src.suffix == ".gz":
         with gzip.open(src, "rb") as fin, local.open("wb") as fout:
@@ -182,7 +203,9 @@ def test_ncu_replays_nothing_outside_regions_of_a_model_built_before_them(tmp_pa
 
 
 def test_kernel_names_read_like_torch_profilers(tmp_path: Path) -> None:
-    store = _store("model.duckdb", tmp_path)
+    # the model's timing run: from the second recording once it is here, else from the first (its timing run is good)
+    have = any((DATA / n).exists() for n in ("model.duckdb", "model.duckdb.gz"))
+    store = _store("model.duckdb", tmp_path, None if have else FIRST)
     report = _joined(store, _requests(store)[-1])
     prof = json.loads(_recorded("profiler_names.json").read_text())["kernels"]
     ours = {demangle(k.name) for k in report.kernels}
@@ -191,3 +214,35 @@ def test_kernel_names_read_like_torch_profilers(tmp_path: Path) -> None:
     assert not any(k.display_name.startswith("_Z") for k in report.kernels)
     text = report.kernel_table()
     assert "_ZN" not in text
+
+
+def test_first_recording_an_ncu_run_that_replayed_nothing_is_not_reported_as_matching(tmp_path: Path) -> None:
+    """first/model.duckdb: ncu profiled no kernel; the instance matches said "instances 0-1 match" before."""
+    store = _store("model.duckdb", tmp_path, FIRST)
+    runs = _requests(store)[-1]
+    report = _joined(store, runs)
+    ncu = [r for r in report.runs if "ncu" in r.backends]
+    assert ncu and ncu[0].status == "failed" and "ncu profiled no kernel" in ncu[0].cause
+    assert store.rows("SELECT count(*) FROM ncu_kernels")[0][0] == 0
+    (line,) = report.matching_lines()
+    assert "decode: instances 0-1 not replayed" in line and "26 kernel(s)" in line
+    assert "match" not in line.replace("matching", "")
+    # the ncu log of that run: with what the child saw missing (it wrote no record then), the cause says so
+    with pytest.raises(WorkloadError, match="left no record of its NVTX scope ranges"):
+        check_log((FIRST / "model_ncu_run.ncu.log").read_text(), tmp_path / "report.ncu-rep")
+
+
+def test_first_recording_the_inductor_kernel_without_facts_is_called_a_triton_kernel(tmp_path: Path) -> None:
+    """first/compiled.duckdb: the run failed at the compiler's stop, so Inductor's kernel has launch records only."""
+    store = _store("compiled.duckdb", tmp_path, FIRST)
+    runs = _requests(store)[-1]
+    report = _joined(store, runs)
+    (run,) = report.runs
+    assert run.status == "failed" and "weakly-referenced object no longer exists" in run.cause
+    rows = {c.name: c for c in report.compiler}
+    inductor = rows["triton_per_fused_gelu_native_layer_norm_0"]
+    assert inductor.source == "cupti launch record" and inductor.registers == 31
+    assert "not a Triton kernel" not in inductor.unavailable  # what the report said of it on the H200
+    assert "a Triton kernel (Inductor names its kernels triton_*)" in inductor.unavailable
+    cublas = [c for n, c in rows.items() if n.startswith("nvjet")]
+    assert cublas and all("not a Triton kernel" in c.unavailable for c in cublas)

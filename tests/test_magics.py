@@ -13,9 +13,10 @@ from argus_lab.faces.magics import ArgusMagics, measure_line
 
 @pytest.fixture(scope="module")
 def ip() -> Any:
-    from IPython.testing.globalipapp import get_ipython, start_ipython
+    from IPython.core.interactiveshell import InteractiveShell
+    from IPython.testing.globalipapp import start_ipython
 
-    shell = start_ipython() or get_ipython()  # None when another test module started the session's shell first
+    shell = start_ipython() or InteractiveShell.instance()  # the one test shell, whichever module started it
     shell.run_line_magic("load_ext", "argus_lab")
     return shell
 

@@ -9,6 +9,7 @@ no NVTX tool is attached on a machine without a GPU), and apply that rule at eac
 
 from __future__ import annotations
 
+import json
 import threading
 from collections.abc import Iterator
 from typing import Any
@@ -17,12 +18,15 @@ import pytest
 
 import argus_lab.regions as regions_mod
 from argus_lab import region
-from argus_lab.backends.ncu.launcher import NcuLauncher
+from argus_lab.backends.ncu.launcher import NcuLauncher, check_log, find_ncu, read_scope_state
+from argus_lab.errors import WorkloadError
 from argus_lab.plan import Request, plan
 from argus_lab.plan.scope import Scope
-from argus_lab.regions import NVTX_SCOPE_ENV, Recorder
-from argus_lab.run.nvtx_scope import ScopeGate, gate_from_env
+from argus_lab.regions import NVTX_SCOPE_DOMAIN, NVTX_SCOPE_ENV, Recorder
+from argus_lab.run.driver import drive
+from argus_lab.run.nvtx_scope import STATE_FILE, ScopeGate, gate_from_env
 from argus_lab.run.protocols import RunContext
+from argus_lab.run.workload import Workload
 
 
 class _Domain:
@@ -154,3 +158,83 @@ def test_ncu_command_carries_the_scope_and_the_one_filter(tmp_path: Any, monkeyp
     includes = [cmd[i + 1] for i, a in enumerate(cmd) if a == "--nvtx-include"]
     assert includes == ["argus-scope@in/"]
     assert "--nvtx" in cmd
+
+
+@pytest.fixture
+def ncu_child_without_scope_env(monkeypatch: pytest.MonkeyPatch) -> Iterator[tuple[_Domain, _Domain]]:
+    """The NVTX state of an ncu child whose ``ARGUS_NVTX_SCOPE`` did not arrive (SYNTHETIC recording domains).
+
+    On the H200 the model case's ncu run (no scope, so ``ARGUS_NVTX_SCOPE=`` with an empty value on the command,
+    ``--warmup 1``) profiled nothing while the autotune case (a non-empty scope) worked: NVTX was on with payloads,
+    but the child opened no ``argus-scope`` range.  Here NVTX is on, the variable is absent, and ``nvtx.get_domain``
+    hands out recording domains."""
+    nvtx = pytest.importorskip("nvtx")
+    monkeypatch.delenv(NVTX_SCOPE_ENV, raising=False)
+    nv = regions_mod._nvtx
+    saved = (nv.mode, nv.gated, nv.domain, nv.scope_domain, nv.scope_attrs, nv.pop, nv.want_scope)
+    argus, scope = _Domain("argus"), _Domain("argus-scope")
+    nv.mode, nv.gated, nv.domain, nv.pop, nv.want_scope = 3, False, argus, argus.pop_range, False
+    monkeypatch.setattr(nvtx, "get_domain", lambda name=None: scope if name == NVTX_SCOPE_DOMAIN else argus)
+    try:
+        yield argus, scope
+    finally:
+        nv.mode, nv.gated, nv.domain, nv.scope_domain, nv.scope_attrs, nv.pop, nv.want_scope = saved
+
+
+def test_an_ncu_child_takes_its_scope_from_the_spec_not_only_the_environment(
+    ncu_child_without_scope_env: tuple[_Domain, _Domain], tmp_path: Any
+) -> None:
+    argus, scope_domain = ncu_child_without_scope_env
+    ncu_run = next(
+        r
+        for r in plan(Request.build("gpu.time,hw:dram__bytes_read.sum", "", repeat=2, warmup=1)).runs
+        if "ncu" in r.backends
+    )
+    launches: list[tuple[int, str, bool]] = []
+    reps = iter(range(3))
+
+    def step() -> None:  # the model case: model built before, one `decode` instance per repetition
+        rep = next(reps)
+        launches.append((rep, "outside", _replayed(scope_domain)))
+        with region("decode"):
+            launches.append((rep, "decode", _replayed(scope_domain)))
+
+    out = drive("r-ncu", Workload.of_callable(step), [], list(ncu_run.signals), ncu_run.settings, 2, 1, tmp_path)
+    assert out.status == "ok", out.cause
+    # warm-up repetition 0 is `out`; both measured instances are replayed; nothing outside the region
+    assert [(rep, what) for rep, what, yes in launches if yes] == [(1, "decode"), (2, "decode")]
+    assert argus.stack() == [] and scope_domain.stack() == []
+    state = json.loads((tmp_path / STATE_FILE).read_text())
+    assert state["scope_from"] == "run settings" and state["scope_ranges"] is True
+    assert (state["opened_in"], state["opened_out"], state["warmup"]) == (2, 1, 1)
+    assert state["nvtx"].startswith("on")
+
+
+def test_the_ncu_command_never_sets_the_scope_to_an_empty_value(tmp_path: Any, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("ARGUS_NCU", "/bin/true")
+    run = plan(Request.build("hw:dram__bytes_read.sum", "", repeat=2, warmup=1)).runs[0]
+    ctx = RunContext("r-1", tuple(run.signals), run.settings["ncu"], tmp_path)
+    cmd = NcuLauncher().command(ctx, ["python", "-m", "argus_lab.run.child", "spec.json"])
+    env = [a for a in cmd[: cmd.index(find_ncu())] if "=" in a]
+    assert f"{NVTX_SCOPE_ENV}=**" in env and not any(a.endswith("=") for a in env)
+    gate = ScopeGate(Scope.parse("**"), warmup=1)
+    # `**` covers every region path, nested ones too, like an empty scope
+    assert [gate(p, r) for r in (0, 1) for p in ("decode", "decode/attn")] == [False, False, True, True]
+
+
+def test_an_ncu_run_that_profiled_nothing_says_why(tmp_path: Any) -> None:
+    log = "==PROF== Connected to process 1\n==WARNING== No kernels were profiled.\n"  # as on the H200
+    missing = tmp_path / "report.ncu-rep"
+    cases = [
+        (None, "left no record of its NVTX scope ranges"),
+        ({"nvtx": "off (no NVTX tool is attached to the process)", "scope_ranges": False}, "pip install nvtx"),
+        ({"nvtx": "on", "scope_ranges": False}, "opened no `argus-scope` ranges"),
+        ({"nvtx": "on", "scope_ranges": True, "opened_in": 0, "opened_out": 3, "scope": "x"}, "3 out of scope"),
+        ({"nvtx": "on", "scope_ranges": True, "opened_in": 2, "opened_out": 1}, "another thread"),
+    ]
+    for state, words in cases:
+        with pytest.raises(WorkloadError, match="ncu profiled no kernel") as err:
+            check_log(log, missing, scope_state=state)
+        assert words in str(err.value)
+    (tmp_path / STATE_FILE).write_text(json.dumps(cases[-1][0]))
+    assert read_scope_state(tmp_path) == cases[-1][0]

@@ -58,3 +58,46 @@ def compile_configs(cache_dir: Path, num_warps: int = 4, num_stages: int = 3) ->
             )
         )
     return out
+
+
+@triton.jit
+def triton_per_fused_gelu_native_layer_norm_0(
+    in_ptr0, out_ptr0, xnumel, r0_numel, XBLOCK: tl.constexpr, R0_BLOCK: tl.constexpr
+):
+    """A persistent reduction shaped and named like the Inductor kernel of the H200's torch.compile'd MLP (one
+    row of ``R0_BLOCK`` fp16 values per program: layer norm, then tanh-free GELU by the sigmoid form)."""
+    xoffset = tl.program_id(0) * XBLOCK
+    xindex = xoffset + tl.arange(0, XBLOCK)[:, None]
+    r0 = tl.arange(0, R0_BLOCK)[None, :]
+    xmask = xindex < xnumel
+    x = tl.load(in_ptr0 + (r0 + r0_numel * xindex), xmask, other=0.0).to(tl.float32)
+    mean = tl.sum(x, 1)[:, None] / r0_numel
+    d = x - mean
+    var = tl.sum(d * d, 1)[:, None] / r0_numel
+    y = d * tl.rsqrt(var + 1e-5)
+    g = y * tl.sigmoid(1.702 * y)
+    tl.store(out_ptr0 + (r0 + r0_numel * xindex), g.to(tl.float16), xmask)
+
+
+INDUCTOR_SIGNATURE = {
+    "in_ptr0": "*fp16",
+    "out_ptr0": "*fp16",
+    "xnumel": "i32",
+    "r0_numel": "i32",
+    "XBLOCK": "constexpr",
+    "R0_BLOCK": "constexpr",
+}
+
+
+def compile_inductor_like(num_warps: int = 2) -> Any:
+    """:func:`triton_per_fused_gelu_native_layer_norm_0` compiled for sm_90 into the Triton cache that
+    ``TRITON_CACHE_DIR`` names (Inductor compiles into ``<inductor cache>/triton/<device>``)."""
+    from triton.backends.compiler import GPUTarget
+    from triton.compiler import ASTSource
+
+    src = ASTSource(
+        fn=triton_per_fused_gelu_native_layer_norm_0,
+        signature=INDUCTOR_SIGNATURE,
+        constexprs={"XBLOCK": 1, "R0_BLOCK": 256},
+    )
+    return triton.compile(src, target=GPUTarget("cuda", 90, 32), options={"num_warps": num_warps, "num_stages": 1})

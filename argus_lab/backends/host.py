@@ -17,6 +17,9 @@ class HostCollector:
     """Derives host signals from the region instances; needs no hooks of its own."""
 
     info: BackendInfo = BACKENDS["host"]
+    per_repetition = True
+    """Its values come from the instances alone: a child run writes them with each repetition's shard, so a child
+    that dies keeps the values of the repetitions it finished."""
 
     def __init__(self) -> None:
         self._ctx: RunContext | None = None

@@ -1,4 +1,4 @@
-"""The ``argus-lab`` command line: run, show, join, plan, signals, export, import, doctor."""
+"""The ``argus-lab`` command line: run, show, join, recover, plan, signals, export, import, doctor."""
 
 from __future__ import annotations
 
@@ -13,6 +13,7 @@ EPILOG = """examples:
   argus-lab run train.py --signals gpu.time,hw:dram__bytes_read.sum --scope 'decode/**; instances=2:' -- --steps 3
   argus-lab show --store argus.duckdb --provenance
   argus-lab join --store argus.duckdb --all
+  argus-lab recover --store argus.duckdb
   argus-lab plan --signals host.wall,gpu.time,hw:sm__throughput.avg.pct_of_peak_sustained_elapsed,compile.registers
   argus-lab signals
   argus-lab import trace.json.gz --store argus.duckdb    # torch.profiler; also .nsys-rep/.sqlite, .ncu-rep
@@ -139,6 +140,16 @@ def build_parser() -> argparse.ArgumentParser:
     join.add_argument("--run", action="append", default=None, metavar="RUN_ID", help="join these runs (repeatable)")
     join.add_argument("--all", action="store_true", help="join every run of the store (each request's runs together)")
 
+    recover = sub.add_parser(
+        "recover",
+        help="finish runs left 'running' by a process that ended (killed, out of memory): store what their run "
+        "folders hold, then join them (a store's first write does this too)",
+        epilog=EPILOG,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
+    _common(recover)
+    recover.add_argument("--no-join", action="store_true", help="store the recovered runs without joining them")
+
     sub.add_parser("signals", help="list every known signal with its unit and backend")
     doctor = sub.add_parser(
         "doctor",
@@ -206,6 +217,8 @@ def main(argv: Sequence[str] | None = None) -> int:
             return _plan(args)
         if args.command == "join":
             return _join(args)
+        if args.command == "recover":
+            return _recover(args)
         if args.command == "doctor":
             from argus_lab.faces.doctor import main as doctor_main
 
@@ -218,6 +231,14 @@ def main(argv: Sequence[str] | None = None) -> int:
     except ArgusError as exc:
         print(f"argus-lab: error: {exc}", file=sys.stderr)
         return 2
+    except KeyboardInterrupt:
+        where = f" in {args.store}" if getattr(args, "store", None) else ""
+        print(
+            f"argus-lab: interrupted; the runs that ended are stored{where}, the interrupted one with the "
+            "repetitions it finished (`argus-lab show` lists them, `argus-lab join` joins them)",
+            file=sys.stderr,
+        )
+        return 130
     except ModuleNotFoundError as exc:
         if (exc.name or "").split(".")[0] not in JUPYTER_EXTRA:
             raise
@@ -308,6 +329,20 @@ def _import(args: argparse.Namespace) -> int:
     result = import_trace(args.file, args.store, fmt=fmt, **options)
     print(result.text())
     print(f"stored as run {result.run_id} in {result.store_path}; see it with `argus-lab show --run {result.run_id}`")
+
+
+def _recover(args: argparse.Namespace) -> int:
+    from argus_lab.faces.measure import recover_runs
+
+    done = recover_runs(args.store, join=not args.no_join)
+    for r in done.recovered:
+        print(f"recovered {r.line()}")
+    for summary in done.joined:
+        print(summary.text())
+    for folder in done.unknown_folders:
+        print(f"not recovered: {folder} (the store has no record of this run; it was written for another store)")
+    if not done.recovered:
+        print("nothing to recover: no run is left 'running' by a process that ended")
     return 0
 
 

@@ -27,7 +27,9 @@ by the cell itself is shown with its own traceback (only the cell's frames), aft
 from __future__ import annotations
 
 import ast
+import builtins
 import hashlib
+import keyword
 import os
 import shlex
 from dataclasses import dataclass
@@ -115,6 +117,33 @@ class _RegionWrap(ast.NodeTransformer):
         return node
 
 
+def split_line(line: str, magic: str) -> list[str]:
+    """The words of a magic's line, split like a shell; an unbalanced quote is a :class:`UsageError` saying so."""
+    try:
+        return shlex.split(line)
+    except ValueError as exc:
+        msg = (
+            f"cannot read the {magic} line ({exc}): a quote is not closed; close it, e.g. "
+            f"`{magic} -s 'host.wall,host.cpu'`"
+        )
+        raise UsageError(msg) from None
+
+
+def _check_out_name(name: str | None) -> None:
+    """``-o VAR`` must be a Python name that hides nothing of Python's own (a keyword or a builtin)."""
+    if name is None:
+        return
+    if not name.isidentifier() or keyword.iskeyword(name):
+        msg = f"-o {name!r} is not a Python variable name; use letters, digits and _, e.g. `-o report`"
+        raise UsageError(msg)
+    if hasattr(builtins, name):
+        msg = (
+            f"-o {name} would hide Python's builtin {name!r} in the notebook; choose another name, e.g. "
+            f"`-o {name}_report`"
+        )
+        raise UsageError(msg)
+
+
 @magics_class
 class ArgusMagics(Magics):
     """The argus magics (registered by ``%load_ext argus_lab``)."""
@@ -146,20 +175,37 @@ class ArgusMagics(Magics):
             return
         from argus_lab.faces.measure import plan, run_plan
 
+        raised: list[BaseException] = []
+
+        def run_once() -> None:
+            result = self._run_in_region(marker, cell)
+            error = result.error_in_exec or result.error_before_exec
+            if error is not None:  # the cell's traceback is shown already; the run records the failure
+                raised.append(error)
+                raise error
+
         try:
             the_plan = plan("host.wall,host.cpu", repeat=1, warmup=0)
-            workload = Workload.of_callable(lambda: self._run_in_region(marker, cell))
-            report = run_plan(the_plan, workload, self._store(None)).report
+            report = run_plan(the_plan, Workload.of_callable(run_once), self._store(None)).report
         except ArgusError as exc:
             raise UsageError(str(exc)) from None
         self.last_report = report
+        if raised:
+            error = raised[0]
+            msg = (
+                f"region {name} failed: the cell raised {type(error).__name__}: {error} (its traceback is above); "
+                f"the run is stored as failed ({', '.join(report.run_ids)} in {report.store.path}), with the "
+                "instance and its error"
+            )
+            raise UsageError(msg)
         from argus_lab.units import fmt
 
         values = {r.signal: fmt(r.median, r.unit) for r in report.regions if r.path.split("/")[-1] == name}
         summary = ", ".join(f"{k} {v}" for k, v in sorted(values.items())) or "no instance recorded"
         print(f"argus: region {name}: {summary} (run {', '.join(report.run_ids)} in {report.store.path})")
 
-    def _run_in_region(self, marker: Any, cell: str) -> None:
+    def _run_in_region(self, marker: Any, cell: str) -> Any:
+        """Run the cell inside ``marker`` (IPython shows its exceptions); returns IPython's ExecutionResult."""
         marker_name, result_name = "__argus_region_marker__", "__argus_region_result__"
         shell: Any = self.shell
         ns = shell.user_ns
@@ -167,7 +213,7 @@ class ArgusMagics(Magics):
         transformer = _RegionWrap(marker_name, result_name)
         shell.ast_transformers.append(transformer)
         try:
-            shell.run_cell(cell, store_history=False)
+            return shell.run_cell(cell, store_history=False)
         finally:
             shell.ast_transformers.remove(transformer)
             ns.pop(marker_name, None)
@@ -219,7 +265,8 @@ class ArgusMagics(Magics):
     def _measure(self, line: str, cell: str) -> Any:
         from argus_lab.faces.measure import plan, run_plan
 
-        args = measure_parser().parse_args(shlex.split(line))
+        args = measure_parser().parse_args(split_line(line, "%%argus"))
+        _check_out_name(args.out)
         the_plan = plan(args.signals, scope=args.scope, repeat=args.repeat, warmup=args.warmup)
         shell: Any = self.shell
         source = shell.transform_cell(cell)
@@ -269,7 +316,7 @@ class ArgusMagics(Magics):
         return None
 
     def _command(self, line: str) -> Any:
-        words = shlex.split(line)
+        words = split_line(line, "%argus")
         if not words or words[0] in ("help", "-h", "--help"):
             print(__doc__)
             return None

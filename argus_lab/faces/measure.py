@@ -22,6 +22,7 @@ from argus_lab.report.census import kernel_census
 from argus_lab.run.runtime import Execution, OnError, ProgressFn, execute, terminal_progress
 from argus_lab.run.workload import Workload
 from argus_lab.store import Store, StoreSink, queries
+from argus_lab.store.recovery import Recovered, recover_stale, unknown_folders
 
 
 def plan(
@@ -75,6 +76,35 @@ def join_runs(store: Store, run_ids: Sequence[str] | None = None, *, every: bool
     latest = store.rows(queries.LATEST_REQUEST)
     ids = [r[0] for r in store.rows(queries.RUNS_OF_REQUEST, [latest[0][0]])] if latest else []
     return [attribute_request(store, ids)] if ids else []
+
+
+@dataclass(frozen=True)
+class Recovery:
+    """What ``argus-lab recover`` did: the runs it finished, the joins it ran, the folders it could not place."""
+
+    recovered: tuple[Recovered, ...]
+    joined: tuple[JoinSummary, ...]
+    unknown_folders: tuple[str, ...]
+
+
+def recover_runs(store: str | Store | None = None, *, join: bool = True) -> Recovery:
+    """Finish the runs of ``store`` left ``running`` by processes that ended (from their run folders: shards,
+    status; see :mod:`argus_lab.store.recovery`), join them (each request's runs together) unless ``join`` is
+    false, and list run folders the store has no record of."""
+    st = open_store(store)
+    st = Store(st.path, recover=False)  # recovered here, explicitly, rather than by the first write
+    if not st.exists:
+        msg = f"no evidence store at {str(st.path)!r}; pass the store to recover with --store PATH"
+        raise StoreError(msg)
+    done = recover_stale(st, quiet=True)
+    joined: list[JoinSummary] = []
+    if join and done:
+        requests = sorted({d.request_id for d in done if d.status != "running"})
+        for request_id in requests:
+            ids = [r[0] for r in st.rows(queries.RUNS_OF_REQUEST, [request_id])]
+            if ids:
+                joined.append(attribute_request(st, ids))
+    return Recovery(tuple(done), tuple(joined), tuple(str(p) for p in unknown_folders(st)))
 
 
 def run_plan(
@@ -136,4 +166,4 @@ def measure(
     return run_plan(the_plan, workload, st, on_error=on_error, progress=terminal_progress(), launch=launch).report
 
 
-__all__ = ["Measurement", "join_runs", "measure", "open_store", "plan", "run_plan"]
+__all__ = ["Measurement", "Recovery", "join_runs", "measure", "open_store", "plan", "recover_runs", "run_plan"]

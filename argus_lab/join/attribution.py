@@ -57,6 +57,7 @@ Everything is set-based SQL in DuckDB (:mod:`argus_lab.join.attribution_sql`): n
 
 from __future__ import annotations
 
+import contextlib
 import json
 import time
 from collections.abc import Sequence
@@ -128,14 +129,15 @@ def attribute_request(store: JoinTarget, run_ids: Sequence[str]) -> JoinSummary:
         con.execute(f"SET memory_limit = '{MEMORY_LIMIT}'")
         con.execute("BEGIN")
         try:
-            ref = _attribute(con, ids)
+            ref, cycles = _attribute(con, ids)
             res = con.execute(q.SUMMARY)
             names = [d[0] for d in res.description or ()]
             summary = [dict(zip(names, row, strict=True)) for row in res.fetchall()]
-            _provenance(con, ids, ref, summary, time.perf_counter() - t0)
+            _provenance(con, ids, ref, summary, time.perf_counter() - t0, cycles)
             con.execute("COMMIT")
         except BaseException:
-            con.execute("ROLLBACK")
+            with contextlib.suppress(Exception):  # an aborted transaction (a full disk) must not hide the cause
+                con.execute("ROLLBACK")
             raise
         finally:
             if limit and limit[0]:
@@ -158,9 +160,30 @@ def joined_runs(store: JoinTarget, run_ids: Sequence[str]) -> set[str]:
     return {r[0] for r in rows}
 
 
-def _attribute(con: duckdb.DuckDBPyConnection, ids: list[str]) -> str | None:
+def _ancestors(con: duckdb.DuckDBPyConnection) -> dict[str, dict[str, Any]]:
+    """The ancestor closure ``_j_anc``, which ends whatever the stored parent links say; returns the parent cycles
+    found per run (their members are taken as top-level instances)."""
+    if not _count(con, q.SUSPECT_PARENTS):
+        con.execute(q.ANCESTORS)
+        return {}
+    con.execute(q.ANCESTORS_GUARDED)
+    con.execute(q.CYCLE_MEMBERS)
+    res = con.execute(q.CYCLES_BY_RUN)
+    names = [d[0] for d in res.description or ()]
+    cycles = {row[0]: dict(zip(names, row, strict=True)) for row in res.fetchall()}
+    if cycles:
+        con.execute(q.CUT_CYCLES)
+        con.execute(q.ANCESTORS)  # no cycle is left
+    return {
+        run: {"instances": int(c["n"]), "ids": list(c["ids"]), "paths": list(c["paths"])} for run, c in cycles.items()
+    }
+
+
+def _attribute(con: duckdb.DuckDBPyConnection, ids: list[str]) -> tuple[str | None, dict[str, dict[str, Any]]]:
     con.execute(q.RUNS, [ids])
-    for stmt in (q.INSTANCES, q.ANCESTORS, q.TIMELINE, q.THREADS, q.TIMED, q.PROVENANCE_IDS):
+    con.execute(q.INSTANCES)
+    cycles = _ancestors(con)
+    for stmt in (q.TIMELINE, q.THREADS, q.TIMED, q.PROVENANCE_IDS):
         con.execute(stmt)
     con.execute(q.DELETE_ATTRIBUTIONS, [list(q.EVIDENCE_KINDS)])
     for stmt in q.DELETE_DERIVED:
@@ -188,7 +211,8 @@ def _attribute(con: duckdb.DuckDBPyConnection, ids: list[str]) -> str | None:
     row = con.execute(q.REFERENCE_RUN).fetchone()
     ref: str | None = row[0] if row else None
     has_ncu = _count(con, q.HAS_NCU) > 0
-    con.execute(q.TIMING_SEQUENCE, [ref if has_ncu else None])  # empty without ncu kernels to match
+    # empty without an ncu run to match (an ncu run that profiled nothing still says which instances it missed)
+    con.execute(q.TIMING_SEQUENCE, [ref if has_ncu or _count(con, q.HAS_NCU_RUN) > 0 else None])
     if has_ncu:
         if ref is not None:
             con.execute(q.NCU_MATCH, [ref])
@@ -208,7 +232,7 @@ def _attribute(con: duckdb.DuckDBPyConnection, ids: list[str]) -> str | None:
     con.execute(q.INSTANCE_METRICS, [list(NON_ADDITIVE)])
     skew_sql.derive(con)  # multi-rank runs: rank.start_lag / rank.end_lag on rank 0's clock
     device.derive(con)  # instrumented runs: device regions under their kernel and host instance; the overhead
-    return ref
+    return ref, cycles
 
 
 def _signatures(con: duckdb.DuckDBPyConnection) -> None:
@@ -234,7 +258,12 @@ def _count(con: duckdb.DuckDBPyConnection, sql: str) -> int:
 
 
 def _provenance(
-    con: duckdb.DuckDBPyConnection, ids: list[str], ref: str | None, summary: list[dict[str, Any]], secs: float
+    con: duckdb.DuckDBPyConnection,
+    ids: list[str],
+    ref: str | None,
+    summary: list[dict[str, Any]],
+    secs: float,
+    cycles: dict[str, dict[str, Any]],
 ) -> None:
     by_run: dict[str, dict[str, dict[str, dict[str, float]]]] = {}
     for row in summary:
@@ -257,6 +286,8 @@ def _provenance(
             "exact_rows": q.DERIVED,
             "level_units": list(LEVEL_UNITS),
         }
+        if run in cycles:  # stored parent links that form a cycle: those instances were taken as top level
+            settings["parent_cycles"] = cycles[run]
         rows.append(
             (
                 f"{run}:join",

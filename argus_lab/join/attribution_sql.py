@@ -65,16 +65,49 @@ FROM region_instances i
 WHERE i.run_id IN (SELECT run_id FROM _j_runs)
 """
 
-ANCESTORS = """
+# The parent links come from stored rows, which may be wrong (a damaged or merged store, a foreign importer): the
+# ancestor closure must end whatever they say.  A link whose parent does not come strictly before its child in
+# (start_ns, instance_id) order is *suspect*; a forest written by the recorder (a parent enters, and takes its id,
+# before its children) has none, and with none there can be no cycle, so the closure runs as a plain UNION ALL.
+# With suspects it runs as a UNION (duplicate rows end the recursion, so it ends on any graph), the instances that
+# are their own ancestors' parents (the members of cycles) are cut loose (parent 0, named in the join's provenance),
+# and the closure is taken again.
+SUSPECT_PARENTS = """
+SELECT count(*) FROM _j_inst c JOIN _j_inst p ON p.run_id = c.run_id AND p.instance_id = c.parent_id
+WHERE c.parent_id <> 0 AND (p.start_ns > c.start_ns OR (p.start_ns = c.start_ns AND p.instance_id >= c.instance_id))
+"""
+
+_ANCESTORS = """
 CREATE OR REPLACE TEMP TABLE _j_anc AS
 WITH RECURSIVE a(run_id, instance_id, ancestor_id) AS (
     SELECT run_id, instance_id, instance_id FROM _j_inst
-    UNION ALL
+    {union}
     SELECT a.run_id, a.instance_id, p.parent_id
     FROM a JOIN _j_inst p ON p.run_id = a.run_id AND p.instance_id = a.ancestor_id
     WHERE p.parent_id <> 0
 )
 SELECT a.* FROM a SEMI JOIN _j_inst i ON i.run_id = a.run_id AND i.instance_id = a.ancestor_id
+"""
+ANCESTORS = _ANCESTORS.format(union="UNION ALL")
+ANCESTORS_GUARDED = _ANCESTORS.format(union="UNION")
+
+# members of parent cycles: instances that are an ancestor of their own parent
+CYCLE_MEMBERS = """
+CREATE OR REPLACE TEMP TABLE _j_cycle AS
+SELECT DISTINCT i.run_id, i.instance_id, i.path, i.parent_id
+FROM _j_inst i JOIN _j_anc a ON a.run_id = i.run_id AND a.instance_id = i.parent_id AND a.ancestor_id = i.instance_id
+WHERE i.parent_id <> 0
+"""
+
+CUT_CYCLES = """
+UPDATE _j_inst SET parent_id = 0 FROM _j_cycle c
+WHERE _j_inst.run_id = c.run_id AND _j_inst.instance_id = c.instance_id
+"""
+
+CYCLES_BY_RUN = """
+SELECT run_id, count(*) AS n, list(instance_id ORDER BY instance_id)[1:5] AS ids,
+       list(DISTINCT path ORDER BY path)[1:3] AS paths
+FROM _j_cycle GROUP BY run_id
 """
 
 TIMELINE = """
@@ -625,7 +658,10 @@ pairs AS (
     FULL OUTER JOIN o ON o.run_id = oth.run_id AND o.region_id IS NOT DISTINCT FROM r.region_id AND o.path = r.path
                      AND o.repetition = r.repetition AND o.rep_index = r.rep_index
 ),
-ncu_runs AS (SELECT DISTINCT run_id FROM _j_nm WHERE run_id IS NOT NULL),
+ncu_runs AS (  -- runs with ncu kernels, and ncu runs that profiled none (their instances were not replayed)
+    SELECT DISTINCT run_id FROM _j_nm WHERE run_id IS NOT NULL
+    UNION SELECT run_id FROM runs WHERE run_id IN (SELECT run_id FROM other) AND list_contains(backends, 'ncu')
+),
 placed AS (SELECT DISTINCT run_id, instance_id FROM _j_nm WHERE instance_id IS NOT NULL),
 owns AS (SELECT instance_id, count(*) AS n FROM _j_tseq GROUP BY instance_id)
 SELECT p.run_id, p.instance_id, p.ref_run_id, p.ref_instance_id, p.path, p.repetition, p.rep_index,
@@ -724,6 +760,9 @@ SELECT run_id, evidence, '*', items, weight, NULL FROM inst
 """
 
 HAS_NCU = "SELECT count(*) FROM ncu_kernels WHERE run_id IN (SELECT run_id FROM _j_runs)"
+HAS_NCU_RUN = (
+    "SELECT count(*) FROM runs WHERE run_id IN (SELECT run_id FROM _j_runs) AND list_contains(backends, 'ncu')"
+)
 HAS_FACTS = "SELECT count(*) FROM kernel_facts WHERE run_id IN (SELECT run_id FROM _j_runs)"
 
 # no ncu kernels: an empty match table, so that instance matching has nothing to flag

@@ -2,11 +2,11 @@
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
 from argus_lab.plan.backends import BACKENDS, conflict_reason
-from argus_lab.plan.search import SEARCH_BUDGET
+from argus_lab.plan.search import EXACT_LIMIT, SEARCH_BUDGET
 
 if TYPE_CHECKING:
     from argus_lab.plan.model import Plan, Request
@@ -72,10 +72,18 @@ def explain_plan(plan: Plan) -> str:
             + (", counters split by exact search)" if plan.pass_source else ")")
         )
     else:
-        lines.append(
-            f"not proven minimal: the counter split search stopped after {SEARCH_BUDGET} nodes; "
-            f"{len(plan.runs)} run(s) is the best it found"
-        )
+        counters = sum(1 for s in plan.request.signals if s.backend == "ncu")
+        if counters > EXACT_LIMIT:
+            lines.append(
+                f"not proven minimal: {counters} counters are more than the exact split search takes "
+                f"({EXACT_LIMIT}); they were split greedily (first fit, largest pass counts first) into "
+                f"{len(plan.runs)} run(s); ask for fewer counters per request for a proven minimum"
+            )
+        else:
+            lines.append(
+                f"not proven minimal: the counter split search stopped after {SEARCH_BUDGET} nodes; "
+                f"{len(plan.runs)} run(s) is the best it found"
+            )
     lines.append(
         f"naive plan (one run per signal): {plan.naive_runs} run(s), cost {plan.naive_cost:g}; "
         f"this plan: {len(plan.runs)} run(s), cost {plan.cost:g}"
@@ -89,7 +97,7 @@ def explain_plan(plan: Plan) -> str:
         )
     elif plan.pass_assumed:
         lines.append(
-            f"not in the pass table: {', '.join(plan.pass_assumed)}; each is assumed to need as many passes as "
+            f"not in the pass table: {_few(plan.pass_assumed)}; each is assumed to need as many passes as "
             "the costliest recorded counter (on a GPU, a live count replaces this estimate)"
         )
     return "\n".join(lines)
@@ -114,6 +122,12 @@ def _conflict_between(a: Sequence[str], b: Sequence[str]) -> str | None:
     return None
 
 
+def _few(names: Sequence[str], shown: int = 10) -> str:
+    """Names joined by commas, the first ``shown`` of them and how many more."""
+    more = f", and {len(names) - shown} more" if len(names) > shown else ""
+    return ", ".join(names[:shown]) + more
+
+
 def _runs_text(indexes: Sequence[int]) -> str:
     if len(indexes) == 1:
         return f"run {indexes[0]}"
@@ -129,8 +143,15 @@ def reason(
     n_counters: int,
     request: Request,
     model: PassModel | None,
+    by_group: Mapping[int, Sequence[int]] | None = None,
 ) -> str:
+    """Why run ``index`` is separate (``by_group``: the spec indexes of each conflict group, if known)."""
     spec = specs[index]
+    if by_group is None:
+        grouped: dict[int, list[int]] = {}
+        for j, sp in enumerate(specs):
+            grouped.setdefault(sp.group, []).append(j)
+        by_group = grouped
     own = [b for b in spec.backends if b not in static]
     if not own:
         verb = "needs" if len(spec.backends) == 1 else "need"
@@ -153,12 +174,10 @@ def reason(
                 f"{total_passes} replay passes, more than max_passes_per_run={bound}, so they are split into the "
                 f"fewest replay runs that stay within the bound (this one takes {n_passes})"
             )
-    seen: list[int] = []
-    for other in specs:
-        if other.group == spec.group or other.group in seen:
+    for group, members in by_group.items():
+        if group == spec.group:
             continue
-        seen.append(other.group)
-        members = [j for j, sp in enumerate(specs) if sp.group == other.group]
+        other = specs[members[0]]
         why = _conflict_between(own, [b for b in other.backends if b not in static])
         if why is not None:
             parts.append(f"kept apart from {_runs_text(members)} because {why}")

@@ -42,6 +42,9 @@ TABLE_NAME = "ncu_passes_gh100.json"
 """File name of the pass table recorded on the H200 (GH100)."""
 
 ASSUMED_PASSES = 4
+
+CACHE_LIMIT = 100_000
+"""Metric sets whose pass count a :class:`TablePassModel` remembers (the cache is emptied past it)."""
 """Passes assumed per metric when no recorded table can be found (stated in every plan that uses it)."""
 
 
@@ -151,13 +154,21 @@ class TablePassModel:
         """Whether the table has ``metric`` or another metric of the same counter."""
         return metric in self.metrics or any(base_counter(m) == base_counter(metric) for m in self.metrics)
 
+    @functools.cached_property
+    def _by_counter(self) -> dict[str, int]:
+        """The largest recorded single count of each counter."""
+        out: dict[str, int] = {}
+        for m, v in self.metrics.items():
+            b = base_counter(m)
+            out[b] = max(out.get(b, 0), v)
+        return out
+
     def single(self, metric: str) -> int:
         """Passes of ``metric`` alone (same-counter metric, else :attr:`unknown_passes`, when not recorded)."""
         got = self.metrics.get(metric)
         if got is not None:
             return got
-        same = [v for m, v in self.metrics.items() if base_counter(m) == base_counter(metric)]
-        return max(same) if same else self.unknown_passes
+        return self._by_counter.get(base_counter(metric), self.unknown_passes)
 
     @functools.cached_property
     def shared(self) -> float:
@@ -214,6 +225,8 @@ class TablePassModel:
         upper = min((v for c, v in self.combinations.items() if key <= c), default=estimate)
         lower = max((v for c, v in self.combinations.items() if c <= key), default=0)
         result = max(lower, min(estimate, upper))
+        if len(self._cache) >= CACHE_LIMIT:  # bounded memory, whatever the planner asks
+            self._cache.clear()
         self._cache[key] = result
         return result
 

@@ -117,7 +117,8 @@ def _plan(
     if model is not None:
         for b, metrics in counters.items():
             parts, proven = split_counters(metrics, model.passes, request.settings.max_passes_per_run)
-            splits[b] = [sorted(part, key=metrics.index) for part in parts]
+            order = {m: k for k, m in reversed(list(enumerate(metrics)))}
+            splits[b] = [sorted(part, key=order.__getitem__) for part in parts]
             minimal = minimal and proven
 
     specs: list[Spec] = []
@@ -144,6 +145,14 @@ def _plan(
 
     runs: list[PlannedRun] = []
     execs = request.executions
+    signals_of: dict[str, list[str]] = {}  # each counter's signal names, in request order
+    for b in splits:
+        for sig in by_backend[b]:
+            signals_of.setdefault(metric_of(sig.name), []).append(sig.name)
+    totals: dict[str, int] = {}
+    by_group: dict[int, list[int]] = {}
+    for j, sp in enumerate(specs):
+        by_group.setdefault(sp.group, []).append(j)
     for index, spec in enumerate(specs):
         backends = spec.backends
         attached = tuple(b for b in backends if b in static) if set(backends) - set(static) else ()
@@ -154,14 +163,16 @@ def _plan(
         for b in backends:
             if b == spec.replay and spec.metrics is not None:
                 assert model is not None
-                signals += [sig.name for sig in by_backend[b] if metric_of(sig.name) in spec.metrics]
+                signals += [name for m in spec.metrics for name in signals_of.get(m, ())]
                 n_passes = model.passes(spec.metrics)
                 origin = getattr(model, "origin", None)
                 passes_from = str(origin(spec.metrics)) if origin is not None else ""
                 settings[b] = ncu_settings(request, spec.metrics, n_passes, census)
             else:
                 signals += [sig.name for sig in by_backend[b]]
-        total_passes = model.passes(counters[spec.replay]) if model is not None and spec.replay else 0
+        if spec.replay and spec.replay not in totals:
+            totals[spec.replay] = model.passes(counters[spec.replay]) if model is not None else 0
+        total_passes = totals.get(spec.replay, 0) if spec.replay else 0
         n_counters = len(counters[spec.replay]) if spec.replay else 0
         runs.append(
             PlannedRun(
@@ -170,7 +181,7 @@ def _plan(
                 signals=tuple(signals),
                 repeat=request.repeat,
                 warmup=request.warmup,
-                reason=reason(specs, index, static, n_passes, total_passes, n_counters, request, model),
+                reason=reason(specs, index, static, n_passes, total_passes, n_counters, request, model, by_group),
                 variant=next((BACKENDS[b].variant for b in backends if b not in static), ""),
                 settings=settings,
                 passes=n_passes,

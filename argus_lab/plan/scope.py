@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import difflib
 import re
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Literal
 
@@ -126,7 +127,8 @@ class Scope:
         """Whether a region path such as ``decode/layer/attn`` is covered by the globs."""
         if not self.globs:
             return True
-        return any(_glob_regex(g).fullmatch(path + "/") is not None for g in self.globs)
+        segs = path.split("/")
+        return any(glob_match(g, segs) for g in self.globs)
 
     def matches(
         self,
@@ -215,16 +217,45 @@ def _segment_regex(seg: str, any_char: str = "[^/]") -> str:
     return "".join(any_char + "*" if ch == "*" else any_char if ch == "?" else re.escape(ch) for ch in seg)
 
 
-_GLOB_CACHE: dict[str, re.Pattern[str]] = {}
+def segment_match(pattern: str, name: str) -> bool:
+    """Whether one path segment ``name`` matches a glob segment (``*`` any characters, ``?`` one character).
+
+    Greedy matching that only ever goes back to the last ``*`` (no backtracking regex): at most
+    ``len(pattern) * len(name)`` steps, so ``*a*a*a*a*a*a*b`` against a 100-character name is instant.
+    """
+    return _wildcard(pattern, name, lambda p, c: p == "?" or p == c, "*")
 
 
-def _glob_regex(glob: str) -> re.Pattern[str]:
-    """A regex matched against ``path + "/"``: every segment is followed by ``/``."""
-    rx = _GLOB_CACHE.get(glob)
-    if rx is None:
-        body = "".join("(?:[^/]+/)*" if s == "**" else _segment_regex(s) + "/" for s in glob.split("/"))
-        rx = _GLOB_CACHE[glob] = re.compile(body)
-    return rx
+def glob_match(glob: str, segments: list[str]) -> bool:
+    """Whether a region path (its ``segments``) matches a whole region glob (``**`` = zero or more segments).
+
+    The same greedy algorithm one level up: a ``**`` segment plays the part of ``*`` over whole segments, and a
+    segment pattern matches one segment (:func:`segment_match`); the cost stays polynomial in the path.
+    """
+    return _wildcard(glob.split("/"), segments, lambda p, c: segment_match(p, c), "**")
+
+
+def _wildcard(pattern: Sequence[str], items: Sequence[str], one: Callable[[str, str], bool], star: str) -> bool:
+    """Wildcard matching of ``items`` against ``pattern`` where ``star`` matches any run of items and every other
+    element matches one item by ``one``: the classic two-pointer algorithm (resume after the last star)."""
+    p = i = 0
+    star_p, star_i = -1, 0
+    n, m = len(pattern), len(items)
+    while i < m:
+        if p < n and pattern[p] != star and one(pattern[p], items[i]):
+            p += 1
+            i += 1
+        elif p < n and pattern[p] == star:
+            star_p, star_i = p, i
+            p += 1
+        elif star_p >= 0:
+            star_i += 1
+            p, i = star_p + 1, star_i
+        else:
+            return False
+    while p < n and pattern[p] == star:
+        p += 1
+    return p == n
 
 
 Kind = Literal["ws", "sep", "eq", "comma", "word"]

@@ -1,7 +1,10 @@
 """The exact searches behind a plan: the fewest conflict-free backend groups, the fewest counter sets per pass bound.
 
 Both are depth-first searches over assignments with pruning by the best found so far; there are few backends, so
-the first is always exhaustive; the second stops after :data:`SEARCH_BUDGET` nodes and says so.
+the first is always exhaustive; the second stops after :data:`SEARCH_BUDGET` nodes and says so, and is not tried at
+all past :data:`EXACT_LIMIT` counters (thousands of ``hw:`` signals): first-fit decreasing then gives the split, and
+the plan says it is not proven minimal.  Neither recurses deeper than the number of items it places
+(:data:`EXACT_LIMIT` at most), so no request can exhaust Python's stack.
 """
 
 from __future__ import annotations
@@ -12,6 +15,12 @@ from argus_lab.plan.backends import BACKENDS, conflict_reason
 
 SEARCH_BUDGET = 20_000
 """Nodes the exact counter-split search may visit before it settles for the best split found."""
+
+EXACT_LIMIT = 64
+"""Most counters the exact split search is tried on (its depth); past it the greedy split stands."""
+
+GREEDY_WINDOW = 32
+"""Past :data:`EXACT_LIMIT`, first-fit looks at the last this many counter sets only (linear in the counters)."""
 
 
 def min_conflict_free_groups(names: Sequence[str]) -> list[list[str]]:
@@ -53,20 +62,24 @@ def split_counters(
 
     A metric that alone exceeds the bound gets a set of its own.  Exact depth-first search over assignments
     (metrics in decreasing pass order, first-fit-decreasing as the starting bound); returns the sets and
-    whether the search finished within ``budget`` nodes (i.e. the count is proven minimal).
+    whether the search finished within ``budget`` nodes (i.e. the count is proven minimal).  Past
+    :data:`EXACT_LIMIT` counters only the greedy split is made (first fit among the last :data:`GREEDY_WINDOW`
+    sets) and it is proven minimal only when it is one set.
     """
     if not metrics:
         return [], True
     alone = {m: passes([m]) for m in metrics}
     big = [m for m in metrics if alone[m] > bound]
-    rest = sorted((m for m in metrics if alone[m] <= bound), key=lambda m: (-alone[m], metrics.index(m)))
+    first = {m: k for k, m in reversed(list(enumerate(metrics)))}
+    rest = sorted((m for m in metrics if alone[m] <= bound), key=lambda m: (-alone[m], first[m]))
 
     def fits(group: list[str], m: str) -> bool:
         return passes([*group, m]) <= bound
 
     ffd: list[list[str]] = []
+    greedy = len(rest) > EXACT_LIMIT  # only the last GREEDY_WINDOW sets stay open: O(n) pass-model calls
     for m in rest:
-        for g in ffd:
+        for g in ffd[-GREEDY_WINDOW:] if greedy else ffd:
             if fits(g, m):
                 g.append(m)
                 break
@@ -98,8 +111,10 @@ def split_counters(
         search(i + 1, groups)
         groups.pop()
 
+    if greedy:  # the exact search would neither finish nor fit the stack
+        return [[m] for m in big] + best, len(best) <= lower
     search(0, [])
     return [[m] for m in big] + best, finished
 
 
-__all__ = ["SEARCH_BUDGET", "min_conflict_free_groups", "split_counters"]
+__all__ = ["EXACT_LIMIT", "GREEDY_WINDOW", "SEARCH_BUDGET", "min_conflict_free_groups", "split_counters"]

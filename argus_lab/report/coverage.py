@@ -16,7 +16,7 @@ from argus_lab.report.device import problems as device_problems
 
 if TYPE_CHECKING:
     from argus_lab.report.report import Report
-    from argus_lab.report.rows import ClockOffsetRow, MatchRow, RankRow, RunRow
+    from argus_lab.report.rows import ClockOffsetRow, MatchRow, ProvenanceRow, RankRow, RunRow
 
 NOT_EXACT = ("unattributed", "ambiguous", "mismatch")
 """Attribution classes whose share of some evidence is reported as missing coverage."""
@@ -59,6 +59,21 @@ def join_pending(store: str, run_ids: Sequence[str]) -> str:
         f"`argus-lab join --store {store} {ids}` (Python: argus_lab.join.attribute_request(store, run_ids)), "
         "then read the report again"
     )
+
+
+def parent_cycles(provenance: Sequence[ProvenanceRow]) -> list[str]:
+    """Runs whose stored parent links formed a cycle (the join took those instances as top level)."""
+    out = []
+    for p in provenance:
+        cyc = p.settings.get("parent_cycles") if p.backend == "join" else None
+        if cyc:
+            out.append(
+                f"run {p.run_id}: {cyc['instances']} region instance(s) (e.g. ids {cyc['ids']}, paths "
+                f"{', '.join(cyc['paths'])}) name parents that are their own descendants: the stored rows form a "
+                "cycle, so the join took them as top-level instances (their inclusive values hold no nested "
+                "instance); the store was damaged or merged wrongly: measure again into a new store"
+            )
+    return out
 
 
 def matches(rows: Sequence[MatchRow]) -> list[str]:
@@ -121,4 +136,4 @@ def ranks(
     return out
 
 
-__all__ = ["NOT_EXACT", "join_pending", "match_lines", "matches", "ranks", "runs", "sentences"]
+__all__ = ["NOT_EXACT", "join_pending", "match_lines", "matches", "parent_cycles", "ranks", "runs", "sentences"]

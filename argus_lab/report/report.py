@@ -168,6 +168,7 @@ class Report:
         if not ids:
             return
         self.provenance = rt.read_provenance(self.store, ids)
+        self.notes.extend(coverage.parent_cycles(self.provenance))
         self.clock_offsets = rt.clock_offsets(self.provenance)
         requested = rt.read_scope_map(self.store, ids)
         self.scopes = {r: str(s) for r, s in requested.items()}
@@ -320,14 +321,14 @@ class Report:
                     lines.append("    clocks: " + json.dumps(p.clocks, sort_keys=True))
         if self.clocks:
             lines += ["clocks seen:", txt.clocks(self.clocks)]
-        return "\n".join(lines)
+        return "\n".join(txt.escape(ln) for ln in lines)
 
     def text(self) -> str:
         """The whole report as text."""
         scopes = sorted({s for s in self.scopes.values() if s})
         if self.view_scope:
             scopes = [f"({s}) and ({self.view_scope})" for s in scopes] if scopes else [self.view_scope]
-        parts = [f"scope: {'; or '.join(scopes)} (instances outside it are left out)", ""] if scopes else []
+        parts = [txt.line(f"scope: {'; or '.join(scopes)} (instances outside it are left out)"), ""] if scopes else []
         parts.append(self.region_table())
         differ = self.heterogeneity()
         if differ:
@@ -354,7 +355,7 @@ class Report:
         parts += ["", self.runs_table()]
         cov = self.coverage()
         if cov:
-            parts += ["", "missing coverage:", *(f"  {c}" for c in cov)]
+            parts += ["", "missing coverage:", *(f"  {txt.line(c)}" for c in cov)]
         return "\n".join(parts)
 
     # -- machine-readable forms -------------------------------------------------------------------

@@ -399,11 +399,15 @@ def read_summary(store: Store, ids: list[str], scope: ScopeFilter | None = None)
             values_sql, bound = scoped(q.VALUES, scope)
             cur.execute(f"CREATE OR REPLACE TEMP TABLE _r_values AS {values_sql}", [*bound, ids, REPLAY_BACKENDS])
             rows = _records(cur, q.REGIONS, [list(NON_ADDITIVE), list(LEVEL_UNITS)])
+            # the values of each (path, signal), fetched as one float array (no Python object per value)
             lists = _records(
                 cur,
-                "SELECT path, signal, list(inclusive) FILTER (WHERE inclusive IS NOT NULL) AS values, "
-                "any_value(unit) AS unit FROM _r_values GROUP BY ALL",
+                "SELECT path, signal, count(inclusive) AS n, any_value(unit) AS unit FROM _r_values "
+                "GROUP BY ALL ORDER BY path, signal",
             )
+            flat = cur.execute(
+                "SELECT inclusive FROM _r_values WHERE inclusive IS NOT NULL ORDER BY path, signal, run_id, instance_id"
+            ).fetchnumpy()["inclusive"]
         finally:
             cur.close()
     regions: list[RegionRow] = []
@@ -455,7 +459,13 @@ def read_summary(store: Store, ids: list[str], scope: ScopeFilter | None = None)
                 provenance=provenance,
             )
         )
-    values = {(r["path"], r["signal"]): np.asarray(r["values"] or [], dtype=np.float64) for r in lists}
+    flat = np.asarray(flat, dtype=np.float64)
+    values: dict[tuple[str, str], np.ndarray] = {}
+    at = 0
+    for r in lists:
+        n = int(r["n"])
+        values[(r["path"], r["signal"])] = flat[at : at + n]
+        at += n
     units = {(r["path"], r["signal"]): r["unit"] or "" for r in lists}
     return RegionSummary(tuple(regions), tuple(counters), values, units)
 

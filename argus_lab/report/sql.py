@@ -140,7 +140,8 @@ GROUP BY ALL ORDER BY ALL
 # lacks), with where each binary ran: per region path, the measured instances in the report's scope (indexes as the
 # scope counts them) and how many other instances (warm-up or outside the scope) ran it, from the join's
 # `compiler` attributions (launch -> binary by name, registers, shared memory, threads); then the launch-record
-# facts of launched kernels that have no fact row at all (cuBLAS, PyTorch's own kernels)
+# facts of launched kernels that have no fact row at all (cuBLAS, PyTorch's own kernels; an Inductor triton_* kernel
+# without facts is said to be a Triton kernel whose binary was not found, never a library's)
 COMPILER = f"""
 WITH warm AS (
     SELECT run_id, path, count(*) FILTER (WHERE coalesce(warmup, false)) AS warm
@@ -181,8 +182,14 @@ LEFT JOIN per USING (name)
 LEFT JOIN ran ON ran.run_id = f.run_id AND ran.evidence_id = 'bin:' || f.name || ':' || coalesce(f.binary_hash, '')
 UNION ALL
 SELECT name, 'cupti launch record', registers, spill_words, smem, NULL, NULL, NULL,
-       'warps, stages, SASS mix: not a Triton kernel; its binary is inside a library and not extracted (the launch '
-           || 'record gives registers, local and static shared memory; dynamic shared memory at launch: '
+       CASE WHEN starts_with(name, 'triton_')
+            THEN 'warps, stages, SASS mix: a Triton kernel (Inductor names its kernels triton_*) without compiler '
+                 || 'facts in this run: the compiler backend did not run (ask for compile.* signals) or found no live '
+                 || 'kernel object and no Triton/Inductor cache entry for it (its provenance and the run''s status '
+                 || 'say what it found and skipped)'
+            ELSE 'warps, stages, SASS mix: not a Triton kernel; its binary is inside a library and not extracted'
+       END
+           || ' (the launch record gives registers, local and static shared memory; dynamic shared memory at launch: '
            || coalesce(dsmem, 0) || ' B)',
        run_id, coalesce(paths, ''), '', NULL, NULL, 'cupti launch record', threads, smem, NULL, NULL, NULL
 FROM per WHERE name NOT IN (SELECT name FROM kf)

@@ -1,7 +1,15 @@
-"""Plain-text rendering of the Report's tables (what the command line prints)."""
+"""Plain-text rendering of the Report's tables (what the command line prints).
+
+Text that came from a measured program (region names, causes, kernel names) reaches a terminal only through
+:func:`escape`: control characters are shown as escapes (``\\x1b``, ``\\n``), never interpreted, and
+:func:`table` elides long cells at a width and prints at most :data:`MAX_ROWS` rows of a table, saying how many
+more there are, so that no stored value can set a terminal's title, clear its screen, break a table row or make
+``argus-lab show`` print megabytes.
+"""
 
 from __future__ import annotations
 
+import re
 from collections.abc import Sequence
 
 from argus_lab.report.rows import (
@@ -17,19 +25,97 @@ from argus_lab.report.rows import (
 )
 from argus_lab.units import fmt
 
+CELL_WIDTH = 60
+"""Widest cell of a table column (longer text is elided in the middle); the last column gets :data:`LAST_WIDTH`."""
+LAST_WIDTH = 240
+MAX_ROWS = 200
+"""Most rows a text table prints; the rest are counted ("... N more rows")."""
+LINE_WIDTH = 400
+"""Widest line of free text (a coverage sentence) after escaping."""
 
-def table(header: Sequence[str], rows: Sequence[Sequence[str]]) -> str:
-    """A left-aligned text table with a dashed rule under the header."""
-    widths = [max(len(h), *(len(r[i]) for r in rows)) if rows else len(h) for i, h in enumerate(header)]
+# C0 and C1 controls, DEL, and the Unicode format characters that reorder or hide text (bidi overrides, zero-width)
+_CONTROL = re.compile("[\x00-\x1f\x7f-\x9f\u200b-\u200f\u202a-\u202e\u2066-\u2069\ufeff]")
+_NAMED = {"\n": "\\n", "\r": "\\r", "\t": "\\t"}
 
-    def line(cells: Sequence[str]) -> str:
-        return "  ".join(c.ljust(w) for c, w in zip(cells, widths, strict=True)).rstrip()
 
-    return "\n".join([line(header), line(["-" * w for w in widths]), *(line(r) for r in rows)])
+def _shown(match: re.Match[str]) -> str:
+    ch = match.group()
+    named = _NAMED.get(ch)
+    if named is not None:
+        return named
+    return f"\\x{ord(ch):02x}" if ord(ch) < 0x100 else f"\\u{ord(ch):04x}"
+
+
+def escape(text: str) -> str:
+    """``text`` with every control character shown as an escape (``\\x1b``, ``\\n``, ``\\u202e``): safe to print."""
+    return _CONTROL.sub(_shown, text) if _CONTROL.search(text) else text
+
+
+def elide(text: str, width: int) -> str:
+    """``text`` cut to ``width`` characters by dropping its middle (the start and the end say most)."""
+    if len(text) <= width:
+        return text
+    head = (width - 3) // 2
+    return text[:head] + "..." + text[len(text) - (width - 3 - head) :]
+
+
+def elide_path(path: str, width: int = CELL_WIDTH) -> str:
+    """A region path cut to about ``width`` characters at whole segments, saying how many levels were left out
+    (``decode/layer/.../3 more/.../attn``)."""
+    path = escape(path)
+    if len(path) <= width:
+        return path
+    segs = path.split("/")
+    head, tail = [segs[0]], [segs[-1]] if len(segs) > 1 else []
+    lo, hi = 1, len(segs) - 1
+    budget = width - len(head[0]) - (len(tail[0]) if tail else 0) - 16
+    while lo < hi and budget > 0:
+        nxt = segs[hi - 1] if len(tail) <= len(head) else segs[lo]
+        if len(nxt) + 1 > budget:
+            break
+        if len(tail) <= len(head):
+            tail.insert(0, nxt)
+            hi -= 1
+        else:
+            head.append(nxt)
+            lo += 1
+        budget -= len(nxt) + 1
+    left = hi - lo
+    if left <= 0:
+        return elide(path, width)
+    out = "/".join([*head, f"...{left} more...", *tail])
+    return out if len(out) <= width + 16 else elide(path, width)
+
+
+def line(text: str, width: int = LINE_WIDTH) -> str:
+    """One line of free text, escaped and elided: for sentences that quote stored values."""
+    return elide(escape(text), width)
+
+
+def table(header: Sequence[str], rows: Sequence[Sequence[str]], *, max_rows: int = MAX_ROWS, what: str = "") -> str:
+    """A left-aligned text table with a dashed rule under the header.
+
+    Cells are escaped (:func:`escape`) and elided at :data:`CELL_WIDTH` (the last column at :data:`LAST_WIDTH`);
+    past ``max_rows`` rows the table ends with a line saying how many more there are (and ``what`` tells where
+    to see them).
+    """
+    last = len(header) - 1
+    shown = [
+        [elide(escape(c), LAST_WIDTH if i == last else CELL_WIDTH) for i, c in enumerate(r)] for r in rows[:max_rows]
+    ]
+    widths = [max(len(h), *(len(r[i]) for r in shown)) if shown else len(h) for i, h in enumerate(header)]
+
+    def cells(row: Sequence[str]) -> str:
+        return "  ".join(c.ljust(w) for c, w in zip(row, widths, strict=True)).rstrip()
+
+    out = [cells(header), cells(["-" * w for w in widths]), *(cells(r) for r in shown)]
+    if len(rows) > max_rows:
+        out.append(f"... {len(rows) - max_rows} more rows" + (f" ({what})" if what else ""))
+    return "\n".join(out)
 
 
 def _short(name: str, width: int = 60) -> str:
-    return name if len(name) <= width else name[: width - 3] + "..."
+    return elide(escape(name), width)
 
 
 def regions(rows: Sequence[RegionRow]) -> str:
@@ -37,7 +123,7 @@ def regions(rows: Sequence[RegionRow]) -> str:
     header = ("region", "signal", "instances", "median", "p25..p75", "spread", "exclusive", "attribution", "origin run")
     body = [
         (
-            r.path,
+            elide_path(r.path),
             r.signal,
             str(r.instances),
             fmt(r.median, r.unit),
@@ -49,7 +135,8 @@ def regions(rows: Sequence[RegionRow]) -> str:
         )
         for r in rows
     ]
-    return table(header, body) if body else "(no region instances were recorded)"
+    more = "see them all with Report.to_polars('regions') or an HTML export"
+    return table(header, body, what=more) if body else "(no region instances were recorded)"
 
 
 def kernels(rows: Sequence[KernelRow], limit: int = 40) -> str:
@@ -77,7 +164,7 @@ def counters(rows: Sequence[CounterRow]) -> str:
     header = ("region", "counter", "instances", "median", "exclusive", "attribution", "measured with")
     body = [
         (
-            r.path,
+            elide_path(r.path),
             r.signal,
             str(r.instances),
             fmt(r.median, r.unit),

@@ -9,9 +9,12 @@ from __future__ import annotations
 
 import json
 import os
+import signal
 import sys
 from pathlib import Path
+from types import FrameType
 
+from argus_lab.errors import ArgusError
 from argus_lab.run import clock_sync, shards
 from argus_lab.run.clock_sync import Phase
 from argus_lab.run.driver import drive
@@ -27,6 +30,8 @@ def main(argv: list[str] | None = None) -> int:
         return 2
     spec = json.loads(Path(args[0]).read_text())
     os.environ["ARGUS_CHILD"] = "1"
+    for sig in (signal.SIGINT, signal.SIGTERM):  # stop once, then finish writing what was measured
+        signal.signal(sig, _stop_once)
     folder = Path(spec["out_dir"])
     ranks = int(os.environ.get("WORLD_SIZE", "1") or 1)
     if ranks > 1:  # one of several ranks: a shard folder of its own
@@ -37,7 +42,12 @@ def main(argv: list[str] | None = None) -> int:
     workload = Workload.from_dict(spec["workload"])
     if workload.kind == "script":
         os.chdir(workload.cwd)
-    collectors = [load_backend(name) for name in spec.get("collectors", [])]
+    try:
+        collectors = [load_backend(name) for name in spec.get("collectors", [])]
+    except ArgusError as exc:  # said in the status, so the parent stores the run as failed with the cause
+        shards.write_status(folder, "failed", str(exc), 0)
+        print(exc, file=sys.stderr)
+        return 1
     outcome = drive(
         spec["run_id"],
         workload,
@@ -47,7 +57,7 @@ def main(argv: list[str] | None = None) -> int:
         int(spec["repeat"]),
         int(spec["warmup"]),
         folder,
-        after_repetition=lambda rep, cols: shards.write_instances(folder, rep, cols),
+        after_repetition=lambda rep, evidence: shards.write_repetition(folder, rep, evidence),
     )
     shards.write_evidence(folder, outcome.evidence)
     shards.write_status(folder, outcome.status, outcome.cause, outcome.reps_done)
@@ -59,6 +69,15 @@ def main(argv: list[str] | None = None) -> int:
     if outcome.cause:
         print(outcome.cause, file=sys.stderr)
     return 0 if outcome.status == "ok" else 1
+
+
+def _stop_once(signum: int, _frame: FrameType | None) -> None:
+    """The first SIGINT or SIGTERM interrupts the workload (the run ends ``interrupted`` and keeps its repetitions);
+    later ones are ignored, so that a second Ctrl-C (or the parent passing the first one on) cannot cut the writing
+    of the shards and the status short."""
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
+    signal.signal(signal.SIGTERM, signal.SIG_IGN)
+    raise KeyboardInterrupt(signal.Signals(signum).name)
 
 
 def _clock_offset(folder: Path, run_id: str, phase: Phase, skip: str = "") -> None:

@@ -6,18 +6,25 @@ process for tool-launched runs), so it stays light: no polars, plotly or ipywidg
 
 from __future__ import annotations
 
+import json
 import os
+import sys
 import traceback
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from argus_lab.regions import NVTX_SCOPE_ENV, Recorder, Region
+from argus_lab.regions import NVTX_SCOPE_ENV, Recorder, Region, nvtx_scope_on, nvtx_state
 from argus_lab.run.protocols import Collector, Columns, Evidence, RunContext
 from argus_lab.run.workload import Workload
 
-AfterRepetition = Callable[[int, dict[str, list[Any]]], None]
+if TYPE_CHECKING:
+    from argus_lab.run.nvtx_scope import ScopeGate
+
+AfterRepetition = Callable[[int, Evidence], None]
+"""Called with each finished repetition's evidence: its ``region_instances`` and the tables that collectors marked
+``per_repetition`` derive from those instances alone (the host clocks' values)."""
 
 
 @dataclass(frozen=True)
@@ -43,64 +50,125 @@ def drive(
 ) -> RunOutcome:
     """Run ``warmup + repeat`` repetitions and gather the evidence of every collector.
 
-    The instances of each finished repetition are handed to ``after_repetition`` (a child process writes
-    them to a shard there, so they survive if the process dies later).  A workload that raises ends the
-    run as ``failed`` with the exception as cause; what was measured before is kept.
+    The evidence of each finished repetition is handed to ``after_repetition`` (a child process writes it to a
+    shard there, so it survives if the process dies later): the instances, and the values of the collectors that
+    derive them from the instances alone (``per_repetition = True``, the host backend), which are then not given
+    again at the end.  A workload that raises ends the run as ``failed`` with the exception as cause; what was
+    measured before is kept.  A process forked by the workload that returns into this loop exits here
+    (:func:`_leave_forked_child`): it never records into, nor reports, the parent's run.
     """
     hooks = [h for c in collectors for h in c.hooks()]
     gate = None
-    if NVTX_SCOPE_ENV in os.environ:  # an ncu run: the scope ranges tell ncu which instances to replay
-        from argus_lab.run.nvtx_scope import gate_from_env
+    if "ncu" in settings or NVTX_SCOPE_ENV in os.environ:  # an ncu run: scope ranges tell ncu what to replay
+        from argus_lab.run.nvtx_scope import gate_of_run
 
-        gate = gate_from_env(warmup)
+        gate = gate_of_run(settings, warmup)
+        if gate is not None:
+            nvtx_scope_on()  # from the spec: not only when the environment variable reached this process
     recorder = Recorder(run_id, hooks, cpu_clock="host.cpu" in signals, nvtx_gate=gate)
     status, cause, done = "ok", "", 0
     started: list[Collector] = []
+    per_rep: list[Collector] = []
     sent = 0
+
+    def hand_over(rep: int, rows: dict[str, list[Any]]) -> None:
+        assert after_repetition is not None
+        cols = _columns(rows, run_id, warmup, recorder.rank, recorder.thread_names)
+        after_repetition(rep, merge_evidence([{"region_instances": cols}, *(c.evidence(cols) for c in per_rep)]))
+
     try:
         fn = workload.load()
         for c in collectors:
             ctx = RunContext(run_id, tuple(signals), settings.get(c.info.name, {}), out_dir)
             c.start(ctx)
             started.append(c)
+            if after_repetition is not None and getattr(c, "per_repetition", False):
+                per_rep.append(c)
         with recorder:
             for rep in range(warmup + repeat):
                 recorder.repetition = rep
                 try:
                     fn()
                 except SystemExit as exc:
+                    if recorder.forked:
+                        _leave_forked_child(exc)
                     if exc.code not in (None, 0):
                         raise
+                except BaseException as exc:
+                    if recorder.forked:
+                        _leave_forked_child(exc)
+                    raise
+                if recorder.forked:
+                    _leave_forked_child(None)
                 done = rep + 1
                 if after_repetition is not None:
                     rows = recorder.columns(sent)
                     sent += len(rows["instance_id"])
-                    after_repetition(rep, _columns(rows, run_id, warmup, recorder.rank, recorder.thread_names))
-    except KeyboardInterrupt:
-        status, cause = "interrupted", f"interrupted by the user after {done} of {warmup + repeat} repetitions"
+                    hand_over(rep, rows)
+    except KeyboardInterrupt as exc:
+        how = "by SIGTERM" if exc.args and exc.args[0] == "SIGTERM" else "by the user"
+        status, cause = "interrupted", f"interrupted {how} after {done} of {warmup + repeat} repetitions"
     except BaseException as exc:  # the user's workload may raise anything; it is recorded, not lost
         status = "failed"
         tb = traceback.format_exception(type(exc), exc, exc.__traceback__)
         cause = f"{type(exc).__name__}: {exc} (after {done} of {warmup + repeat} repetitions)\n" + "".join(tb[-6:])
     finally:
         if after_repetition is not None and recorder.count() > sent:  # the partial repetition, if any
-            rest = recorder.columns(sent)
-            after_repetition(done, _columns(rest, run_id, warmup, recorder.rank, recorder.thread_names))
+            hand_over(done, recorder.columns(sent))
         for c in reversed(started):
             try:
                 c.stop()
             except Exception as exc:
                 status = "failed" if status == "ok" else status
                 cause += f"\n{c.info.name} failed to stop: {exc}"
+    if gate is not None:
+        _write_scope_state(out_dir, gate)
     instances = _columns(recorder.columns(), run_id, warmup, recorder.rank, recorder.thread_names)
     parts: list[Evidence] = [{"region_instances": instances, "regions": regions_columns(recorder.regions.values())}]
     for c in started:
+        if c in per_rep:  # already handed over with each repetition
+            continue
         try:
             parts.append(c.evidence(instances))
         except Exception as exc:
             status = "failed" if status == "ok" else status
             cause += f"\n{c.info.name} could not produce its evidence: {exc}"
     return RunOutcome(status, cause.strip(), done, merge_evidence(parts))
+
+
+def _write_scope_state(out_dir: Path, gate: ScopeGate) -> None:
+    """What the NVTX scope gate of an ncu run saw (never fails the run: it is a diagnostic)."""
+    from argus_lab.run.nvtx_scope import STATE_FILE
+
+    state = {
+        **nvtx_state(),
+        "scope": str(gate.scope),
+        "scope_from": gate.source,
+        "warmup": gate.warmup,
+        "opened_in": gate.opened[1],
+        "opened_out": gate.opened[0],
+    }
+    try:
+        Path(out_dir).mkdir(parents=True, exist_ok=True)
+        (Path(out_dir) / STATE_FILE).write_text(json.dumps(state))
+    except OSError:
+        pass
+
+
+def _leave_forked_child(exc: BaseException | None) -> None:
+    """End a process forked by the workload that returned into the measurement loop.
+
+    Its recorder was switched off at the fork (:attr:`Recorder.forked`); letting it go on would run the parent's
+    remaining repetitions a second time and hand the parent's run to the store from two processes, while the
+    parent may wait for it.  It exits at once, with status 0 (1 if the workload raised in it)."""
+    print(
+        f"argus_lab: process {os.getpid()} was forked by the measured workload and returned into the measurement "
+        "loop; it exits here without recording (end forked children with os._exit(), or use multiprocessing)",
+        file=sys.stderr,
+        flush=True,
+    )
+    sys.stdout.flush()
+    os._exit(0 if exc is None or (isinstance(exc, SystemExit) and exc.code in (None, 0)) else 1)
 
 
 def _columns(

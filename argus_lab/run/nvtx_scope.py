@@ -11,12 +11,19 @@ autotuner's benchmark launches in an instance the scope skips, not warm-up repet
 instances (warm-up repetitions are never in scope and are not counted), ``ranks=`` against this process's rank,
 ``threads=`` against the entering thread.  ``devices=`` and ``streams=`` cannot be known at entry (an instance
 launches on streams later): they are applied when the evidence is attributed, so ncu replays a superset there.
+
+The scope reaches the child through the run's spec (its ``ncu`` settings, read by the driver, which switches the
+scope ranges on before the workload is loaded); ``ARGUS_NVTX_SCOPE`` is the fallback for processes without the spec.
+The driver writes what the gate saw (:data:`STATE_FILE`: NVTX on or off, scope ranges opened ``in`` and ``out``) into
+the run folder, so that an ncu run that profiled nothing says why.
 """
 
 from __future__ import annotations
 
 import os
 import threading
+from collections.abc import Mapping
+from typing import Any
 
 from argus_lab.plan.scope import Scope
 from argus_lab.regions import NVTX_SCOPE_ENV, env_rank
@@ -31,8 +38,15 @@ class ScopeGate:
         self.rank = env_rank() if rank is None else rank
         self._measured: dict[str, int] = {}  # path -> measured instances entered so far
         self._paths: dict[str, bool] = {}  # path -> covered by the globs (paths are few)
+        self.source = ""  # where the scope came from (run settings, environment)
+        self.opened = [0, 0]  # scope ranges opened: [out, in] (diagnostics of an ncu run that profiled nothing)
 
     def __call__(self, path: str, repetition: int) -> bool:
+        inside = self._decide(path, repetition)
+        self.opened[inside] += 1
+        return inside
+
+    def _decide(self, path: str, repetition: int) -> bool:
         if repetition < self.warmup:  # warm-up repetitions are never measured, so never replayed
             return False
         index = self._measured.get(path, 0)
@@ -54,6 +68,14 @@ class ScopeGate:
         return True
 
 
+STATE_FILE = "nvtx-scope.json"
+"""What the gate of an ncu run's child saw, in the run folder (read by the ncu launcher)."""
+
+EVERY_REGION = "**"
+"""The scope text the ncu launcher passes for a request without a scope (never an empty value: an environment
+variable set to nothing may not reach the workload through the tool)."""
+
+
 def gate_from_env(warmup: int) -> ScopeGate | None:
     """The gate of an ncu run (``ARGUS_NVTX_SCOPE`` holds the request's scope), ``None`` in other runs."""
     text = os.environ.get(NVTX_SCOPE_ENV)
@@ -62,4 +84,27 @@ def gate_from_env(warmup: int) -> ScopeGate | None:
     return ScopeGate(Scope.parse(text), warmup)
 
 
-__all__ = ["ScopeGate", "gate_from_env"]
+def scope_of_run(settings: Mapping[str, Mapping[str, Any]]) -> tuple[str, str] | None:
+    """(scope text, where it came from) of an ncu run: the run's own ``ncu`` settings (the spec the child reads;
+    every plan's ncu run has a ``scope`` setting, ``""`` for everything), else ``ARGUS_NVTX_SCOPE``; ``None`` when
+    the run is no ncu run."""
+    ncu = settings.get("ncu")
+    if isinstance(ncu, Mapping) and isinstance(ncu.get("scope"), str):
+        return str(ncu["scope"]), "run settings"
+    text = os.environ.get(NVTX_SCOPE_ENV)
+    if text is not None:
+        return text, f"${NVTX_SCOPE_ENV}"
+    return None
+
+
+def gate_of_run(settings: Mapping[str, Mapping[str, Any]], warmup: int) -> ScopeGate | None:
+    """The gate of an ncu run from :func:`scope_of_run` (``None`` in other runs)."""
+    found = scope_of_run(settings)
+    if found is None:
+        return None
+    gate = ScopeGate(Scope.parse(found[0]), warmup)
+    gate.source = found[1]
+    return gate
+
+
+__all__ = ["EVERY_REGION", "STATE_FILE", "ScopeGate", "gate_from_env", "gate_of_run", "scope_of_run"]

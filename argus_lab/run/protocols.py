@@ -46,7 +46,12 @@ class Collector(Protocol):
         """Stop collecting (called also when the workload raised)."""
 
     def evidence(self, instances: Columns) -> Evidence:
-        """Tables to store, given the run's region instances (columns of ``region_instances``)."""
+        """Tables to store, given the run's region instances (columns of ``region_instances``).
+
+        A collector whose evidence depends on the instances alone may say so with a class attribute
+        ``per_repetition = True``: a child run then asks it once per finished repetition (for that repetition's
+        instances) and writes the result with the repetition's shard, and not again at the end.
+        """
 
 
 class Launcher(Protocol):

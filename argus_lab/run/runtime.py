@@ -14,6 +14,7 @@ join is not run here: whoever drives the plan runs it where the runs end (:func:
 
 from __future__ import annotations
 
+import contextlib
 import functools
 import getpass
 import json
@@ -24,7 +25,7 @@ import subprocess
 import sys
 import time
 import uuid
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any, Literal
@@ -33,11 +34,12 @@ from argus_lab.errors import ArgusError, PlanError
 from argus_lab.plan.backends import BACKENDS
 from argus_lab.plan.catalog import lookup
 from argus_lab.plan.model import Plan, PlannedRun
-from argus_lab.run import shards
+from argus_lab.run import recovery, shards
 from argus_lab.run.driver import drive
 from argus_lab.run.loader import load_backend
 from argus_lab.run.machine import environment, gpu_available, hostname, no_gpu_reason, versions
 from argus_lab.run.protocols import RunContext
+from argus_lab.run.recovery import ACTIVE_RUNS
 from argus_lab.run.sink import Sink
 from argus_lab.run.workload import Workload
 
@@ -143,11 +145,17 @@ def execute(
         run_id = f"r-{uuid.uuid4().hex[:10]}"
         if progress is not None:
             progress("start", run, None)
-        _insert_run(sink, run, run_id, session_id, request_id, plan_id, workload)
-        if stop:
-            result = _finish(sink, run_id, run.index, "not run", "an earlier run failed and on_error='stop'", 0, 0.0)
-        else:
-            result = _execute_run(run, run_id, workload, sink, timeout_s, tuple(launch))
+        ACTIVE_RUNS.add(run_id)  # recovery (by another thread's store) never takes a run this process executes
+        try:
+            _insert_run(sink, run, run_id, session_id, request_id, plan_id, workload)
+            if stop:
+                result = _finish(
+                    sink, run_id, run.index, "not run", "an earlier run failed and on_error='stop'", 0, 0.0
+                )
+            else:
+                result = _execute_run(run, run_id, workload, sink, timeout_s, tuple(launch))
+        finally:
+            ACTIVE_RUNS.discard(run_id)
         results.append(result)
         if progress is not None:
             progress("end", run, result)
@@ -198,9 +206,42 @@ def _insert_run(
 
 
 def _finish(
-    sink: Sink, run_id: str, index: int, status: str, cause: str, reps: int, secs: float, command: str | None = None
+    sink: Sink,
+    run_id: str,
+    index: int,
+    status: str,
+    cause: str,
+    reps: int,
+    secs: float,
+    command: str | None = None,
+    evidence: Mapping[str, Any] | None = None,
+    folder_kept: bool = False,
 ) -> RunResult:
-    sink.finish_run(run_id, status=status, cause=cause, reps_done=reps, ended_ns=time.time_ns(), command=command)
+    """Hand the run's end (and its evidence) to the sink.  When the sink refuses the evidence, an in-process run is
+    marked failed with the cause, if the store still takes that much; a child run (``folder_kept``) stays
+    ``running`` so that recovery stores its run folder once the store can be written again."""
+    try:
+        sink.finish_run(
+            run_id,
+            status=status,
+            cause=cause,
+            reps_done=reps,
+            ended_ns=time.time_ns(),
+            command=command,
+            evidence=evidence,
+        )
+    except ArgusError as exc:  # the store refused the evidence (a full disk): say so in the run, if it still can
+        if evidence and not folder_kept:
+            with contextlib.suppress(Exception):
+                sink.finish_run(
+                    run_id,
+                    status="failed",
+                    cause=f"{reps} repetition(s) were measured but their evidence could not be stored: {exc}",
+                    reps_done=0,
+                    ended_ns=time.time_ns(),
+                    command=command,
+                )
+        raise
     return RunResult(run_id, index, status, cause, reps, secs)
 
 
@@ -239,7 +280,6 @@ def _in_process_run(run: PlannedRun, run_id: str, workload: Workload, sink: Sink
     except ArgusError as exc:
         return _finish(sink, run_id, run.index, "failed", str(exc), 0, time.monotonic() - t0)
     outcome = drive(run_id, workload, collectors, run.signals, run.settings, run.repeat, run.warmup, folder)
-    sink.write(outcome.evidence)
     return _finish(
         sink,
         run_id,
@@ -249,6 +289,7 @@ def _in_process_run(run: PlannedRun, run_id: str, workload: Workload, sink: Sink
         outcome.reps_done,
         time.monotonic() - t0,
         command=f"in-process: {workload.describe()}",
+        evidence=outcome.evidence,
     )
 
 
@@ -298,48 +339,80 @@ def _child_run(
         filter(None, [str(Path(__file__).resolve().parents[2]), env.get("PYTHONPATH", "")])
     )
     log = folder / "child.log"
+    interrupted = False
     with log.open("wb") as out:
         try:
-            proc = subprocess.run(
-                cmd, stdout=out, stderr=subprocess.STDOUT, env=env, timeout=timeout_s, check=False, cwd=workload.cwd
+            # a session of its own: Ctrl-C reaches this process, which stops the child's whole process group (the
+            # child, and the workload under ncu or torchrun) and still ingests what it finished
+            proc = subprocess.Popen(
+                cmd,
+                stdout=out,
+                stderr=subprocess.STDOUT,
+                stdin=subprocess.DEVNULL,
+                env=env,
+                cwd=workload.cwd,
+                start_new_session=True,
             )
-            code = proc.returncode
-        except subprocess.TimeoutExpired:
-            code = -int(signal.SIGKILL)
         except FileNotFoundError as exc:
             msg = f"cannot start {cmd[0]!r}: {exc.strerror}; check that the tool is installed and on PATH"
             return _finish(sink, run_id, run.index, "failed", msg, 0, time.monotonic() - t0)
-    tables, status = shards.read_folder(folder)
-    if launcher is not None and status is not None:
-        inst = tables.get("region_instances")
-        cols = inst.to_pydict() if inst is not None else {"instance_id": []}
         try:
-            for table, data in launcher.evidence(ctx, cols).items():
-                tables[table] = _concat(tables.get(table), data)
-        except ArgusError as exc:
-            status = {"status": "failed", "cause": str(exc), "reps_done": status.get("reps_done", 0)}
-    sink.write(tables)
-    reps = (
-        len({r for r in tables["region_instances"].column("repetition").to_pylist()})
-        if ("region_instances" in tables)
-        else 0
-    )
-    command = shlex.join(cmd)
-    if status is None:
-        how = f"killed by {signal.Signals(-code).name}" if code < 0 else f"exited with status {code}"
-        tail = _tail(log)
-        cause = f"the child process {how} before it finished; {reps} repetition(s) were saved. Last output:\n{tail}"
-        return _finish(sink, run_id, run.index, "died", cause, reps, time.monotonic() - t0, command)
+            shards.write_proc(folder, proc.pid, hostname(), time.time_ns())
+            code = _wait(proc, timeout_s)
+        except KeyboardInterrupt:
+            interrupted = True
+            code = _stop(proc)
+    ended = f"was killed by {signal.Signals(-code).name}" if code < 0 else f"exited with status {code}"
+    got = recovery.collect(folder, ctx, launcher, ended=ended, interrupted=interrupted)
     return _finish(
         sink,
         run_id,
         run.index,
-        status["status"],
-        status["cause"],
-        int(status["reps_done"]),
+        got.status,
+        got.cause,
+        got.reps_done,
         time.monotonic() - t0,
-        command,
+        shlex.join(cmd),
+        evidence=got.tables,
+        folder_kept=True,
     )
+
+
+STOP_GRACE_S = 20.0
+"""How long a child stopped by Ctrl-C may take to write its shards and status before it is killed."""
+
+
+def _wait(proc: subprocess.Popen[bytes], timeout_s: float | None) -> int:
+    """The child's exit status; past ``timeout_s`` its process group is killed (status ``-SIGKILL``)."""
+    try:
+        return proc.wait(timeout=timeout_s)
+    except subprocess.TimeoutExpired:
+        _signal_group(proc, signal.SIGKILL)
+        proc.wait()
+        return -int(signal.SIGKILL)
+
+
+def _stop(proc: subprocess.Popen[bytes]) -> int:
+    """Stop a child after Ctrl-C: SIGINT to its process group (it ends ``interrupted`` and writes what it finished),
+    SIGKILL after :data:`STOP_GRACE_S` or at a second Ctrl-C."""
+    try:
+        _signal_group(proc, signal.SIGINT)
+        try:
+            return proc.wait(timeout=STOP_GRACE_S)
+        except subprocess.TimeoutExpired:
+            pass
+    except KeyboardInterrupt:
+        pass
+    _signal_group(proc, signal.SIGKILL)
+    return proc.wait()
+
+
+def _signal_group(proc: subprocess.Popen[bytes], sig: signal.Signals) -> None:
+    try:
+        os.killpg(proc.pid, sig)
+    except (ProcessLookupError, PermissionError):
+        with contextlib.suppress(ProcessLookupError):
+            proc.send_signal(sig)
 
 
 def launch_command(launch: Sequence[str], child: list[str]) -> list[str]:
@@ -351,21 +424,6 @@ def launch_command(launch: Sequence[str], child: list[str]) -> list[str]:
     if torchrun and "--no-python" not in prefix and "--no_python" not in prefix:
         prefix.append("--no-python")
     return prefix + child
-
-
-def _concat(a: Any, data: Any) -> Any:
-    import pyarrow as pa
-
-    b = data if isinstance(data, pa.Table) else shards._table(data)
-    return b if a is None else pa.concat_tables([a, b], promote_options="default")
-
-
-def _tail(path: Path, lines: int = 8) -> str:
-    try:
-        text = path.read_text(errors="replace")
-    except OSError:
-        return ""
-    return "\n".join(text.splitlines()[-lines:])
 
 
 def terminal_progress() -> ProgressFn | None:

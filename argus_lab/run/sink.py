@@ -19,10 +19,19 @@ class Sink(Protocol):
         """Insert several tables in one transaction: ``{table: columns}`` (or Arrow tables), columns by name."""
 
     def finish_run(
-        self, run_id: str, *, status: str, cause: str, reps_done: int, ended_ns: int, command: str | None
+        self,
+        run_id: str,
+        *,
+        status: str,
+        cause: str,
+        reps_done: int,
+        ended_ns: int,
+        command: str | None,
+        evidence: Mapping[str, Any] | None = None,
     ) -> None:
         """Record the end of run ``run_id``: its status, cause, finished repetitions, end time and (when given)
-        the command that ran it."""
+        the command that ran it, together with its ``evidence`` (tables, as for :meth:`write`) in one transaction:
+        a run is never marked finished without its evidence, nor stored twice."""
 
     def run_folder(self, run_id: str) -> Path:
         """Where run ``run_id`` keeps its files (shards, tool reports); it may not exist yet."""

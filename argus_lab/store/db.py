@@ -1,15 +1,31 @@
 """Opening, locking and writing the DuckDB evidence store.
 
-DuckDB lets one process hold a database file for writing.  argus_lab therefore never keeps a store open:
-every write is one short transaction under an exclusive ``fcntl`` lock on ``<store>.lock``, and every read
-takes the same lock shared.  Two processes (a notebook kernel and a CLI run, or several ranks) writing one
-store queue on the lock instead of failing, and nothing is lost.
+DuckDB lets one process hold a database file for writing, and locks the file itself (a POSIX record lock: exclusive
+for a read-write connection, shared for a read-only one).  argus_lab never keeps a store open: every write is one
+short connection, and every read another.
+
+* **Writers** queue on an exclusive ``flock`` on ``<store>.lock`` (created beside the store: a writer creates files
+  there anyway), then open the file read-write, retrying while a reader holds DuckDB's shared lock.  Two processes
+  writing one store (a notebook kernel and a CLI run, or several ranks) wait for each other instead of failing,
+  and nothing is lost.
+* **Readers** (``show``, ``export``, the Jupyter server) create nothing: no lock file, no WAL replay written back.
+  They open the file read-only and retry while a writer holds DuckDB's exclusive lock (DuckDB refuses a read-only
+  open while a writer holds the file), up to :data:`LOCK_TIMEOUT_S`.  A store on a read-only disk, in a folder the
+  reader may not write, or on a full disk is read all the same.
+
+The first write of a :class:`Store` also recovers what an earlier process left behind (runs still marked ``running``
+whose process is gone, and their run folders): see :mod:`argus_lab.store.recovery`.  Errors that mean the disk is
+full or the file is damaged become :class:`~argus_lab.errors.StoreError` messages naming the cause and the fix
+(:func:`explain_error`).  docs/reliability.md explains the design.
 """
 
 from __future__ import annotations
 
+import contextlib
+import errno
 import fcntl
 import os
+import shutil
 import threading
 import time
 from collections.abc import Iterator, Mapping, Sequence
@@ -27,9 +43,27 @@ if TYPE_CHECKING:
 
 DEFAULT_STORE = "argus.duckdb"
 LOCK_TIMEOUT_S = 120.0
+RETRY_S = 0.02
 
 Columns = Mapping[str, Sequence[Any]]
 _SHARED_ROWS = frozenset({"regions", "sessions", "provenance"})  # rows written again (by ranks): first stays
+
+_BUSY = ("Could not set lock on file", "Conflicting lock is held", "different configuration than existing")
+"""DuckDB's words for "another connection holds this file" (another process, or this one with another mode)."""
+_DAMAGED = (
+    "not a valid DuckDB database file",
+    "Could not read enough bytes",
+    "Corrupt database file",
+    "checksum",
+    "Invalid Input Error: Failed to deserialize",
+    "database has been invalidated",
+)
+"""DuckDB's words for a truncated or damaged database file."""
+_FULL = {
+    errno.ENOSPC: "No space left on device",
+    errno.EFBIG: "File too large",
+    errno.EDQUOT: "Disk quota exceeded",
+}
 
 
 def default_store_path() -> Path:
@@ -37,10 +71,90 @@ def default_store_path() -> Path:
     return Path(os.environ.get("ARGUS_STORE", DEFAULT_STORE))
 
 
+def _busy(exc: BaseException) -> bool:
+    return any(w in str(exc) for w in _BUSY)
+
+
+def explain_error(path: Path, exc: BaseException, *, write: bool) -> StoreError | None:
+    """A :class:`StoreError` naming the cause and the fix when ``exc`` means a full disk or a damaged store file,
+    else ``None`` (the error is someone else's: a query bug, a bad value)."""
+    text = str(exc)
+    code = exc.errno if isinstance(exc, OSError) else None
+    full = next((words for num, words in _FULL.items() if code == num or words in text), None)
+    if full is not None:
+        return StoreError(disk_full_message(path, full))
+    if any(w in text for w in _DAMAGED):
+        first = text.strip().splitlines()[0][:300] if text.strip() else type(exc).__name__
+        verb = "written" if write else "read"
+        return StoreError(
+            f"the evidence store {str(path)!r} is damaged and cannot be {verb} ({first}); it may be truncated or "
+            "overwritten: restore it from a copy, or measure into a new store with --store NEW.duckdb (the run "
+            f"folders in {str(run_root(path))!r} still hold the shards of child-process runs)"
+        )
+    return None
+
+
+def disk_full_message(path: Path, words: str = "No space left on device") -> str:
+    """What to say when the disk (or the process's file-size limit) stops a write to the store at ``path``."""
+    where = path.resolve().parent if path.parent.exists() else Path.cwd()
+    try:
+        free = f"{shutil.disk_usage(where).free / 1e6:.1f} MB free"
+    except OSError:
+        free = "free space unknown"
+    runs = run_root(path)
+    held = _folder_mb(runs)
+    parts = [
+        f"cannot write the evidence store {str(path)!r}: {words} ({where}: {free})",
+    ]
+    if words == "File too large":
+        parts.append("the store reached this process's file-size limit (`ulimit -f`); raise the limit")
+    else:
+        parts.append(f"free space on the disk that holds {str(where)!r}: delete stores you no longer need")
+    if held:
+        parts.append(
+            f"or the run folders of runs already stored ({str(runs)!r}, {held:.1f} MB; the store keeps their evidence)"
+        )
+    parts.append("or write to another disk with --store PATH (or $ARGUS_STORE); what was measured before is kept")
+    return "; ".join(parts)
+
+
+def _folder_mb(folder: Path, limit: int = 20_000) -> float:
+    total = 0
+    try:
+        for k, (root, _, files) in enumerate(os.walk(folder)):
+            if k > limit:
+                break
+            for f in files:
+                with contextlib.suppress(OSError):
+                    total += os.lstat(os.path.join(root, f)).st_size
+    except OSError:
+        return 0.0
+    return total / 1e6
+
+
+READ_MEMORY = "256MB"
+"""DuckDB's memory limit for a read (``$ARGUS_READ_MEMORY`` overrides it): a report over millions of instances
+spills to a private temporary folder instead of growing without bound."""
+
+
+def reader_config() -> dict[str, str | bool | int | float | list[str]]:
+    """The DuckDB settings of a read-only connection: bounded memory, and a temporary folder of the user's own
+    (never beside the store: a reader creates nothing there)."""
+    # $TMPDIR as it is: tempfile.gettempdir() would probe by writing a file, and fail on a full disk
+    base = os.environ.get("TMPDIR") or ("/tmp" if os.name == "posix" else os.environ.get("TEMP", "."))
+    tmp = Path(base) / f"argus-duckdb-{os.getuid() if hasattr(os, 'getuid') else 'user'}"
+    return {"memory_limit": os.environ.get("ARGUS_READ_MEMORY", READ_MEMORY), "temp_directory": str(tmp)}
+
+
+def run_root(path: Path) -> Path:
+    """``<store>.runs``: where the runs of the store at ``path`` keep their folders."""
+    return path.with_name(path.name + ".runs")
+
+
 class Store:
     """A DuckDB evidence store at ``path`` (created with the current schema on first write)."""
 
-    def __init__(self, path: str | os.PathLike[str] | None = None) -> None:
+    def __init__(self, path: str | os.PathLike[str] | None = None, *, recover: bool = True) -> None:
         self.path = Path(path) if path is not None else default_store_path()
         self._tlock = threading.RLock()
         self._con: duckdb.DuckDBPyConnection | None = None
@@ -48,6 +162,9 @@ class Store:
         self._read_only = False
         self._checked = False
         self._migrated = False  # tables and columns of this schema version added (done by the first write)
+        self._recover = recover  # the first write recovers runs left behind by dead processes
+        self.recovered: list[Any] = []
+        """What the first write recovered (:class:`argus_lab.store.recovery.Recovered` values)."""
 
     def __repr__(self) -> str:
         return f"Store({str(self.path)!r})"
@@ -60,7 +177,13 @@ class Store:
     # -- connections ------------------------------------------------------------------------------
     @contextmanager
     def connect(self, *, write: bool = False) -> Iterator[duckdb.DuckDBPyConnection]:
-        """A connection held under the store's lock; re-entrant within one thread."""
+        """A connection to the store (read-only unless ``write``); re-entrant within one thread.
+
+        A full disk or a damaged file raises :class:`StoreError` with the cause and the fix, whether it shows
+        when the file is opened, while a statement runs, or when the connection closes.
+        """
+        import duckdb
+
         with self._tlock:
             if self._con is not None:
                 if write and self._read_only:
@@ -72,72 +195,134 @@ class Store:
                 finally:
                     self._depth -= 1
                 return
-            if not write and not self.path.exists():
-                msg = (
-                    f"no evidence store at {str(self.path)!r}; run a measurement first "
-                    "(`argus-lab run SCRIPT --store PATH` or `argus_lab.measure(...)`), or pass the right --store"
-                )
-                raise StoreError(msg)
-            lock_fd = self._lock(write)
+            if not write:
+                self._check_readable()
+            lock_fd = self._writer_lock() if write else -1
             try:
                 con = self._open(write)
                 self._con, self._read_only, self._depth = con, not write, 1
                 try:
-                    if not self._checked or (write and not self._migrated):
-                        self._check_schema(con, write)
-                    yield con
-                finally:
-                    self._con = None
-                    con.close()
-            finally:
-                fcntl.flock(lock_fd, fcntl.LOCK_UN)
-                os.close(lock_fd)
+                    try:
+                        if not self._checked or (write and not self._migrated):
+                            self._check_schema(con, write)
+                        if write and self._recover:
+                            self._recover = False
+                            from argus_lab.store.recovery import recover_stale
 
-    def _lock(self, write: bool) -> int:
+                            self.recovered = recover_stale(self)
+                        yield con
+                    finally:
+                        self._con = None
+                        con.close()
+                except (duckdb.Error, OSError) as exc:
+                    mapped = explain_error(self.path, exc, write=write)
+                    if mapped is None:
+                        raise
+                    raise mapped from exc
+            finally:
+                if lock_fd >= 0:
+                    fcntl.flock(lock_fd, fcntl.LOCK_UN)
+                    os.close(lock_fd)
+
+    def _check_readable(self) -> None:
+        try:
+            size = self.path.stat().st_size
+        except FileNotFoundError:
+            msg = (
+                f"no evidence store at {str(self.path)!r}; run a measurement first "
+                "(`argus-lab run SCRIPT --store PATH` or `argus_lab.measure(...)`), or pass the right --store"
+            )
+            raise StoreError(msg) from None
+        except OSError as exc:
+            msg = f"cannot read the evidence store at {str(self.path)!r} ({exc.strerror}); pass another --store"
+            raise StoreError(msg) from exc
+        if not self.path.is_file():
+            msg = f"{str(self.path)!r} is not a file; pass the path of an argus_lab store (a .duckdb file)"
+            raise StoreError(msg)
+        if size == 0:
+            msg = (
+                f"{str(self.path)!r} is an empty file (0 bytes), not an evidence store: it holds no measurement; "
+                "pass the path of an argus_lab store, or delete the empty file and measure again"
+            )
+            raise StoreError(msg)
+
+    def _writer_lock(self) -> int:
+        """An exclusive ``flock`` on ``<store>.lock``: writers of one store queue here (readers never take it)."""
         lock_path = self.path.with_name(self.path.name + ".lock")
         try:
-            if write:
-                self.path.parent.mkdir(parents=True, exist_ok=True)
-            fd = os.open(lock_path, os.O_RDWR | os.O_CREAT, 0o666)
+            self.path.parent.mkdir(parents=True, exist_ok=True)
+            fd = os.open(lock_path, os.O_RDWR | os.O_CREAT | os.O_NOFOLLOW, 0o666)
         except OSError as exc:
-            if not write:  # a read-only folder: reading without the lock is still safe for a finished store
-                return os.open(os.devnull, os.O_RDONLY)
+            if exc.errno in _FULL:
+                raise StoreError(disk_full_message(self.path, _FULL[exc.errno])) from exc
+            if exc.errno == errno.ELOOP:
+                msg = (
+                    f"{str(lock_path)!r} is a symbolic link; argus_lab does not follow it (it would create a file "
+                    "wherever it points): remove the link, or use another --store"
+                )
+                raise StoreError(msg) from exc
             msg = (
                 f"cannot write the evidence store at {str(self.path)!r} ({exc.strerror}); "
                 "choose a writable location with --store PATH (or the ARGUS_STORE variable)"
             )
             raise StoreError(msg) from exc
         deadline = time.monotonic() + LOCK_TIMEOUT_S
-        mode = fcntl.LOCK_EX if write else fcntl.LOCK_SH
         while True:
             try:
-                fcntl.flock(fd, mode | fcntl.LOCK_NB)
+                fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
                 return fd
             except BlockingIOError:
                 if time.monotonic() > deadline:
                     os.close(fd)
-                    msg = (
-                        f"the evidence store {str(self.path)!r} stayed locked by another process for "
-                        f"{LOCK_TIMEOUT_S:.0f} s; wait for that measurement to finish or use another --store"
-                    )
-                    raise StoreError(msg) from None
-                time.sleep(0.02)
+                    raise StoreError(self._locked_message()) from None
+                time.sleep(RETRY_S)
+
+    def _locked_message(self, detail: str = "") -> str:
+        return (
+            f"the evidence store {str(self.path)!r} stayed locked by another process for {LOCK_TIMEOUT_S:.0f} s"
+            + (f" ({detail})" if detail else "")
+            + "; wait for that measurement to finish or use another --store"
+        )
 
     def _open(self, write: bool) -> duckdb.DuckDBPyConnection:
+        """Open the file, retrying while another connection holds DuckDB's lock on it."""
         import duckdb
 
-        try:
-            return duckdb.connect(str(self.path), read_only=not write)
-        except duckdb.IOException as exc:
-            verb = "write" if write else "read"
+        if write and self.path.is_file() and self.path.stat().st_size == 0:
             msg = (
-                f"cannot {verb} the evidence store at {str(self.path)!r}: {exc}; "
-                "check that the path is a writable file location (or pass another --store PATH)"
+                f"{str(self.path)!r} is an empty file (0 bytes), not an evidence store; delete it (it holds nothing) "
+                "or pass another --store"
             )
-            raise StoreError(msg) from exc
-        except duckdb.Error as exc:
-            msg = f"{str(self.path)!r} is not a DuckDB evidence store ({exc}); pass the path of an argus_lab store"
-            raise StoreError(msg) from exc
+            raise StoreError(msg)
+        deadline = time.monotonic() + LOCK_TIMEOUT_S
+        config: dict[str, str | bool | int | float | list[str]] = {} if write else reader_config()
+        while True:
+            try:
+                return duckdb.connect(str(self.path), read_only=not write, config=config)
+            except duckdb.Error as exc:
+                if _busy(exc):
+                    if time.monotonic() > deadline:
+                        raise StoreError(self._locked_message(str(exc).splitlines()[0][:200])) from exc
+                    time.sleep(RETRY_S)
+                    continue
+                mapped = explain_error(self.path, exc, write=write)
+                if mapped is not None and "damaged" in str(mapped) and "not a valid DuckDB" in str(exc):
+                    msg = (
+                        f"{str(self.path)!r} is not a DuckDB evidence store ({str(exc).splitlines()[0]}); "
+                        "pass the path of an argus_lab store"
+                    )
+                    raise StoreError(msg) from exc
+                if mapped is not None:
+                    raise mapped from exc
+                if isinstance(exc, duckdb.IOException):
+                    verb = "write" if write else "read"
+                    msg = (
+                        f"cannot {verb} the evidence store at {str(self.path)!r}: {exc}; "
+                        "check that the path is a writable file location (or pass another --store PATH)"
+                    )
+                    raise StoreError(msg) from exc
+                msg = f"{str(self.path)!r} is not a DuckDB evidence store ({exc}); pass the path of an argus_lab store"
+                raise StoreError(msg) from exc
 
     def _check_schema(self, con: duckdb.DuckDBPyConnection, write: bool) -> None:
         tables = {r[0] for r in con.execute("SELECT table_name FROM information_schema.tables").fetchall()}
@@ -156,7 +341,11 @@ class Store:
             self._checked = self._migrated = True
             return
         row = con.execute("SELECT value FROM meta WHERE key = 'schema_version'").fetchone()
-        version = int(row[0]) if row else -1
+        raw = row[0] if row else None
+        try:
+            version = int(str(raw).strip()) if raw is not None else -1
+        except ValueError:
+            version = -1
         if version > SCHEMA_VERSION:
             msg = (
                 f"the store {str(self.path)!r} has schema version {version}, newer than this argus_lab "
@@ -165,9 +354,10 @@ class Store:
             )
             raise SchemaVersionError(msg)
         if version < 1:
+            shown = "none" if raw is None else repr(str(raw)[:40])
             msg = (
-                f"the store {str(self.path)!r} has an unknown schema version ({row[0] if row else 'none'}); "
-                "it was not written by argus_lab: pass another --store path"
+                f"the store {str(self.path)!r} has an unknown schema version ({shown}); "
+                "it was not written by argus_lab, or its meta table was edited: pass another --store path"
             )
             raise SchemaVersionError(msg)
         if write:  # migrate an older store, then add the tables and columns of later versions and within this one
@@ -194,11 +384,16 @@ class Store:
         self._checked = True
 
     # -- writing ----------------------------------------------------------------------------------
-    def write(self, tables: Mapping[str, Columns | pa.Table | str]) -> None:
+    def write(
+        self, tables: Mapping[str, Columns | pa.Table | str], then: Sequence[tuple[str, Sequence[Any]]] = ()
+    ) -> None:
         """Insert several tables in one transaction (columns by name; missing columns become NULL).
 
         A table given as a string is a query on the store's connection (e.g. a temporary table an importer staged
-        while this thread holds :meth:`connect`): its rows are inserted without leaving DuckDB."""
+        while this thread holds :meth:`connect`): its rows are inserted without leaving DuckDB.  ``then`` holds
+        statements (SQL, parameters) run in the same transaction after the inserts (a run's final status goes with
+        its evidence, so that a run is never stored twice nor marked finished without it).
+        """
         import pyarrow as pa
 
         with self.connect(write=True) as con:
@@ -222,9 +417,11 @@ class Store:
                     verb = "INSERT OR IGNORE" if name in _SHARED_ROWS else "INSERT"
                     con.execute(f"{verb} INTO {name} ({cols}) SELECT {cols} FROM _argus_in")
                     con.unregister("_argus_in")
+                for sql, params in then:
+                    con.execute(sql, list(params))
                 con.execute("COMMIT")
             except BaseException:
-                con.execute("ROLLBACK")
+                rollback(con)
                 raise
 
     def execute(self, sql: str, params: Sequence[Any] = ()) -> None:
@@ -251,3 +448,10 @@ class Store:
             res: Any = con.execute(sql, list(params))
             tbl = res.fetch_arrow_table() if hasattr(res, "fetch_arrow_table") else res.arrow()
             return tbl.read_all() if hasattr(tbl, "read_all") else tbl
+
+
+def rollback(con: duckdb.DuckDBPyConnection) -> None:
+    """Roll back the open transaction; an error of the rollback itself (the transaction was already aborted, e.g. by
+    a full disk) never hides the error that caused it."""
+    with contextlib.suppress(Exception):
+        con.execute("ROLLBACK")

@@ -23,18 +23,34 @@ class StoreSink:
         self.store.write(tables)
 
     def finish_run(
-        self, run_id: str, *, status: str, cause: str, reps_done: int, ended_ns: int, command: str | None
+        self,
+        run_id: str,
+        *,
+        status: str,
+        cause: str,
+        reps_done: int,
+        ended_ns: int,
+        command: str | None,
+        evidence: Mapping[str, Any] | None = None,
     ) -> None:
-        """Set the run's final status, cause, finished repetitions, end time and (when given) command."""
-        self.store.execute(
-            "UPDATE runs SET status = ?, cause = ?, reps_done = ?, ended_ns = ?, command = coalesce(?, command) "
-            "WHERE run_id = ?",
-            [status, cause, reps_done, ended_ns, command, run_id],
-        )
+        """Store the run's evidence and set its final status, cause, finished repetitions, end time and (when given)
+        command, in one transaction."""
+        self.store.write(evidence or {}, then=[finish_statement(run_id, status, cause, reps_done, ended_ns, command)])
 
     def run_folder(self, run_id: str) -> Path:
         """``<store>.runs/<run_id>/``."""
         return run_folder(self.store, run_id)
+
+
+def finish_statement(
+    run_id: str, status: str, cause: str, reps_done: int, ended_ns: int, command: str | None = None
+) -> tuple[str, list[Any]]:
+    """The UPDATE that records a run's end (SQL and bound values)."""
+    return (
+        "UPDATE runs SET status = ?, cause = ?, reps_done = ?, ended_ns = ?, command = coalesce(?, command) "
+        "WHERE run_id = ?",
+        [status, cause, reps_done, ended_ns, command, run_id],
+    )
 
 
 def run_folder(store: Store, run_id: str) -> Path:
@@ -42,4 +58,4 @@ def run_folder(store: Store, run_id: str) -> Path:
     return store.path.with_name(store.path.name + ".runs") / run_id
 
 
-__all__ = ["StoreSink", "run_folder"]
+__all__ = ["StoreSink", "finish_statement", "run_folder"]

@@ -120,8 +120,15 @@ def compiled(folder: Path) -> dict[str, Any]:
     )
     print(f"launched Triton kernels: {len(launched)}, linked to a binary: {len(linked)}")
     print("\n".join(report.heterogeneity()))
+    prov = _provenance(store, runs, "compiler")
+    for p in prov:  # what the collector found and skipped (dead weak proxies and the like)
+        print(f"compiler provenance: found_by={p.get('found_by')} skipped={p.get('skipped')}")
+    for r in report.runs:
+        print(f"run {r.run_id}: {r.status}{' - ' + r.cause if r.cause else ''}")
     return {
         "runs": runs,
+        "status": {r.run_id: [r.status, r.cause] for r in report.runs},
+        "compiler_provenance": prov,
         "launched_triton": sorted(r[0] for r in launched),
         "linked": sorted(r[0] for r in linked),
         "facts": [
@@ -181,8 +188,15 @@ def model(folder: Path) -> dict[str, Any]:
         print(f"  {k.display_name}")
     print("\n".join(report.matching_lines()))
     print("\n".join(report.heterogeneity()))
+    scope_states = {r: _scope_state(folder / "model.duckdb.runs" / r) for r in ncu_runs}
+    for r in report.runs:
+        print(f"run {r.run_id}: {r.status}{' - ' + r.cause if r.cause else ''}")
+    for r, state in scope_states.items():  # what the ncu child's scope gate saw (NVTX on, in/out ranges opened)
+        print(f"ncu run {r}: scope ranges {state}")
     return {
         "runs": runs,
+        "status": {r.run_id: [r.status, r.cause] for r in report.runs},
+        "scope_states": scope_states,
         "replayed": replayed,
         "outside": outside,
         "measured_kernels": measured,
@@ -193,6 +207,30 @@ def model(folder: Path) -> dict[str, Any]:
         "demangler": demangler(),
         "matching": report.matching_lines(),
     }
+
+
+def _provenance(store: Store, runs: list[str], backend: str) -> list[dict[str, Any]]:
+    """The settings recorded in the provenance of ``backend`` for these runs."""
+    rows = store.rows(
+        "SELECT settings FROM provenance WHERE run_id IN (SELECT unnest(?::VARCHAR[])) AND backend = ?", [runs, backend]
+    )
+    out = []
+    for (settings,) in rows:
+        try:
+            value = json.loads(settings) if isinstance(settings, str) else settings
+        except ValueError:
+            value = {"raw": str(settings)}
+        out.append(value if isinstance(value, dict) else {"value": value})
+    return out
+
+
+def _scope_state(run_folder: Path) -> dict[str, Any] | None:
+    """The ncu child's nvtx-scope.json (argus_lab.run.nvtx_scope.STATE_FILE), None when it wrote none."""
+    try:
+        value = json.loads((run_folder / "nvtx-scope.json").read_text())
+    except (OSError, ValueError):
+        return None
+    return value if isinstance(value, dict) else None
 
 
 def main(argv: list[str]) -> int:

@@ -8,10 +8,10 @@ GPU; tests/test_panel_equals_report.py checks the drill-down against the Report 
 from __future__ import annotations
 
 import asyncio
-import fcntl
 import json
-import os
 import shutil
+import subprocess
+import sys
 import time
 from pathlib import Path
 from typing import Any
@@ -342,11 +342,15 @@ def test_extension_entry_points() -> None:
 
 
 async def test_locked_store_does_not_stall_the_server(jp_fetch: Any, root_store: str, jp_root_dir: Path) -> None:
-    """A kernel writing the store holds its lock; the read waits in a worker thread, other requests go on."""
-    lock_path = jp_root_dir / (root_store + ".lock")
-    fd = os.open(lock_path, os.O_RDWR | os.O_CREAT, 0o666)
-    fcntl.flock(fd, fcntl.LOCK_EX)  # what Store.write holds while a measurement writes
+    """A kernel writing the store holds DuckDB's lock on the file; the read waits in a worker thread (retrying,
+    creating no lock file), other requests go on, and the read answers once the writer lets go."""
+    writer = subprocess.Popen(
+        [sys.executable, "-c", "import duckdb, sys; c = duckdb.connect(sys.argv[1]); print('held', flush=True); "
+         "sys.stdin.read(); c.close()", str(jp_root_dir / root_store)],
+        stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True,
+    )  # fmt: skip
     try:
+        assert writer.stdout is not None and writer.stdout.readline().strip() == "held"
         waiting = asyncio.ensure_future(get(jp_fetch, "runs", store=root_store))
         await asyncio.sleep(0.3)
         assert not waiting.done()
@@ -355,10 +359,12 @@ async def test_locked_store_does_not_stall_the_server(jp_fetch: Any, root_store:
         assert time.monotonic() - t0 < 2.0
         assert stores["stores"][0]["path"] == root_store
     finally:
-        fcntl.flock(fd, fcntl.LOCK_UN)
-        os.close(fd)
+        assert writer.stdin is not None
+        writer.stdin.close()
+        writer.wait(30)
     runs = await asyncio.wait_for(waiting, timeout=10)
     assert len(runs) == 1
+    assert sorted(p.name for p in (jp_root_dir / root_store).parent.iterdir()) == ["argus.duckdb"]
 
 
 async def test_region_drill_down_of_a_two_rank_run_names_each_instances_rank(jp_fetch: Any, jp_root_dir: Path) -> None:

@@ -24,9 +24,10 @@ from __future__ import annotations
 import functools
 import gc
 import sys
-import warnings
+import weakref
 from collections.abc import Callable, Sequence
 from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -39,28 +40,63 @@ from argus_lab.run.protocols import Columns, Evidence, RunContext
 cuobjdump_path = art.cuobjdump_path  # kept for callers of the earlier module layout
 
 
-def kernel_objects() -> tuple[list[Any], list[Any]]:
+@dataclass
+class KernelScan:
+    """What one pass over the garbage collector's objects found: Triton ``CompiledKernel`` objects, Inductor's
+    ``StaticallyLaunched*Kernel`` objects, and how many objects could not be looked at (dead weak proxies, objects
+    whose attributes raise): never kernels the run loses, but said in the provenance."""
+
+    compiled: list[Any] = field(default_factory=list)
+    launchers: list[Any] = field(default_factory=list)
+    skipped: int = 0
+    errors: list[str] = field(default_factory=list)  # a few examples of what was skipped and why
+
+    def skip(self, what: str, exc: BaseException) -> None:
+        self.skipped += 1
+        if len(self.errors) < 5:
+            self.errors.append(f"{what}: {type(exc).__name__}: {exc}")
+
+
+_PROXIES = (weakref.ProxyType, weakref.CallableProxyType)
+
+
+def scan_objects() -> KernelScan:
     """Triton ``CompiledKernel`` objects and Inductor's ``StaticallyLaunched*Kernel`` objects alive in this process,
-    found in one pass over the garbage collector's objects (none when neither Triton nor Inductor was loaded)."""
+    found in one pass over the garbage collector's objects (none when neither Triton nor Inductor was loaded).
+
+    Only ``type(o)`` is looked at first, which never runs the object's code: ``isinstance`` would ask a weak proxy
+    for its ``__class__``, and a proxy whose object is gone raises ``ReferenceError`` (the torch.compile'd run on the
+    H200 failed at stop that way).  An object that raises anyway is skipped and counted, never fatal."""
+    out = KernelScan()
     mod = sys.modules.get("triton.compiler.compiler")
     cls = getattr(mod, "CompiledKernel", None) if mod is not None else None
+    if not isinstance(cls, type):
+        cls = None
     if cls is None and "torch" not in sys.modules:
-        return [], []
-    compiled: list[Any] = []
-    launchers: list[Any] = []
-    with warnings.catch_warnings():  # isinstance() on some torch module objects warns about deprecations
-        warnings.simplefilter("ignore")
-        for o in gc.get_objects():
-            t = type(o)
-            if cls is not None and isinstance(o, cls):
-                compiled.append(o)
-            elif t.__name__.startswith("StaticallyLaunched"):
-                try:
-                    if isinstance(getattr(o, "hash", None), str) and isinstance(getattr(o, "name", None), str):
-                        launchers.append(o)
-                except Exception:  # an object whose attributes raise is not a kernel
-                    continue
-    return compiled, launchers
+        return out
+    for o in gc.get_objects():
+        t = type(o)
+        if t in _PROXIES:  # a weak proxy is never a kernel; a dead one raises on every attribute
+            continue
+        try:
+            if cls is not None and issubclass(t, cls):
+                out.compiled.append(o)
+            elif (  # Inductor's launchers, whatever module defines them
+                t.__name__.startswith("StaticallyLaunched")
+                and isinstance(getattr(o, "hash", None), str)
+                and isinstance(getattr(o, "name", None), str)
+            ):
+                out.launchers.append(o)
+        except Exception as exc:  # an object whose attributes raise is not read; the others are
+            out.skip(t.__name__, exc)
+    return out
+
+
+def kernel_objects() -> tuple[list[Any], list[Any]]:
+    """(Triton ``CompiledKernel`` objects, Inductor's ``StaticallyLaunched*Kernel`` objects) alive in this process
+    (:func:`scan_objects`)."""
+    scan = scan_objects()
+    return scan.compiled, scan.launchers
 
 
 def compiled_kernels() -> list[Any]:
@@ -253,6 +289,9 @@ class CompilerCollector:
         self.sass: dict[str, str] = {}
         self._hook = _LoadHook()
         self._disassemble = True
+        self.skipped_objects = 0  # live objects the scan could not look at (dead weak proxies, raising attributes)
+        self.failed_kernels = 0  # kernel objects or binaries whose facts could not be read
+        self.problems: list[str] = []  # a few examples of both, for the provenance
 
     def hooks(self) -> Sequence[BoundaryHook]:
         return ()
@@ -264,38 +303,67 @@ class CompilerCollector:
             self._hook.install()
 
     def stop(self) -> None:
+        """Read the facts of every kernel binary found.  Nothing here fails the run: an object or a binary that
+        cannot be read is skipped and said in the provenance (``skipped``), the others keep their facts."""
         self._hook.remove()
-        jobs: list[Callable[[], tuple[cf.KernelFacts, str | None]]] = []
+        self.problems = []
+        jobs: list[tuple[str, Callable[[], tuple[cf.KernelFacts, str | None]]]] = []
         seen: set[tuple[str, str]] = set()
-        compiled, launchers = kernel_objects()
-        for k in compiled:
-            key = (str(getattr(k, "name", "")), str(getattr(k, "hash", "")))
+        try:
+            scan = scan_objects()
+        except Exception as exc:  # the scan itself failed: the load hook's records still give facts
+            scan = KernelScan()
+            scan.skip("the scan of live objects", exc)
+        self.skipped_objects = scan.skipped
+        self.problems += scan.errors
+        for k in scan.compiled:
+            try:
+                key = (str(getattr(k, "name", "")), str(getattr(k, "hash", "")))
+            except Exception as exc:
+                self._problem("a Triton CompiledKernel", exc)
+                continue
             if key not in seen:
                 seen.add(key)
-                jobs.append(functools.partial(facts_of, k, sass=self._disassemble))
+                jobs.append((f"{key[0]} ({key[1][:12]})", functools.partial(facts_of, k, sass=self._disassemble)))
         dirs = art.cache_dirs()
-        for o in launchers:
-            key = (str(o.name), str(o.hash))
+        for o in scan.launchers:
+            try:
+                key = (str(o.name), str(o.hash))
+            except Exception as exc:
+                self._problem("an Inductor launcher", exc)
+                continue
             if key not in seen:
                 seen.add(key)
-                jobs.append(functools.partial(facts_of_launcher, o, dirs, sass=self._disassemble))
+                job = functools.partial(facts_of_launcher, o, dirs, sass=self._disassemble)
+                jobs.append((f"{key[0]} ({key[1][:12]})", job))
         for (name, hex_hash), group in self._hook.loaded.items():
             if (name, hex_hash) in seen:
                 continue
             seen.add((name, hex_hash))
-            binary = _binary_of_group(name, hex_hash, group) or art.find_binary(name, hex_hash, dirs)
+            try:
+                binary = _binary_of_group(name, hex_hash, group) or art.find_binary(name, hex_hash, dirs)
+            except Exception as exc:
+                self._problem(f"{name} ({hex_hash[:12]})", exc)
+                continue
             if binary is not None:
-                jobs.append(functools.partial(facts_of_binary, binary, "triton load hook", sass=self._disassemble))
+                job = functools.partial(facts_of_binary, binary, "triton load hook", sass=self._disassemble)
+                jobs.append((f"{name} ({hex_hash[:12]})", job))
         facts: list[cf.KernelFacts] = []
         with ThreadPoolExecutor(max_workers=8) as pool:  # cuobjdump runs in subprocesses: overlap them
-            for res in pool.map(_safe, jobs):
-                if res is None:
+            for (what, _), res in zip(jobs, pool.map(_safe, [job for _, job in jobs]), strict=True):
+                if isinstance(res, BaseException):  # one unreadable kernel never costs the facts of the others
+                    self._problem(what, res)
                     continue
                 f, text = res
                 facts.append(f)
                 if text:
                     self.sass[f.key] = text
         self.facts = list({f.key: f for f in facts}.values())
+
+    def _problem(self, what: str, exc: BaseException) -> None:
+        if len(self.problems) < 10:
+            self.problems.append(f"{what}: {type(exc).__name__}: {exc}")
+        self.failed_kernels += 1
 
     def evidence(self, instances: Columns) -> Evidence:
         run_id = self._ctx.run_id if self._ctx is not None else ""
@@ -319,6 +387,11 @@ class CompilerCollector:
                         if self._disassemble
                         else "not disassembled (setting sass=false)",
                         "caches": [str(d) for d in art.cache_dirs()],
+                        "skipped": {
+                            "objects": self.skipped_objects,
+                            "kernels": self.failed_kernels,
+                            "examples": self.problems,
+                        },
                     }
                 ],
                 "clocks": [{}],
@@ -357,11 +430,13 @@ def _binary_of_group(name: str, hex_hash: str, group: dict[str, str]) -> art.Bin
     return art.Binary(name, hex_hash, Path(meta).parent, metadata, Path(cubin) if cubin else None)
 
 
-def _safe(job: Callable[[], tuple[cf.KernelFacts, str | None]]) -> tuple[cf.KernelFacts, str | None] | None:
+def _safe(
+    job: Callable[[], tuple[cf.KernelFacts, str | None]],
+) -> tuple[cf.KernelFacts, str | None] | BaseException:
     try:
         return job()
-    except Exception:  # one unreadable kernel object never costs the facts of the others
-        return None
+    except Exception as exc:  # one unreadable kernel object never costs the facts of the others
+        return exc
 
 
 def _triton_version() -> str:
@@ -376,6 +451,7 @@ def make() -> CompilerCollector:
 
 __all__ = [
     "CompilerCollector",
+    "KernelScan",
     "compiled_kernels",
     "config_of",
     "facts_of",
@@ -383,5 +459,6 @@ __all__ = [
     "facts_of_launcher",
     "kernel_objects",
     "make",
+    "scan_objects",
     "static_launchers",
 ]

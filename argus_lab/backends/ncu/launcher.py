@@ -14,6 +14,7 @@ and the filter ``argus-scope@in/`` keeps only kernels launched inside an ``in`` 
 from __future__ import annotations
 
 import hashlib
+import json
 import os
 import re
 import shutil
@@ -26,6 +27,7 @@ from argus_lab.errors import BackendUnavailableError, WorkloadError
 from argus_lab.plan.backends import BACKENDS
 from argus_lab.plan.ncu_settings import SCOPE_INCLUDE
 from argus_lab.regions import NVTX_SCOPE_ENV
+from argus_lab.run.nvtx_scope import EVERY_REGION, STATE_FILE
 from argus_lab.run.protocols import Columns, Evidence, RunContext
 
 REPORT_NAME = "report.ncu-rep"
@@ -108,7 +110,9 @@ class NcuLauncher:
         cmd = [
             "env",
             "ARGUS_NVTX_PAYLOAD=1",  # region ranges carry their instance index (see ncu_parse)
-            *([f"{NVTX_SCOPE_ENV}={s['scope']}"] if scoped else []),  # scope ranges: what ncu may replay
+            # scope ranges: what ncu may replay (never an empty value, which may not reach the workload; the child
+            # reads the scope from its spec first)
+            *([f"{NVTX_SCOPE_ENV}={str(s['scope']).strip() or EVERY_REGION}"] if scoped else []),
             find_ncu(self._ncu),
             "--metrics",
             ",".join(metrics),
@@ -143,7 +147,8 @@ class NcuLauncher:
         out = Path(ctx.out_dir)
         report = out / REPORT_NAME
         log = (out / LOG_NAME).read_text(errors="replace") if (out / LOG_NAME).exists() else ""
-        check_log(log, report)
+        scope_state = read_scope_state(out)
+        check_log(log, report, scope_state=scope_state)
         metrics = list(self.settings(ctx).get("metrics") or metrics_of(ctx.signals))
         kernels = ncu_parse.read_report_isolated(report, metrics)
         run_id = ctx.run_id
@@ -166,6 +171,7 @@ class NcuLauncher:
                         "scope": s.get("scope"),
                         "kernels_profiled": len(kernels),
                         "paths": sorted({k.path for k in kernels}),
+                        "scope_ranges": scope_state,
                     }
                 ],
                 "clocks": [{"clock_control": s["clock_control"]}],
@@ -185,7 +191,49 @@ class NcuLauncher:
 _PERM = re.compile(r"ERR_NVGPUCTRPERM")
 
 
-def check_log(log: str, report: Path, returncode: int | None = None) -> None:
+def read_scope_state(folder: Path) -> dict[str, Any] | None:
+    """What the child's NVTX scope gate saw (:data:`~argus_lab.run.nvtx_scope.STATE_FILE`), None when absent."""
+    try:
+        state = json.loads((Path(folder) / STATE_FILE).read_text())
+    except (OSError, ValueError):
+        return None
+    return state if isinstance(state, dict) else None
+
+
+def no_kernel_cause(state: Mapping[str, Any] | None) -> str:
+    """Why an ncu run profiled no kernel, from what the child's scope gate saw."""
+    if state is None:
+        return (
+            "no kernel was launched inside a region instance of the scope (check the scope's region paths and "
+            "instance ranges against the regions the workload runs, e.g. with `argus-lab run SCRIPT --signals "
+            "gpu.kernels`), or the workload launched none (the workload's process left no record of its NVTX "
+            "scope ranges)"
+        )
+    nvtx = str(state.get("nvtx", ""))
+    if nvtx.startswith("off"):
+        return (
+            f"NVTX was {nvtx} in the workload's process, so no region opened the `argus-scope` range ncu filters "
+            "on; install the nvtx package where the workload runs (`pip install nvtx`) and leave ARGUS_NVTX unset"
+        )
+    if not state.get("scope_ranges"):
+        return "the workload's process opened no `argus-scope` ranges (the scope gate was not switched on)"
+    n_in, n_out = int(state.get("opened_in", 0)), int(state.get("opened_out", 0))
+    scope = state.get("scope") or "(everything)"
+    if n_in == 0:
+        return (
+            f"no region instance of the scope {scope!r} was entered ({n_out} out of scope: warm-up repetitions or "
+            "instances the scope leaves out); check the scope's region paths and instance ranges against the "
+            "regions the workload runs, e.g. with `argus-lab run SCRIPT --signals gpu.kernels`"
+        )
+    return (
+        f"the workload entered {n_in} in-scope region instance(s) ({n_out} out of scope) but ncu profiled none of "
+        "their kernels: they launched none, or launched them from another thread than the one that entered the region"
+    )
+
+
+def check_log(
+    log: str, report: Path, returncode: int | None = None, scope_state: Mapping[str, Any] | None = None
+) -> None:
     """Turn what ncu printed into a clear error when the run produced no usable report."""
     if _PERM.search(log):
         msg = (
@@ -195,11 +243,7 @@ def check_log(log: str, report: Path, returncode: int | None = None) -> None:
         )
         raise BackendUnavailableError(msg)
     if "No kernels were profiled" in log and not report.exists():
-        msg = (
-            "ncu profiled no kernel: no kernel was launched inside a region instance of the scope (check the "
-            "scope's region paths and instance ranges against the regions the workload runs, e.g. with "
-            "`argus-lab run SCRIPT --signals gpu.kernels`), or the workload launched none"
-        )
+        msg = f"ncu profiled no kernel: {no_kernel_cause(scope_state)}"
         raise WorkloadError(msg)
     if not report.exists():
         tail = "\n".join(log.strip().splitlines()[-8:])
