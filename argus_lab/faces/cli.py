@@ -329,6 +329,7 @@ def _import(args: argparse.Namespace) -> int:
     result = import_trace(args.file, args.store, fmt=fmt, **options)
     print(result.text())
     print(f"stored as run {result.run_id} in {result.store_path}; see it with `argus-lab show --run {result.run_id}`")
+    return 0
 
 
 def _recover(args: argparse.Namespace) -> int:
