@@ -7,6 +7,7 @@ Public API::
     report = argus_lab.measure(step, signals="host.wall,gpu.time", repeat=5)
     print(argus_lab.plan("host.wall,hw:dram__bytes_read.sum").explain())
     store = argus_lab.open_store("argus.duckdb")
+    argus_lab.import_trace("trace.json.gz", "argus.duckdb")  # torch.profiler, Nsight Systems, .ncu-rep
     session = argus_lab.optimize.Session(target, budget=argus_lab.optimize.Budget(candidates=8))
 
 Every name is imported on first use (PEP 562), so that ``import argus_lab.regions`` inside a measured process
@@ -22,6 +23,7 @@ from typing import TYPE_CHECKING, Any
 if TYPE_CHECKING:
     from argus_lab import plan as plan
     from argus_lab.faces import optimize as optimize
+    from argus_lab.faces.importing import import_trace as import_trace
     from argus_lab.faces.measure import measure as measure
     from argus_lab.faces.measure import open_store as open_store
     from argus_lab.plan import DEFAULT_SIGNALS as DEFAULT_SIGNALS
@@ -40,6 +42,7 @@ _PUBLIC: dict[str, tuple[str, str | None]] = {
     "DEFAULT_SIGNALS": ("argus_lab.plan", "DEFAULT_SIGNALS"),
     "measure": ("argus_lab.faces.measure", "measure"),
     "open_store": ("argus_lab.faces.measure", "open_store"),
+    "import_trace": ("argus_lab.faces.importing", "import_trace"),
     "optimize": ("argus_lab.faces.optimize", None),  # the optimisation loop (docs/optimize.md)
     "Report": ("argus_lab.report", "Report"),
 }
@@ -88,6 +91,7 @@ __all__ = [
     "Region",
     "Report",
     "current_path",
+    "import_trace",
     "measure",
     "open_store",
     "optimize",

@@ -4,10 +4,10 @@ One run of ``--reps`` repetitions of ``step{ layer x L { attn; mlp } }`` with ``
 all, spread evenly over the leaf instances (``attn``/``mlp``), on two streams.  A share of the kernels carries no
 external correlation id and is launched from a second thread while the step is open (``--other-thread``,
 autograd-style: temporal), and a share is launched outside every region (``--outside``).  NVML-like power samples
-every 10 ms.  Everything is written through the store's real schema, then timed:
+every 10 ms (``--no-samples``: none).  Everything is written through the store's real schema, then timed:
 
-* ``join``: :func:`argus_lab.join.attribute_request` (every attribution row, instance values with inclusive
-  and exclusive sums, samples split over instances, instance matching);
+* ``join``: :func:`argus_lab.join.attribute_request` (wall and CPU seconds: every attribution, instance values with
+  inclusive and exclusive sums, samples split over instances, instance matching);
 * ``region summary``: the Report's region table over the instance values (:data:`argus_lab.report.sql.REGIONS`);
 * ``report``: a whole :class:`argus_lab.report.Report` (all tables).
 
@@ -32,7 +32,9 @@ from argus_lab.store import Store
 T0 = 1_795_938_194_000_000_000
 
 
-def generate(store: Store, kernels: int, reps: int, layers: int, other: float, outside: float) -> dict[str, int]:
+def generate(
+    store: Store, kernels: int, reps: int, layers: int, other: float, outside: float, samples: bool = True
+) -> dict[str, int]:
     """Write the synthetic run with set-based SQL (no Python loop over records)."""
     leaves = reps * layers * 2
     per_leaf = max(1, kernels // leaves)
@@ -133,8 +135,9 @@ def generate(store: Store, kernels: int, reps: int, layers: int, other: float, o
             INSERT INTO samples (run_id, device_id, signal, t_ns, value, unit)
             SELECT $run, 0, 'sys.power', t, 300 + (t // 10000000) % 50, 'W'
             FROM range($t0, $t0 + $reps::BIGINT * ($step + 100000), 10000000) t(t)
+            WHERE $samples
             """,
-            {k: p[k] for k in ("run", "t0", "reps", "step")},
+            {**{k: p[k] for k in ("run", "t0", "reps", "step")}, "samples": samples},
         )
         counts = con.execute(
             "SELECT (SELECT count(*) FROM kernels), (SELECT count(*) FROM region_instances), "
@@ -144,6 +147,12 @@ def generate(store: Store, kernels: int, reps: int, layers: int, other: float, o
     return {"kernels": counts[0], "instances": counts[1], "samples": counts[2]}
 
 
+def _cpu() -> float:
+    """CPU seconds of this process (all its threads): the join's work, whatever else the machine runs."""
+    r = resource.getrusage(resource.RUSAGE_SELF)
+    return r.ru_utime + r.ru_stime
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--kernels", type=int, default=10_000_000)
@@ -151,6 +160,7 @@ def main() -> None:
     ap.add_argument("--layers", type=int, default=1000)
     ap.add_argument("--other-thread", type=float, default=0.02, help="share of kernels launched from thread 2")
     ap.add_argument("--outside", type=float, default=0.005, help="share of kernels outside every region")
+    ap.add_argument("--no-samples", action="store_true", help="leave out the NVML-like power samples")
     ap.add_argument("--store", default="", help="store path (default: a temporary folder)")
     ap.add_argument("--json", default="", help="also write the results as JSON here")
     args = ap.parse_args()
@@ -160,11 +170,12 @@ def main() -> None:
         os.remove(path)
     store = Store(path)
     t = time.perf_counter()
-    sizes = generate(store, args.kernels, args.reps, args.layers, args.other_thread, args.outside)
+    sizes = generate(store, args.kernels, args.reps, args.layers, args.other_thread, args.outside, not args.no_samples)
     gen_s = time.perf_counter() - t
-    t = time.perf_counter()
+    load = os.getloadavg()[0]
+    t, c = time.perf_counter(), _cpu()
     summary = join.attribute_request(store, ["r-bench"])
-    join_s = time.perf_counter() - t
+    join_s, join_cpu = time.perf_counter() - t, _cpu() - c
     t = time.perf_counter()
     regions = rt.read_summary(store, ["r-bench"]).regions
     summary_s = time.perf_counter() - t
@@ -179,6 +190,8 @@ def main() -> None:
         **sizes,
         "generate_s": round(gen_s, 2),
         "join_s": round(join_s, 2),
+        "join_cpu_s": round(join_cpu, 2),
+        "load_avg_before_join": round(load, 2),
         "kernels_per_s": round(sizes["kernels"] / join_s),
         "region_summary_s": round(summary_s, 2),
         "report_s": round(report_s, 2),

@@ -6,12 +6,15 @@ The trace is written the way current Kineto writes it (``libkineto/src/output_js
 each launched by a ``cudaLaunchKernel`` inside a region and linked to it by ``correlation``; ``--short`` of the
 kernels last less than 1 us and ``--zero`` last 0 ns.  The true totals are known in integer ns.
 
-* argus_lab: ``argus_lab.backends.imported.kineto.read`` (parse, nest, attribute launches) and the store write,
-  then the join, each timed; peak RSS of the process.
-* HTA (``--hta-python``, a Python with ``HolisticTraceAnalysis`` installed): ``TraceAnalysis(trace_dir=...)``.
+* argus_lab: :func:`argus_lab.import_trace` into a new store (parse, nest, attribute launches, write: the
+  ``import``), then the join it runs at the end (``join``), timed apart; peak RSS of the process; CPU seconds.
+* with ``--export``: the imported run written back as a Perfetto trace (``argus-lab export x.json``), timed.
+* HTA 0.5.0 (``--hta-site DIR``: a folder holding ``HolisticTraceAnalysis`` and its dependencies, put on
+  ``PYTHONPATH`` for the same Python; or ``--hta-python``: a Python that has it): ``TraceAnalysis(trace_dir=...)``.
 
-Each side runs in its own process, one after the other, on the same file.  Run:
-``.venv/bin/python bench/kineto_import.py --kernels 1000000 --regions 100000 --hta-python /tmp/hta/bin/python``.
+Side by side in one run, each in its own process, on the same file: argus, HTA, argus again (``--rounds``
+alternations); the load average of the machine before each.  Run:
+``.venv/bin/python bench/kineto_import.py --kernels 1000000 --regions 100000 --hta-site /tmp/hta-site``.
 """
 
 from __future__ import annotations
@@ -34,32 +37,34 @@ t = time.perf_counter()
 from hta.trace_analysis import TraceAnalysis
 ta = TraceAnalysis(trace_dir=sys.argv[1])
 load = time.perf_counter() - t
-print(json.dumps({"load_s": load, "peak_rss_mib": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024}))
+r = resource.getrusage(resource.RUSAGE_SELF)
+print(json.dumps({"load_s": load, "cpu_s": r.ru_utime + r.ru_stime, "peak_rss_mib": r.ru_maxrss / 1024}))
 """
 
 ARGUS_SCRIPT = """
-import json, sys, time, resource, os
-t = time.perf_counter()
-from argus_lab.backends.imported import kineto
+import json, sys, time, resource
+def cpu():
+    r = resource.getrusage(resource.RUSAGE_SELF)
+    return r.ru_utime + r.ru_stime
+t, c = time.perf_counter(), cpu()
+import argus_lab
 from argus_lab.store import Store
-from argus_lab import join
-imported = kineto.read(sys.argv[1], "r-bench")
-read_s = time.perf_counter() - t
 store = Store(sys.argv[2])
-t = time.perf_counter()
-store.write({"runs": {"run_id": ["r-bench"], "plan_index": [0], "backends": [["cupti"]], "status": ["ok"]},
-             **imported.tables})
-write_s = time.perf_counter() - t
-rss_import = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
-t = time.perf_counter()
-summary = join.attribute_request(store, ["r-bench"])
-join_s = time.perf_counter() - t
+res = argus_lab.import_trace(sys.argv[1], store)
+total_s, total_cpu = time.perf_counter() - t, cpu() - c
 got = store.rows("SELECT count(*), sum(end_ns - start_ns), count(*) FILTER (WHERE end_ns = start_ns), "
-                 "count(*) FILTER (WHERE end_ns - start_ns < 1000) FROM kernels WHERE run_id = 'r-bench'")[0]
-print(json.dumps({"read_s": read_s, "write_s": write_s, "import_s": read_s + write_s, "join_s": join_s,
-                  "kernels": got[0], "kernel_ns": int(got[1]), "zero_length": got[2], "sub_us": got[3],
-                  "classes": summary.counts.get("kernel", {}), "peak_rss_import_mib": rss_import,
-                  "peak_rss_mib": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024}))
+                 "count(*) FILTER (WHERE end_ns - start_ns < 1000) FROM kernels")[0]
+out = {"import_s": total_s - res.join.seconds, "join_s": res.join.seconds, "total_s": total_s,
+       "cpu_s": total_cpu, "kernels": got[0], "kernel_ns": int(got[1]), "zero_length": got[2],
+       "sub_us": got[3], "classes": res.join.counts.get("kernel", {}),
+       "peak_rss_mib": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024}
+if sys.argv[3]:  # the Perfetto export of the imported run
+    from argus_lab.faces.exporting import export
+    t = time.perf_counter()
+    done = export(store, sys.argv[3], run_ids=[res.run_id])
+    out.update({"export_s": time.perf_counter() - t, "export_mib": done.path.stat().st_size / 2**20,
+                "peak_rss_after_export_mib": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024})
+print(json.dumps(out))
 """
 
 
@@ -119,41 +124,79 @@ def write_trace(path: Path, kernels: int, regions: int, short: float, zero: floa
             "sub_us": int((dur < 1000).sum())}  # fmt: skip
 
 
+def _run(cmd: list[str], env: dict[str, str]) -> dict[str, object]:
+    res = subprocess.run(cmd, capture_output=True, text=True, check=False, timeout=7200, env=env)
+    lines = [ln for ln in res.stdout.splitlines() if ln.startswith("{")]
+    return json.loads(lines[-1]) if lines else {"error": res.stderr[-2000:]}
+
+
 def main() -> None:
+    import os
+    import statistics
+
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--kernels", type=int, default=1_000_000)
     ap.add_argument("--regions", type=int, default=100_000)
     ap.add_argument("--short", type=float, default=0.2, help="share of kernels shorter than 1 us")
     ap.add_argument("--zero", type=float, default=0.01, help="share of zero-length kernels")
     ap.add_argument("--hta-python", default="", help="a python with HolisticTraceAnalysis installed")
+    ap.add_argument("--hta-site", default="", help="a folder with HolisticTraceAnalysis (put on PYTHONPATH)")
+    ap.add_argument("--rounds", type=int, default=1, help="HTA runs, each between two argus runs")
     ap.add_argument("--folder", default="", help="where to write the trace (default: a new temporary folder)")
+    ap.add_argument("--reuse", action="store_true", help="keep an existing trace in --folder")
+    ap.add_argument("--export", action="store_true", help="also time the Perfetto export of the imported run")
     args = ap.parse_args()
     folder = Path(args.folder or tempfile.mkdtemp(prefix="argus-kineto-"))
     (folder / "trace").mkdir(parents=True, exist_ok=True)
     trace = folder / "trace" / "rank0.json"
-    t = time.perf_counter()
-    truth = write_trace(trace, args.kernels, args.regions, args.short, args.zero)
-    out: dict[str, object] = {"trace_mib": round(trace.stat().st_size / 2**20, 1), "write_s": time.perf_counter() - t}
-    out["truth"] = truth
-    store = folder / "argus.duckdb"
-    store.unlink(missing_ok=True)
+    out: dict[str, object] = {}
+    if not (args.reuse and trace.exists()):
+        t = time.perf_counter()
+        out["truth"] = write_trace(trace, args.kernels, args.regions, args.short, args.zero)
+        out["write_s"] = time.perf_counter() - t
+    out["trace_mib"] = round(trace.stat().st_size / 2**20, 1)
     root = str(Path(__file__).resolve().parents[1])
-    res = subprocess.run(
-        [sys.executable, "-c", ARGUS_SCRIPT, str(trace), str(store)],
-        capture_output=True, text=True, check=False, timeout=3600, env={"PYTHONPATH": root, "PATH": "/usr/bin:/bin"},
-    )  # fmt: skip
-    lines = [ln for ln in res.stdout.splitlines() if ln.startswith("{")]
-    out["argus"] = json.loads(lines[-1]) if lines else {"error": res.stderr[-2000:]}
+    argus_env = {"PYTHONPATH": root, "PATH": "/usr/bin:/bin"}
+    hta_cmd: list[str] = []
+    hta_env = dict(os.environ)
     if args.hta_python:
-        res = subprocess.run(
-            [args.hta_python, "-c", HTA_SCRIPT, str(folder / "trace")],
-            capture_output=True, text=True, check=False, timeout=3600,
-        )  # fmt: skip
-        lines = [ln for ln in res.stdout.splitlines() if ln.startswith("{")]
-        out["hta"] = json.loads(lines[-1]) if lines else {"error": res.stderr[-2000:]}
-        argus, hta = out["argus"], out["hta"]
-        if isinstance(argus, dict) and isinstance(hta, dict) and "import_s" in argus and "load_s" in hta:
-            out["speedup"] = hta["load_s"] / argus["import_s"]
+        hta_cmd = [args.hta_python, "-c", HTA_SCRIPT, str(folder / "trace")]
+    elif args.hta_site:
+        hta_cmd = [sys.executable, "-c", HTA_SCRIPT, str(folder / "trace")]
+        hta_env["PYTHONPATH"] = args.hta_site
+    argus_runs: list[dict[str, object]] = []
+    hta_runs: list[dict[str, object]] = []
+
+    def argus() -> None:
+        store = folder / f"argus-{len(argus_runs)}.duckdb"
+        store.unlink(missing_ok=True)
+        load = os.getloadavg()[0]
+        exported = str(folder / "exported.json") if args.export else ""
+        r = _run([sys.executable, "-c", ARGUS_SCRIPT, str(trace), str(store), exported], argus_env)
+        if exported:
+            Path(exported).unlink(missing_ok=True)
+        r["load_avg"] = load
+        argus_runs.append(r)
+        store.unlink(missing_ok=True)
+        print(json.dumps({"argus": r}), flush=True)
+
+    argus()
+    for _ in range(args.rounds if hta_cmd else 0):
+        load = os.getloadavg()[0]
+        r = _run(hta_cmd, hta_env)
+        r["load_avg"] = load
+        hta_runs.append(r)
+        print(json.dumps({"hta": r}), flush=True)
+        argus()
+    out["argus"] = argus_runs
+    out["hta"] = hta_runs
+    imports = [float(r["import_s"]) for r in argus_runs if "import_s" in r]  # type: ignore[arg-type]
+    loads = [float(r["load_s"]) for r in hta_runs if "load_s" in r]  # type: ignore[arg-type]
+    if imports:
+        out["argus_import_median_s"] = statistics.median(imports)
+    if imports and loads:
+        out["hta_load_median_s"] = statistics.median(loads)
+        out["speedup"] = statistics.median(loads) / statistics.median(imports)
     print(json.dumps(out, indent=1, default=float))
 
 

@@ -5,9 +5,13 @@ durations of 2-20 us, launched by region instances ``decode/layer/{attn,mlp}``. 
 
 * ``timeline_data``: numpy columns -> the timeline dict (aggregation pyramid), then its JSON payload;
 * ``store -> report bundle``: the kernels written to a DuckDB store, then the report bundle built from it
-  (SQL reads + aggregation), and the standalone HTML written (plotly.js inlined once).
+  (SQL reads + aggregation), and the standalone HTML written (plotly.js inlined once; gzipped with the data when
+  the data is over 1 MB);
+* with ``--chromium``: each page opened in headless chromium (``/usr/bin/chromium``, network blocked) ``--reps``
+  times: ``load`` = navigation until the report is mounted (data inflated, plotly.js run), ``draw`` = a click on
+  the Timeline tab until plotly has drawn it; medians, with the load average of the machine.
 
-Usage: ``python bench/timeline_bench.py [N ...]`` (default 10k 100k 1M); prints a markdown table.
+Usage: ``python bench/timeline_bench.py [N ...] [--chromium] [--reps 5]`` (default 10k 100k 1M); prints markdown.
 """
 
 from __future__ import annotations
@@ -81,7 +85,45 @@ def bench_memory(n: int) -> dict[str, float]:
     }
 
 
-def bench_store(n: int) -> dict[str, float]:
+FLAGS = ["--no-sandbox", "--disable-gpu", "--disable-background-networking", "--disable-component-update",
+         "--disable-sync", "--no-first-run", "--disable-quic"]  # fmt: skip
+
+
+def chromium_times(page: Path, reps: int) -> dict[str, float]:
+    """Median load and timeline-draw seconds of ``page`` in headless chromium (a fresh tab each time)."""
+    import os
+    import statistics
+
+    from playwright.sync_api import sync_playwright
+
+    loads, draws, loadavg = [], [], []
+    with sync_playwright() as p:
+        browser = p.chromium.launch(executable_path="/usr/bin/chromium", args=FLAGS)
+        for _ in range(reps):
+            tab = browser.new_page(viewport={"width": 1300, "height": 900})
+            tab.route("**/*", lambda r: r.continue_() if r.request.url.startswith("file:") else r.abort())
+            loadavg.append(os.getloadavg()[0])
+            t = time.perf_counter()
+            tab.goto(page.as_uri(), wait_until="load", timeout=120_000)
+            tab.get_by_role("button", name="Timeline").wait_for(timeout=120_000)
+            loads.append(time.perf_counter() - t)
+            t = time.perf_counter()
+            tab.get_by_role("button", name="Timeline").click()
+            tab.locator(".argus-timeline .main-svg").first.wait_for(timeout=120_000)
+            tab.wait_for_function("() => document.querySelectorAll('.argus-timeline g.trace').length > 0")
+            draws.append(time.perf_counter() - t)
+            tab.close()
+        browser.close()
+    return {
+        "load_s": statistics.median(loads),
+        "draw_s": statistics.median(draws),
+        "draw_min_s": min(draws),
+        "draw_max_s": max(draws),
+        "load_avg": statistics.median(loadavg),
+    }
+
+
+def bench_store(n: int, page_dir: Path | None = None, reps: int = 0) -> dict[str, float]:
     from argus_lab import join
     from argus_lab.report import Report
     from argus_lab.store import Store
@@ -112,10 +154,29 @@ def bench_store(n: int) -> dict[str, float]:
         t = time.perf_counter()
         page = standalone_html(bundle)
         html_s = time.perf_counter() - t
-    return {"kernels": n, "bundle_s": build_s, "html_s": html_s, "html_mb": len(page.encode()) / 1e6}
+        out: dict[str, float] = {
+            "kernels": n,
+            "bundle_s": build_s,
+            "html_s": html_s,
+            "html_mb": len(page.encode()) / 1e6,
+        }
+        if reps:
+            folder = page_dir or Path(tmp)
+            path = folder / f"timeline-{n}.html"
+            path.write_text(page, encoding="utf-8")
+            out.update(chromium_times(path, reps))
+    return out
 
 
 def main(argv: list[str]) -> None:
+    reps = 0
+    if "--chromium" in argv:
+        argv = [a for a in argv if a != "--chromium"]
+        reps = 5
+    if "--reps" in argv:
+        i = argv.index("--reps")
+        reps = int(argv[i + 1])
+        argv = argv[:i] + argv[i + 2 :]
     sizes = [int(float(a)) for a in argv] or [10_000, 100_000, 1_000_000]
     print("| kernels | timeline_data (s) | JSON (s) | payload (MB) | levels | finest bin (us) | bins |")
     print("|---:|---:|---:|---:|---:|---:|---:|")
@@ -126,11 +187,16 @@ def main(argv: list[str]) -> None:
             f"| {r['finest_bin_us']:.1f} | {r['bins']:,} |"
         )
     print()
-    print("| kernels | store -> bundle (s) | standalone HTML (s) | HTML size (MB) |")
-    print("|---:|---:|---:|---:|")
+    print("| kernels | store -> bundle (s) | standalone HTML (s) | HTML size (MB) | load (s) | draw (s) | load avg |")
+    print("|---:|---:|---:|---:|---:|---:|---:|")
     for n in sizes:
-        r = bench_store(n)
-        print(f"| {n:,} | {r['bundle_s']:.2f} | {r['html_s']:.2f} | {r['html_mb']:.2f} |")
+        r = bench_store(n, reps=reps)
+        extra = (
+            f"{r['load_s']:.2f} | {r['draw_s']:.2f} ({r['draw_min_s']:.2f}-{r['draw_max_s']:.2f}) | {r['load_avg']:.1f}"
+            if reps
+            else "- | - | -"
+        )
+        print(f"| {n:,} | {r['bundle_s']:.2f} | {r['html_s']:.2f} | {r['html_mb']:.2f} | {extra} |")
     print(json.dumps({"python": sys.version.split()[0]}))
 
 

@@ -49,6 +49,21 @@ def test_nsys_ranges_and_kernels(tmp_path: Path) -> None:
     assert got == [("k0", 1, "exact", "step/attn"), ("k1", 0, "exact", "step"), ("k2", 500, "unattributed", None)]
 
 
+def test_nsys_default_domain(tmp_path: Path) -> None:
+    """``domain="default"``: the ranges pushed without a domain (torch.cuda.nvtx), which no event creates."""
+    path = export().write(tmp_path / "r.sqlite")
+    st = Store(tmp_path / "s.duckdb")
+    res = import_trace(path, st, domain="default")
+    inst = st.rows("SELECT path, start_ns FROM region_instances WHERE run_id = ?", [res.run_id])
+    assert inst == [("torch_range", E + 2_000)]
+    got = st.rows(
+        "SELECT k.name, a.class FROM kernels k JOIN attributions a ON a.evidence_id = k.kernel_key "
+        "WHERE k.run_id = ? ORDER BY k.start_ns",
+        [res.run_id],
+    )
+    assert got == [("k0", "exact"), ("k1", "unattributed"), ("k2", "unattributed")]
+
+
 def test_nsys_other_domain_and_errors(tmp_path: Path) -> None:
     path = export().write(tmp_path / "r.sqlite")
     with pytest.raises(ImportFormatError, match="no NVTX domain 'nope'"):

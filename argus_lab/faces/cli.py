@@ -1,4 +1,4 @@
-"""The ``argus-lab`` command line: run, show, join, recover, plan, signals, export, doctor."""
+"""The ``argus-lab`` command line: run, show, join, recover, plan, signals, export, import, doctor."""
 
 from __future__ import annotations
 
@@ -16,6 +16,8 @@ EPILOG = """examples:
   argus-lab recover --store argus.duckdb
   argus-lab plan --signals host.wall,gpu.time,hw:sm__throughput.avg.pct_of_peak_sustained_elapsed,compile.registers
   argus-lab signals
+  argus-lab import trace.json.gz --store argus.duckdb    # torch.profiler; also .nsys-rep/.sqlite, .ncu-rep
+  argus-lab export trace.json --store argus.duckdb       # Perfetto; report.html: HTML; a folder: Parquet
   argus-lab doctor
 """
 
@@ -163,11 +165,40 @@ def build_parser() -> argparse.ArgumentParser:
     )
     doctor.add_argument("--json", action="store_true", help="print the checks as JSON")
     doctor.add_argument("--save", metavar="FILE", default=None, help="also write the checks as JSON to FILE")
-    export = sub.add_parser("export", help="write a report as one standalone HTML file that opens offline")
+    export = sub.add_parser(
+        "export",
+        help="write runs as a Perfetto trace (OUT.json), Parquet files (a folder) or a standalone HTML report",
+        epilog=EPILOG,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
     _common(export)
-    export.add_argument("out", metavar="OUT.html", help="the HTML file to write, e.g. report.html")
+    export.add_argument(
+        "out", metavar="OUT", help="trace.json / trace.json.gz (Perfetto), report.html (HTML), a folder (Parquet)"
+    )
+    export.add_argument(
+        "--format", choices=("perfetto", "parquet", "html"), default=None, help="the format (default: from OUT's name)"
+    )
     export.add_argument("--run", action="append", default=None, metavar="RUN_ID", help="runs (default: latest request)")
-    export.add_argument("--title", default="", help="the report's title")
+    export.add_argument("--title", default="", help="the report's title (html)")
+
+    imp = sub.add_parser(
+        "import",
+        help="import a trace recorded by another tool as a run (joined: attribution classes, region values)",
+        epilog=EPILOG,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
+    _common(imp)
+    imp.add_argument(
+        "file", help="a torch.profiler (Kineto) .json/.json.gz, an Nsight Systems .nsys-rep/.sqlite, or an .ncu-rep"
+    )
+    imp.add_argument(
+        "--format", choices=("kineto", "nsys", "ncu"), default=None, help="the file's format (default: detected)"
+    )
+    imp.add_argument(
+        "--domain",
+        default=None,
+        help="NVTX domain whose ranges are regions (nsys, ncu; default: argus, else the only one with ranges)",
+    )
     return parser
 
 
@@ -200,9 +231,9 @@ def main(argv: Sequence[str] | None = None) -> int:
 
             return doctor_main(as_json=args.json, save=args.save)
         if args.command == "export":
-            from argus_lab.views.html import export_cli
-
-            return export_cli(args.store, args.out, args.run, args.title)
+            return _export(args)
+        if args.command == "import":
+            return _import(args)
         return _signals()
     except ArgusError as exc:
         print(f"argus-lab: error: {exc}", file=sys.stderr)
@@ -305,6 +336,32 @@ def _join(args: argparse.Namespace) -> int:
     for summary in summaries:
         print(summary.text())
     print(f"joined {sum(len(s.run_ids) for s in summaries)} run(s) in {store.path}")
+    return 0
+
+
+def _export(args: argparse.Namespace) -> int:
+    from argus_lab.faces.exporting import export
+
+    print(export(args.store, args.out, fmt=args.format, run_ids=args.run, title=args.title).text())
+    return 0
+
+
+def _import(args: argparse.Namespace) -> int:
+    from argus_lab.backends.imported import detect_format
+    from argus_lab.faces.importing import import_trace
+
+    fmt = args.format or detect_format(args.file)
+    if args.domain and fmt == "kineto":
+        print(
+            "argus-lab: error: --domain applies to Nsight files (nsys, ncu); a torch.profiler trace's regions are its "
+            "record_function annotations: leave --domain out",
+            file=sys.stderr,
+        )
+        return 2
+    options = {"domain": args.domain} if args.domain else {}
+    result = import_trace(args.file, args.store, fmt=fmt, **options)
+    print(result.text())
+    print(f"stored as run {result.run_id} in {result.store_path}; see it with `argus-lab show --run {result.run_id}`")
     return 0
 
 

@@ -31,6 +31,7 @@ class ImportResult:
     run_id: str
     imported: ImportedTrace
     join: JoinSummary
+    store_path: Path
 
     def text(self) -> str:
         """What was imported, then the join's summary."""
@@ -49,7 +50,24 @@ def import_trace(
     kind = fmt or detect_format(path)
     run_id = f"r-{uuid.uuid4().hex[:10]}"
     t0 = time.time_ns()
-    imported = read_trace(path, run_id, kind, **options)
+    if kind == "kineto":  # staged on the store's own connection: a million kernels never leave DuckDB
+        with st.connect(write=True) as con:
+            imported = read_trace(path, run_id, kind, con=con, **options)
+            try:
+                _write(st, imported, kind, options, t0)
+            finally:
+                for table in imported.staged:
+                    con.execute(f"DROP TABLE IF EXISTS {table}")
+    else:
+        imported = read_trace(path, run_id, kind, **options)
+        _write(st, imported, kind, options, t0)
+    summary = attribute_request(st, [run_id])
+    return ImportResult(run_id, imported, summary, st.path)
+
+
+def _write(st: Store, imported: ImportedTrace, kind: str, options: dict[str, Any], t0: int) -> None:
+    """The imported tables with their session, request and run rows, in one transaction."""
+    run_id = imported.run_id
     sessions = session_columns()
     session_id = sessions["session_id"][0]
     request_id = f"q-{uuid.uuid4().hex[:10]}"
@@ -93,8 +111,6 @@ def import_trace(
             **imported.tables,
         }
     )
-    summary = attribute_request(st, [run_id])
-    return ImportResult(run_id, imported, summary)
 
 
 __all__ = ["ImportResult", "import_trace"]

@@ -13,11 +13,12 @@
     (``--setup history``; inputs that use IPython magics are left out and reported).
 ``%%argus_setup [NAME]``
     Run the cell normally and remember its source as a setup cell for replays (re-running replaces it).
-``%argus plan|show [--latest]|runs|export PATH|store [PATH]|setup [list|clear]|panel [CALLABLE]|doctor|help``
+``%argus plan|show [--latest]|runs|export PATH|import FILE|store [PATH]|setup [list|clear]|panel [CALLABLE]|doctor|help``
     Show a plan without running it, the last report of this kernel (``--latest``: the store's newest request),
-    the store's runs; write the last report as a standalone HTML file; show or set the kernel's store (its folder
-    must exist); list or forget setup cells; open the signal panel; check what this kernel's machine can measure
-    (``doctor``: one line per part, each ok or the fix).
+    the store's runs; write the last report's runs as a Perfetto trace (``x.json``), Parquet files (a folder) or a
+    standalone HTML file (``x.html``); import a torch.profiler trace, an Nsight Systems report or an ``.ncu-rep``
+    as a run; show or set the kernel's store (its folder must exist); list or forget setup cells; open the signal
+    panel; check what this kernel's machine can measure (``doctor``: one line per part, each ok or the fix).
 
 Limits of replays (child runs): the replay sees only the setup cells and the measured cell, so state built
 interactively without a setup cell is missing; IPython syntax (magics, ``!shell``) cannot be replayed; anything
@@ -480,6 +481,7 @@ class ArgusMagics(Magics):
             "show": self._show,
             "runs": self._runs,
             "export": self._export,
+            "import": self._import,
             "store": self._set_store,
             "setup": self._setup_cmd,
             "panel": self._panel,
@@ -568,10 +570,14 @@ class ArgusMagics(Magics):
         return TableView(evidence.run_list(Store(self._store(args.store)), args.limit), "runs (newest first)")
 
     def _export(self, rest: list[str]) -> None:
-        from argus_lab.views.html import export
+        from argus_lab.faces.exporting import export
 
-        p = _parser("%argus export", "Write the last report as one standalone HTML file.")
+        p = _parser(
+            "%argus export",
+            "Write the last report's runs: x.json / x.json.gz (Perfetto trace), x.html (report), a folder (Parquet).",
+        )
         p.add_argument("path")
+        p.add_argument("--format", choices=("perfetto", "parquet", "html"), default=None)
         p.add_argument("--store", default=None)
         p.add_argument("--run", action="append", default=None, metavar="RUN_ID")
         p.add_argument("--title", default="")
@@ -579,8 +585,24 @@ class ArgusMagics(Magics):
         report = self._report_for(args)
         if report is None:
             return
-        out = export(report, args.path, title=args.title)
-        print(f"wrote {out} ({out.stat().st_size / 1e6:.1f} MB; opens offline in any browser)")
+        result = export(report.store, args.path, fmt=args.format, run_ids=list(report.run_ids), title=args.title)
+        print(result.text())
+
+    def _import(self, rest: list[str]) -> Any:
+        from argus_lab.faces.importing import import_trace
+        from argus_lab.report import Report
+
+        p = _parser("%argus import", "Import a torch.profiler trace, an Nsight Systems report or an .ncu-rep as a run.")
+        p.add_argument("path")
+        p.add_argument("--format", choices=("kineto", "nsys", "ncu"), default=None)
+        p.add_argument("--store", default=None)
+        p.add_argument("--domain", default=None)
+        args = p.parse_args(rest)
+        options = {"domain": args.domain} if args.domain else {}
+        result = import_trace(args.path, self._store(args.store), fmt=args.format, **options)
+        print(result.text())
+        self.last_report = Report(str(result.store_path), [result.run_id])
+        return None
 
     def _set_store(self, rest: list[str]) -> None:
         if not rest:

@@ -88,6 +88,10 @@ class JoinTarget(Protocol):
 CLASSES: tuple[str, ...] = ("exact", "ordinal", "temporal", "ambiguous", "unattributed", "mismatch")
 """The attribution classes, most certain first."""
 
+MEMORY_LIMIT = "3GB"
+"""DuckDB's memory limit while the join runs (its hash tables spill to disk beyond it), so that joining ten million
+records stays within a bounded amount of memory; the connection's own limit is restored afterwards."""
+
 NON_ADDITIVE: tuple[str, ...] = ("gpu.span", *skew_sql.SIGNALS, *(sig for sig, _, _ in q.COMPILE_FACTS))
 """Instance signals that do not add up over instances: a span or a lag (whose exclusive value is undefined: it does
 not subtract), and the ``compile.*`` facts (the largest over the kernel functions an instance ran; exclusive: over
@@ -121,6 +125,8 @@ def attribute_request(store: JoinTarget, run_ids: Sequence[str]) -> JoinSummary:
     t0 = time.perf_counter()
     ids = list(dict.fromkeys(run_ids))
     with store.connect(write=True) as con:
+        limit = con.execute("SELECT current_setting('memory_limit')").fetchone()
+        con.execute(f"SET memory_limit = '{MEMORY_LIMIT}'")
         con.execute("BEGIN")
         try:
             ref, cycles = _attribute(con, ids)
@@ -133,6 +139,9 @@ def attribute_request(store: JoinTarget, run_ids: Sequence[str]) -> JoinSummary:
             with contextlib.suppress(Exception):  # an aborted transaction (a full disk) must not hide the cause
                 con.execute("ROLLBACK")
             raise
+        finally:
+            if limit and limit[0]:
+                con.execute(f"SET memory_limit = '{limit[0]}'")
     counts: dict[str, dict[str, int]] = {}
     for row in summary:
         if row["class"] == "*":
@@ -182,8 +191,15 @@ def _attribute(con: duckdb.DuckDBPyConnection, ids: list[str]) -> tuple[str | No
     # GPU activity records
     for stmt in (q.KERNELS, q.KERNEL_EXACT, q.KERNEL_CANDIDATES, q.KERNEL_OTHER, *q.INSERT_KERNEL_ATTRIBUTIONS):
         con.execute(stmt)
-    for stmt in (q.KERNEL_EXCLUSIVE, q.KERNEL_SIGNALS, q.KERNEL_VALUES, q.SPAN_VALUES, q.LAUNCH_VALUES, q.SIGNATURES):
+    for stmt in (
+        q.KERNEL_EXCLUSIVE,
+        q.KERNEL_KINDS,
+        q.KERNEL_INCLUSIVE,
+        q.KERNEL_SIGNALS,
+        q.KERNEL_VALUES,
+    ):
         con.execute(stmt)
+    _signatures(con)
     # compile.*: the static facts of the kernel functions each instance ran (compiler rows, else launch records)
     con.execute(q.COMPILE_SIGNALS, [list(col) for col in zip(*q.COMPILE_FACTS, strict=True)])
     con.execute(q.COMPILE_VALUES)
@@ -214,10 +230,19 @@ def _attribute(con: duckdb.DuckDBPyConnection, ids: list[str]) -> tuple[str | No
         con.execute(q.COMPILER_ATTRIBUTIONS)
     # per-instance values the backends stored, for signals not derived above; the instances themselves
     con.execute(q.INSTANCE_METRICS, [list(NON_ADDITIVE)])
-    con.execute(q.INSTANCE_ATTRIBUTIONS)
     skew_sql.derive(con)  # multi-rank runs: rank.start_lag / rank.end_lag on rank 0's clock
     device.derive(con)  # instrumented runs: device regions under their kernel and host instance; the overhead
     return ref, cycles
+
+
+def _signatures(con: duckdb.DuckDBPyConnection) -> None:
+    """The kernel-sequence signature of every instance, one nesting depth at a time from the deepest."""
+    for stmt in (q.SIGNATURE_TOKENS, q.SIGNATURE_DEPTHS, q.SIGNATURE_TABLE):
+        con.execute(stmt)
+    deepest = con.execute("SELECT max(depth) FROM _j_depth").fetchone()
+    for depth in range(int(deepest[0]) if deepest and deepest[0] is not None else -1, -1, -1):
+        con.execute(q.SIGNATURE_LEVEL, {"d": depth})
+    con.execute(q.SIGNATURES)
 
 
 def _first_run(con: duckdb.DuckDBPyConnection, ids: list[str]) -> str | None:
@@ -258,6 +283,7 @@ def _provenance(
             "attributed": by_run.get(run, {}),
             "seconds": round(secs, 4),
             "sample_windows": "each sample stands for the time nearer to it than to its neighbours",
+            "exact_rows": q.DERIVED,
             "level_units": list(LEVEL_UNITS),
         }
         if run in cycles:  # stored parent links that form a cycle: those instances were taken as top level

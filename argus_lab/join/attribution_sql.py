@@ -9,13 +9,48 @@ entry (the entered instance becomes innermost) and one per exit (its parent beco
 
 from __future__ import annotations
 
-JOIN_VERSION = "3"
+JOIN_VERSION = "4"
 """Version of the attribution rules; stored in the join's provenance row of every run.  2: device regions
 (:mod:`argus_lab.join.device`); no gpu.* values from the kernels of an instrumented run.  3: ncu kernels matched per
-instance (a differing instance is `mismatch` alone); instance kernel-sequence signatures."""
+instance (a differing instance is `mismatch` alone); instance kernel-sequence signatures.  4: the exact attributions
+of GPU records and the instances' own rows are derived by the store's ``attributions`` view, not written."""
 
 EVIDENCE_KINDS = ("kernel", "memcpy", "memset", "ncu_kernel", "sample", "instance", "compiler", "device_launch")
 """The ``attributions.evidence`` values the join writes (and replaces when it runs again)."""
+
+DERIVED = "derived"
+"""The join's provenance row of a run says ``"exact_rows": "derived"`` in its settings when the run's exact
+kernel/copy/set attributions and its instances' own rows are derived by the ``attributions`` view
+(:data:`EXACT_ATTRIBUTIONS`); joins before version 4 wrote them as rows, which older stores still hold."""
+
+_DERIVED_RUNS = f"""(SELECT run_id FROM provenance
+                WHERE backend = 'join' AND json_extract_string(settings, '$.exact_rows') = '{DERIVED}')"""
+
+# The rows of the store's ``attributions`` view that are not stored (argus_lab.store.schema builds the view: the
+# stored rows UNION ALL these).  A record that carried the id of an instance its run recorded is ``exact``; so is
+# each region instance for its own host clocks.  The same rules as the join's (KERNEL_EXACT), computed when read:
+# a million exact rows cost a second to write and nothing to derive.
+EXACT_ATTRIBUTIONS = f"""
+SELECT k.run_id, coalesce(k.kind, 'kernel') AS evidence,
+       coalesce(k.kernel_key, concat_ws('/', k.device_id, k.context_id, k.correlation_id, k.start_ns)) AS evidence_id,
+       k.instance_id, 'exact' AS class, 1.0::DOUBLE AS weight,
+       CASE WHEN coalesce(k.graph_id, 0) = 0 AND k.end_ns <= i.end_ns THEN 'external correlation id'
+            ELSE concat_ws('; ', 'external correlation id',
+                           CASE WHEN coalesce(k.graph_id, 0) <> 0
+                                THEN 'CUDA graph ' || k.graph_id || ' replay (shares the launch''s correlation id)' END,
+                           CASE WHEN k.end_ns > i.end_ns
+                                THEN printf('ran %.1f us past the region''s host exit', (k.end_ns - i.end_ns) / 1e3)
+                           END) END AS reason,
+       k.run_id AS target_run_id
+FROM kernels k JOIN region_instances i ON i.run_id = k.run_id AND i.instance_id = k.instance_id
+WHERE k.run_id IN {_DERIVED_RUNS}
+UNION ALL
+SELECT i.run_id, 'instance', CAST(i.instance_id AS VARCHAR), i.instance_id, 'exact', 1.0::DOUBLE,
+       'the region instance''s own host clocks (entry and exit)', i.run_id
+FROM region_instances i
+WHERE i.run_id IN {_DERIVED_RUNS}
+"""
+
 
 RUNS = "CREATE OR REPLACE TEMP TABLE _j_runs AS SELECT DISTINCT unnest(?::VARCHAR[]) AS run_id"
 
@@ -102,7 +137,7 @@ GROUP BY r.run_id, b.backend
 """
 
 DELETE_ATTRIBUTIONS = """
-DELETE FROM attributions
+DELETE FROM attribution_rows
 WHERE run_id IN (SELECT run_id FROM _j_runs) AND evidence IN (SELECT unnest(?::VARCHAR[]))
 """
 DELETE_DERIVED = (
@@ -126,8 +161,9 @@ FROM kernels k
 WHERE k.run_id IN (SELECT run_id FROM _j_runs)
 """
 
-# Exact: the launch carried the id of a recorded instance.  A view (not materialized): the millions of exact rows
-# are streamed twice, into the attributions and into the per-instance sums.
+# Exact: the launch carried the id of a recorded instance.  A view (not materialized), read only where single records
+# matter (signatures, ncu's kernel sequence, communication kernels, compile facts); the sums read the kernels table
+# directly.
 KERNEL_EXACT = """
 CREATE OR REPLACE TEMP VIEW _j_ke AS
 SELECT k.run_id, k.kind, k.key, k.name, k.correlation_id, i.instance_id, 'exact' AS class, 1.0::DOUBLE AS weight,
@@ -186,36 +222,79 @@ FROM _j_kc c LEFT JOIN _j_inst i ON i.run_id = c.run_id AND i.instance_id = c.in
 WHERE c.n_cand = 0 OR c.n_same = 0 OR c.r_tid % 4294967296 = c.thread_id % 4294967296
 """
 
+# Exact records are not copied into the attribution rows: the store's ``attributions`` view derives them from the
+# kernels table (:data:`EXACT_ATTRIBUTIONS`) for runs this version of the join processed.  Only the others are
+# written, one row per candidate instance.
 INSERT_KERNEL_ATTRIBUTIONS = (
     """
-INSERT INTO attributions (run_id, evidence, evidence_id, instance_id, class, weight, reason, target_run_id)
-SELECT run_id, kind, key, instance_id, 'exact', 1.0,
-       CASE WHEN graph_id = 0 AND past_ns <= 0 THEN 'external correlation id'
-            ELSE concat_ws('; ', 'external correlation id',
-                           CASE WHEN graph_id <> 0
-                                THEN 'CUDA graph ' || graph_id || ' replay (shares the launch''s correlation id)' END,
-                           CASE WHEN past_ns > 0
-                                THEN printf('ran %.1f us past the region''s host exit', past_ns / 1e3) END) END,
-       run_id
-FROM _j_ke
-""",
-    """
-INSERT INTO attributions (run_id, evidence, evidence_id, instance_id, class, weight, reason, target_run_id)
+INSERT INTO attribution_rows (run_id, evidence, evidence_id, instance_id, class, weight, reason, target_run_id)
 SELECT run_id, kind, key, instance_id, class, weight, reason, CASE WHEN instance_id IS NULL THEN NULL ELSE run_id END
 FROM _j_ka
 """,
 )
 
-# exclusive sums per (instance, kind, class), then inclusive over the ancestor closure
+# exclusive sums per (instance, kind, class).  The exact records are summed in one pass over the kernels table (no
+# row per record is kept).  ``calls``/``call_ns``: the launch API calls behind the instance's exact records and their
+# host time, one call per record except kernels replayed from a CUDA graph, which share their cudaGraphLaunch
+# (counted once per correlation id)
 KERNEL_EXCLUSIVE = """
 CREATE OR REPLACE TEMP TABLE _j_kx AS
-SELECT run_id, instance_id, kind, 'exact' AS class, count(*)::DOUBLE AS w, sum(end_ns - start_ns)::DOUBLE AS dur,
-       sum(bytes)::DOUBLE AS bytes, count(*) AS n, min(start_ns) AS first_ns, max(end_ns) AS last_ns
-FROM _j_ke GROUP BY run_id, instance_id, kind
+WITH e AS (
+    SELECT k.run_id, i.instance_id, coalesce(k.kind, 'kernel') AS kind, count(*) AS n,
+           sum(k.end_ns - k.start_ns) AS dur, sum(coalesce(k.bytes, 0)) AS bytes, min(k.start_ns) AS first_ns,
+           max(k.end_ns) AS last_ns,
+           count(*) FILTER (WHERE coalesce(k.graph_id, 0) = 0 AND k.api_end_ns > k.api_start_ns) AS calls,
+           sum(k.api_end_ns - k.api_start_ns)
+               FILTER (WHERE coalesce(k.graph_id, 0) = 0 AND k.api_end_ns > k.api_start_ns) AS call_ns
+    FROM kernels k JOIN _j_inst i ON i.run_id = k.run_id AND i.instance_id = k.instance_id
+    WHERE k.run_id IN (SELECT run_id FROM _j_runs)
+    GROUP BY ALL
+), g AS (  -- CUDA-graph replays: one call per (instance, correlation id)
+    SELECT run_id, instance_id, kind, count(*) AS calls, sum(d) AS call_ns FROM (
+        SELECT k.run_id, i.instance_id, coalesce(k.kind, 'kernel') AS kind, k.correlation_id,
+               any_value(k.api_end_ns - k.api_start_ns) AS d
+        FROM kernels k JOIN _j_inst i ON i.run_id = k.run_id AND i.instance_id = k.instance_id
+        WHERE k.run_id IN (SELECT run_id FROM _j_runs) AND coalesce(k.graph_id, 0) <> 0
+          AND k.api_end_ns > k.api_start_ns
+        GROUP BY ALL
+    ) GROUP BY ALL
+)
+SELECT e.run_id, e.instance_id, e.kind, 'exact' AS class, e.n::DOUBLE AS w, e.dur::DOUBLE AS dur,
+       e.bytes::DOUBLE AS bytes, e.n, e.first_ns, e.last_ns, e.calls + coalesce(g.calls, 0) AS calls,
+       coalesce(e.call_ns, 0) + coalesce(g.call_ns, 0) AS call_ns
+FROM e LEFT JOIN g USING (run_id, instance_id, kind)
 UNION ALL
 SELECT run_id, instance_id, kind, class, sum(weight), sum(weight * (end_ns - start_ns)), sum(weight * bytes),
-       count(*), min(start_ns) FILTER (WHERE class = 'temporal'), max(end_ns) FILTER (WHERE class = 'temporal')
+       count(*), min(start_ns) FILTER (WHERE class = 'temporal'), max(end_ns) FILTER (WHERE class = 'temporal'),
+       0, 0
 FROM _j_ka WHERE instance_id IS NOT NULL
+GROUP BY ALL
+"""
+
+# the records of each (run, kind): every record is exact (in _j_kx) or in _j_ka (candidates or unattributed)
+KERNEL_KINDS = """
+CREATE OR REPLACE TEMP TABLE _j_kinds AS
+SELECT DISTINCT run_id, kind FROM _j_kx UNION SELECT DISTINCT run_id, kind FROM _j_ka
+"""
+
+# inclusive (over the ancestor closure, which holds each instance as its own ancestor) and exclusive sums per
+# (instance, kind) in one aggregation
+KERNEL_INCLUSIVE = """
+CREATE OR REPLACE TEMP TABLE _j_kin AS
+SELECT a.run_id, a.ancestor_id AS instance_id, x.kind,
+       sum(x.w) AS w, sum(x.dur) AS dur, sum(x.bytes) AS bytes, sum(x.n) AS n,
+       sum(x.w) FILTER (WHERE x.class = 'exact') AS w_exact,
+       sum(x.w) FILTER (WHERE x.class = 'temporal') AS w_temporal,
+       sum(x.w) FILTER (WHERE x.class = 'ambiguous') AS w_ambiguous,
+       sum(x.w) FILTER (WHERE a.instance_id = a.ancestor_id) AS x_w,
+       sum(x.dur) FILTER (WHERE a.instance_id = a.ancestor_id) AS x_dur,
+       sum(x.bytes) FILTER (WHERE a.instance_id = a.ancestor_id) AS x_bytes,
+       min(x.first_ns) AS first_ns, max(x.last_ns) AS last_ns,
+       sum(x.n) FILTER (WHERE x.first_ns IS NOT NULL) AS span_n,
+       sum(x.calls) AS calls, sum(x.call_ns) AS call_ns,
+       sum(x.call_ns) FILTER (WHERE a.instance_id = a.ancestor_id) AS x_call_ns,
+       sum(x.n) FILTER (WHERE x.class = 'exact') AS n_exact
+FROM _j_kx x JOIN _j_anc a ON a.run_id = x.run_id AND a.instance_id = x.instance_id
 GROUP BY ALL
 """
 
@@ -226,96 +305,89 @@ SELECT * FROM (VALUES ('gpu.time', 'kernel', 'dur', 'ns'), ('gpu.kernels', 'kern
                       ('gpu.memset_bytes', 'memset', 'bytes', 'byte')) AS t(signal, kind, col, unit)
 """
 
+# every instance of a timed run that traced GPU activity gets the kernel signals of the kinds its run recorded (0 where
+# nothing ran); gpu.span for instances whose subtree ran a placed kernel (exact or temporal: first start to last end);
+# gpu.launch_overhead (the launch API calls' host time, inclusive over all kinds) for instances whose subtree ran an
+# exact kernel, in runs whose records carry launch API times
 KERNEL_VALUES = """
 INSERT INTO instance_values (run_id, instance_id, signal, inclusive, exclusive, unit, evidence, w_exact, w_ordinal,
                              w_temporal, w_ambiguous, w_mismatch, backend, provenance_id)
-WITH kruns AS (  -- runs that traced GPU activity (a CUPTI backend, or any activity record)
+WITH kruns AS (  -- timed runs that traced GPU activity (a CUPTI backend, or any activity record)
     SELECT run_id FROM runs WHERE run_id IN (SELECT run_id FROM _j_timed) AND list_contains(backends, 'cupti')
-    UNION SELECT DISTINCT run_id FROM _j_k WHERE run_id IN (SELECT run_id FROM _j_timed)
+    UNION SELECT DISTINCT run_id FROM _j_kinds WHERE run_id IN (SELECT run_id FROM _j_timed)
 ), kinds AS (
-    SELECT DISTINCT run_id, kind FROM _j_k WHERE run_id IN (SELECT run_id FROM _j_timed)
+    SELECT run_id, kind FROM _j_kinds WHERE run_id IN (SELECT run_id FROM _j_timed)
     UNION SELECT run_id, 'kernel' FROM kruns
-), inc AS (
-    SELECT a.run_id, a.ancestor_id AS instance_id, x.kind, sum(x.w) AS w, sum(x.dur) AS dur, sum(x.bytes) AS bytes,
-           sum(x.n) AS n,
-           sum(x.w) FILTER (WHERE x.class = 'exact') AS w_exact,
-           sum(x.w) FILTER (WHERE x.class = 'temporal') AS w_temporal,
-           sum(x.w) FILTER (WHERE x.class = 'ambiguous') AS w_ambiguous
-    FROM _j_kx x JOIN _j_anc a ON a.run_id = x.run_id AND a.instance_id = x.instance_id
-    GROUP BY ALL
-), exc AS (
-    SELECT run_id, instance_id, kind, sum(w) AS w, sum(dur) AS dur, sum(bytes) AS bytes FROM _j_kx GROUP BY ALL
-)
+), calls AS (
+    SELECT run_id, instance_id, sum(call_ns) AS d, sum(calls) AS n, sum(x_call_ns) AS x_d,
+           bool_or(kind = 'kernel' AND n_exact > 0) AS ran
+    FROM _j_kin WHERE run_id IN (SELECT run_id FROM _j_timed) GROUP BY ALL
+), timed AS (SELECT DISTINCT run_id FROM _j_kx WHERE calls > 0 AND run_id IN (SELECT run_id FROM _j_timed))
 SELECT i.run_id, i.instance_id, s.signal,
-       coalesce(CASE s.col WHEN 'dur' THEN inc.dur WHEN 'w' THEN inc.w ELSE inc.bytes END, 0) AS inclusive,
-       coalesce(CASE s.col WHEN 'dur' THEN exc.dur WHEN 'w' THEN exc.w ELSE exc.bytes END, 0) AS exclusive,
-       s.unit, coalesce(inc.n, 0), coalesce(inc.w_exact, 0), 0, coalesce(inc.w_temporal, 0),
-       coalesce(inc.w_ambiguous, 0), 0, 'cupti', pv.provenance_id
+       coalesce(CASE s.col WHEN 'dur' THEN c.dur WHEN 'w' THEN c.w ELSE c.bytes END, 0),
+       coalesce(CASE s.col WHEN 'dur' THEN c.x_dur WHEN 'w' THEN c.x_w ELSE c.x_bytes END, 0),
+       s.unit, coalesce(c.n, 0), coalesce(c.w_exact, 0), 0, coalesce(c.w_temporal, 0), coalesce(c.w_ambiguous, 0), 0,
+       'cupti', pv.provenance_id
 FROM _j_inst i
 JOIN _j_prov pv ON pv.run_id = i.run_id AND pv.backend = 'cupti'
 JOIN kinds ON kinds.run_id = i.run_id
 JOIN _j_ksig s ON s.kind = kinds.kind
-LEFT JOIN inc ON inc.run_id = i.run_id AND inc.instance_id = i.instance_id AND inc.kind = s.kind
-LEFT JOIN exc ON exc.run_id = i.run_id AND exc.instance_id = i.instance_id AND exc.kind = s.kind
-"""
-
-SPAN_VALUES = """
-INSERT INTO instance_values (run_id, instance_id, signal, inclusive, exclusive, unit, evidence, w_exact, w_ordinal,
-                             w_temporal, w_ambiguous, w_mismatch, backend, provenance_id)
-SELECT a.run_id, a.ancestor_id, 'gpu.span', max(x.last_ns) - min(x.first_ns), NULL, 'ns', sum(x.n),
-       coalesce(sum(x.w) FILTER (WHERE x.class = 'exact'), 0), 0,
-       coalesce(sum(x.w) FILTER (WHERE x.class = 'temporal'), 0), 0, 0,
-       'cupti', any_value(pv.provenance_id)
-FROM _j_kx x JOIN _j_anc a ON a.run_id = x.run_id AND a.instance_id = x.instance_id
-JOIN _j_prov pv ON pv.run_id = a.run_id AND pv.backend = 'cupti'
-WHERE x.kind = 'kernel' AND x.first_ns IS NOT NULL AND a.run_id IN (SELECT run_id FROM _j_timed)
-GROUP BY a.run_id, a.ancestor_id
-"""
-
-# host time of the launching API calls of the instance's exact launches, counted once per call (kernels replayed
-# from a CUDA graph share their cudaGraphLaunch); for instances whose subtree launched a kernel, like gpu.span, in
-# runs whose records carry launch API times
-LAUNCH_VALUES = """
-INSERT INTO instance_values (run_id, instance_id, signal, inclusive, exclusive, unit, evidence, w_exact, w_ordinal,
-                             w_temporal, w_ambiguous, w_mismatch, backend, provenance_id)
-WITH calls AS (
-    SELECT run_id, instance_id, correlation_id, any_value(api_e - api_s) AS d
-    FROM _j_ke WHERE api_e > api_s GROUP BY run_id, instance_id, correlation_id
-), own AS (
-    SELECT run_id, instance_id, sum(d) AS d, count(*) AS n FROM calls GROUP BY ALL
-), inc AS (
-    SELECT a.run_id, a.ancestor_id AS instance_id, sum(o.d) AS d, sum(o.n) AS n
-    FROM own o JOIN _j_anc a ON a.run_id = o.run_id AND a.instance_id = o.instance_id GROUP BY ALL
-), ran AS (
-    SELECT DISTINCT a.run_id, a.ancestor_id AS instance_id
-    FROM _j_kx x JOIN _j_anc a ON a.run_id = x.run_id AND a.instance_id = x.instance_id
-    WHERE x.kind = 'kernel' AND x.class = 'exact'
-)
-SELECT r.run_id, r.instance_id, 'gpu.launch_overhead', coalesce(inc.d, 0), coalesce(own.d, 0), 'ns',
-       coalesce(inc.n, 0), coalesce(inc.n, 0), 0, 0, 0, 0, 'cupti', pv.provenance_id
-FROM ran r
-JOIN _j_prov pv ON pv.run_id = r.run_id AND pv.backend = 'cupti'
-SEMI JOIN (SELECT DISTINCT run_id FROM calls WHERE run_id IN (SELECT run_id FROM _j_timed)) timed
-    ON timed.run_id = r.run_id
-LEFT JOIN inc ON inc.run_id = r.run_id AND inc.instance_id = r.instance_id
-LEFT JOIN own ON own.run_id = r.run_id AND own.instance_id = r.instance_id
+LEFT JOIN _j_kin c ON c.run_id = i.run_id AND c.instance_id = i.instance_id AND c.kind = s.kind
+UNION ALL
+SELECT c.run_id, c.instance_id, 'gpu.span', c.last_ns - c.first_ns, NULL, 'ns', c.span_n, coalesce(c.w_exact, 0), 0,
+       coalesce(c.w_temporal, 0), 0, 0, 'cupti', pv.provenance_id
+FROM _j_kin c JOIN _j_prov pv ON pv.run_id = c.run_id AND pv.backend = 'cupti'
+WHERE c.kind = 'kernel' AND c.first_ns IS NOT NULL AND c.run_id IN (SELECT run_id FROM _j_timed)
+UNION ALL
+SELECT c.run_id, c.instance_id, 'gpu.launch_overhead', coalesce(c.d, 0), coalesce(c.x_d, 0), 'ns', coalesce(c.n, 0),
+       coalesce(c.n, 0), 0, 0, 0, 0, 'cupti', pv.provenance_id
+FROM calls c JOIN _j_prov pv ON pv.run_id = c.run_id AND pv.backend = 'cupti'
+SEMI JOIN timed ON timed.run_id = c.run_id
+WHERE c.ran
 """
 
 # the kernel sequence of every instance of a run that traced kernels: the names of the exactly attributed kernels of
-# the instance and its nested instances in launch order, hashed (an instance that launched nothing has kernels 0)
+# the instance and its nested instances in launch order, hashed (an instance that launched nothing has kernels 0).
+# Built bottom-up, one nesting depth at a time (SIGNATURE_LEVEL), so that no record is sorted once per ancestor: an
+# instance's sequence is its own kernels and each nested instance's sequence as one block, in the order of their
+# first launch (correlation id, start, key) -- the launch order whenever nested instances do not interleave with
+# their parent's own launches.
+SIGNATURE_TOKENS = """
+CREATE OR REPLACE TEMP TABLE _j_tok AS
+SELECT run_id, instance_id, {'c': correlation_id, 's': start_ns, 'k': key} AS o, name FROM _j_ke WHERE kind = 'kernel'
+"""
+
+SIGNATURE_DEPTHS = """
+CREATE OR REPLACE TEMP TABLE _j_depth AS
+SELECT a.run_id, a.instance_id, (count(*) - 1)::INTEGER AS depth FROM _j_anc a
+SEMI JOIN (SELECT DISTINCT run_id FROM _j_tok) r ON r.run_id = a.run_id
+GROUP BY ALL
+"""
+
+SIGNATURE_TABLE = """
+CREATE OR REPLACE TEMP TABLE _j_sig (run_id VARCHAR, instance_id BIGINT, depth INTEGER, kernels BIGINT, seq VARCHAR,
+                                     o STRUCT(c BIGINT, s BIGINT, k VARCHAR))
+"""
+
+SIGNATURE_LEVEL = """
+INSERT INTO _j_sig
+WITH lvl AS (SELECT run_id, instance_id FROM _j_depth WHERE depth = $d),
+parts AS (
+    SELECT t.run_id, t.instance_id, t.o, t.name AS seq, 1 AS n FROM _j_tok t SEMI JOIN lvl USING (run_id, instance_id)
+    UNION ALL
+    SELECT g.run_id, i.parent_id, g.o, g.seq, g.kernels
+    FROM _j_sig g JOIN _j_inst i ON i.run_id = g.run_id AND i.instance_id = g.instance_id
+    WHERE g.depth = $d + 1 AND i.parent_id <> 0
+)
+SELECT run_id, instance_id, $d, sum(n), string_agg(seq, chr(31) ORDER BY o), min(o) FROM parts GROUP BY ALL
+"""
+
 SIGNATURES = """
 INSERT INTO instance_signatures (run_id, instance_id, kernels, signature)
-WITH kruns AS (SELECT DISTINCT run_id FROM _j_k WHERE kind = 'kernel'),
-seqs AS (
-    SELECT a.run_id, a.ancestor_id AS instance_id, count(*) AS kernels,
-           md5(string_agg(k.name, chr(31) ORDER BY k.correlation_id, k.start_ns, k.key)) AS signature
-    FROM _j_ke k JOIN _j_anc a ON a.run_id = k.run_id AND a.instance_id = k.instance_id
-    WHERE k.kind = 'kernel'
-    GROUP BY a.run_id, a.ancestor_id
-)
-SELECT i.run_id, i.instance_id, coalesce(s.kernels, 0), coalesce(s.signature, '')
+WITH kruns AS (SELECT DISTINCT run_id FROM _j_k WHERE kind = 'kernel')
+SELECT i.run_id, i.instance_id, coalesce(s.kernels, 0), coalesce(md5(s.seq), '')
 FROM _j_inst i SEMI JOIN kruns USING (run_id)
-LEFT JOIN seqs s ON s.run_id = i.run_id AND s.instance_id = i.instance_id
+LEFT JOIN _j_sig s ON s.run_id = i.run_id AND s.instance_id = i.instance_id
 """
 
 # -- compile.* per instance: the static facts of the kernel functions an instance ran ------------------------------
@@ -417,13 +489,6 @@ SELECT m.run_id, m.instance_id, m.signal, m.value,
        CASE WHEN m.signal IN (SELECT unnest(?::VARCHAR[])) THEN NULL ELSE m.value - coalesce(kids.value, 0) END,
        m.unit, m.n, m.n, 0, 0, 0, 0, m.backend, m.provenance_id
 FROM m LEFT JOIN kids USING (run_id, instance_id, signal)
-"""
-
-INSTANCE_ATTRIBUTIONS = """
-INSERT INTO attributions (run_id, evidence, evidence_id, instance_id, class, weight, reason, target_run_id)
-SELECT run_id, 'instance', CAST(instance_id AS VARCHAR), instance_id, 'exact', 1.0,
-       'the region instance''s own host clocks (entry and exit)', run_id
-FROM _j_inst
 """
 
 # -- Nsight Compute kernels: matched to the reference (timing) run by path, position and name ---------------------
@@ -543,7 +608,7 @@ WHERE n.run_id IN (SELECT run_id FROM _j_runs)
 """
 
 NCU_ATTRIBUTIONS = """
-INSERT INTO attributions (run_id, evidence, evidence_id, instance_id, class, weight, reason, target_run_id)
+INSERT INTO attribution_rows (run_id, evidence, evidence_id, instance_id, class, weight, reason, target_run_id)
 SELECT run_id, 'ncu_kernel', kernel_key, instance_id, class, 1.0, reason, ref_run_id FROM _j_nm
 """
 
@@ -623,7 +688,7 @@ WHERE p.run_id IS NOT NULL
 # region instance that launched it): `exact` when every such launch had this binary as its only candidate,
 # `ambiguous` (weight 1/n) when n binaries fit a launch; a binary no traced launch fits is `unattributed`.
 COMPILER_ATTRIBUTIONS = """
-INSERT INTO attributions (run_id, evidence, evidence_id, instance_id, class, weight, reason, target_run_id)
+INSERT INTO attribution_rows (run_id, evidence, evidence_id, instance_id, class, weight, reason, target_run_id)
 WITH f AS (
     SELECT run_id, name, 'bin:' || name || ':' || coalesce(binary_hash, '') AS key, registers, shared_bytes,
            threads, coalesce(source, '') AS source
@@ -666,6 +731,13 @@ FROM f WHERE f.key NOT IN (SELECT fkey FROM per WHERE run_id = f.run_id)
 # what was attributed, per run, evidence kind and class: items (distinct evidence; split samples counted once per
 # class they reach), weight, and for GPU records the weighted device time
 SUMMARY = """
+WITH rows AS (
+    SELECT run_id, evidence, class, evidence_id, weight FROM attribution_rows
+    WHERE run_id IN (SELECT run_id FROM _j_runs) AND evidence IN ('ncu_kernel', 'sample', 'compiler', 'device_launch')
+), inst AS (
+    SELECT run_id, 'instance' AS evidence, 'exact' AS class, count(*) AS items, count(*)::DOUBLE AS weight
+    FROM _j_inst GROUP BY run_id
+)
 SELECT run_id, kind AS evidence, class, round(sum(w))::BIGINT AS items, sum(w) AS weight, sum(dur) AS time_ns
 FROM _j_kx WHERE class = 'exact' GROUP BY ALL
 UNION ALL
@@ -673,22 +745,18 @@ SELECT run_id, kind AS evidence, class, round(sum(weight))::BIGINT AS items, sum
        sum(weight * (end_ns - start_ns)) AS time_ns
 FROM _j_ka GROUP BY ALL
 UNION ALL
-SELECT run_id, evidence, class, count(DISTINCT evidence_id), sum(weight), NULL
-FROM attributions
-WHERE run_id IN (SELECT run_id FROM _j_runs)
-  AND evidence IN ('ncu_kernel', 'sample', 'instance', 'compiler', 'device_launch')
-GROUP BY ALL
+SELECT run_id, evidence, class, count(DISTINCT evidence_id), sum(weight), NULL FROM rows GROUP BY ALL
+UNION ALL
+SELECT run_id, evidence, class, items, weight, NULL FROM inst
 UNION ALL  -- class '*': every item once
 SELECT run_id, kind, '*', round(sum(w))::BIGINT, sum(w), sum(dur) FROM (
     SELECT run_id, kind, w, dur FROM _j_kx WHERE class = 'exact'
     UNION ALL SELECT run_id, kind, weight, weight * (end_ns - start_ns) FROM _j_ka
 ) GROUP BY ALL
 UNION ALL
-SELECT run_id, evidence, '*', count(DISTINCT evidence_id), sum(weight), NULL
-FROM attributions
-WHERE run_id IN (SELECT run_id FROM _j_runs)
-  AND evidence IN ('ncu_kernel', 'sample', 'instance', 'compiler', 'device_launch')
-GROUP BY ALL
+SELECT run_id, evidence, '*', count(DISTINCT evidence_id), sum(weight), NULL FROM rows GROUP BY ALL
+UNION ALL
+SELECT run_id, evidence, '*', items, weight, NULL FROM inst
 """
 
 HAS_NCU = "SELECT count(*) FROM ncu_kernels WHERE run_id IN (SELECT run_id FROM _j_runs)"

@@ -28,13 +28,19 @@ from typing import TYPE_CHECKING
 if TYPE_CHECKING:
     import duckdb
 
-COMM_KERNEL_PATTERN = r"(?i)nccl|onerankreduce"
-"""Kernel names that are communication (a regular expression, DuckDB ``regexp_matches`` syntax)."""
+COMM_KERNEL_WORDS: tuple[str, ...] = ("nccl", "onerankreduce")
+"""Kernel names containing one of these (any case) are communication."""
+
+COMM_KERNEL_PATTERN = "(?i)" + "|".join(COMM_KERNEL_WORDS)
+"""The same as a regular expression (DuckDB ``regexp_matches`` syntax)."""
+
+# the words as LIKE patterns: evaluated on the dictionary of the kernels' names, so a million kernels cost little
+_NAME_PREFILTER = " OR ".join(f"name ILIKE '%{w}%'" for w in COMM_KERNEL_WORDS)
 
 # runs that get communication values: those with a communication kernel, or that asked for a comm.* signal
-COMM_RUNS = """
+COMM_RUNS = f"""
 CREATE OR REPLACE TEMP TABLE _j_crun AS
-SELECT DISTINCT run_id FROM _j_k WHERE kind = 'kernel' AND regexp_matches(name, $pattern)
+SELECT DISTINCT run_id FROM _j_k WHERE kind = 'kernel' AND ({_NAME_PREFILTER}) AND regexp_matches(name, $pattern)
 UNION
 SELECT run_id FROM runs
 WHERE run_id IN (SELECT run_id FROM _j_runs) AND ',' || array_to_string(signals, ',') LIKE '%,comm.%'

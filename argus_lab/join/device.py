@@ -113,7 +113,7 @@ LEFT JOIN _j_inst ai ON ai.run_id = p.run_id AND ai.instance_id = p.asked_in
 """
 
 ATTRIBUTIONS = """
-INSERT INTO attributions (run_id, evidence, evidence_id, instance_id, class, weight, reason, target_run_id)
+INSERT INTO attribution_rows (run_id, evidence, evidence_id, instance_id, class, weight, reason, target_run_id)
 SELECT run_id, 'device_launch', 'launch:' || launch, instance_id, class, 1.0, reason,
        CASE WHEN instance_id IS NULL THEN NULL ELSE run_id END
 FROM _j_dl

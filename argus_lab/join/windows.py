@@ -43,6 +43,10 @@ SELECT run_id, device_id, signal, t_ns, value, unit,
 FROM s
 """
 
+# The timeline of each thread (``_j_seg``: region entries and exits) merged with the window boundaries of each
+# series: consecutive boundaries delimit pieces, each lying inside one window and one innermost instance (the last
+# timeline event at or before the piece's start, carried forward; a window boundary sorts after the region events of
+# its nanosecond).  The pieces' lengths per (sample, thread, innermost instance).
 SAMPLE_PIECES = """
 CREATE OR REPLACE TEMP TABLE _j_sp AS
 WITH series AS (SELECT DISTINCT run_id, device_id, signal FROM _j_s),
@@ -50,36 +54,30 @@ grp AS (
     SELECT th.run_id, th.rank, th.thread_id, sr.device_id, sr.signal FROM _j_threads th JOIN series sr USING (run_id)
 ),
 pts AS (
-    SELECT g.run_id, g.rank, g.thread_id, g.device_id, g.signal, s.t AS b
+    SELECT g.run_id, g.rank, g.thread_id, g.device_id, g.signal, s.t AS b, s.key, 0 AS w, s.inner_id
     FROM grp g JOIN _j_seg s ON s.run_id = g.run_id AND s.rank = g.rank AND s.thread_id = g.thread_id
     UNION ALL
-    SELECT g.run_id, g.rank, g.thread_id, g.device_id, g.signal, w.w0
-    FROM grp g JOIN _j_s w ON w.run_id = g.run_id AND w.device_id = g.device_id AND w.signal = g.signal
-    UNION ALL
-    SELECT g.run_id, g.rank, g.thread_id, g.device_id, g.signal, w.w1
-    FROM grp g JOIN _j_s w ON w.run_id = g.run_id AND w.device_id = g.device_id AND w.signal = g.signal
+    SELECT g.run_id, g.rank, g.thread_id, g.device_id, g.signal, x.b, x.b * 2 + 1, 1, NULL
+    FROM grp g JOIN (SELECT run_id, device_id, signal, w0 AS b FROM _j_s
+                     UNION ALL SELECT run_id, device_id, signal, w1 FROM _j_s) x
+      ON x.run_id = g.run_id AND x.device_id = g.device_id AND x.signal = g.signal
 ),
 pieces AS (
-    SELECT *, b * 2 + 1 AS bk,
-           lead(b) OVER (PARTITION BY run_id, rank, thread_id, device_id, signal ORDER BY b) AS b2
+    SELECT run_id, rank, thread_id, device_id, signal, b, lead(b) OVER o AS b2,
+           last_value(inner_id IGNORE NULLS) OVER (o ROWS UNBOUNDED PRECEDING) AS inner_id
     FROM pts
-),
-cut AS (
-    SELECT p.run_id, p.rank, p.thread_id, p.device_id, p.signal, p.b, p.b2, p.bk, w.key, w.w0, w.w1, w.value, w.unit
-    FROM pieces p ASOF JOIN _j_s w
-      ON w.run_id = p.run_id AND w.device_id = p.device_id AND w.signal = p.signal AND p.b >= w.w0
-    WHERE p.b2 > p.b AND p.b < w.w1
+    WINDOW o AS (PARTITION BY run_id, rank, thread_id, device_id, signal ORDER BY key, w)
 )
-SELECT c.run_id, c.key, c.signal, c.unit, c.value, c.rank, c.thread_id, seg.inner_id,
-       sum(c.b2 - c.b) AS len, any_value(c.w1 - c.w0) AS wlen
-FROM cut c ASOF JOIN _j_seg seg
-  ON seg.run_id = c.run_id AND seg.rank = c.rank AND seg.thread_id = c.thread_id AND c.bk >= seg.key
-WHERE seg.inner_id <> 0
+SELECT p.run_id, w.key, p.signal, w.unit, w.value, p.rank, p.thread_id, p.inner_id,
+       sum(p.b2 - p.b) AS len, any_value(w.w1 - w.w0) AS wlen
+FROM pieces p ASOF JOIN _j_s w
+  ON w.run_id = p.run_id AND w.device_id = p.device_id AND w.signal = p.signal AND p.b >= w.w0
+WHERE p.b2 > p.b AND p.b < w.w1 AND p.inner_id <> 0
 GROUP BY ALL
 """
 
 SAMPLE_ATTRIBUTIONS = """
-INSERT INTO attributions (run_id, evidence, evidence_id, instance_id, class, weight, reason, target_run_id)
+INSERT INTO attribution_rows (run_id, evidence, evidence_id, instance_id, class, weight, reason, target_run_id)
 WITH tot AS (
     SELECT run_id, key, sum(len / wlen) AS covered, count(DISTINCT (rank, thread_id)) AS threads FROM _j_sp GROUP BY ALL
 )
@@ -128,11 +126,15 @@ SELECT inc.run_id, inc.instance_id, inc.signal,
        inc.unit, inc.n, 0, 0, inc.w - inc.wa, inc.wa, 0,
        pv.backend, pv.provenance_id
 FROM inc LEFT JOIN x USING (run_id, instance_id, signal)
-JOIN (SELECT unnest(?::VARCHAR[]) AS prefix, unnest(?::VARCHAR[]) AS backend) sb
-  ON starts_with(inc.signal, sb.prefix)
-JOIN _j_prov pv ON pv.run_id = inc.run_id AND pv.backend = sb.backend
-QUALIFY row_number() OVER (PARTITION BY inc.run_id, inc.instance_id, inc.signal ORDER BY length(sb.prefix) DESC) = 1
+JOIN _j_prov pv ON pv.run_id = inc.run_id AND pv.backend = {backend}
 """
+
+
+def _backend_case() -> str:
+    """SQL: the backend of ``inc.signal`` by :data:`SAMPLE_BACKENDS` (longest matching prefix first)."""
+    arms = sorted(SAMPLE_BACKENDS, key=lambda pb: -len(pb[0]))
+    whens = " ".join(f"WHEN starts_with(inc.signal, '{p}') THEN '{b}'" for p, b in arms)
+    return f"CASE {whens} END"
 
 
 def derive(con: duckdb.DuckDBPyConnection) -> None:
@@ -143,9 +145,7 @@ def derive(con: duckdb.DuckDBPyConnection) -> None:
         return
     con.execute(SAMPLE_PIECES)
     con.execute(SAMPLE_ATTRIBUTIONS)
-    prefixes = [p for p, _ in SAMPLE_BACKENDS]
-    backends = [b for _, b in SAMPLE_BACKENDS]
-    con.execute(SAMPLE_VALUES, [list(LEVEL_UNITS), prefixes, backends])
+    con.execute(SAMPLE_VALUES.replace("{backend}", _backend_case()), [list(LEVEL_UNITS)])
 
 
 __all__ = ["LEVEL_UNITS", "SAMPLE_BACKENDS", "derive"]

@@ -616,25 +616,65 @@
       draw();
     });
 
-    function hostTraces(tl) {
+    // More host instances than this in the visible window are drawn aggregated: per lane, one bar per
+    // pixel-wide bin, coloured by the region that covers most of it (zooming in draws them exactly again).
+    var HOST_EXACT_MAX = 2000, HOST_BINS = 800;
+
+    function hostTraces(tl, range) {
       var h = tl.host, byRegion = {};
+      var lo = range ? range[0] * 1e6 : -Infinity, hi = range ? range[1] * 1e6 : Infinity;
+      var shown = [];
       for (var i = 0; i < h.start.length; i++) {
-        var r = h.region[i];
-        var t = byRegion[r] || (byRegion[r] = {type: 'bar', orientation: 'h', y: [], base: [], x: [],
+        if (!(h.end[i] < lo || h.start[i] > hi)) shown.push(i);
+      }
+      function trace(r) {
+        return byRegion[r] || (byRegion[r] = {type: 'bar', orientation: 'h', y: [], base: [], x: [],
           hovertext: [], customdata: [], hoverinfo: 'text', name: esc(tl.regions[r]), legendgroup: 'r' + r,
           marker: {color: PALETTE[r % PALETTE.length], line: {width: 0}}, width: 0.8});
-        t.y.push(h.lane[i]);
-        t.base.push(h.start[i] / 1e6);
-        t.x.push(Math.max((h.end[i] - h.start[i]) / 1e6, 1e-6));
-        t.hovertext.push(esc(tl.regions[r]) + ' #' + h.index[i] + '<br>instance ' + h.iid[i] + ', '
-          + fmt(h.end[i] - h.start[i], 'ns') + (h.warmup[i] ? ' (warm-up)' : '')
-          + (h.error[i] ? '<br>raised: ' + esc(h.error[i]) : '') + '<br>'
-          + esc((tl.lanes[h.lane[i]] || {}).thread || (tl.lanes[h.lane[i]] || {}).label || '?') + ', run '
-          + esc(tl.run_id) + (tl.clock ? ', host clock (CLOCK_REALTIME) put on rank 0\u2019s clock, measured'
-            : ', host clock (CLOCK_REALTIME), measured'));
-        t.customdata.push([tl.regions[r], h.iid[i]]);
       }
-      return Object.keys(byRegion).map(function (k) { return byRegion[k]; });
+      if (shown.length <= HOST_EXACT_MAX) {
+        shown.forEach(function (i) {
+          var r = h.region[i], t = trace(r);
+          t.y.push(h.lane[i]);
+          t.base.push(h.start[i] / 1e6);
+          t.x.push(Math.max((h.end[i] - h.start[i]) / 1e6, 1e-6));
+          t.hovertext.push(esc(tl.regions[r]) + ' #' + h.index[i] + '<br>instance ' + h.iid[i] + ', '
+            + fmt(h.end[i] - h.start[i], 'ns') + (h.warmup[i] ? ' (warm-up)' : '')
+            + (h.error[i] ? '<br>raised: ' + esc(h.error[i]) : '') + '<br>'
+            + esc((tl.lanes[h.lane[i]] || {}).thread || (tl.lanes[h.lane[i]] || {}).label || '?') + ', run '
+            + esc(tl.run_id)
+            + (tl.clock ? ', host clock (CLOCK_REALTIME) put on rank 0\u2019s clock, measured'
+              : ', host clock (CLOCK_REALTIME), measured'));
+          t.customdata.push([tl.regions[r], h.iid[i]]);
+        });
+        return {traces: values(byRegion), aggregated: false, shown: shown.length};
+      }
+      var a = range ? lo : 0, span = (range ? hi : tl.span) - a, w = Math.max(1, span / HOST_BINS);
+      var bins = {};
+      shown.forEach(function (i) {
+        var s = Math.max(h.start[i], a), e = Math.min(h.end[i], a + span);
+        for (var k = Math.floor((s - a) / w); k <= Math.floor((Math.max(e, s) - a) / w); k++) {
+          var b0 = a + k * w, ov = Math.min(e, b0 + w) - Math.max(s, b0);
+          var key = h.lane[i] + ':' + k, bin = bins[key] || (bins[key] = {lane: h.lane[i], k: k, n: 0, by: {}});
+          bin.n++;
+          bin.by[h.region[i]] = (bin.by[h.region[i]] || 0) + Math.max(ov, 0);
+        }
+      });
+      Object.keys(bins).forEach(function (key) {
+        var bin = bins[key], best = -1, most = -1, busy = 0;
+        Object.keys(bin.by).forEach(function (r) {
+          busy += bin.by[r];
+          if (bin.by[r] > most) { most = bin.by[r]; best = Number(r); }
+        });
+        var t = trace(best);
+        t.y.push(bin.lane);
+        t.base.push((a + bin.k * w) / 1e6);
+        t.x.push(w / 1e6);
+        t.hovertext.push(bin.n + ' region instance(s), busy ' + fmt(busy, 'ns') + ' in ' + fmt(w, 'ns')
+          + '<br>longest: ' + esc(tl.regions[best]) + '<br>aggregated, run ' + esc(tl.run_id) + '; zoom in to see each');
+        t.customdata.push([tl.regions[best], null]);
+      });
+      return {traces: values(byRegion), aggregated: true, shown: shown.length, bin: w};
     }
 
     function deviceTraces(tl, range) {
@@ -666,7 +706,7 @@
         return {traces: values(byRegion), note: d.total + ' kernel record(s), every one drawn'};
       }
       var visible = range ? (hi - lo) : tl.span;
-      var target = visible / 1500;
+      var target = visible / 800;  // about one bin per pixel of the plot
       var lvl = d.levels[d.levels.length - 1], li = d.levels.length - 1;
       for (var j = 0; j < d.levels.length; j++) {
         if (d.levels[j].bin_ns <= target) { lvl = d.levels[j]; li = j; break; }
@@ -701,7 +741,6 @@
         return;
       }
       var lanes = tl.lanes || [];
-      var host = hostTraces(tl);
       // open on the measured repetitions: warm-up instances (often a slow first call) stay left of the view
       var initial = null, h = tl.host, firstMeasured = Infinity;
       for (var i = 0; i < h.start.length; i++) {
@@ -710,16 +749,21 @@
       if (firstMeasured !== Infinity && firstMeasured > 0) {
         initial = [(firstMeasured - 0.02 * (tl.span - firstMeasured)) / 1e6, tl.span / 1e6];
       }
+      var host = hostTraces(tl, initial);
       var dev = deviceTraces(tl, initial);
       var hostNote = tl.host.total > tl.host.shown ? tl.host.shown + ' of ' + tl.host.total
-        + ' region instances drawn; ' : tl.host.total + ' region instance(s); ';
+        + ' region instances embedded; ' : tl.host.total + ' region instance(s); ';
       if (initial) hostNote += 'opened on the measured repetitions (double-click the plot to see the warm-up too); ';
       if (tl.clock) {
         hostNote += (tl.ranks || []).length + ' ranks, each on rank 0\u2019s clock (offsets '
           + Object.keys(tl.clock.offsets_ns).map(function (r) { return 'rank ' + r + ' ' + fmt(tl.clock.offsets_ns[r], 'ns'); }).join(', ')
           + '); ';
       }
-      info.textContent = hostNote + (dev.note || 'no device records');
+      function hostLine(hh) {
+        return hh.aggregated ? hh.shown + ' region instances in view, aggregated into bins of ' + fmt(hh.bin, 'ns')
+          + ' (zoom in to draw each); ' : '';
+      }
+      info.textContent = hostNote + hostLine(host) + (dev.note || 'no device records');
       var xtitle = 'ms since the run\u2019s first timestamp' + (tl.clock ? ' (rank 0\u2019s clock)' : '');
       var layout = {
         barmode: 'overlay', height: Math.max(240, 90 + 24 * lanes.length), margin: {l: 200, r: 10, t: 40, b: 40},
@@ -730,26 +774,26 @@
           autorange: false, fixedrange: true},
         legend: {orientation: 'h', x: 0, y: 1.02, yanchor: 'bottom'}, hovermode: 'closest', bargap: 0.1
       };
-      P.newPlot(plot, host.concat(dev.traces), layout, {displaylogo: false, responsive: true});
+      P.newPlot(plot, host.traces.concat(dev.traces), layout, {displaylogo: false, responsive: true});
       plots.push(plot);
       var busy = false;
       plot.on('plotly_click', function (ev) {
         var pt = ev && ev.points && ev.points[0];
         if (pt && pt.customdata && pt.customdata[0] != null) drill(pt.customdata[0], pt.customdata[1]);
       });
-      if (tl.device && tl.device.total && !tl.device.exact) {
+      if ((tl.device && tl.device.total && !tl.device.exact) || tl.host.start.length > HOST_EXACT_MAX) {
         plot.on('plotly_relayout', function (ev) {
           if (busy) return;
           var r = null;
           if (ev && ev['xaxis.range[0]'] != null) r = [ev['xaxis.range[0]'], ev['xaxis.range[1]']];
           else if (ev && ev['xaxis.range']) r = ev['xaxis.range'];
           else if (!(ev && ev['xaxis.autorange'])) return;
-          var next = deviceTraces(tl, r);
-          info.textContent = hostNote + next.note;
+          var nextHost = hostTraces(tl, r), next = deviceTraces(tl, r);
+          info.textContent = hostNote + hostLine(nextHost) + (next.note || 'no device records');
           busy = true;
           var lay = plot.layout;
           if (r) { lay.xaxis.range = r; lay.xaxis.autorange = false; }
-          Promise.resolve(P.react(plot, host.concat(next.traces), lay)).then(function () { busy = false; },
+          Promise.resolve(P.react(plot, nextHost.traces.concat(next.traces), lay)).then(function () { busy = false; },
             function () { busy = false; });
         });
       }

@@ -35,7 +35,7 @@ from typing import TYPE_CHECKING, Any
 
 from argus_lab.errors import SchemaVersionError, StoreError
 from argus_lab.run.columns import jsonable_columns
-from argus_lab.store.schema import DDL, SCHEMA_VERSION, TABLES, column_types
+from argus_lab.store.schema import DDL, MIGRATIONS, SCHEMA_VERSION, STORED_AS, TABLES, VIEW_DDL, column_types
 
 if TYPE_CHECKING:
     import duckdb
@@ -335,7 +335,7 @@ class Store:
                 raise SchemaVersionError(msg)
             if not write:
                 return
-            for stmt in DDL:
+            for stmt in (*DDL, *VIEW_DDL):
                 con.execute(stmt)
             con.execute("INSERT INTO meta (key, value) VALUES ('schema_version', ?)", [str(SCHEMA_VERSION)])
             self._checked = self._migrated = True
@@ -360,7 +360,12 @@ class Store:
                 "it was not written by argus_lab, or its meta table was edited: pass another --store path"
             )
             raise SchemaVersionError(msg)
-        if write:  # add the tables and columns of later versions and within this one (additive only)
+        if write:  # migrate an older store, then add the tables and columns of later versions and within this one
+            for v in range(version, SCHEMA_VERSION):
+                for condition, stmt in MIGRATIONS.get(v, ()):
+                    row = con.execute(condition).fetchone()
+                    if row and row[0]:
+                        con.execute(stmt)
             for stmt in DDL:
                 con.execute(stmt)
             have = {
@@ -373,25 +378,37 @@ class Store:
                         con.execute(f'ALTER TABLE {table} ADD COLUMN "{name}" {sql_type}')
             if version < SCHEMA_VERSION:
                 con.execute("UPDATE meta SET value = ? WHERE key = 'schema_version'", [str(SCHEMA_VERSION)])
+            for stmt in VIEW_DDL:
+                con.execute(stmt)
             self._migrated = True
         self._checked = True
 
     # -- writing ----------------------------------------------------------------------------------
-    def write(self, tables: Mapping[str, Columns | pa.Table], then: Sequence[tuple[str, Sequence[Any]]] = ()) -> None:
+    def write(
+        self, tables: Mapping[str, Columns | pa.Table | str], then: Sequence[tuple[str, Sequence[Any]]] = ()
+    ) -> None:
         """Insert several tables in one transaction (columns by name; missing columns become NULL).
 
-        ``then`` holds statements (SQL, parameters) run in the same transaction after the inserts (a run's final
-        status goes with its evidence, so that a run is never stored twice nor marked finished without it).
+        A table given as a string is a query on the store's connection (e.g. a temporary table an importer staged
+        while this thread holds :meth:`connect`): its rows are inserted without leaving DuckDB.  ``then`` holds
+        statements (SQL, parameters) run in the same transaction after the inserts (a run's final status goes with
+        its evidence, so that a run is never stored twice nor marked finished without it).
         """
         import pyarrow as pa
 
         with self.connect(write=True) as con:
             con.execute("BEGIN")
             try:
-                for name, data in tables.items():
+                for given, data in tables.items():
+                    name = STORED_AS.get(given, given)
                     if name not in TABLES:
                         msg = f"internal: unknown store table {name!r}"
                         raise StoreError(msg)
+                    if isinstance(data, str):
+                        names = [d[0] for d in con.execute(f"SELECT * FROM ({data}) LIMIT 0").description or ()]
+                        cols = ", ".join(f'"{c}"' for c in names)
+                        con.execute(f"INSERT INTO {name} ({cols}) SELECT {cols} FROM ({data})")
+                        continue
                     tbl = data if isinstance(data, pa.Table) else pa.table(jsonable_columns(data))
                     if tbl.num_rows == 0:
                         continue

@@ -6,13 +6,17 @@ throughout; nothing is stored as floating-point microseconds, except device-regi
 which are on the GPU's own ``%globaltimer`` (ns) and say so in their column names.
 
 Versions: 1 the first layout; 2 added the device-region tables (``device_launches``, ``device_programs``,
-``device_intervals`` from the device backend, ``device_values`` and ``device_sm`` from the join).  A store of an
-older version is migrated on its first write (tables and columns are only ever added).
+``device_intervals`` from the device backend, ``device_values`` and ``device_sm`` from the join); 3 made
+``attributions`` a view over the stored ``attribution_rows`` and the exact attributions the kernels table implies
+(:data:`VIEWS`).  A store of an older version is migrated on its first write (:data:`MIGRATIONS`, then the tables and
+columns added since) and read as it is before that.
 """
 
 from __future__ import annotations
 
-SCHEMA_VERSION = 2
+from argus_lab.join.attribution_sql import EXACT_ATTRIBUTIONS
+
+SCHEMA_VERSION = 3
 
 TABLES: dict[str, str] = {
     "meta": "key VARCHAR PRIMARY KEY, value VARCHAR",
@@ -68,8 +72,9 @@ TABLES: dict[str, str] = {
     "samples": (
         "run_id VARCHAR, device_id INTEGER, signal VARCHAR, t_ns BIGINT, value DOUBLE, unit VARCHAR, t_end_ns BIGINT"
     ),
-    # How a piece of evidence is attributed to region instances (one row per candidate).
-    "attributions": (
+    # How a piece of evidence is attributed to region instances (one row per candidate), as the join wrote it; read
+    # the ``attributions`` view, which adds the exact attributions the join derives instead of storing them.
+    "attribution_rows": (
         "run_id VARCHAR, evidence VARCHAR, evidence_id VARCHAR, instance_id BIGINT, class VARCHAR, "
         "weight DOUBLE, reason VARCHAR, target_run_id VARCHAR"
     ),
@@ -132,6 +137,34 @@ TABLES: dict[str, str] = {
 }
 
 DDL: tuple[str, ...] = tuple(f"CREATE TABLE IF NOT EXISTS {name} ({cols})" for name, cols in TABLES.items())
+
+VIEWS: dict[str, str] = {
+    # every attribution: the rows the join stored, and the exact ones it derives (argus_lab.join.attribution_sql)
+    "attributions": (
+        "SELECT run_id, evidence, evidence_id, instance_id, class, weight, reason, target_run_id FROM attribution_rows"
+        f"\nUNION ALL{EXACT_ATTRIBUTIONS}"
+    ),
+}
+"""Views of the store (re-created by every writer, so their definition follows the code that writes)."""
+
+VIEW_DDL: tuple[str, ...] = tuple(f"CREATE OR REPLACE VIEW {name} AS {sql}" for name, sql in VIEWS.items())
+
+STORED_AS: dict[str, str] = {"attributions": "attribution_rows"}
+"""The table that rows written under a view's name go to (``Store.write({"attributions": ...})``)."""
+
+MIGRATIONS: dict[int, tuple[tuple[str, str], ...]] = {
+    2: (
+        (
+            "SELECT count(*) FROM information_schema.tables WHERE table_name = 'attributions' "
+            "AND table_type = 'BASE TABLE' AND NOT EXISTS "
+            "(SELECT 1 FROM information_schema.tables WHERE table_name = 'attribution_rows')",
+            "ALTER TABLE attributions RENAME TO attribution_rows",
+        ),
+    ),
+}
+"""(condition, statement) pairs taking a store from version ``v`` to ``v + 1``: the statement runs when the
+condition counts more than zero (so a store that already has the new layout is left as it is).  Run by the first
+write; the views are re-created after them."""
 
 
 def _split(cols: str) -> list[str]:

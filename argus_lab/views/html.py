@@ -83,13 +83,66 @@ def fallback_html(bundle: dict[str, Any]) -> str:
     )
 
 
-def standalone_html(bundle: dict[str, Any], *, plotly_js: str | None = None) -> str:
-    """One self-contained page: plotly.js once, the renderer once, the bundle; opens offline, no kernel needed."""
+COMPRESS_OVER = 1_000_000
+"""A standalone page whose report data is larger than this (bytes of JSON) embeds its data and plotly.js gzipped
+(base64): the page of a million-kernel run stays under 10 MB.  The browser inflates them when the page opens
+(``DecompressionStream``, in Chromium 80+, Firefox 113+, Safari 16.4+), before the report is drawn."""
+
+# inflates the gzip+base64 script elements, runs plotly.js, then mounts the renderer on the data
+_INFLATE = (
+    "(function(){var el=document.getElementById('argus-report');"
+    "function bytes(id){var b=atob(document.getElementById(id).textContent.replace(/\\s+/g,''));"
+    "var u=new Uint8Array(b.length);for(var i=0;i<b.length;i++){u[i]=b.charCodeAt(i);}return u;}"
+    "function inflate(id){return new Response(new Blob([bytes(id)]).stream()"
+    ".pipeThrough(new DecompressionStream('gzip'))).text();}"
+    "function say(t){var p=document.createElement('p');p.textContent=t;el.appendChild(p);}"
+    "if(!window.DecompressionStream){say('this browser cannot inflate the report data (no DecompressionStream); '"
+    "+'open the page in a current Chrome, Firefox or Safari');return;}"
+    "Promise.all([inflate('argus-plotly-gz'),inflate('argus-data-gz')]).then(function(r){"
+    "var s=document.createElement('script');s.textContent=r[0];document.head.appendChild(s);"
+    "window.ArgusReport.render(el,JSON.parse(r[1]),{});},"
+    "function(e){say('the report data could not be inflated: '+e);});"
+    "})();"
+)
+
+
+@functools.cache
+def _plotly_gz(plotly_js: str) -> str:
+    return _gz64(plotly_js)
+
+
+def _gz64(text: str) -> str:
+    import base64
+    import gzip
+
+    return base64.b64encode(gzip.compress(text.encode("utf-8"), 6)).decode("ascii")
+
+
+def standalone_html(bundle: dict[str, Any], *, plotly_js: str | None = None, compress: bool | None = None) -> str:
+    """One self-contained page: plotly.js once, the renderer once, the bundle; opens offline, no kernel needed.
+
+    ``compress``: embed the data and plotly.js gzipped (default: when the data is over :data:`COMPRESS_OVER`).
+    """
     if plotly_js is None:
         from plotly.offline import get_plotlyjs
 
         plotly_js = get_plotlyjs()
     title = html_text(bundle.get("title", "argus report"))
+    data = json_for_script(bundle)
+    if compress if compress is not None else len(data) > COMPRESS_OVER:
+        return (
+            '<!DOCTYPE html>\n<html lang="en">\n<head>\n<meta charset="utf-8">\n'
+            f"<title>{title}</title>\n"
+            '<meta name="viewport" content="width=device-width, initial-scale=1">\n'
+            f"<style>body{{margin:16px;font-family:system-ui,sans-serif}}\n{renderer_css()}</style>\n"
+            f"<script>{renderer_js()}</script>\n"
+            "</head>\n<body>\n"
+            f'<div id="argus-report">{_static_summary(bundle)}</div>\n'
+            f'<script type="application/gzip+base64" id="argus-plotly-gz">{_plotly_gz(plotly_js)}</script>\n'
+            f'<script type="application/gzip+base64" id="argus-data-gz">{_gz64(data)}</script>\n'
+            f"<script>{_INFLATE}</script>\n"
+            "</body>\n</html>\n"
+        )
     return (
         '<!DOCTYPE html>\n<html lang="en">\n<head>\n<meta charset="utf-8">\n'
         f"<title>{title}</title>\n"
@@ -99,7 +152,7 @@ def standalone_html(bundle: dict[str, Any], *, plotly_js: str | None = None) -> 
         f"<script>{renderer_js()}</script>\n"
         "</head>\n<body>\n"
         f'<div id="argus-report">{_static_summary(bundle)}</div>\n'
-        f'<script type="application/json" id="argus-data">{json_for_script(bundle)}</script>\n'
+        f'<script type="application/json" id="argus-data">{data}</script>\n'
         f"<script>{mount_script('argus-report', 'argus-data')}</script>\n"
         "</body>\n</html>\n"
     )

@@ -1,4 +1,4 @@
-"""A run's evidence as a trace Perfetto (ui.perfetto.dev, trace_processor) and chrome://tracing open.
+"""Runs' evidence as a trace Perfetto (ui.perfetto.dev, trace_processor) and chrome://tracing open.
 
 The format is Chrome's Trace Event JSON (the "JSON Object Format"), written as Kineto writes it so that
 argus_lab's own Kineto importer reads it back exactly (the round trip the tests check):
@@ -14,7 +14,9 @@ argus_lab's own Kineto importer reads it back exactly (the round trip the tests 
 * each record's launching call becomes a ``cuda_runtime`` slice on its host thread, and a flow (``ph: s`` at the
   call, ``ph: f`` at the GPU record; ``cat: ac2g`` as Kineto names it) links the two;
 * time samples (NVML, PM sampling) are counter events (``ph: C``) on their device's process, one track per signal;
-* ``process_name`` / ``thread_name`` metadata events name every track.
+* ``process_name`` / ``thread_name`` metadata events name every track;
+* several runs go into one file, run ``k``'s process ids offset by ``k *`` :data:`RUN_PID_STRIDE` and its process
+  names prefixed with its run id.
 
 Events are written while the store's rows stream by (Arrow batches), so a run of millions of kernels is not held
 in memory as Python objects.
@@ -83,110 +85,124 @@ def us(ns: int) -> str:
     return f"{ns // 1000}.{ns % 1000:03d}"
 
 
-def write_trace(store: Store, run_id: str, path: str | Path) -> dict[str, int]:
-    """Write run ``run_id`` of ``store`` as a Chrome-trace JSON file; returns the counts of what was written.
+RUN_PID_STRIDE = 10_000_000
+"""Several runs in one trace: run ``k``'s process ids are offset by ``k * RUN_PID_STRIDE`` (run 0's are as stored)."""
 
-    Raises :class:`ValueError` naming the runs of the store when ``run_id`` is not one of them.
+
+def write_trace(store: Store, run_ids: str | Sequence[str], path: str | Path) -> dict[str, int]:
+    """Write runs of ``store`` as one Chrome-trace JSON file; returns the counts of what was written.
+
+    ``run_ids``: one run id or several (each run's tracks get their own processes, named after the run).  Raises
+    :class:`ValueError` naming the runs of the store when a run is not one of them.
     """
+    runs = [run_ids] if isinstance(run_ids, str) else list(dict.fromkeys(run_ids))
     out = Path(path)
     with store.connect() as con:
-        known = con.execute("SELECT count(*) FROM runs WHERE run_id = ?", [run_id]).fetchone()
-        if not known or not known[0]:
-            runs = [r[0] for r in con.execute("SELECT run_id FROM runs ORDER BY started_ns DESC LIMIT 5").fetchall()]
-            msg = f"no run {run_id!r} in {store.path}; its latest runs: {', '.join(runs) or '(none)'}"
-            raise ValueError(msg)
-        row = con.execute(BOUNDS, [run_id]).fetchone()
-        base = int(row[0]) if row and row[0] is not None else 0
+        known = {r[0] for r in con.execute("SELECT run_id FROM runs").fetchall()}
+        for run_id in runs:
+            if run_id not in known:
+                latest = con.execute("SELECT run_id FROM runs ORDER BY started_ns DESC LIMIT 5").fetchall()
+                msg = (
+                    f"no run {run_id!r} in {store.path}; its latest runs: {', '.join(r[0] for r in latest) or '(none)'}"
+                )
+                raise ValueError(msg)
+        starts = [row[0] for r in runs if (row := con.execute(BOUNDS, [r]).fetchone()) and row[0] is not None]
+        base = int(min(starts)) if starts else 0
         counts = {"instances": 0, "kernels": 0, "flows": 0, "counters": 0}
+        other = {"argus_run": runs[0]} if len(runs) == 1 else {"argus_runs": runs}
         with out.open("w", encoding="utf-8") as f:
             f.write('{\n  "schemaVersion": 1,\n  "displayTimeUnit": "ns",\n')
-            f.write(f'  "baseTimeNanoseconds": {base},\n  "otherData": {json.dumps({"argus_run": run_id})},\n')
+            f.write(f'  "baseTimeNanoseconds": {base},\n  "otherData": {json.dumps(other)},\n')
             f.write('  "traceEvents": [\n')
             w = _Writer(f)
-            host_pid = {
-                int(rk): int(pid or 0) or int(rk)
-                for rk, pid in con.execute(
-                    "SELECT coalesce(rank, 0), any_value(pid) FROM region_instances WHERE run_id = ? GROUP BY ALL",
-                    [run_id],
-                ).fetchall()
-            }
-            tracks: dict[tuple[int, int], str] = {}
-            procs: dict[int, str] = {}
-            for r in _rows(con, INSTANCES, run_id):
-                pid = int(r["pid"]) or int(r["rank"])
-                tid = int(r["tid"]) % (1 << 32)
-                procs.setdefault(pid, f"rank {r['rank']} (pid {r['pid']})")
-                tracks.setdefault((pid, tid), str(r["thread_name"] or f"thread {tid}"))
-                args: dict[str, Any] = {
-                    "path": r["path"],
-                    "instance_id": r["instance_id"],
-                    "instance_index": r["instance_index"],
-                    "repetition": r["repetition"],
-                }
-                if r["error"]:
-                    args["error"] = r["error"]
-                if r["vals"]:
-                    args.update({str(k): v for k, v in dict(r["vals"]).items() if v is not None})
-                w.complete("user_annotation", str(r["name"]), pid, tid, r["start_ns"] - base,
-                           r["end_ns"] - r["start_ns"], args)  # fmt: skip
-                counts["instances"] += 1
-            flow = 0
-            for r in _rows(con, KERNELS, run_id):
-                dev = GPU_PID + int(r["device"])
-                stream = int(r["stream"])
-                procs.setdefault(dev, f"GPU {r['device']}")
-                tracks.setdefault((dev, stream), f"stream {stream}")
-                args = {
-                    "class": r["class"],
-                    "weight": r["weight"],
-                    "region": r["path"],
-                    "reason": r["reason"],
-                    "correlation": r["correlation_id"],
-                    "kernel_key": r["kernel_key"],
-                    "device": r["device"],
-                    "stream": stream,
-                }
-                name = str(r["name"])
-                shown = demangle(name)  # as Kineto's traces name kernels; the recorded name stays in the args
-                if shown != name:
-                    args["mangled"] = name
-                if r["kind"] == "kernel" and r["grid_x"] is not None:
-                    args["grid"] = [r["grid_x"], r["grid_y"], r["grid_z"]]
-                    args["block"] = [r["block_x"], r["block_y"], r["block_z"]]
-                if r["kind"] != "kernel":
-                    args["bytes"] = r["bytes"]
-                if r["candidates"] and r["candidates"] > 1:
-                    args["candidates"] = r["candidates"]
-                t0 = int(r["start_ns"]) - base
-                api = r["api_start_ns"]
-                if api:
-                    hpid = host_pid.get(int(r["rank"]), int(r["rank"]))
-                    htid = int(r["thread_id"] or 0) % (1 << 32)
-                    procs.setdefault(hpid, f"rank {r['rank']} (pid {hpid})")
-                    tracks.setdefault((hpid, htid), f"thread {htid}")
-                    a0 = int(api) - base
-                    a1 = int(r["api_end_ns"] or api) - base
-                    w.complete("cuda_runtime", "launch", hpid, htid, a0, max(a1 - a0, 0),
-                               {"correlation": r["correlation_id"]})  # fmt: skip
-                    flow += 1
-                    w.flow("s", flow, hpid, htid, a0)
-                    w.flow("f", flow, dev, stream, t0)
-                    counts["flows"] += 1
-                w.complete(_CAT.get(str(r["kind"]), "kernel"), shown, dev, stream, t0,
-                           int(r["end_ns"]) - int(r["start_ns"]), args)  # fmt: skip
-                counts["kernels"] += 1
-            for r in _rows(con, SAMPLES, run_id):
-                dev = GPU_PID + int(r["device"])
-                procs.setdefault(dev, f"GPU {r['device']}")
-                name = f"{r['signal']} ({r['unit']})" if r["unit"] else str(r["signal"])
-                w.counter(name, dev, int(r["t_ns"]) - base, float(r["value"]))
-                counts["counters"] += 1
-            for pid, name in procs.items():
-                w.meta("process_name", pid, 0, name)
-            for (pid, tid), name in tracks.items():
-                w.meta("thread_name", pid, tid, name)
+            for k, run_id in enumerate(runs):
+                label = f"{run_id}: " if len(runs) > 1 else ""
+                _write_run(con, w, run_id, base, k * RUN_PID_STRIDE, label, counts)
             f.write('\n  ],\n  "traceName": ' + json.dumps(out.name) + "\n}\n")
     return counts
+
+
+def _write_run(con: Any, w: _Writer, run_id: str, base: int, off: int, label: str, counts: dict[str, int]) -> None:
+    """The events of one run (process ids offset by ``off``, process names prefixed with ``label``)."""
+    host_pid = {
+        int(rk): int(pid or 0) or int(rk)
+        for rk, pid in con.execute(
+            "SELECT coalesce(rank, 0), any_value(pid) FROM region_instances WHERE run_id = ? GROUP BY ALL", [run_id]
+        ).fetchall()
+    }
+    tracks: dict[tuple[int, int], str] = {}
+    procs: dict[int, str] = {}
+    for r in _rows(con, INSTANCES, run_id):
+        pid = (int(r["pid"]) or int(r["rank"])) + off
+        tid = int(r["tid"]) % (1 << 32)
+        procs.setdefault(pid, f"{label}rank {r['rank']} (pid {r['pid']})")
+        tracks.setdefault((pid, tid), str(r["thread_name"] or f"thread {tid}"))
+        args: dict[str, Any] = {
+            "path": r["path"],
+            "instance_id": r["instance_id"],
+            "instance_index": r["instance_index"],
+            "repetition": r["repetition"],
+        }
+        if r["error"]:
+            args["error"] = r["error"]
+        if r["vals"]:
+            args.update({str(k): v for k, v in dict(r["vals"]).items() if v is not None})
+        w.complete("user_annotation", str(r["name"]), pid, tid, r["start_ns"] - base,
+                   r["end_ns"] - r["start_ns"], args)  # fmt: skip
+        counts["instances"] += 1
+    for r in _rows(con, KERNELS, run_id):
+        dev = GPU_PID + int(r["device"]) + off
+        stream = int(r["stream"])
+        procs.setdefault(dev, f"{label}GPU {r['device']}")
+        tracks.setdefault((dev, stream), f"stream {stream}")
+        args = {
+            "class": r["class"],
+            "weight": r["weight"],
+            "region": r["path"],
+            "reason": r["reason"],
+            "correlation": r["correlation_id"],
+            "kernel_key": r["kernel_key"],
+            "device": r["device"],
+            "stream": stream,
+        }
+        name = str(r["name"])
+        shown = demangle(name)  # as Kineto's traces name kernels; the recorded name stays in the args
+        if shown != name:
+            args["mangled"] = name
+        if r["kind"] == "kernel" and r["grid_x"] is not None:
+            args["grid"] = [r["grid_x"], r["grid_y"], r["grid_z"]]
+            args["block"] = [r["block_x"], r["block_y"], r["block_z"]]
+        if r["kind"] != "kernel":
+            args["bytes"] = r["bytes"]
+        if r["candidates"] and r["candidates"] > 1:
+            args["candidates"] = r["candidates"]
+        t0 = int(r["start_ns"]) - base
+        api = r["api_start_ns"]
+        if api:
+            hpid = host_pid.get(int(r["rank"]), int(r["rank"])) + off
+            htid = int(r["thread_id"] or 0) % (1 << 32)
+            procs.setdefault(hpid, f"{label}rank {r['rank']} (pid {hpid - off})")
+            tracks.setdefault((hpid, htid), f"thread {htid}")
+            a0 = int(api) - base
+            a1 = int(r["api_end_ns"] or api) - base
+            w.complete("cuda_runtime", "launch", hpid, htid, a0, max(a1 - a0, 0),
+                       {"correlation": r["correlation_id"]})  # fmt: skip
+            counts["flows"] += 1
+            w.flow("s", counts["flows"], hpid, htid, a0)
+            w.flow("f", counts["flows"], dev, stream, t0)
+        w.complete(_CAT.get(str(r["kind"]), "kernel"), shown, dev, stream, t0,
+                   int(r["end_ns"]) - int(r["start_ns"]), args)  # fmt: skip
+        counts["kernels"] += 1
+    for r in _rows(con, SAMPLES, run_id):
+        dev = GPU_PID + int(r["device"]) + off
+        procs.setdefault(dev, f"{label}GPU {r['device']}")
+        name = f"{r['signal']} ({r['unit']})" if r["unit"] else str(r["signal"])
+        w.counter(name, dev, int(r["t_ns"]) - base, float(r["value"]))
+        counts["counters"] += 1
+    for pid, name in procs.items():
+        w.meta("process_name", pid, 0, name)
+    for (pid, tid), name in tracks.items():
+        w.meta("thread_name", pid, tid, name)
 
 
 class _Writer:
@@ -237,15 +253,22 @@ def _rows(con: Any, sql: str, run_id: str, batch: int = 65_536) -> Iterator[dict
 
 
 def write_parquet(store: Store, folder: str | Path, run_ids: Sequence[str] | None = None) -> list[Path]:
-    """Every table of the store as ``<folder>/<table>.parquet`` (only ``run_ids``' rows where a table has runs)."""
-    from argus_lab.store.schema import TABLES, column_types
+    """Every table of the store as ``<folder>/<table>.parquet`` (only ``run_ids``' rows where a table has runs).
+
+    Views are written under their own name and their stored base table is left out (``attributions.parquet``
+    holds every attribution, stored or derived)."""
+    from argus_lab.store.schema import STORED_AS, TABLES, VIEWS
 
     out = Path(folder)
     out.mkdir(parents=True, exist_ok=True)
     files = []
+    hidden = set(STORED_AS.values())
     with store.connect() as con:
-        for table in TABLES:
-            cols = {c for c, _ in column_types(table)}
+        present = {r[0] for r in con.execute("SELECT table_name FROM information_schema.tables").fetchall()}
+        for table in [*(t for t in TABLES if t not in hidden), *VIEWS]:
+            if table not in present:
+                continue
+            cols = {d[0] for d in con.execute(f"SELECT * FROM {table} LIMIT 0").description or ()}
             where = ""
             params: list[Any] = []
             if run_ids is not None and "run_id" in cols:
@@ -267,4 +290,4 @@ def _sql_path(p: Path) -> str:
     return str(p).replace("'", "''")
 
 
-__all__ = ["GPU_PID", "write_parquet", "write_trace"]
+__all__ = ["GPU_PID", "RUN_PID_STRIDE", "write_parquet", "write_trace"]

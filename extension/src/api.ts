@@ -147,6 +147,12 @@ export interface IMeasureCode {
   code: string;
 }
 
+/** A file the server exported (`GET export`), ready to be saved by the browser. */
+export interface IExportFile {
+  name: string;
+  blob: Blob;
+}
+
 /** What the panel needs from the server (an interface, so that tests can give a fake). */
 export interface IArgusClient {
   stores(notebook?: string): Promise<IStores>;
@@ -158,6 +164,8 @@ export interface IArgusClient {
   signals(): Promise<ISignalInfo[]>;
   plan(request: IPlanRequest): Promise<IPlanPreview>;
   measureCode(request: IMeasureCodeRequest): Promise<IMeasureCode>;
+  /** A run exported as a file: `perfetto` (Chrome-trace JSON, the default), `html` or `parquet` (a zip). */
+  exportRun?(store: string, runId: string, format?: string): Promise<IExportFile>;
 }
 
 /** An error answered by the server, with its message (which says how to fix the request). */
@@ -238,5 +246,22 @@ export class ArgusClient implements IArgusClient {
   measureCode(request: IMeasureCodeRequest): Promise<IMeasureCode> {
     const init = { method: 'POST', body: JSON.stringify(request) };
     return requestAPI<IMeasureCode>('measure-code', {}, init, this.settings);
+  }
+  async exportRun(store: string, runId: string, format = 'perfetto'): Promise<IExportFile> {
+    const query = [`store=${encodeURIComponent(store)}`, `run=${encodeURIComponent(runId)}`, `format=${format}`];
+    const url = URLExt.join(this.settings.baseUrl, 'argus-lab', 'export') + `?${query.join('&')}`;
+    const response = await ServerConnection.makeRequest(url, {}, this.settings);
+    if (!response.ok) {
+      let message = `${response.status} ${response.statusText}`;
+      try {
+        message = (JSON.parse(await response.text()) as { message?: string }).message || message;
+      } catch {
+        // not JSON: keep the status line
+      }
+      throw new ArgusRequestError(`argus-lab/export: ${message}`, response.status);
+    }
+    const disposition = response.headers.get('Content-Disposition') || '';
+    const name = /filename="([^"]+)"/.exec(disposition)?.[1] || `argus-${runId}.json`;
+    return { name, blob: await response.blob() };
   }
 }

@@ -16,6 +16,8 @@ export interface IDetailHooks {
   openRun(runId: string): void;
   /** Reveal cell `cellId` of notebook `path` (relative to the Jupyter root); null when not possible here. */
   openCell: ((path: string, cellId: string) => void) | null;
+  /** Download run `runId` as a Perfetto trace; null when the server cannot export. */
+  exportRun?: ((runId: string) => void) | null;
 }
 
 export class ArgusDetails extends Widget {
@@ -37,6 +39,13 @@ export class ArgusDetails extends Widget {
     this.title.label = `Argus: run ${d.run.run_id}`;
     const box = el('div', 'jp-ArgusPanel-runDetail');
     box.appendChild(el('h3', 'jp-ArgusPanel-detailTitle', `run ${d.run.run_id}: ${d.run.status}`));
+    const exportRun = this.hooks.exportRun;
+    if (exportRun) {
+      const button = el('button', 'jp-ArgusPanel-exportButton jp-mod-styled', 'Export trace (Perfetto)');
+      button.title = 'Download this run as a Chrome-trace JSON file that ui.perfetto.dev opens';
+      button.addEventListener('click', () => exportRun(d.run.run_id));
+      box.appendChild(button);
+    }
     if (d.run.cause) {
       box.appendChild(el('pre', 'jp-ArgusPanel-cause', d.run.cause));
     }

@@ -133,7 +133,8 @@ export class ArgusPanel extends Widget {
           return;
         }
         this.openCell?.(rel, cellId);
-      }
+      },
+      exportRun: this.client.exportRun ? runId => void this.exportRun(runId) : null
     });
     this._build();
   }
@@ -528,6 +529,29 @@ export class ArgusPanel extends Widget {
     this.details.showRun(d);
     this._openDetails();
     return d;
+  }
+
+  /** Download a run exported by the server (a Perfetto trace by default); the file's name, or null on failure. */
+  async exportRun(runId: string, format = 'perfetto'): Promise<string | null> {
+    const store = this.store;
+    const client = this.client;
+    if (!client.exportRun) {
+      return null;
+    }
+    const file = await this._guard(`exporting run ${runId}`, () => client.exportRun!(store, runId, format));
+    if (!file) {
+      return null;
+    }
+    const url = URL.createObjectURL(file.blob);
+    const link = document.createElement('a');
+    link.href = url;
+    link.download = file.name;
+    document.body.appendChild(link);
+    link.click();
+    link.remove();
+    setTimeout(() => URL.revokeObjectURL(url), 60_000);
+    this.setStatus(`exported run ${runId} as ${file.name}`);
+    return file.name;
   }
 
   /** Show a region's drill-down (summary per signal, instances, kernels, counters, facts) in the details view. */

@@ -331,7 +331,7 @@ def test_every_verb_is_authenticated() -> None:
 
     missing = [m for name, cls in HANDLERS for m in ServerWebApplication._check_handler_auth(None, name, cls)]  # type: ignore[arg-type]
     assert missing == []
-    assert len(HANDLERS) == 9
+    assert len(HANDLERS) == 10
 
 
 def test_extension_entry_points() -> None:

@@ -51,13 +51,17 @@ class ImportedTrace:
 
     run_id: str
     source: SourceInfo
-    tables: dict[str, pa.Table]
+    tables: dict[str, Any]
+    """Store table -> an Arrow table, or the SQL of a query on the DuckDB connection the importer was given
+    (``con=``: the rows were staged there and go into the store without leaving DuckDB)."""
     counts: dict[str, int]
     started_ns: int
     ended_ns: int
     notes: tuple[str, ...] = ()
     """What the file held that the import could not use, or approximated (one sentence each)."""
     settings: dict[str, Any] = field(default_factory=dict)
+    staged: tuple[str, ...] = ()
+    """Temporary tables left on the given connection for the queries of ``tables`` (drop them once written)."""
 
     def text(self) -> str:
         """A short summary: what was read and what was left out."""

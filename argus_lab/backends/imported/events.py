@@ -103,8 +103,13 @@ def build(
     check_skipped: str,
     timestamps: str,
     rules: str,
+    keep_on_connection: bool = False,
 ) -> ImportedTrace:
-    """The tables of one run from the staged table ``ev`` on ``con`` (see the module's docstring)."""
+    """The tables of one run from the staged table ``ev`` on ``con`` (see the module's docstring).
+
+    ``keep_on_connection``: the kernels stay in the temporary table ``kern`` on ``con`` and ``tables["kernels"]``
+    is the query that reads them (the caller inserts them into a store on the same connection), else an Arrow table.
+    """
     import pyarrow as pa
 
     ann = con.execute(INSTANCES_SQL).fetchnumpy()
@@ -155,7 +160,7 @@ def build(
     )
     con.execute(LAUNCH_SQL)
     con.execute(KERNELS_SQL.replace("$run", "?").replace("$rank", "?"), [run_id, rank])
-    kernels = arrow_of(con.sql("SELECT * FROM kern"))
+    kernels: Any = "SELECT * FROM kern" if keep_on_connection else arrow_of(con.sql("SELECT * FROM kern"))
     counts_rows = con.execute("SELECT kind, count(*) FROM ev GROUP BY kind").fetchall()
     events = {str(k): int(c) for k, c in counts_rows}
     k_stats = con.execute(
@@ -221,6 +226,7 @@ def build(
         ended_ns=int(bounds[1] or 0),
         notes=tuple(notes),
         settings=settings,
+        staged=("kern", "launch", "inst", "inst_names", "ev") if keep_on_connection else (),
     )
 
 

@@ -98,7 +98,7 @@ def _stage(con: Any, files: list[str], base_ns: int, ts_type: str) -> None:
             CREATE OR REPLACE TEMP TABLE ev AS
             WITH raw AS (
                 SELECT * FROM read_json(?, format = 'array', columns = {_COLUMNS % (ts_type, args_type)},
-                                        maximum_object_size = 1073741824)
+                                        maximum_object_size = 67108864)
             )
             SELECT CASE WHEN ph = 'M' THEN 'meta' ELSE CASE lower(cat) {case} END END AS kind, ph, name,
                    coalesce(TRY_CAST(pid AS BIGINT), TRY_CAST(regexp_extract(pid, '(-?\\d+)', 1) AS BIGINT)) AS pid,
@@ -127,6 +127,20 @@ def _stage(con: Any, files: list[str], base_ns: int, ts_type: str) -> None:
     con.execute("UPDATE ev SET name = mangled WHERE mangled IS NOT NULL")  # the name as the kernel was recorded
 
 
+MEMORY_LIMIT = "2GB"
+"""DuckDB's memory limit while a trace is staged (the events spill to disk beyond it)."""
+
+
+def _size(text: str) -> str:
+    """``text`` if it is a DuckDB memory size such as ``2GB`` or ``512MiB``; raises otherwise."""
+    import re
+
+    if not re.fullmatch(r"\s*\d+(\.\d+)?\s*(B|KB|MB|GB|TB|KiB|MiB|GiB|TiB)\s*", text, flags=re.IGNORECASE):
+        msg = f"memory_limit={text!r} is not a size; pass e.g. memory_limit='2GB'"
+        raise ImportFormatError(msg)
+    return text.strip()
+
+
 CROSS_CHECK_MAX = 200_000
 """Above this many kernels the GPU-annotation cross-check is left out unless asked for (it costs an ASOF join)."""
 
@@ -138,12 +152,17 @@ def read(
     workdir: str | None = None,
     threads: int | None = None,
     cross_check: bool | None = None,
+    con: Any = None,
+    memory_limit: str = MEMORY_LIMIT,
 ) -> ImportedTrace:
     """Read a Kineto trace (``.json`` or ``.json.gz``) as the evidence of run ``run_id``.
 
     ``cross_check``: compare each kernel's GPU-side annotation with its attributed region (default: when the trace
     has at most :data:`CROSS_CHECK_MAX` kernels).  ``workdir``: where the event array is copied (default: the
-    system's temporary folder).
+    system's temporary folder).  ``con``: a DuckDB connection to stage the events on (the store's, so that the
+    kernels go into it without leaving DuckDB; see :attr:`ImportedTrace.staged`), else a private in-memory one.
+    ``memory_limit``: DuckDB's memory limit while the events are staged (beyond it they spill to a temporary folder,
+    so the import's memory stays bounded however large the trace; ``""`` leaves DuckDB's default).
     """
     import duckdb
 
@@ -154,10 +173,16 @@ def read(
         base_ns = int(meta.get("baseTimeNanoseconds") or 0)
         dist = meta.get("distributedInfo") or {}
         rank = int(dist.get("rank") or 0) if isinstance(dist, dict) else 0
-        con = duckdb.connect()
+        own = con is None
+        if own:
+            con = duckdb.connect()
         try:
             con.execute(f"SET threads = {n_threads}")
             con.execute("SET enable_progress_bar = false")
+            if memory_limit:
+                con.execute(f"SET memory_limit = '{_size(memory_limit)}'")
+                if own:
+                    con.execute(f"SET temp_directory = '{str(src.workdir / 'spill').replace(chr(39), chr(39) * 2)}'")
             _read_events(con, src, base_ns, str(p))
             source = SourceInfo(
                 str(p.resolve()), "kineto", "torch.profiler (Kineto)", src.sha256, src.bytes, _tool_version(meta)
@@ -178,9 +203,11 @@ def read(
                     "open on that thread at the launch (carried instance); launches outside every annotation left "
                     "to the join"
                 ),
+                keep_on_connection=not own,
             )
         finally:
-            con.close()
+            if own:
+                con.close()
 
 
 def _read_events(con: Any, src: chrome_json.Source, base_ns: int, shown: str) -> None:

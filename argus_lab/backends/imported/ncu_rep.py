@@ -145,8 +145,21 @@ def _kernel_metrics_only(k: ncu_parse.NcuKernel) -> ncu_parse.NcuKernel:
     return replace(k, metrics=kept)
 
 
+DEFAULT_DOMAIN_NAMES = ("", "default", "<default>", "(default)", "default domain", "nvtx default domain")
+"""Names the default NVTX domain (ranges pushed without a domain, e.g. ``torch.cuda.nvtx``) may have in a report;
+``domain="default"`` selects it whichever of them the report uses."""
+
+
 def _choose_domain(stacks: list[dict[str, Stack]], wanted: str | None) -> str:
     have = {d for s in stacks for d, st in s.items() if st}
+    if wanted is not None and wanted.lower() in DEFAULT_DOMAIN_NAMES:
+        named = [d for d in have if d.lower() in DEFAULT_DOMAIN_NAMES]
+        others = [d for d in have if d != ncu_parse.NVTX_DOMAIN]
+        found = named or (others if len(others) == 1 else [])
+        if not found:
+            msg = f"the report has no NVTX range in the default domain; its domains with ranges: {sorted(have)}"
+            raise ImportFormatError(msg)
+        return found[0]
     if wanted is not None:
         if wanted not in have and have:
             msg = f"the report has no NVTX range in domain {wanted!r}; its domains with ranges: {sorted(have)}"

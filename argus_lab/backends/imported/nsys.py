@@ -172,6 +172,10 @@ def _arrow(lite: sqlite3.Connection, sql: str, names: list[str], pa: Any) -> Any
     )
 
 
+DEFAULT_DOMAIN_NAMES = ("default", "")
+"""``domain=`` values naming NVTX's default domain (ranges pushed without a domain)."""
+
+
 def _nvtx(lite: sqlite3.Connection, domain: str | None, pa: Any) -> tuple[str, Any, dict[str, int]]:
     cols = _columns(lite, "NVTX_EVENTS")
     text = "coalesce(e.text, s.value)" if "textId" in cols else "e.text"
@@ -186,7 +190,9 @@ def _nvtx(lite: sqlite3.Connection, domain: str | None, pa: Any) -> tuple[str, A
     }
     wanted = domain if domain is not None else (DOMAIN if DOMAIN in domains.values() else None)
     where = f'e.eventType = {PUSH_POP} AND e."end" IS NOT NULL'
-    if wanted is not None:
+    if wanted in DEFAULT_DOMAIN_NAMES:  # the default domain (torch.cuda.nvtx, nvtx.push_range) is created by no event
+        where += f" AND coalesce({dom_col}, 0) NOT IN ({', '.join(str(i) for i in domains) or '-1'})"
+    elif wanted is not None:
         ids = [d for d, t in domains.items() if t == wanted]
         if not ids:
             msg = f"the report has no NVTX domain {wanted!r}; its domains: {sorted(domains.values()) or ['(default)']}"

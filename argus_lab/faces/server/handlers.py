@@ -9,6 +9,9 @@ from __future__ import annotations
 
 import asyncio
 import json
+import shutil
+import tempfile
+from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 import tornado.web
@@ -270,6 +273,71 @@ def _plan(signals: str, scope: str, repeat: int, warmup: int) -> dict[str, Any]:
     return {"explain": planned.explain(), "plan": json.loads(planned.to_json())}
 
 
+EXPORT_TYPES = {
+    "perfetto": ("json", "application/json"),
+    "html": ("html", "text/html; charset=utf-8"),
+    "parquet": ("zip", "application/zip"),
+}
+
+
+class ExportHandler(_Base):
+    """``GET export?store=&run=[&run=...][&format=perfetto|html|parquet]``: runs exported by
+    :func:`argus_lab.faces.exporting.export` (default: a Perfetto trace), sent as a file to download (Parquet as a
+    zip of one file per table)."""
+
+    @tornado.web.authenticated
+    async def get(self) -> None:
+        from argus_lab.store import Store
+
+        fmt = self.text_arg("format") or "perfetto"
+        if fmt not in EXPORT_TYPES:
+            self.fail(400, f"unknown export format {fmt!r}; use format=perfetto, html or parquet")
+            return
+        runs = [r for r in self.get_arguments("run") if r]
+        if not runs or any(len(r) > MAX_TEXT for r in runs):
+            self.fail(400, "pass `run=<run id>` (repeatable; the panel lists the runs)")
+            return
+        try:
+            path = resolve_store(self.root_dir, self.text_arg("store") or "")
+        except StorePathError as exc:
+            self.fail(400, str(exc))
+            return
+        try:
+            file, folder = await asyncio.to_thread(_export_file, Store(path), runs, fmt)
+        except ArgusError as exc:
+            self.fail(409, str(exc))
+            return
+        try:
+            suffix, ctype = EXPORT_TYPES[fmt]
+            name = f"argus-{runs[0] if len(runs) == 1 else f'{len(runs)}-runs'}.{suffix}"
+            self.set_header("Content-Type", ctype)
+            self.set_header("Content-Disposition", f'attachment; filename="{name}"')
+            with file.open("rb") as f:
+                while chunk := f.read(1 << 20):
+                    self.write(chunk)
+                    await self.flush()
+            self.finish()
+        finally:
+            await asyncio.to_thread(shutil.rmtree, folder, True)
+
+
+def _export_file(store: Any, runs: list[str], fmt: str) -> tuple[Path, Path]:
+    """The exported file in a new temporary folder (the caller removes the folder)."""
+    from argus_lab.faces.exporting import export
+
+    folder = Path(tempfile.mkdtemp(prefix="argus-export-"))
+    try:
+        if fmt == "parquet":
+            export(store, folder / "tables", fmt="parquet", run_ids=runs)
+            archive = shutil.make_archive(str(folder / "tables"), "zip", folder / "tables")
+            return Path(archive), folder
+        suffix = EXPORT_TYPES[fmt][0]
+        return export(store, folder / f"export.{suffix}", fmt=fmt, run_ids=runs).path, folder
+    except BaseException:
+        shutil.rmtree(folder, ignore_errors=True)
+        raise
+
+
 HANDLERS: tuple[tuple[str, type[APIHandler]], ...] = (
     ("stores", StoresHandler),
     ("sessions", SessionsHandler),
@@ -280,4 +348,5 @@ HANDLERS: tuple[tuple[str, type[APIHandler]], ...] = (
     ("signals", SignalsHandler),
     ("plan", PlanHandler),
     ("measure-code", MeasureCodeHandler),
+    ("export", ExportHandler),
 )
