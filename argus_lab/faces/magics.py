@@ -13,12 +13,14 @@
     (``--setup history``; inputs that use IPython magics are left out and reported).
 ``%%argus_setup [NAME]``
     Run the cell normally and remember its source as a setup cell for replays (re-running replaces it).
-``%argus plan|show [--latest]|runs|export PATH|import FILE|store [PATH]|setup [list|clear]|panel [CALLABLE]|doctor|help``
+``%argus plan|show [--latest]|runs|export PATH|import FILE|store [PATH]|setup [list|clear]|panel [CALLABLE]|doctor``
     Show a plan without running it, the last report of this kernel (``--latest``: the store's newest request),
     the store's runs; write the last report's runs as a Perfetto trace (``x.json``), Parquet files (a folder) or a
     standalone HTML file (``x.html``); import a torch.profiler trace, an Nsight Systems report or an ``.ncu-rep``
     as a run; show or set the kernel's store (its folder must exist); list or forget setup cells; open the signal
     panel; check what this kernel's machine can measure (``doctor``: one line per part, each ok or the fix).
+``%argus help``
+    This help.
 
 Limits of replays (child runs): the replay sees only the setup cells and the measured cell, so state built
 interactively without a setup cell is missing; IPython syntax (magics, ``!shell``) cannot be replayed; anything

@@ -4,8 +4,9 @@ A candidate is a Triton config plus launch settings of one kernel on one shape. 
 sm_90 from a :class:`KernelSpec` (picklable, so a pool of CPU processes compiles them ahead, without a GPU, into
 Triton's cache) and launched as Triton ``CompiledKernel`` objects directly: the clean variant (``probe=None``, the
 markers compile to nothing) for the timing run, the instrumented one (the probe buffer
-``argus_lab.device.probe`` hands out in the planned instrumented run) for the device phases. :func:`compile_job` is what the pool runs: it compiles a spec and reads the compiler's facts of the cubin
-(``cuobjdump -res-usage``: registers, local memory; Triton's metadata: shared memory, warps, stages).
+``argus_lab.device.probe`` hands out in the planned instrumented run) for the device phases. :func:`compile_job`
+is what the pool runs: it compiles a spec and reads the compiler's facts of the cubin (``cuobjdump -res-usage``:
+registers, local memory; Triton's metadata: shared memory, warps, stages).
 
 Nothing here fakes a GPU: :meth:`GemmTarget.prepare` compiles on any machine and needs CUDA only to load and
 launch; the inputs are made on first use.
