@@ -29,11 +29,16 @@ def _store(store: Store | str | Path) -> Store:
     return st
 
 
+RUN_TABLES_SQL = (
+    "SELECT DISTINCT c.table_name FROM information_schema.columns c JOIN information_schema.tables t "
+    "ON t.table_name = c.table_name AND t.table_schema = c.table_schema "
+    "WHERE c.column_name = 'run_id' AND t.table_type = 'BASE TABLE' ORDER BY 1"
+)
+
+
 def run_tables(store: Store | str | Path) -> list[str]:
-    """The tables of ``store`` that have a ``run_id`` column."""
-    st = _store(store)
-    rows = st.rows("SELECT DISTINCT table_name FROM information_schema.columns WHERE column_name = 'run_id' ORDER BY 1")
-    return [r[0] for r in rows]
+    """The base tables of ``store`` that have a ``run_id`` column (views such as ``attributions`` follow them)."""
+    return [r[0] for r in _store(store).rows(RUN_TABLES_SQL)]
 
 
 def keep_runs(store: Store | str | Path, run_ids: Iterable[str]) -> list[str]:
@@ -41,8 +46,9 @@ def keep_runs(store: Store | str | Path, run_ids: Iterable[str]) -> list[str]:
     run folder (``<store>.runs/<run_id>``).  Returns the runs removed."""
     st = _store(store)
     keep = sorted(set(run_ids))
-    tables = run_tables(st)
     with st.connect(write=True) as con:
+        # read under the write connection: opening it may migrate an older store (attributions become a view)
+        tables = [r[0] for r in con.execute(RUN_TABLES_SQL).fetchall()]
         gone = [
             r[0]
             for r in con.execute(

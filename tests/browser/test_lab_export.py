@@ -32,10 +32,14 @@ def test_export_button_downloads_the_run_as_a_perfetto_trace(page: Any, lab: dic
     result = import_trace(src, lab["root"] / "imported.duckdb")
     panel = _open_panel(page)
     panel.locator(".jp-ArgusPanel-refresh").click()
+    # the panel shows the store the notebook's kernel writes; the imported store is picked from the store list
+    panel.locator(".jp-ArgusPanel-store option[value='imported.duckdb']").wait_for(state="attached")
+    panel.locator(".jp-ArgusPanel-store").select_option("imported.duckdb")
     run_row = panel.locator(".jp-ArgusPanel-run", has_text=result.run_id)
     run_row.wait_for()
     run_row.click()
-    button = panel.locator(".jp-ArgusPanel-runDetail .jp-ArgusPanel-exportButton")
+    # the run's details open as a main-area tab next to the panel; the export button is in its header
+    button = page.locator(".jp-ArgusDetails .jp-ArgusPanel-runDetail .jp-ArgusPanel-exportButton")
     button.wait_for()
     with page.expect_download() as info:
         button.click()

@@ -156,6 +156,8 @@ def test_make_demo_run_all_shows_the_run_in_the_panel_with_one_store(page: Any, 
     assert {"decode", "decode/layer/attn", "prepare", "sum_table"} <= paths
     # readable at the default sidebar width: the runs table needs no horizontal scrolling, no name is cut
     fits = panel.locator(".jp-ArgusPanel-runTable").evaluate("t => t.scrollWidth <= t.parentElement.clientWidth")
+    if not fits:
+        panel.screenshot(path=str(labkit.SHOTS / "demo-0-too-wide.png"))
     assert fits, "the runs table is wider than the sidebar"
     cut = panel.locator(".jp-ArgusPanel-seg").evaluate_all("ss => ss.filter(s => s.getClientRects().length > 1).length")
     assert cut == 0, "a region name wraps in the middle"
