@@ -113,7 +113,11 @@ def read_meta(folder: Path) -> dict[str, Any]:
     doc = json.loads(path.read_text())
     runs = doc.get("runs")
     if runs and len(runs) == 1:
-        return dict(runs[0])
+        meta = dict(runs[0])
+        # the driver writes its run entry before a worker has seen the GPU; the document's device is the workers'
+        if meta.get("device") in (None, "none") and doc.get("device"):
+            meta["device"] = doc["device"]
+        return meta
     keep = ("device", "command", "budget", "repeat", "warmup", "wall_s", "started", "only")
     return {k: doc[k] for k in keep if k in doc}
 
