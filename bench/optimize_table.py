@@ -113,11 +113,7 @@ def read_meta(folder: Path) -> dict[str, Any]:
     doc = json.loads(path.read_text())
     runs = doc.get("runs")
     if runs and len(runs) == 1:
-        meta = dict(runs[0])
-        # the driver writes its run entry before a worker has seen the GPU; the document's device is the workers'
-        if meta.get("device") in (None, "none") and doc.get("device"):
-            meta["device"] = doc["device"]
-        return meta
+        return dict(runs[0])
     keep = ("device", "command", "budget", "repeat", "warmup", "wall_s", "started", "only")
     return {k: doc[k] for k in keep if k in doc}
 
@@ -125,6 +121,15 @@ def read_meta(folder: Path) -> dict[str, Any]:
 def numbered(configs: list[dict[str, Any]]) -> list[tuple[int, dict[str, Any]]]:
     """``configs`` with their numbers (1-based, the table's ``#``)."""
     return list(enumerate(configs, 1))
+
+
+def run_meta(meta: dict[str, Any], lines: list[dict[str, Any]]) -> dict[str, Any]:
+    """A run's meta, its device taken from its own result lines when the meta names none (the driver writes its
+    meta before any worker has seen the GPU)."""
+    devices = sorted({str(r["device"]) for r in lines if r.get("device")})
+    if meta.get("device") in (None, "none") and devices:
+        return {**meta, "device": ", ".join(devices)}
+    return meta
 
 
 def assemble(
@@ -178,7 +183,7 @@ def assemble(
         "configurations": len(listed),
         "measured": sum(1 for r in results if r["state"] == "finished"),
         "not_finished": [r["number"] for r in results if r["state"] != "finished"],
-        "runs": [{**m, "run": k} for k, m in enumerate(metas, 1)],
+        "runs": [{**run_meta(m, lines), "run": k} for k, (m, lines) in enumerate(runs, 1)],
         "aggregate": aggregate(results),
         "seed": SEED_FIGURES,
         "results": results,

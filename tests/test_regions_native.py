@@ -18,6 +18,7 @@ from types import ModuleType
 from typing import Any
 
 import pytest
+from test_cupti_native import module  # the extension built once for this module
 
 import argus_lab
 from argus_lab import regions
@@ -26,19 +27,7 @@ from argus_lab.errors import RegionMisuseError
 from argus_lab.regions import ABANDONED, InstanceRow, Recorder
 
 RUNTIME, ENTER, EXIT = 2, 0, 1
-
-
-@pytest.fixture(scope="module")
-def module(tmp_path_factory: pytest.TempPathFactory) -> Iterator[ModuleType]:
-    os.environ["ARGUS_NATIVE_CACHE"] = str(tmp_path_factory.mktemp("native-cache"))
-    native.build.cache_clear()
-    try:
-        built = native.build()
-        assert built.module is not None, built.note
-        yield built.module
-    finally:
-        del os.environ["ARGUS_NATIVE_CACHE"]
-        native.build.cache_clear()
+__all__ = ["module"]
 
 
 class NativeHook:

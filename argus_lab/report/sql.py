@@ -7,6 +7,8 @@ version, settings, clocks and timestamp kind.
 
 from __future__ import annotations
 
+from argus_lab.store.schema import column_types
+
 IN_RUNS = "IN (SELECT unnest(?::VARCHAR[]))"
 
 SCOPE_RUNS = f"""
@@ -196,25 +198,7 @@ FROM per WHERE name NOT IN (SELECT name FROM kf)
 ORDER BY 1, 2, 12
 """
 
-FACT_COLUMNS = (
-    "run_id",
-    "name",
-    "binary_hash",
-    "source",
-    "registers",
-    "local_words",
-    "shared_bytes",
-    "num_warps",
-    "num_stages",
-    "sass_instructions",
-    "sass_mix",
-    "unavailable",
-    "threads",
-    "static_shared",
-    "config",
-    "origin",
-    "binary_path",
-)
+FACT_COLUMNS = tuple(name for name, _ in column_types("kernel_facts"))
 """The ``kernel_facts`` columns the compiler table reads (columns a store written before them lacks read NULL)."""
 
 

@@ -90,22 +90,27 @@ def cache_dirs() -> list[Path]:
     return out
 
 
+def _cached(folder: Path, name: str, default_hash: str = "") -> Binary | None:
+    """Kernel ``name``'s binary in cache folder ``folder`` (its ``<name>.json`` metadata and ``<name>.cubin`` when
+    present); None when the folder has no readable metadata of that name."""
+    meta = folder / f"{name}.json"
+    if not meta.is_file():
+        return None
+    try:
+        metadata = json.loads(meta.read_text())
+    except (OSError, ValueError):
+        return None
+    cubin = folder / f"{name}.cubin"
+    return Binary(name, str(metadata.get("hash", default_hash)), folder, metadata, cubin if cubin.is_file() else None)
+
+
 def find_binary(name: str, hex_hash: str, dirs: Sequence[Path] | None = None) -> Binary | None:
     """The cached binary of kernel ``name`` with Triton hash ``hex_hash`` (None when no cache holds it)."""
     for d in cache_dirs() if dirs is None else dirs:
         for sub in (base32(hex_hash), hex_hash):
-            folder = d / sub
-            meta = folder / f"{name}.json"
-            if not meta.is_file():
-                continue
-            try:
-                metadata = json.loads(meta.read_text())
-            except (OSError, ValueError):
-                continue
-            if str(metadata.get("hash", hex_hash)) != hex_hash:
-                continue
-            cubin = folder / f"{name}.cubin"
-            return Binary(name, hex_hash, folder, metadata, cubin if cubin.is_file() else None)
+            binary = _cached(d / sub, name, hex_hash)
+            if binary is not None and binary.hash == hex_hash:
+                return binary
     return None
 
 
@@ -119,18 +124,7 @@ def binaries_named(names: Iterable[str], dirs: Sequence[Path] | None = None) -> 
         except OSError:
             continue
         for folder in folders:
-            for name in wanted:
-                meta = folder / f"{name}.json"
-                if not meta.is_file():
-                    continue
-                try:
-                    metadata = json.loads(meta.read_text())
-                except (OSError, ValueError):
-                    continue
-                cubin = folder / f"{name}.cubin"
-                out.append(
-                    Binary(name, str(metadata.get("hash", "")), folder, metadata, cubin if cubin.is_file() else None)
-                )
+            out.extend(b for b in (_cached(folder, name) for name in wanted) if b is not None)
     return out
 
 

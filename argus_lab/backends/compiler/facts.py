@@ -16,7 +16,7 @@ from __future__ import annotations
 import re
 from collections import Counter
 from collections.abc import Iterable, Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, fields
 from typing import Any
 
 from argus_lab.backends.rows import empty_metrics
@@ -228,25 +228,8 @@ def activity_facts(kernels: Mapping[str, Sequence[Any]], known: Iterable[str] = 
 
 
 def fact_rows(facts: Sequence[KernelFacts], run_id: str) -> dict[str, list[Any]]:
-    """Rows of the ``kernel_facts`` table."""
-    cols = (
-        "name",
-        "binary_hash",
-        "source",
-        "registers",
-        "local_words",
-        "shared_bytes",
-        "num_warps",
-        "num_stages",
-        "sass_instructions",
-        "sass_mix",
-        "unavailable",
-        "threads",
-        "static_shared",
-        "config",
-        "origin",
-        "binary_path",
-    )
+    """Rows of the ``kernel_facts`` table (its columns are the fields of :class:`KernelFacts`, in order)."""
+    cols = [f.name for f in fields(KernelFacts)]
     out: dict[str, list[Any]] = {"run_id": [run_id] * len(facts)}
     for c in cols:
         out[c] = [getattr(f, c) for f in facts]

@@ -178,21 +178,11 @@ def _repath(kernels: list[ncu_parse.NcuKernel], stacks: list[Stack]) -> list[ncu
     from dataclasses import replace
 
     out = []
-    prev: str | None = None
-    inferred: dict[str, int] = {}
-    ordinal: dict[tuple[str, int], int] = {}
+    indexer = ncu_parse.InstanceIndexer()
     for k, st in zip(kernels, stacks, strict=True):
         path = "/".join(n.replace("/", "\u2215") for n, _ in st)
-        payload = st[-1][1] if st else None
-        if payload is not None:
-            idx, inf = payload, False
-        else:
-            if path != prev:
-                inferred[path] = inferred.get(path, -1) + 1
-            idx, inf = inferred.get(path, 0), True
-        prev = path
-        ordinal[(path, idx)] = ordinal.get((path, idx), -1) + 1
-        out.append(replace(k, path=path, instance_index=idx, instance_inferred=inf, ordinal=ordinal[(path, idx)]))
+        idx, inf, ordinal = indexer.next(path, st[-1][1] if st else None)
+        out.append(replace(k, path=path, instance_index=idx, instance_inferred=inf, ordinal=ordinal))
     return out
 
 

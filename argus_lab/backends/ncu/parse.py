@@ -106,6 +106,29 @@ def _nvtx_stack(action: Any, domain_name: str) -> list[tuple[str, int | None]]:
     return []
 
 
+class InstanceIndexer:
+    """The instance index and kernel ordinal of each profiled kernel, in report order.  An NVTX payload is the
+    instance index; without one the index is inferred: each new run of kernels under a path is its next instance."""
+
+    def __init__(self) -> None:
+        self._prev: str | None = None
+        self._inferred: dict[str, int] = {}
+        self._ordinal: dict[tuple[str, int], int] = {}
+
+    def next(self, path: str, payload: int | None) -> tuple[int, bool, int]:
+        """``(instance index, inferred, ordinal within that instance)`` of the next kernel, under ``path``."""
+        if payload is not None:
+            index, inferred = payload, False
+        else:
+            if path != self._prev:
+                self._inferred[path] = self._inferred.get(path, -1) + 1
+            index, inferred = self._inferred.get(path, 0), True
+        self._prev = path
+        key = (path, index)
+        self._ordinal[key] = self._ordinal.get(key, -1) + 1
+        return index, inferred, self._ordinal[key]
+
+
 def read_report(path: str | Path, metrics: Sequence[str] = (), domain: str = NVTX_DOMAIN) -> list[NcuKernel]:
     """The kernels of an ``.ncu-rep``, in profiling order, with the requested metrics (all when empty).
 
@@ -122,25 +145,14 @@ def read_report(path: str | Path, metrics: Sequence[str] = (), domain: str = NVT
         msg = f"{str(p)!r} holds no profiling results: it is not a report ncu wrote, or ncu profiled nothing"
         raise ValueError(msg)
     out: list[NcuKernel] = []
-    prev_path: str | None = None
-    inferred_index: dict[str, int] = {}
-    ordinal: dict[tuple[str, int], int] = {}
+    indexer = InstanceIndexer()
     for ri in range(ctx.num_ranges()):
         rng = ctx.range_by_idx(ri)
         for ai in range(rng.num_actions()):
             a = rng.action_by_idx(ai)
             stack = _nvtx_stack(a, domain)
             rpath = "/".join(n for n, _ in stack)
-            payload = stack[-1][1] if stack else None
-            if payload is not None:
-                index, inferred = payload, False
-            else:
-                if rpath != prev_path:
-                    inferred_index[rpath] = inferred_index.get(rpath, -1) + 1
-                index, inferred = inferred_index.get(rpath, 0), True
-            prev_path = rpath
-            key = (rpath, index)
-            ordinal[key] = ordinal.get(key, -1) + 1
+            index, inferred, ordinal = indexer.next(rpath, stack[-1][1] if stack else None)
             names = list(metrics) if metrics else list(a.metric_names())
             values: dict[str, tuple[float | str | None, str]] = {}
             for m in names:
@@ -162,7 +174,7 @@ def read_report(path: str | Path, metrics: Sequence[str] = (), domain: str = NVT
                     path=rpath,
                     instance_index=index,
                     instance_inferred=inferred,
-                    ordinal=ordinal[key],
+                    ordinal=ordinal,
                     metrics=values,
                 )
             )
