@@ -16,7 +16,9 @@ When the only boundary work is a native sink that also offers the boundary funct
 CUPTI collector's C extension while a timing run records), a boundary on a thread's stack is one C call that does
 all of the above (the same frame, the same instance id counter, the same row, see ``native.c``); the Python methods
 still run for asyncio tasks (a running event loop on the thread, as in a Jupyter cell), for a body that raised, and
-for misuse, and append their rows through the same C buffer, so that one row definition serves both paths.
+for misuse, and append their rows through the same C buffer, so that one row definition serves both paths.  While
+such a run records, ``argus_lab.region`` is the extension's C ``region`` (:func:`_publish_region`): the call-site
+lookup and the ``with`` protocol of ``with argus_lab.region("attn"):`` then run in C as well.
 
 ``region(name)`` is cached per call site, so the inline idiom ``with argus_lab.region("attn"):`` costs about as
 much as a marker built once.  A recorder starts with an empty stack: regions left open by earlier code (a
@@ -150,6 +152,7 @@ class NativeBoundary(Protocol):
         run: int,
         first_id: int,
         capacity: int,
+        region: Callable[..., Any],
         /,
     ) -> None: ...
     def boundary_stop(self) -> tuple[int, bytes]: ...
@@ -159,6 +162,7 @@ class NativeBoundary(Protocol):
     def boundary_next_id(self) -> int: ...
     def boundary_take(self) -> bytes: ...
     def boundary_pending(self) -> int: ...
+    def region(self, name: str, /, *, kind: RegionKind = "host", module: str | None = None) -> Any: ...
 
 
 # A frame of a region stack is a plain tuple (cheaper to build than an object), read by literal index in the hot
@@ -474,8 +478,11 @@ class Recorder:
         native = natives[0] if work == 1 and len(natives) == 1 else None
         if native is not None:  # the whole boundary in one C call (see the module docstring)
             self._spill()
-            native.boundary_start(_stack, _node_of, self._spill, _running_loop, self.gen, next(self._ids), _NATIVE_ROWS)
+            native.boundary_start(
+                _stack, _node_of, self._spill, _running_loop, self.gen, next(self._ids), _NATIVE_ROWS, region
+            )
             self._native = native
+            _publish_region(native.region)
             _active[0] = self
             _fast[0] = (self.gen, native.boundary_next_id, native.boundary_append, self, work)
             _cpath[0] = (native.boundary_enter, native.boundary_exit)
@@ -502,6 +509,7 @@ class Recorder:
         _cpath[0] = None
         native, self._native = self._native, None
         if native is not None:  # the rows still in the C buffer come first, then the abandoned ones
+            _publish_region(region)
             next_id, rest = native.boundary_stop()
             _Ids.resume(next_id)
             self._take(rest)
@@ -688,6 +696,8 @@ def _after_fork_in_child() -> None:
     rec = _active[0]
     _cpath[0] = None
     if rec is not None:
+        if rec._native is not None:
+            _publish_region(region)
         rec.forked = True
         rec._native = None  # the C buffer holds the parent's rows
         _active[0] = None
@@ -986,6 +996,15 @@ def region(name: str, *, kind: RegionKind = "host", module: str | None = None) -
     ):
         return last[4]
     return _site_marker(frame, name, kind, module)
+
+
+def _publish_region(fn: Callable[..., Any]) -> None:
+    """Make ``fn`` what ``argus_lab.region`` is: the C ``region`` of a native boundary run while it records (the
+    same function, its call-site lookup and the ``with`` protocol in C), this module's :func:`region` otherwise.
+    Code that bound the function itself (``from argus_lab import region``) keeps the Python one: same rows."""
+    package = sys.modules.get("argus_lab")
+    if package is not None:
+        package.region = fn  # type: ignore[attr-defined]
 
 
 def _site_marker(frame: Any, name: str, kind: RegionKind, module: str | None) -> RegionMarker:

@@ -53,6 +53,7 @@ from __future__ import annotations
 
 import argparse
 import contextlib
+import functools
 import gzip
 import json
 import os
@@ -74,7 +75,12 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
 REQUIRED = ("none", "argus", "cupti-kernels", "cupti-kernels+callbacks", "proton", "torch.profiler", "nvtx")
-EXTRA = ("argus-markers", "cupti-kernels+empty-callbacks", "argus-python-boundaries", "argus-driver-callbacks")
+EXTRA = (
+    "argus-markers",
+    "cupti-kernels+empty-callbacks",
+    "argus-python-boundaries",
+    "argus-driver-callbacks",
+)
 TOOLS = REQUIRED + EXTRA
 TABLE_ORDER = (
     "none",
@@ -93,7 +99,18 @@ GPU_TOOLS = {"torch.profiler", "proton", "cupti-kernels", "cupti-kernels+empty-c
 WORKLOADS = ("loop", "decode")
 SIGNALS = "gpu.time,gpu.kernels,gpu.span,host.wall"
 CPU_SIGNALS = "host.wall"  # --device cpu: the argus paths without a GPU
-Marker = Callable[[str], Any]
+Marker = tuple[str, dict[str, Any]]
+"""A tool's marker as users write it: the expression called at every use (``"argus_lab.region"``) and the names it
+reads.  The workloads put it into their source literally (:func:`marked_code`), so the attribute lookups and the
+call of the README idiom ``with argus_lab.region("it"):`` are measured, not a function fetched once ahead."""
+
+
+def marked_code(marker: Marker, source: str, what: str) -> dict[str, Any]:
+    """Compile ``source`` with ``MARK`` replaced by the marker's expression; its names, from the marker's."""
+    expr, names = marker
+    namespace = {"__name__": "timing_workload", **names}
+    exec(compile(source.replace("MARK", expr), f"<{what} marked with {expr}>", "exec"), namespace)
+    return namespace
 
 
 def median(xs: list[float]) -> float:
@@ -135,12 +152,8 @@ class Loop:
             self._body()
 
     def marked(self, marker: Marker) -> Callable[[], None]:
-        def run() -> None:
-            for _ in range(300):
-                with marker("it"):  # a marker call at every use, as the README writes it
-                    self._body()
-
-        return run
+        code = marked_code(marker, LOOP_SOURCE, "loop")
+        return functools.partial(code["run"], self)
 
     def unhook(self) -> None:
         return None
@@ -188,16 +201,12 @@ class Decode:
     def marked(self, marker: Marker) -> Callable[[], None]:
         """Regions through forward hooks, as a user adds them to a model they do not edit."""
         self.unhook()
+        code = marked_code(marker, DECODE_SOURCE, "decode")
         for layer in self.model.model.layers:
             for name, module in (("attn", layer.self_attn), ("mlp", layer.mlp)):
-                self.hooks.append(module.register_forward_pre_hook(_enter_hook(marker, name)))
-                self.hooks.append(module.register_forward_hook(_exit_hook))
-
-        def run() -> None:
-            with marker(self.top):
-                self.plain()
-
-        return run
+                self.hooks.append(module.register_forward_pre_hook(code["enter_hook"](name)))
+                self.hooks.append(module.register_forward_hook(code["exit_hook"]))
+        return functools.partial(code["run"], self)
 
     def unhook(self) -> None:
         for h in self.hooks:
@@ -205,16 +214,28 @@ class Decode:
         self.hooks = []
 
 
-def _enter_hook(marker: Marker, name: str) -> Callable[..., None]:
-    def pre(module: Any, args: Any) -> None:
-        module._region = marker(name)
-        module._region.__enter__()
+# The marked workloads as users write them (MARK: the tool's marker expression, e.g. argus_lab.region).
+LOOP_SOURCE = """
+def run(self):
+    for _ in range(300):
+        with MARK("it"):
+            self._body()
+"""
 
+DECODE_SOURCE = """
+def enter_hook(name):
+    def pre(module, args):
+        module._region = MARK(name)
+        module._region.__enter__()
     return pre
 
-
-def _exit_hook(module: Any, args: Any, output: Any) -> None:
+def exit_hook(module, args, output):
     module._region.__exit__(None, None, None)
+
+def run(self):
+    with MARK(self.top):
+        self.plain()
+"""
 
 
 def make_workload(name: str, device: str, tiny: bool) -> Loop | Decode:
@@ -269,7 +290,7 @@ class Tool:
         self.name, self.out, self.device = name, out, device
 
     def marker(self) -> Marker:
-        return lambda name: contextlib.nullcontext()
+        return "contextlib.nullcontext", {"contextlib": contextlib}
 
     def attach(self) -> None:
         return None
@@ -303,7 +324,7 @@ class Nvtx(Tool):
     def marker(self) -> Marker:
         import nvtx
 
-        return lambda name: nvtx.annotate(name)
+        return "nvtx.annotate", {"nvtx": nvtx}
 
 
 class TorchProfiler(Tool):
@@ -314,7 +335,7 @@ class TorchProfiler(Tool):
     def marker(self) -> Marker:
         import torch
 
-        return lambda name: torch.profiler.record_function(name)
+        return "torch.profiler.record_function", {"torch": torch}
 
     def attach(self) -> None:
         from torch.profiler import ProfilerActivity, profile
@@ -335,7 +356,7 @@ class Proton(Tool):
     def marker(self) -> Marker:
         import triton.profiler as proton
 
-        return lambda name: proton.scope(name)
+        return "proton.scope", {"proton": proton}
 
     def attach(self) -> None:
         import triton.profiler as proton
@@ -403,7 +424,7 @@ class ArgusMarkers(Tool):
     def marker(self) -> Marker:
         import argus_lab
 
-        return argus_lab.region
+        return "argus_lab.region", {"argus_lab": argus_lab}
 
     def attach(self) -> None:
         from argus_lab.regions import Recorder
@@ -439,7 +460,7 @@ class Argus(Tool):
     def marker(self) -> Marker:
         import argus_lab
 
-        return argus_lab.region
+        return "argus_lab.region", {"argus_lab": argus_lab}
 
     def block(
         self, body: Callable[[], None], reps: int, warm: int, clock: Clock
@@ -505,12 +526,14 @@ class Argus(Tool):
 
 def boundary_state() -> dict[str, Any]:
     """The active recorder's boundary work: C path or Python, its work level, whether NVTX ranges are opened."""
+    import argus_lab
     from argus_lab import regions
 
     rec = regions.active_recorder()
     fast = regions._fast[0]
     return {
         "c_path": bool(rec is not None and rec.native_boundaries),
+        "c_region": argus_lab.region is not regions.region,  # argus_lab.region was the C function of the run
         "work": fast[4] if fast is not None else None,  # 0 clocks only, 1 + one sink, 2 hooks/NVTX/CPU clock
         "nvtx_mode": regions._nvtx.mode,  # 1 = no NVTX tool attached (no range opened)
     }
@@ -660,7 +683,7 @@ def measure_decode(wl: Loop | Decode, args: argparse.Namespace, out: Path, abab_
     clock = Clock(args.device, events=True)
     before_probe = cpu_probe()
     before, before_ev = clock.run(wl.plain, args.reps)  # no tool, right before
-    body = wl.marked(argus_lab.region)
+    body = wl.marked(("argus_lab.region", {"argus_lab": argus_lab}))
     wall: list[float] = []
     ev: list[float] = []
     probes: list[float] = []
@@ -1091,7 +1114,14 @@ def aggregate(procs: list[dict[str, Any]]) -> list[dict[str, Any]]:
                 / median([x for r in rs for x in r.get("a_probe_ms", [])]),
                 "launch_path": ", ".join(sorted({str(e["launch_path"]) for e in extras if e.get("launch_path")})),
                 "boundaries": ", ".join(
-                    sorted({"C" if e["boundary"].get("c_path") else "Python" for e in extras if e.get("boundary")})
+                    sorted(
+                        {
+                            ("C" if e["boundary"].get("c_path") else "Python")
+                            + (" + C region()" if e["boundary"].get("c_region") else "")
+                            for e in extras
+                            if e.get("boundary")
+                        }
+                    )
                 ),
                 "detached": any(e.get("detached") for e in extras),
                 "kernels": sum(e.get("kernels", 0) for e in extras),

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import asyncio
 import os
+import sys
 import threading
 import tracemalloc
 from collections.abc import Callable, Iterator
@@ -254,6 +255,7 @@ def test_a_fork_inside_a_region_turns_the_c_path_off_in_the_child(module: Module
         if pid == 0:
             try:
                 off = regions.active_recorder() is None and rec.forked and regions._cpath[0] is None
+                off = off and argus_lab.region is regions.region  # the C region() is the parent's
                 with argus_lab.region("in_child"):
                     path = argus_lab.current_path()
                 os.write(write, f"{off} {path} {rec.count()}".encode())
@@ -298,3 +300,66 @@ def test_the_c_path_is_used_only_when_it_is_the_only_boundary_work(module: Modul
     with Recorder("z", [NativeHook(module)], cpu_clock=False) as rec:
         assert rec.native_boundaries
     assert regions._cpath[0] is None
+
+
+def test_argus_lab_region_is_the_c_function_only_while_the_c_path_runs(module: ModuleType) -> None:
+    python_region = regions.region
+    assert argus_lab.region is python_region
+    with recorder("native", module):
+        assert argus_lab.region is module.region
+        line = sys._getframe().f_lineno + 1
+        first = [argus_lab.region("site") for _ in range(3)]  # one call site: one object, found in C
+        assert first[0] is first[1] is first[2]
+        assert isinstance(first[0], module.Marker)
+        assert isinstance(first[0].marker, regions.RegionMarker)
+        assert (first[0].marker.region.line, first[0].marker.region.file) == (line, __file__)  # the caller's site
+        assert first[0].region.name == "site" and repr(first[0]) == "region('site')"  # forwarded attributes
+        other = argus_lab.region("site")  # another call site: its own marker, with its own line
+        assert other is not first[0] and other.region.line == sys._getframe().f_lineno - 1
+    assert argus_lab.region is python_region
+    with recorder("python", module):
+        assert argus_lab.region is python_region
+
+
+def test_the_c_region_binds_the_region_marker_and_decorates(module: ModuleType) -> None:
+    with recorder("native", module) as rec:
+        with argus_lab.region("outer") as bound:
+            assert isinstance(bound, regions.RegionMarker)
+            assert argus_lab.current_path() == "outer"
+
+        @argus_lab.region("step")
+        def step(x: int) -> int:
+            return x * 2
+
+        assert step(4) == 8 and step.__name__ == "step"
+        with argus_lab.region("kw", module="given"):  # keyword arguments: the Python region() decides
+            pass
+    rows = {r.path: r for r in rec.instances()}
+    assert set(rows) == {"outer", "step", "kw"}
+    assert rec.regions[rows["kw"].region_id].module == "given"
+
+
+def test_the_c_region_checks_names_like_the_python_one(module: ModuleType) -> None:
+    with recorder("native", module), pytest.raises(RegionMisuseError, match="contains '/'"):
+        argus_lab.region("a/b")
+    with recorder("native", module), pytest.raises(RegionMisuseError, match="non-empty string"):
+        argus_lab.region(3)  # type: ignore[arg-type]
+
+
+def test_names_built_at_run_time_each_get_their_region(module: ModuleType) -> None:
+    with recorder("native", module) as rec:
+        for k in range(3):
+            for _ in range(2):
+                with argus_lab.region(f"layer{k}"):  # one call site, three names: never the cached one of another
+                    pass
+    assert [r.path for r in rec.instances()] == ["layer0", "layer0", "layer1", "layer1", "layer2", "layer2"]
+
+
+def test_a_marker_made_during_the_run_still_works_after_it(module: ModuleType) -> None:
+    with recorder("native", module):
+        kept = argus_lab.region("kept")
+    with kept:  # no recorder: the RegionMarker's Python methods keep the stack
+        assert argus_lab.current_path() == "kept"
+    with recorder("python", module) as rec, kept:
+        pass
+    assert [r.path for r in rec.instances()] == ["kept"]

@@ -46,7 +46,7 @@ class Overhead:
 # one decode step of a Llama-1.1B-shaped transformers model with 45 regions through forward hooks (~925 kernels).
 LOOP = "launch-bound loop"
 DECODE = "Llama decode step"
-H200_BLOCKS = "H200 2026-11-30 round 2, A B A B blocks, 2 processes x 6 pairs, docs/benchmarks.md"
+H200_BLOCKS = "H200 2026-11-30 round 3, A B A B blocks, 3 processes x 6 pairs, docs/benchmarks.md"
 DEVICE_PROBE = "H200 2026-11-30, scripts/gpu_probe_device.py, median of 20 launches, docs/benchmarks.md"
 
 
@@ -152,10 +152,10 @@ BACKENDS: dict[str, BackendInfo] = {
             "host wall-clock and CPU time per region instance",
             needs_gpu=False,
             module="argus_lab.backends.host",
-            cost_factor=1.13,
+            cost_factor=1.17,
             overhead=(
-                Overhead(LOOP, 1.127, 1.123, 1.131, H200_BLOCKS),
-                Overhead(DECODE, 1.105, 1.086, 1.124, H200_BLOCKS),
+                Overhead(LOOP, 1.167, 1.097, 1.228, H200_BLOCKS),
+                Overhead(DECODE, 1.092, 1.091, 1.114, H200_BLOCKS),
             ),
             overhead_note="regions recording host.wall, the Python boundary path (no CUPTI)",
         ),
@@ -166,13 +166,13 @@ BACKENDS: dict[str, BackendInfo] = {
             needs_gpu=True,
             module="argus_lab.backends.cupti.collector",
             holds_cupti=True,
-            cost_factor=1.14,
+            cost_factor=1.12,
             overhead=(
-                Overhead(LOOP, 1.287, 1.282, 1.292, H200_BLOCKS),
-                Overhead(DECODE, 1.212, 1.203, 1.222, H200_BLOCKS),
+                Overhead(LOOP, 1.278, 1.233, 1.292, H200_BLOCKS),
+                Overhead(DECODE, 1.219, 1.212, 1.237, H200_BLOCKS),
             ),
             overhead_note=(
-                "the timing run, host included, native launch path with C region boundaries; "
+                "the timing run, host included, native launch path with C region boundaries and C region(); "
                 "cost factor = that over host alone"
             ),
         ),

@@ -49,11 +49,14 @@ status=0
 LIMIT=$(( HARD - 4 - ($(date +%s) - T0) ))
 BUDGET=$(( LIMIT - 14 ))
 CHECKS_S=$(( HARD >= 150 ? 30 : HARD / 5 ))
-REQUIRED=none,argus,cupti-kernels+callbacks,proton  # two processes each, first
-EXTRAS=argus-python-boundaries,argus-driver-callbacks,cupti-kernels,argus-markers  # then, while the budget lasts
+# ISSUE13_REQUIRED / ISSUE13_EXTRAS / ISSUE13_PROCS override the tools (required ones first, ISSUE13_PROCS processes
+# each, then the extras while the budget lasts) and the processes per tool.
+REQUIRED=${ISSUE13_REQUIRED:-none,argus,cupti-kernels+callbacks,proton}
+EXTRAS=${ISSUE13_EXTRAS:-argus-python-boundaries,argus-driver-callbacks,cupti-kernels,argus-markers}
+PROCS=${ISSUE13_PROCS:-2}
 echo "== hard limit ${HARD} s: benchmark budget ${BUDGET} s, timeout ${LIMIT} s, checks ${CHECKS_S} s"
 timeout -k 2 "$LIMIT" "$PY" bench/timing_overhead.py "$OUT" --device "$DEVICE" "${EXTRA[@]}" \
-  --budget-s "$BUDGET" --checks events,attribution --checks-s "$CHECKS_S" --procs 2 --pairs 6 --reps 5 --warm 2 \
+  --budget-s "$BUDGET" --checks events,attribution --checks-s "$CHECKS_S" --procs "$PROCS" --pairs 6 --reps 5 --warm 2 \
   --child-s 12 --tools "$REQUIRED,$EXTRAS" --required "$REQUIRED" || status=$?
 echo "== timing_overhead exit status $status after $(( $(date +%s) - T0 )) s"
 if [ -f "$OUT/timing-overhead.txt" ]; then

@@ -38,6 +38,7 @@
 #include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
+#include <structmember.h>
 #include <time.h>
 
 /* ---- CUPTI declarations (layouts from cupti_callbacks.h; enums are C ints) ---------------------------- */
@@ -757,6 +758,230 @@ static PyObject *boundary_pending(PyObject *self, PyObject *unused) {
     return PyLong_FromLongLong(B.n_rows);
 }
 
+/* ---- region(): the README's inline marker in C while a boundary run is on ------------------------------------
+ * `with argus_lab.region("attn"):` costs a Python call of regions.region (its call-site lookup) and two Python
+ * methods around the C boundary.  While a boundary run is on, regions.Recorder publishes `region` below as
+ * `argus_lab.region`: it finds the call site's marker in a table keyed by (caller's code object, instruction
+ * offset, name) and returns that marker's boundary object (type Marker), whose __enter__/__exit__ are the C
+ * boundary itself.  A miss, keyword arguments, or no boundary run call the Python region() (which checks the name,
+ * builds the marker and keeps its own cache); a Marker falls back to the RegionMarker's Python methods whenever
+ * boundary_enter/boundary_exit decline (an event loop, an exception, misuse, the run over), and forwards every
+ * other use (decorator, attributes) to the RegionMarker. */
+typedef struct {
+    PyObject_HEAD
+    PyObject *marker; /* the RegionMarker (strong) */
+} marker_object;
+
+typedef struct {
+    PyObject *code; /* strong: keeps its address from being reused while the entry lives */
+    int lasti;
+    Py_hash_t hash;
+    PyObject *name;   /* strong */
+    PyObject *marker; /* strong: the Marker */
+} site_entry_t;
+
+#define SITES_MAX 4096 /* entries beyond it are not cached (names built at run time): the Python region() serves */
+static struct {
+    PyObject *python_region; /* regions.region (strong, kept across runs) */
+    PyObject *enter_name, *exit_name;
+    site_entry_t *sites;
+    size_t n_sites, cap_sites; /* cap_sites: a power of two */
+} R;
+
+static PyTypeObject MarkerType;
+
+static inline size_t site_slot(PyObject *code, int lasti, Py_hash_t hash, size_t cap) {
+    uint64_t h = ((uint64_t)(uintptr_t)code >> 4) * 0x9E3779B97F4A7C15ULL ^ (uint64_t)lasti * 0xC2B2AE3D27D4EB4FULL ^
+                 (uint64_t)hash;
+    return (size_t)(h ^ (h >> 31)) & (cap - 1);
+}
+
+static void clear_sites(void) {
+    for (size_t i = 0; i < R.cap_sites; i++) {
+        Py_CLEAR(R.sites[i].code);
+        Py_CLEAR(R.sites[i].name);
+        Py_CLEAR(R.sites[i].marker);
+    }
+    PyMem_Free(R.sites);
+    R.sites = NULL;
+    R.n_sites = R.cap_sites = 0;
+}
+
+/* The cached Marker of a call site (borrowed), NULL on a miss; never raises. */
+static PyObject *site_find(PyObject *code, int lasti, Py_hash_t hash, PyObject *name) {
+    if (R.cap_sites == 0)
+        return NULL;
+    size_t k = site_slot(code, lasti, hash, R.cap_sites);
+    while (R.sites[k].code != NULL) {
+        site_entry_t *e = &R.sites[k];
+        if (e->code == code && e->lasti == lasti && e->hash == hash &&
+            (e->name == name || PyUnicode_Compare(e->name, name) == 0))
+            return e->marker;
+        k = (k + 1) & (R.cap_sites - 1);
+    }
+    if (PyErr_Occurred())
+        PyErr_Clear();
+    return NULL;
+}
+
+static void site_add(PyObject *code, int lasti, Py_hash_t hash, PyObject *name, PyObject *marker) {
+    if (R.n_sites >= SITES_MAX)
+        return;
+    if ((R.n_sites + 1) * 2 > R.cap_sites) { /* grow (a failed allocation only means no caching) */
+        size_t cap = R.cap_sites ? R.cap_sites * 2 : 64;
+        site_entry_t *fresh = PyMem_Calloc(cap, sizeof(site_entry_t));
+        if (fresh == NULL)
+            return;
+        for (size_t i = 0; i < R.cap_sites; i++) {
+            if (R.sites[i].code == NULL)
+                continue;
+            size_t k = site_slot(R.sites[i].code, R.sites[i].lasti, R.sites[i].hash, cap);
+            while (fresh[k].code != NULL)
+                k = (k + 1) & (cap - 1);
+            fresh[k] = R.sites[i];
+        }
+        PyMem_Free(R.sites);
+        R.sites = fresh;
+        R.cap_sites = cap;
+    }
+    size_t k = site_slot(code, lasti, hash, R.cap_sites);
+    while (R.sites[k].code != NULL)
+        k = (k + 1) & (R.cap_sites - 1);
+    R.sites[k].code = Py_NewRef(code);
+    R.sites[k].lasti = lasti;
+    R.sites[k].hash = hash;
+    R.sites[k].name = Py_NewRef(name);
+    R.sites[k].marker = Py_NewRef(marker);
+    R.n_sites++;
+}
+
+static PyObject *marker_new_for(PyObject *region_marker) {
+    marker_object *m = PyObject_New(marker_object, &MarkerType);
+    if (m == NULL)
+        return NULL;
+    m->marker = Py_NewRef(region_marker);
+    return (PyObject *)m;
+}
+
+PyDoc_STRVAR(region_doc,
+             "region(name, *, kind='host', module=None): argus_lab.region while a native boundary run is on (the "
+             "same function: see argus_lab.regions.region); returns the call site's marker.");
+static PyObject *c_region(PyObject *self, PyObject *const *args, Py_ssize_t nargsf, PyObject *kwnames) {
+    (void)self;
+    Py_ssize_t nargs = PyVectorcall_NARGS(nargsf);
+    if (R.python_region == NULL) {
+        PyErr_SetString(PyExc_RuntimeError, "region(): no boundary run has started in this process");
+        return NULL;
+    }
+    PyObject *code = NULL;
+    int lasti = 0;
+    Py_hash_t hash = -1;
+    int cacheable = B.on && nargs == 1 && kwnames == NULL && PyUnicode_CheckExact(args[0]);
+    if (cacheable) {
+        PyFrameObject *frame = PyEval_GetFrame(); /* the caller's: a C function has no frame of its own */
+        hash = PyObject_Hash(args[0]);            /* cached in the str */
+        if (frame == NULL || hash == -1) {
+            PyErr_Clear();
+            cacheable = 0;
+        } else {
+            code = (PyObject *)PyFrame_GetCode(frame);
+            lasti = PyFrame_GetLasti(frame);
+            PyObject *hit = site_find(code, lasti, hash, args[0]);
+            if (hit != NULL) {
+                Py_DECREF(code);
+                return Py_NewRef(hit);
+            }
+        }
+    }
+    /* regions.region called from here sees the same caller (sys._getframe(1) skips this C function) */
+    PyObject *marker = PyObject_Vectorcall(R.python_region, args, nargsf, kwnames);
+    if (marker == NULL || !B.on) {
+        Py_XDECREF(code);
+        return marker;
+    }
+    PyObject *out = marker_new_for(marker);
+    Py_DECREF(marker);
+    if (out != NULL && cacheable)
+        site_add(code, lasti, hash, args[0], out);
+    Py_XDECREF(code);
+    return out;
+}
+
+static void marker_dealloc(PyObject *self) {
+    Py_CLEAR(((marker_object *)self)->marker);
+    PyObject_Free(self);
+}
+
+static PyObject *marker_enter(PyObject *self, PyObject *unused) {
+    (void)unused;
+    PyObject *region_marker = ((marker_object *)self)->marker;
+    PyObject *done = boundary_enter(NULL, region_marker);
+    if (done == NULL)
+        return NULL;
+    Py_DECREF(done);
+    if (done == Py_True)
+        return Py_NewRef(region_marker); /* `with region(...) as m` binds the RegionMarker, as the Python path */
+    return PyObject_CallMethodNoArgs(region_marker, R.enter_name);
+}
+
+static PyObject *marker_exit(PyObject *self, PyObject *const *args, Py_ssize_t nargs) {
+    PyObject *region_marker = ((marker_object *)self)->marker;
+    if (nargs != 3) {
+        PyErr_Format(PyExc_TypeError, "__exit__ takes 3 arguments (%zd given)", nargs);
+        return NULL;
+    }
+    if (args[0] == Py_None) {
+        PyObject *done = boundary_exit(NULL, region_marker);
+        if (done == NULL)
+            return NULL;
+        Py_DECREF(done);
+        if (done == Py_True)
+            Py_RETURN_NONE;
+    }
+    PyObject *call[4] = {region_marker, args[0], args[1], args[2]};
+    return PyObject_VectorcallMethod(R.exit_name, call, 4 | PY_VECTORCALL_ARGUMENTS_OFFSET, NULL);
+}
+
+static PyObject *marker_call(PyObject *self, PyObject *args, PyObject *kwargs) {
+    return PyObject_Call(((marker_object *)self)->marker, args, kwargs); /* the decorator */
+}
+
+static PyObject *marker_getattro(PyObject *self, PyObject *name) {
+    PyObject *v = PyObject_GenericGetAttr(self, name);
+    if (v != NULL || !PyErr_ExceptionMatches(PyExc_AttributeError))
+        return v;
+    PyErr_Clear();
+    return PyObject_GetAttr(((marker_object *)self)->marker, name);
+}
+
+static PyObject *marker_repr(PyObject *self) {
+    return PyObject_Repr(((marker_object *)self)->marker);
+}
+
+static PyMethodDef marker_methods[] = {
+    {"__enter__", marker_enter, METH_NOARGS, "Enter the region (one C call while the boundary run is on)."},
+    {"__exit__", (PyCFunction)(void (*)(void))marker_exit, METH_FASTCALL, "Exit the region."},
+    {NULL, NULL, 0, NULL},
+};
+
+static PyMemberDef marker_members[] = {
+    {"marker", T_OBJECT_EX, offsetof(marker_object, marker), READONLY, "The RegionMarker this object stands for."},
+    {NULL, 0, 0, 0, NULL},
+};
+
+static PyTypeObject MarkerType = {
+    PyVarObject_HEAD_INIT(NULL, 0).tp_name = "_argus_cupti_native.Marker",
+    .tp_basicsize = sizeof(marker_object),
+    .tp_dealloc = marker_dealloc,
+    .tp_repr = marker_repr,
+    .tp_call = marker_call,
+    .tp_getattro = marker_getattro,
+    .tp_flags = Py_TPFLAGS_DEFAULT,
+    .tp_doc = "What region() returns while a native boundary run is on: the boundary of a RegionMarker in C.",
+    .tp_methods = marker_methods,
+    .tp_members = marker_members,
+};
+
 static void boundary_clear(void) {
     B.on = 0;
     Py_CLEAR(B.run_obj);
@@ -766,20 +991,22 @@ static void boundary_clear(void) {
     Py_CLEAR(B.spill);
     Py_CLEAR(B.running_loop);
     clear_nodes();
+    clear_sites();
     PyMem_Free(B.rows);
     B.rows = NULL;
     B.n_rows = B.cap_rows = 0;
 }
 
 PyDoc_STRVAR(boundary_start_doc,
-             "boundary_start(stack_of, node_of, spill, running_loop, run, first_id, capacity): start a boundary "
-             "run: generation `run`, instance ids from `first_id`, a row buffer of `capacity` instances.");
+             "boundary_start(stack_of, node_of, spill, running_loop, run, first_id, capacity[, region]): start a "
+             "boundary run: generation `run`, instance ids from `first_id`, a row buffer of `capacity` instances; "
+             "`region` (regions.region) is what this module's region() falls back to.");
 static PyObject *boundary_start(PyObject *self, PyObject *args) {
-    PyObject *stack_of, *node_of_fn, *spill, *running_loop;
+    PyObject *stack_of, *node_of_fn, *spill, *running_loop, *python_region = NULL;
     long long run, first_id, capacity;
     (void)self;
-    if (!PyArg_ParseTuple(args, "OOOOLLL", &stack_of, &node_of_fn, &spill, &running_loop, &run, &first_id,
-                          &capacity))
+    if (!PyArg_ParseTuple(args, "OOOOLLL|O", &stack_of, &node_of_fn, &spill, &running_loop, &run, &first_id,
+                          &capacity, &python_region))
         return NULL;
     if (capacity < 1) {
         PyErr_SetString(PyExc_ValueError, "capacity must be at least 1");
@@ -802,6 +1029,8 @@ static PyObject *boundary_start(PyObject *self, PyObject *args) {
         (PyCFunction_GET_FLAGS(running_loop) & (METH_VARARGS | METH_KEYWORDS | METH_NOARGS | METH_O |
                                                 METH_FASTCALL | METH_METHOD)) == METH_NOARGS)
         B.running_loop_c = PyCFunction_GET_FUNCTION(running_loop);
+    if (python_region != NULL && python_region != Py_None)
+        Py_XSETREF(R.python_region, Py_NewRef(python_region));
     B.cap_rows = capacity;
     B.run = run;
     B.next_id = first_id;
@@ -844,6 +1073,7 @@ static PyMethodDef methods[] = {
     {"boundary_next_id", boundary_next_id, METH_NOARGS, boundary_next_id_doc},
     {"boundary_take", boundary_take, METH_NOARGS, boundary_take_doc},
     {"boundary_pending", boundary_pending, METH_NOARGS, boundary_pending_doc},
+    {"region", (PyCFunction)(void (*)(void))c_region, METH_FASTCALL | METH_KEYWORDS, region_doc},
     {NULL, NULL, 0, NULL},
 };
 
@@ -854,5 +1084,16 @@ static struct PyModuleDef module = {
 
 PyMODINIT_FUNC PyInit__argus_cupti_native(void) {
     pthread_atfork(NULL, NULL, boundary_after_fork_in_child);
-    return PyModule_Create(&module);
+    R.enter_name = PyUnicode_InternFromString("__enter__");
+    R.exit_name = PyUnicode_InternFromString("__exit__");
+    if (R.enter_name == NULL || R.exit_name == NULL || PyType_Ready(&MarkerType) < 0)
+        return NULL;
+    PyObject *m = PyModule_Create(&module);
+    if (m == NULL)
+        return NULL;
+    if (PyModule_AddObjectRef(m, "Marker", (PyObject *)&MarkerType) < 0) {
+        Py_DECREF(m);
+        return NULL;
+    }
+    return m;
 }
