@@ -77,6 +77,7 @@ sys.path.insert(0, str(ROOT))
 REQUIRED = ("none", "argus", "cupti-kernels", "cupti-kernels+callbacks", "proton", "torch.profiler", "nvtx")
 EXTRA = (
     "argus-markers",
+    "cupti-kernels+api-records",
     "cupti-kernels+empty-callbacks",
     "argus-python-boundaries",
     "argus-driver-callbacks",
@@ -90,12 +91,20 @@ TABLE_ORDER = (
     "cupti-kernels",
     "cupti-kernels+empty-callbacks",
     "cupti-kernels+callbacks",
+    "cupti-kernels+api-records",
     "argus-markers",
     "argus-python-boundaries",
     "argus-driver-callbacks",
     "argus",
 )
-GPU_TOOLS = {"torch.profiler", "proton", "cupti-kernels", "cupti-kernels+empty-callbacks", "cupti-kernels+callbacks"}
+GPU_TOOLS = {
+    "torch.profiler",
+    "proton",
+    "cupti-kernels",
+    "cupti-kernels+empty-callbacks",
+    "cupti-kernels+callbacks",
+    "cupti-kernels+api-records",
+}
 WORKLOADS = ("loop", "decode")
 SIGNALS = "gpu.time,gpu.kernels,gpu.span,host.wall"
 CPU_SIGNALS = "host.wall"  # --device cpu: the argus paths without a GPU
@@ -379,6 +388,8 @@ class Cupti(Tool):
         "cupti-kernels": {"kinds": ["CONCURRENT_KERNEL"], "detach": "always"},
         "cupti-kernels+empty-callbacks": {"native_callback": "empty"},
         "cupti-kernels+callbacks": {},
+        # CUPTI's own records of the launch API calls (thread, entry and exit time; other calls filtered out)
+        "cupti-kernels+api-records": {"kinds": ["CONCURRENT_KERNEL", "RUNTIME", "DRIVER"], "detach": "always"},
     }
 
     def __init__(self, name: str, out: Path, device: str) -> None:
