@@ -184,3 +184,34 @@ def test_ncu_launcher_profiles_the_regions_kernels(tmp_path: Path) -> None:
     assert nk["instance_inferred"] == [False] * 4
     assert nk["ordinal"] == [0, 1, 0, 1]
     assert set(ev["metrics"]["signal"]) == {"hw:gpu__time_duration.sum", "hw:launch__registers_per_thread"}
+
+
+def test_the_inline_idiom_runs_in_c_in_a_timing_run_and_tags_every_kernel(tmp_path: Path) -> None:
+    """The README's `with argus_lab.region(...)` in argus_lab.measure: argus_lab.region is the extension's C function
+    while the timing run records, and every kernel of a region carries its instance (class exact)."""
+    torch = pytest.importorskip("torch")
+    import argus_lab
+    from argus_lab import regions
+
+    a = torch.randn(1024, 1024, device="cuda")
+    b = torch.randn(1024, 1024, device="cuda")
+    seen: list[bool] = []
+
+    def step() -> None:
+        seen.append(argus_lab.region is not regions.region)
+        with argus_lab.region("outer"):
+            c = a @ b
+            with argus_lab.region("inner"):
+                torch.relu(c).add_(a)
+
+    report = argus_lab.measure(step, "gpu.time,gpu.kernels", repeat=3, warmup=1, store=str(tmp_path / "s.duckdb"))
+    assert seen and all(seen), "argus_lab.region was the Python function during the timing run"
+    assert argus_lab.region is regions.region  # put back when the run stopped
+    store = report.store
+    rows = store.rows(
+        "SELECT v.inclusive, v.w_exact FROM instance_values v JOIN region_instances i USING (run_id, instance_id) "
+        "WHERE v.signal = 'gpu.kernels' AND i.path = 'outer/inner'"
+    )
+    assert len(rows) >= 3 and all(n == w == 2 for n, w in rows), rows  # relu + add, both exact, every instance
+    classes = dict(store.rows("SELECT class, count(*) FROM attributions WHERE evidence = 'kernel' GROUP BY class"))
+    assert classes.get("exact", 0) >= 3 * 3 and set(classes) <= {"exact", "unattributed"}, classes
