@@ -191,7 +191,10 @@ def _attribute(con: duckdb.DuckDBPyConnection, ids: list[str]) -> tuple[str | No
     for stmt in q.DELETE_DERIVED:
         con.execute(stmt)
     # GPU activity records
-    for stmt in (q.KERNELS, q.KERNEL_EXACT, q.KERNEL_CANDIDATES, q.KERNEL_OTHER, *q.INSERT_KERNEL_ATTRIBUTIONS):
+    con.execute(q.KERNELS)
+    con.execute(q.KERNEL_EXACT)
+    pending = signatures.start(con)  # computed on a second thread while the statements below run
+    for stmt in (q.KERNEL_CANDIDATES, q.KERNEL_OTHER, *q.INSERT_KERNEL_ATTRIBUTIONS):
         con.execute(stmt)
     for stmt in (
         q.KERNEL_EXCLUSIVE,
@@ -201,7 +204,6 @@ def _attribute(con: duckdb.DuckDBPyConnection, ids: list[str]) -> tuple[str | No
         q.KERNEL_VALUES,
     ):
         con.execute(stmt)
-    signatures.derive(con)
     # compile.*: the static facts of the kernel functions each instance ran (compiler rows, else launch records)
     con.execute(q.COMPILE_SIGNALS, [list(col) for col in zip(*q.COMPILE_FACTS, strict=True)])
     con.execute(q.COMPILE_VALUES)
@@ -209,6 +211,7 @@ def _attribute(con: duckdb.DuckDBPyConnection, ids: list[str]) -> tuple[str | No
     comm.derive(con)
     # time samples: split over the instances their windows overlap
     windows.derive(con)
+    signatures.finish(con, pending)
     # Nsight Compute kernels, across runs
     row = con.execute(q.REFERENCE_RUN).fetchone()
     ref: str | None = row[0] if row else None

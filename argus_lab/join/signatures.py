@@ -12,12 +12,14 @@ sequence id (grouped by a polynomial hash of the parts, then verified part by pa
 and only the distinct sequences are joined into strings and hashed.  At a million kernels in a hundred thousand
 instances that is a handful of array passes instead of a string aggregation per nesting level.
 
-Run by :mod:`argus_lab.join.attribution` after the kernel attribution (it reads ``_j_k``, ``_j_ke`` and ``_j_inst``).
+Run by :mod:`argus_lab.join.attribution` in two steps: :func:`start` reads the kernels (``_j_k``, ``_j_inst``) and
+computes on a second thread while the join's next statements run; :func:`finish` writes the rows.
 """
 
 from __future__ import annotations
 
 import hashlib
+from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
@@ -56,6 +58,8 @@ WHERE k.kind = 'kernel'
 
 # the keys of some kernels (those whose correlation id and start are equal)
 KEYS = "SELECT row, key FROM _j_k WHERE row IN (SELECT unnest(?::BIGINT[]))"
+
+SIGNED = "CREATE OR REPLACE TEMP TABLE _j_signed (idx BIGINT, kernels BIGINT, signature VARCHAR)"
 
 INSERT = """
 INSERT INTO instance_signatures (run_id, instance_id, kernels, signature)
@@ -96,15 +100,40 @@ class Interned:
     lengths: np.ndarray
 
 
-def derive(con: duckdb.DuckDBPyConnection) -> None:
-    """Write the signature of every instance of the join's runs that traced kernels."""
+@dataclass(frozen=True)
+class Pending:
+    """Signatures being computed on a second thread (numpy and hashlib release the GIL) while the join's next
+    statements run; :func:`finish` writes them."""
+
+    future: Future[pa.Table] | None
+
+
+def start(con: duckdb.DuckDBPyConnection) -> Pending:
+    """Read the instances and their exactly attributed kernels, and start computing their signatures."""
     con.execute(NODES)
     parent = con.execute("SELECT parent FROM _j_sn ORDER BY idx").fetchnumpy()["parent"]
-    n = len(parent)
-    if n == 0:
-        return
+    if len(parent) == 0:
+        return Pending(None)
     tokens = con.sql(TOKENS).to_arrow_table()
     order = _launch_order(con, tokens)
+    pool = ThreadPoolExecutor(max_workers=1, thread_name_prefix="argus-signatures")
+    try:
+        return Pending(pool.submit(_signed, parent, tokens, order))
+    finally:
+        pool.shutdown(wait=False)  # the thread ends with its one task
+
+
+def finish(con: duckdb.DuckDBPyConnection, pending: Pending) -> None:
+    """Write the signatures :func:`start` computes (waiting for them)."""
+    if pending.future is None:
+        return
+    con.execute(SIGNED)
+    con.from_arrow(pending.future.result()).insert_into("_j_signed")
+    con.execute(INSERT)
+
+
+def _signed(parent: np.ndarray, tokens: pa.Table, order: np.ndarray) -> pa.Table:
+    """``idx``, ``kernels`` and ``signature`` of every instance."""
     inst = tokens.column("idx").to_numpy().astype(np.int64, copy=False)[order]
     names = pc.dictionary_encode(tokens.column("name").combine_chunks())
     code = names.indices.fill_null(-1).to_numpy(zero_copy_only=False).astype(np.int64)[order]
@@ -112,14 +141,7 @@ def derive(con: duckdb.DuckDBPyConnection) -> None:
     kernels, seq, interned = _sequences(Levels.of(parent), inst, code, len(words))
     digests = _digests(interned, words)
     signature = pa.array(digests, type=pa.string()).take(pa.array(np.where(seq >= 0, seq, len(digests) - 1)))
-    con.register(
-        "_j_signed_view", pa.table({"idx": np.arange(n, dtype=np.int64), "kernels": kernels, "signature": signature})
-    )
-    try:
-        con.execute("CREATE OR REPLACE TEMP TABLE _j_signed AS SELECT * FROM _j_signed_view")
-    finally:
-        con.unregister("_j_signed_view")
-    con.execute(INSERT)
+    return pa.table({"idx": np.arange(len(parent), dtype=np.int64), "kernels": kernels, "signature": signature})
 
 
 def _launch_order(con: duckdb.DuckDBPyConnection, tokens: pa.Table) -> np.ndarray:
@@ -247,4 +269,4 @@ def _digests(seqs: Interned, words: list[bytes | None]) -> list[str]:
     return out
 
 
-__all__ = ["SEPARATOR", "derive"]
+__all__ = ["SEPARATOR", "Pending", "finish", "start"]
