@@ -34,12 +34,11 @@ INSTANCES_SQL = """
 SELECT pid, tid, t, t + d AS e, name FROM ev WHERE kind = 'annotation' AND t IS NOT NULL ORDER BY pid, tid, t
 """
 
+# each correlation id's launching call: the longest call with that id (``{calls}``: the aggregation, or, when no id
+# repeats -- the usual case -- the calls themselves)
 LAUNCH_SQL = """
 CREATE OR REPLACE TEMP TABLE launch AS
-WITH l AS (
-    SELECT corr, arg_max(pid, d) AS pid, arg_max(tid, d) AS tid, arg_max(t, d) AS t, max(d) AS d
-    FROM ev WHERE kind = 'launch' AND corr IS NOT NULL GROUP BY corr
-), seg AS (
+WITH l AS ({calls}), seg AS (
     SELECT pid, thread_id::BIGINT AS tid, start_ns * 2 + 1 AS key, instance_id AS inner_id FROM inst
     UNION ALL
     SELECT pid, thread_id::BIGINT AS tid, end_ns * 2 AS key, parent_instance_id AS inner_id FROM inst
@@ -47,6 +46,12 @@ WITH l AS (
 SELECT l.corr, l.pid, l.tid, l.t, l.d, nullif(s.inner_id, 0) AS instance_id
 FROM l ASOF LEFT JOIN seg s ON s.pid = l.pid AND s.tid = l.tid AND l.t * 2 + 1 >= s.key
 """
+LAUNCH_CALLS = "SELECT corr, pid, tid, t, d FROM ev WHERE kind = 'launch' AND corr IS NOT NULL"
+LAUNCH_LONGEST = (
+    "SELECT corr, arg_max(pid, d) AS pid, arg_max(tid, d) AS tid, arg_max(t, d) AS t, max(d) AS d "
+    "FROM ev WHERE kind = 'launch' AND corr IS NOT NULL GROUP BY corr"
+)
+LAUNCH_IDS = "SELECT corr FROM ev WHERE kind = 'launch' AND corr IS NOT NULL"
 
 KERNELS_SQL = """
 CREATE OR REPLACE TEMP TABLE kern AS
@@ -57,14 +62,7 @@ WITH k AS (
            l.tid AS thread_id, l.t AS api_start_ns, l.t + l.d AS api_end_ns, l.instance_id
     FROM ev e LEFT JOIN launch l ON l.corr = e.corr
     WHERE e.kind IN ('kernel', 'memcpy', 'memset') AND e.t IS NOT NULL
-), shared AS (  -- correlation ids several records share (CUDA graph replays): numbered in start order
-    SELECT device_id, context_id, correlation_id FROM k GROUP BY ALL HAVING count(*) > 1
-), keyed AS (
-    SELECT k.*, 0 AS nth FROM k ANTI JOIN shared s USING (device_id, context_id, correlation_id)
-    UNION ALL
-    SELECT k.*, row_number() OVER (PARTITION BY device_id, context_id, correlation_id ORDER BY start_ns, end_ns) - 1
-    FROM k SEMI JOIN shared s USING (device_id, context_id, correlation_id)
-)
+), keyed AS ({keyed})
 SELECT $run AS run_id, kind, concat_ws('/', device_id, context_id, correlation_id, nth) AS kernel_key,
        correlation_id, instance_id, name, start_ns, end_ns, device_id, context_id, stream_id,
        grid[1]::INTEGER AS grid_x, grid[2]::INTEGER AS grid_y, grid[3]::INTEGER AS grid_z,
@@ -72,6 +70,20 @@ SELECT $run AS run_id, kind, concat_ws('/', device_id, context_id, correlation_i
        regs::INTEGER AS registers, CASE WHEN kind = 'kernel' THEN 0 ELSE coalesce(nbytes, 0) END AS bytes,
        thread_id::UBIGINT AS thread_id, api_start_ns, api_end_ns, $rank::INTEGER AS rank
 FROM keyed
+"""
+# correlation ids several records share (CUDA graph replays) are numbered in start order; when none is shared (the
+# usual case) every record is the 0th of its id
+KEYED_SHARED = """
+WITH shared AS (SELECT device_id, context_id, correlation_id FROM k GROUP BY ALL HAVING count(*) > 1)
+SELECT k.*, 0 AS nth FROM k ANTI JOIN shared s USING (device_id, context_id, correlation_id)
+UNION ALL
+SELECT k.*, row_number() OVER (PARTITION BY device_id, context_id, correlation_id ORDER BY start_ns, end_ns) - 1
+FROM k SEMI JOIN shared s USING (device_id, context_id, correlation_id)
+"""
+KEYED_UNIQUE = "SELECT k.*, 0 AS nth FROM k"
+KERNEL_IDS = """
+SELECT coalesce(corr, 0) AS c, coalesce(device, pid, 0)::INTEGER AS d, coalesce(context, 0)::INTEGER AS x
+FROM ev WHERE kind IN ('kernel', 'memcpy', 'memset') AND t IS NOT NULL
 """
 
 # The GPU-side annotation each kernel ran under (latest one started on its stream), against its attributed region.
@@ -158,8 +170,9 @@ def build(
         "(SELECT unnest(?::BIGINT[]) AS instance_id, unnest(?::VARCHAR[]) AS leaf)",
         [nst.instance_id.tolist(), nst.region_of],
     )
-    con.execute(LAUNCH_SQL)
-    con.execute(KERNELS_SQL.replace("$run", "?").replace("$rank", "?"), [run_id, rank])
+    con.execute(LAUNCH_SQL.format(calls=LAUNCH_CALLS if _distinct(con, LAUNCH_IDS) else LAUNCH_LONGEST))
+    keyed = KEYED_UNIQUE if _distinct(con, KERNEL_IDS) else KEYED_SHARED
+    con.execute(KERNELS_SQL.format(keyed=keyed).replace("$run", "?").replace("$rank", "?"), [run_id, rank])
     kernels: Any = "SELECT * FROM kern" if keep_on_connection else arrow_of(con.sql("SELECT * FROM kern"))
     counts_rows = con.execute("SELECT kind, count(*) FROM ev GROUP BY kind").fetchall()
     events = {str(k): int(c) for k, c in counts_rows}
@@ -228,6 +241,24 @@ def build(
         settings=settings,
         staged=("kern", "launch", "inst", "inst_names", "ev") if keep_on_connection else (),
     )
+
+
+def _distinct(con: Any, sql: str) -> bool:
+    """Whether no two rows of ``sql`` (non-NULL integer columns, the first one the most selective) are equal.
+
+    Checked in numpy, cheaper than a DuckDB aggregation over a million rows: the rows usually come in order of their
+    first column (correlation ids grow with time), and then one comparison of neighbours answers."""
+    cols = [np.asarray(v) for v in con.execute(sql).fetchnumpy().values()]
+    if not cols or len(cols[0]) < 2:
+        return True
+    if bool(np.all(cols[0][1:] > cols[0][:-1])):
+        return True
+    order = np.lexsort(cols[::-1])
+    same = np.ones(len(order) - 1, dtype=bool)
+    for c in cols:
+        s = c[order]
+        same &= s[1:] == s[:-1]
+    return not bool(same.any())
 
 
 def _group_ids(pid: np.ndarray, tid: np.ndarray) -> np.ndarray:
