@@ -266,6 +266,9 @@ def _distinct(con: Any, sql: str) -> bool:
 def _group_ids(pid: np.ndarray, tid: np.ndarray) -> np.ndarray:
     if len(pid) == 0:
         return np.zeros(0, dtype=np.int64)
-    pairs = np.stack([pid, tid], axis=1)
-    _, inv = np.unique(pairs, axis=0, return_inverse=True)
-    return np.asarray(inv, dtype=np.int64).reshape(-1)
+    order = np.lexsort((tid, pid))  # the (pid, tid) pairs numbered in sorted order, as np.unique(axis=0) numbers them
+    p, t = pid[order], tid[order]
+    new = np.r_[True, (p[1:] != p[:-1]) | (t[1:] != t[:-1])]
+    ids = np.empty(len(pid), dtype=np.int64)
+    ids[order] = np.cumsum(new) - 1
+    return ids
