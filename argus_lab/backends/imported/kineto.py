@@ -58,7 +58,7 @@ _CATS = {
 }
 
 _ARGS = (
-    'STRUCT(correlation BIGINT, "External id" BIGINT, device BIGINT, context BIGINT, stream BIGINT, '
+    "STRUCT(correlation BIGINT, device BIGINT, context BIGINT, stream BIGINT, "
     'grid BIGINT[], block BIGINT[], "registers per thread" BIGINT, bytes BIGINT, name VARCHAR, mangled VARCHAR)'
 )
 _COLUMNS = (
@@ -67,7 +67,6 @@ _COLUMNS = (
 )
 _ARG_FIELDS = (
     ("corr", "correlation", "BIGINT"),
-    ("ext", "External id", "BIGINT"),
     ("device", "device", "BIGINT"),
     ("context", "context", "BIGINT"),
     ("stream", "stream", "BIGINT"),
@@ -189,6 +188,7 @@ def read(
                 if own:
                     con.execute(f"SET temp_directory = '{str(src.workdir / 'spill').replace(chr(39), chr(39) * 2)}'")
             _read_events(con, src, base_ns, str(p))
+            src.parsed()  # the copies are deleted while the tables are built
             source = SourceInfo(
                 str(p.resolve()), "kineto", "torch.profiler (Kineto)", src.sha256, src.bytes, _tool_version(meta)
             )
