@@ -25,7 +25,6 @@ from typing import TYPE_CHECKING
 
 import numpy as np
 import pyarrow as pa
-import pyarrow.compute as pc
 
 if TYPE_CHECKING:
     import duckdb
@@ -135,7 +134,7 @@ def finish(con: duckdb.DuckDBPyConnection, pending: Pending) -> None:
 def _signed(parent: np.ndarray, tokens: pa.Table, order: np.ndarray) -> pa.Table:
     """``idx``, ``kernels`` and ``signature`` of every instance."""
     inst = tokens.column("idx").to_numpy().astype(np.int64, copy=False)[order]
-    names = pc.dictionary_encode(tokens.column("name").combine_chunks())
+    names = tokens.column("name").combine_chunks().dictionary_encode()
     code = names.indices.fill_null(-1).to_numpy(zero_copy_only=False).astype(np.int64)[order]
     words: list[bytes | None] = [s.encode() for s in names.dictionary.to_pylist()]
     kernels, seq, interned = _sequences(Levels.of(parent), inst, code, len(words))

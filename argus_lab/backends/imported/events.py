@@ -158,9 +158,7 @@ def build(
             "error": pa.array([""] * n, pa.string()),
             "warmup": pa.array(np.zeros(n, dtype=bool), pa.bool_()),
             "rank": pa.array(np.full(n, rank, dtype=np.int32), pa.int32()),
-            "thread_name": pa.array(
-                [thread_names.get((a, b), "") for a, b in zip(pid.tolist(), tid.tolist(), strict=True)], pa.string()
-            ),
+            "thread_name": _per_thread(group, pid, tid, thread_names),
         }
     )
     con.register("inst_arrow", inst)
@@ -250,17 +248,26 @@ def _distinct(con: Any, sql: str) -> bool:
 
     Checked in numpy, cheaper than a DuckDB aggregation over a million rows: the rows usually come in order of their
     first column (correlation ids grow with time), and then one comparison of neighbours answers."""
-    cols = [np.asarray(v) for v in con.execute(sql).fetchnumpy().values()]
-    if not cols or len(cols[0]) < 2:
+    rel = con.sql(sql)
+    first = np.asarray(rel.select(rel.columns[0]).fetchnumpy()[rel.columns[0]])
+    if len(first) < 2 or bool(np.all(first[1:] > first[:-1])):
         return True
-    if bool(np.all(cols[0][1:] > cols[0][:-1])):
-        return True
+    cols = [np.asarray(v) for v in rel.fetchnumpy().values()]
     order = np.lexsort(cols[::-1])
     same = np.ones(len(order) - 1, dtype=bool)
     for c in cols:
         s = c[order]
         same &= s[1:] == s[:-1]
     return not bool(same.any())
+
+
+def _per_thread(group: np.ndarray, pid: np.ndarray, tid: np.ndarray, names: dict[tuple[int, int], str]) -> Any:
+    """The name of each instance's thread (``""`` when the trace names none): looked up once per thread."""
+    import pyarrow as pa
+
+    _, first = np.unique(group, return_index=True)
+    per_group = [names.get((int(pid[i]), int(tid[i])), "") for i in first.tolist()]
+    return pa.array(per_group, pa.string()).take(pa.array(group, pa.int64()))
 
 
 def _group_ids(pid: np.ndarray, tid: np.ndarray) -> np.ndarray:
