@@ -1,8 +1,9 @@
 """The join: the only place evidence becomes per-instance values.
 
 Attribution of every piece of evidence to region instances (:mod:`.attribution`, its SQL in
-:mod:`.attribution_sql`), communication kernels against compute (:mod:`.comm`), cross-rank skew (:mod:`.skew`),
-device regions of instrumented launches (:mod:`.device`).
+:mod:`.attribution_sql`), the instances' kernel-sequence signatures (:mod:`.signatures`), sample windows
+(:mod:`.windows`), communication kernels against compute (:mod:`.comm`), cross-rank skew (:mod:`.skew`), device
+regions of instrumented launches (:mod:`.device`).
 It works on a store's DuckDB connection but imports nothing of the store package (it is upstream of it): the
 caller hands it anything with ``connect(write=...)`` and ``rows(...)``.
 """

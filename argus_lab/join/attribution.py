@@ -52,7 +52,9 @@ Instrumented runs (device regions) are joined by :mod:`argus_lab.join.device` in
 launch under its kernel record and host instance (evidence ``device_launch``), ``device_values``, ``device_sm``, and
 the overhead against the clean run; their own kernels give no ``gpu.*`` values.
 
-Everything is set-based SQL in DuckDB (:mod:`argus_lab.join.attribution_sql`): no Python loop touches a record.
+Everything is set-based SQL in DuckDB (:mod:`argus_lab.join.attribution_sql`), except the kernel-sequence
+signatures, which are array passes over numpy columns (:mod:`argus_lab.join.signatures`): no Python loop touches a
+record.
 """
 
 from __future__ import annotations
@@ -66,7 +68,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Protocol
 
 from argus_lab.join import attribution_sql as q
-from argus_lab.join import comm, device, windows
+from argus_lab.join import comm, device, signatures, windows
 from argus_lab.join import skew as skew_sql
 from argus_lab.join.windows import LEVEL_UNITS
 
@@ -189,7 +191,10 @@ def _attribute(con: duckdb.DuckDBPyConnection, ids: list[str]) -> tuple[str | No
     for stmt in q.DELETE_DERIVED:
         con.execute(stmt)
     # GPU activity records
-    for stmt in (q.KERNELS, q.KERNEL_EXACT, q.KERNEL_CANDIDATES, q.KERNEL_OTHER, *q.INSERT_KERNEL_ATTRIBUTIONS):
+    con.execute(q.KERNELS)
+    con.execute(q.KERNEL_EXACT)
+    pending = signatures.start(con)  # computed on a second thread while the statements below run
+    for stmt in (q.KERNEL_CANDIDATES, q.KERNEL_OTHER, *q.INSERT_KERNEL_ATTRIBUTIONS):
         con.execute(stmt)
     for stmt in (
         q.KERNEL_EXCLUSIVE,
@@ -199,7 +204,6 @@ def _attribute(con: duckdb.DuckDBPyConnection, ids: list[str]) -> tuple[str | No
         q.KERNEL_VALUES,
     ):
         con.execute(stmt)
-    _signatures(con)
     # compile.*: the static facts of the kernel functions each instance ran (compiler rows, else launch records)
     con.execute(q.COMPILE_SIGNALS, [list(col) for col in zip(*q.COMPILE_FACTS, strict=True)])
     con.execute(q.COMPILE_VALUES)
@@ -207,6 +211,7 @@ def _attribute(con: duckdb.DuckDBPyConnection, ids: list[str]) -> tuple[str | No
     comm.derive(con)
     # time samples: split over the instances their windows overlap
     windows.derive(con)
+    signatures.finish(con, pending)
     # Nsight Compute kernels, across runs
     row = con.execute(q.REFERENCE_RUN).fetchone()
     ref: str | None = row[0] if row else None
@@ -233,16 +238,6 @@ def _attribute(con: duckdb.DuckDBPyConnection, ids: list[str]) -> tuple[str | No
     skew_sql.derive(con)  # multi-rank runs: rank.start_lag / rank.end_lag on rank 0's clock
     device.derive(con)  # instrumented runs: device regions under their kernel and host instance; the overhead
     return ref, cycles
-
-
-def _signatures(con: duckdb.DuckDBPyConnection) -> None:
-    """The kernel-sequence signature of every instance, one nesting depth at a time from the deepest."""
-    for stmt in (q.SIGNATURE_TOKENS, q.SIGNATURE_DEPTHS, q.SIGNATURE_TABLE):
-        con.execute(stmt)
-    deepest = con.execute("SELECT max(depth) FROM _j_depth").fetchone()
-    for depth in range(int(deepest[0]) if deepest and deepest[0] is not None else -1, -1, -1):
-        con.execute(q.SIGNATURE_LEVEL, {"d": depth})
-    con.execute(q.SIGNATURES)
 
 
 def _first_run(con: duckdb.DuckDBPyConnection, ids: list[str]) -> str | None:

@@ -156,7 +156,8 @@ SELECT k.run_id, coalesce(k.kind, 'kernel') AS kind,
        coalesce(k.thread_id, 0) AS thread_id, coalesce(nullif(k.api_start_ns, 0), k.start_ns) AS q,
        coalesce(k.bytes, 0) AS bytes, k.correlation_id, coalesce(k.device_id, 0) AS device_id,
        coalesce(k.rank, 0) AS rank, coalesce(k.api_start_ns, 0) AS api_s, coalesce(k.api_end_ns, 0) AS api_e,
-       k.registers, k.static_smem, k.dynamic_smem, k.block_x * k.block_y * k.block_z AS threads, k.local_mem
+       k.registers, k.static_smem, k.dynamic_smem, k.block_x * k.block_y * k.block_z AS threads, k.local_mem,
+       k.rowid AS row
 FROM kernels k
 WHERE k.run_id IN (SELECT run_id FROM _j_runs)
 """
@@ -344,50 +345,6 @@ SELECT c.run_id, c.instance_id, 'gpu.launch_overhead', coalesce(c.d, 0), coalesc
 FROM calls c JOIN _j_prov pv ON pv.run_id = c.run_id AND pv.backend = 'cupti'
 SEMI JOIN timed ON timed.run_id = c.run_id
 WHERE c.ran
-"""
-
-# the kernel sequence of every instance of a run that traced kernels: the names of the exactly attributed kernels of
-# the instance and its nested instances in launch order, hashed (an instance that launched nothing has kernels 0).
-# Built bottom-up, one nesting depth at a time (SIGNATURE_LEVEL), so that no record is sorted once per ancestor: an
-# instance's sequence is its own kernels and each nested instance's sequence as one block, in the order of their
-# first launch (correlation id, start, key) -- the launch order whenever nested instances do not interleave with
-# their parent's own launches.
-SIGNATURE_TOKENS = """
-CREATE OR REPLACE TEMP TABLE _j_tok AS
-SELECT run_id, instance_id, {'c': correlation_id, 's': start_ns, 'k': key} AS o, name FROM _j_ke WHERE kind = 'kernel'
-"""
-
-SIGNATURE_DEPTHS = """
-CREATE OR REPLACE TEMP TABLE _j_depth AS
-SELECT a.run_id, a.instance_id, (count(*) - 1)::INTEGER AS depth FROM _j_anc a
-SEMI JOIN (SELECT DISTINCT run_id FROM _j_tok) r ON r.run_id = a.run_id
-GROUP BY ALL
-"""
-
-SIGNATURE_TABLE = """
-CREATE OR REPLACE TEMP TABLE _j_sig (run_id VARCHAR, instance_id BIGINT, depth INTEGER, kernels BIGINT, seq VARCHAR,
-                                     o STRUCT(c BIGINT, s BIGINT, k VARCHAR))
-"""
-
-SIGNATURE_LEVEL = """
-INSERT INTO _j_sig
-WITH lvl AS (SELECT run_id, instance_id FROM _j_depth WHERE depth = $d),
-parts AS (
-    SELECT t.run_id, t.instance_id, t.o, t.name AS seq, 1 AS n FROM _j_tok t SEMI JOIN lvl USING (run_id, instance_id)
-    UNION ALL
-    SELECT g.run_id, i.parent_id, g.o, g.seq, g.kernels
-    FROM _j_sig g JOIN _j_inst i ON i.run_id = g.run_id AND i.instance_id = g.instance_id
-    WHERE g.depth = $d + 1 AND i.parent_id <> 0
-)
-SELECT run_id, instance_id, $d, sum(n), string_agg(seq, chr(31) ORDER BY o), min(o) FROM parts GROUP BY ALL
-"""
-
-SIGNATURES = """
-INSERT INTO instance_signatures (run_id, instance_id, kernels, signature)
-WITH kruns AS (SELECT DISTINCT run_id FROM _j_k WHERE kind = 'kernel')
-SELECT i.run_id, i.instance_id, coalesce(s.kernels, 0), coalesce(md5(s.seq), '')
-FROM _j_inst i SEMI JOIN kruns USING (run_id)
-LEFT JOIN _j_sig s ON s.run_id = i.run_id AND s.instance_id = i.instance_id
 """
 
 # -- compile.* per instance: the static facts of the kernel functions an instance ran ------------------------------

@@ -8,7 +8,7 @@ object, and one file on one thread.  :func:`event_parts` therefore
 * cuts it at event boundaries into ``parts`` files, each a JSON array of whole events, copied by the kernel
   (``os.copy_file_range``: no Python copy of the bytes),
 * decompresses a gzip file first (to a temporary file),
-* hashes the file as stored (sha256) on a second thread meanwhile.
+* hashes the file as stored (sha256) on a second thread meanwhile, while the parts are cut and parsed.
 
 An event boundary is ``}`` ``,`` and a line break before the next ``{``: a line break cannot occur inside a JSON
 string, and Kineto starts every event on a line of its own.  Should a cut still fall inside an event (an event
@@ -18,6 +18,7 @@ part (:func:`whole_array`).
 
 from __future__ import annotations
 
+import contextlib
 import gzip
 import hashlib
 import json
@@ -51,25 +52,85 @@ class EventArray:
     meta: dict[str, Any]
 
 
+class Digest:
+    """The sha256 and size of a file as stored, computed on a thread of its own (hashlib releases the GIL) from the
+    moment it is made, so that hashing overlaps cutting and parsing the events; reading the result waits for it."""
+
+    def __init__(self, path: Path) -> None:
+        self._out: dict[str, Any] = {}
+        self._thread = threading.Thread(target=_hash, args=(path, self._out), daemon=True, name="argus-sha256")
+        self._thread.start()
+
+    def wait(self) -> None:
+        """Until the file is hashed."""
+        self._thread.join()
+
+    @property
+    def sha256(self) -> str:
+        """The file's sha256 (hex)."""
+        self.wait()
+        return str(self._out.get("sha256", ""))
+
+    @property
+    def bytes(self) -> int:
+        """The file's size in bytes."""
+        self.wait()
+        return int(self._out.get("bytes", 0))
+
+
+class Discard:
+    """Deletes the copies of the event array once they are parsed, on a thread of its own, while the import goes on
+    (unlinking half a gigabyte of page cache takes a tenth of a second); :func:`event_parts` waits for it on exit."""
+
+    def __init__(self) -> None:
+        self._thread: threading.Thread | None = None
+
+    def start(self, folder: Path) -> None:
+        """Begin deleting the files in ``folder`` (once)."""
+        if self._thread is None:
+            self._thread = threading.Thread(target=_unlink_files, args=(folder,), daemon=True, name="argus-discard")
+            self._thread.start()
+
+    def wait(self) -> None:
+        """Until the files are deleted."""
+        if self._thread is not None:
+            self._thread.join()
+
+
 @dataclass(frozen=True)
 class Source:
-    """A trace file's event array cut into parts, with the file's digest."""
+    """A trace file's event array cut into parts, with the file's digest (still being computed when the parts are
+    ready: :attr:`sha256` waits for it)."""
 
     meta: dict[str, Any]
     parts: tuple[Path, ...]
-    sha256: str
-    bytes: int
+    digest: Digest
     array: EventArray
     workdir: Path
+    discard: Discard
+
+    def parsed(self) -> None:
+        """The parts have been read: delete them in the background (the decompressed file too: the array's
+        location in it is not needed any more)."""
+        self.discard.start(self.workdir)
+
+    @property
+    def sha256(self) -> str:
+        """The sha256 of the file as stored (waits for the hashing thread)."""
+        return self.digest.sha256
+
+    @property
+    def bytes(self) -> int:
+        """The size of the file as stored (waits for the hashing thread)."""
+        return self.digest.bytes
 
 
 @contextmanager
 def event_parts(path: str | Path, parts: int = 2, workdir: str | None = None) -> Iterator[Source]:
     """The event array of ``path`` as ``parts`` JSON-array files (fewer for small files); removed on exit."""
     p = Path(path)
-    digest: dict[str, Any] = {}
-    hasher = threading.Thread(target=_hash, args=(p, digest), daemon=True)
-    hasher.start()
+    digest = Digest(p)
+    discard = Discard()
     tmp = Path(tempfile.mkdtemp(prefix="argus-trace-", dir=workdir))
     try:
         with p.open("rb") as f:
@@ -81,10 +142,10 @@ def event_parts(path: str | Path, parts: int = 2, workdir: str | None = None) ->
                 shutil.copyfileobj(src, out, 1 << 24)
         array = locate(plain, str(p))
         files = _write_parts(array, parts, tmp)
-        hasher.join()
-        yield Source(array.meta, tuple(files), str(digest.get("sha256", "")), int(digest.get("bytes", 0)), array, tmp)
+        yield Source(array.meta, tuple(files), digest, array, tmp, discard)
     finally:
-        hasher.join()
+        digest.wait()
+        discard.wait()
         shutil.rmtree(tmp, ignore_errors=True)
 
 
@@ -93,13 +154,21 @@ def whole_array(src: Source) -> Path:
     return _write_parts(src.array, 1, src.workdir, name="whole")[0]
 
 
+def _unlink_files(folder: Path) -> None:
+    for f in folder.iterdir():
+        if f.is_file():
+            with contextlib.suppress(OSError):
+                f.unlink()
+
+
 def _hash(p: Path, out: dict[str, Any]) -> None:
     h = hashlib.sha256()
     n = 0
     with p.open("rb") as f:
-        while block := f.read(1 << 24):
-            h.update(block)
-            n += len(block)
+        if os.fstat(f.fileno()).st_size > 0:  # mapped, not read: no copy of the bytes into Python
+            with mmap.mmap(f.fileno(), 0, access=mmap.ACCESS_READ) as mm:
+                h.update(mm)
+                n = len(mm)
     out["sha256"], out["bytes"] = h.hexdigest(), n
 
 

@@ -151,7 +151,8 @@ def nest(group: np.ndarray, start: np.ndarray, end: np.ndarray, names: Sequence[
     order = np.lexsort((np.arange(n), -(end - start), start, group))
     parent_pos = np.full(n, -1, dtype=np.int64)
     paths: list[str] = [""] * n
-    rnames = [region_name(str(x)) for x in names]
+    named = {x: region_name(str(x)) for x in dict.fromkeys(names)}  # a trace repeats a few names many times
+    rnames = [named[x] for x in names]
     improper = 0
     stack: list[int] = []
     g_prev: int | None = None

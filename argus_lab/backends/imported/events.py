@@ -34,12 +34,11 @@ INSTANCES_SQL = """
 SELECT pid, tid, t, t + d AS e, name FROM ev WHERE kind = 'annotation' AND t IS NOT NULL ORDER BY pid, tid, t
 """
 
+# each correlation id's launching call: the longest call with that id (``{calls}``: the aggregation, or, when no id
+# repeats -- the usual case -- the calls themselves)
 LAUNCH_SQL = """
 CREATE OR REPLACE TEMP TABLE launch AS
-WITH l AS (
-    SELECT corr, arg_max(pid, d) AS pid, arg_max(tid, d) AS tid, arg_max(t, d) AS t, max(d) AS d
-    FROM ev WHERE kind = 'launch' AND corr IS NOT NULL GROUP BY corr
-), seg AS (
+WITH l AS ({calls}), seg AS (
     SELECT pid, thread_id::BIGINT AS tid, start_ns * 2 + 1 AS key, instance_id AS inner_id FROM inst
     UNION ALL
     SELECT pid, thread_id::BIGINT AS tid, end_ns * 2 AS key, parent_instance_id AS inner_id FROM inst
@@ -47,6 +46,12 @@ WITH l AS (
 SELECT l.corr, l.pid, l.tid, l.t, l.d, nullif(s.inner_id, 0) AS instance_id
 FROM l ASOF LEFT JOIN seg s ON s.pid = l.pid AND s.tid = l.tid AND l.t * 2 + 1 >= s.key
 """
+LAUNCH_CALLS = "SELECT corr, pid, tid, t, d FROM ev WHERE kind = 'launch' AND corr IS NOT NULL"
+LAUNCH_LONGEST = (
+    "SELECT corr, arg_max(pid, d) AS pid, arg_max(tid, d) AS tid, arg_max(t, d) AS t, max(d) AS d "
+    "FROM ev WHERE kind = 'launch' AND corr IS NOT NULL GROUP BY corr"
+)
+LAUNCH_IDS = "SELECT corr FROM ev WHERE kind = 'launch' AND corr IS NOT NULL"
 
 KERNELS_SQL = """
 CREATE OR REPLACE TEMP TABLE kern AS
@@ -57,14 +62,7 @@ WITH k AS (
            l.tid AS thread_id, l.t AS api_start_ns, l.t + l.d AS api_end_ns, l.instance_id
     FROM ev e LEFT JOIN launch l ON l.corr = e.corr
     WHERE e.kind IN ('kernel', 'memcpy', 'memset') AND e.t IS NOT NULL
-), shared AS (  -- correlation ids several records share (CUDA graph replays): numbered in start order
-    SELECT device_id, context_id, correlation_id FROM k GROUP BY ALL HAVING count(*) > 1
-), keyed AS (
-    SELECT k.*, 0 AS nth FROM k ANTI JOIN shared s USING (device_id, context_id, correlation_id)
-    UNION ALL
-    SELECT k.*, row_number() OVER (PARTITION BY device_id, context_id, correlation_id ORDER BY start_ns, end_ns) - 1
-    FROM k SEMI JOIN shared s USING (device_id, context_id, correlation_id)
-)
+), keyed AS ({keyed})
 SELECT $run AS run_id, kind, concat_ws('/', device_id, context_id, correlation_id, nth) AS kernel_key,
        correlation_id, instance_id, name, start_ns, end_ns, device_id, context_id, stream_id,
        grid[1]::INTEGER AS grid_x, grid[2]::INTEGER AS grid_y, grid[3]::INTEGER AS grid_z,
@@ -72,6 +70,20 @@ SELECT $run AS run_id, kind, concat_ws('/', device_id, context_id, correlation_i
        regs::INTEGER AS registers, CASE WHEN kind = 'kernel' THEN 0 ELSE coalesce(nbytes, 0) END AS bytes,
        thread_id::UBIGINT AS thread_id, api_start_ns, api_end_ns, $rank::INTEGER AS rank
 FROM keyed
+"""
+# correlation ids several records share (CUDA graph replays) are numbered in start order; when none is shared (the
+# usual case) every record is the 0th of its id
+KEYED_SHARED = """
+WITH shared AS (SELECT device_id, context_id, correlation_id FROM k GROUP BY ALL HAVING count(*) > 1)
+SELECT k.*, 0 AS nth FROM k ANTI JOIN shared s USING (device_id, context_id, correlation_id)
+UNION ALL
+SELECT k.*, row_number() OVER (PARTITION BY device_id, context_id, correlation_id ORDER BY start_ns, end_ns) - 1
+FROM k SEMI JOIN shared s USING (device_id, context_id, correlation_id)
+"""
+KEYED_UNIQUE = "SELECT k.*, 0 AS nth FROM k"
+KERNEL_IDS = """
+SELECT coalesce(corr, 0) AS c, coalesce(device, pid, 0)::INTEGER AS d, coalesce(context, 0)::INTEGER AS x
+FROM ev WHERE kind IN ('kernel', 'memcpy', 'memset') AND t IS NOT NULL
 """
 
 # The GPU-side annotation each kernel ran under (latest one started on its stream), against its attributed region.
@@ -146,20 +158,14 @@ def build(
             "error": pa.array([""] * n, pa.string()),
             "warmup": pa.array(np.zeros(n, dtype=bool), pa.bool_()),
             "rank": pa.array(np.full(n, rank, dtype=np.int32), pa.int32()),
-            "thread_name": pa.array(
-                [thread_names.get((a, b), "") for a, b in zip(pid.tolist(), tid.tolist(), strict=True)], pa.string()
-            ),
+            "thread_name": _per_thread(group, pid, tid, thread_names),
         }
     )
     con.register("inst_arrow", inst)
     con.execute("CREATE OR REPLACE TEMP TABLE inst AS SELECT * FROM inst_arrow")
-    con.execute(
-        "CREATE OR REPLACE TEMP TABLE inst_names AS SELECT instance_id, leaf FROM "
-        "(SELECT unnest(?::BIGINT[]) AS instance_id, unnest(?::VARCHAR[]) AS leaf)",
-        [nst.instance_id.tolist(), nst.region_of],
-    )
-    con.execute(LAUNCH_SQL)
-    con.execute(KERNELS_SQL.replace("$run", "?").replace("$rank", "?"), [run_id, rank])
+    con.execute(LAUNCH_SQL.format(calls=LAUNCH_CALLS if _distinct(con, LAUNCH_IDS) else LAUNCH_LONGEST))
+    keyed = KEYED_UNIQUE if _distinct(con, KERNEL_IDS) else KEYED_SHARED
+    con.execute(KERNELS_SQL.format(keyed=keyed).replace("$run", "?").replace("$rank", "?"), [run_id, rank])
     kernels: Any = "SELECT * FROM kern" if keep_on_connection else arrow_of(con.sql("SELECT * FROM kern"))
     counts_rows = con.execute("SELECT kind, count(*) FROM ev GROUP BY kind").fetchall()
     events = {str(k): int(c) for k, c in counts_rows}
@@ -169,7 +175,14 @@ def build(
         "count(*) FILTER (WHERE end_ns = start_ns), count(*) FILTER (WHERE end_ns - start_ns < 1000), "
         "min(start_ns), max(end_ns) FROM kern"
     ).fetchone()
-    check = con.execute(CHECK_SQL).fetchone() if cross_check else None
+    check = None
+    if cross_check:  # each instance's leaf name, for the kernels' GPU-side annotations to be compared with
+        con.execute(
+            "CREATE OR REPLACE TEMP TABLE inst_names AS SELECT instance_id, leaf FROM "
+            "(SELECT unnest(?::BIGINT[]) AS instance_id, unnest(?::VARCHAR[]) AS leaf)",
+            [nst.instance_id.tolist(), nst.region_of],
+        )
+        check = con.execute(CHECK_SQL).fetchone()
     bounds = con.execute("SELECT min(t), max(t + d) FROM ev WHERE t IS NOT NULL").fetchone()
     assert k_stats is not None
     assert bounds is not None
@@ -230,9 +243,39 @@ def build(
     )
 
 
+def _distinct(con: Any, sql: str) -> bool:
+    """Whether no two rows of ``sql`` (non-NULL integer columns, the first one the most selective) are equal.
+
+    Checked in numpy, cheaper than a DuckDB aggregation over a million rows: the rows usually come in order of their
+    first column (correlation ids grow with time), and then one comparison of neighbours answers."""
+    rel = con.sql(sql)
+    first = np.asarray(rel.select(rel.columns[0]).fetchnumpy()[rel.columns[0]])
+    if len(first) < 2 or bool(np.all(first[1:] > first[:-1])):
+        return True
+    cols = [np.asarray(v) for v in rel.fetchnumpy().values()]
+    order = np.lexsort(cols[::-1])
+    same = np.ones(len(order) - 1, dtype=bool)
+    for c in cols:
+        s = c[order]
+        same &= s[1:] == s[:-1]
+    return not bool(same.any())
+
+
+def _per_thread(group: np.ndarray, pid: np.ndarray, tid: np.ndarray, names: dict[tuple[int, int], str]) -> Any:
+    """The name of each instance's thread (``""`` when the trace names none): looked up once per thread."""
+    import pyarrow as pa
+
+    _, first = np.unique(group, return_index=True)
+    per_group = [names.get((int(pid[i]), int(tid[i])), "") for i in first.tolist()]
+    return pa.array(per_group, pa.string()).take(pa.array(group, pa.int64()))
+
+
 def _group_ids(pid: np.ndarray, tid: np.ndarray) -> np.ndarray:
     if len(pid) == 0:
         return np.zeros(0, dtype=np.int64)
-    pairs = np.stack([pid, tid], axis=1)
-    _, inv = np.unique(pairs, axis=0, return_inverse=True)
-    return np.asarray(inv, dtype=np.int64).reshape(-1)
+    order = np.lexsort((tid, pid))  # the (pid, tid) pairs numbered in sorted order, as np.unique(axis=0) numbers them
+    p, t = pid[order], tid[order]
+    new = np.r_[True, (p[1:] != p[:-1]) | (t[1:] != t[:-1])]
+    ids = np.empty(len(pid), dtype=np.int64)
+    ids[order] = np.cumsum(new) - 1
+    return ids

@@ -21,9 +21,10 @@ Times: Kineto writes ``ts``/``dur`` in microseconds with three decimals, relativ
 (newer versions) or since the epoch (older).  They are parsed as decimals (DuckDB ``DECIMAL``), never as floats,
 so every nanosecond survives; zero-length and sub-microsecond kernels are kept as they are.
 
-Speed: the ``traceEvents`` array is copied to a file of its own while the file is hashed (gzip decompressed on
-the way), read by DuckDB's JSON reader with typed columns (no Python object per event), and every table is built
-by set-based SQL; only the annotations (far fewer than kernels) are nested in a Python loop.
+Speed: the ``traceEvents`` array is copied to files of its own (gzip decompressed on the way) while the file is
+hashed on a second thread (which goes on while the copies are parsed), read by DuckDB's JSON reader with typed
+columns (no Python object per event), and every table is built by set-based SQL; only the annotations (far fewer
+than kernels) are nested in a Python loop.
 """
 
 from __future__ import annotations
@@ -57,7 +58,7 @@ _CATS = {
 }
 
 _ARGS = (
-    'STRUCT(correlation BIGINT, "External id" BIGINT, device BIGINT, context BIGINT, stream BIGINT, '
+    "STRUCT(correlation BIGINT, device BIGINT, context BIGINT, stream BIGINT, "
     'grid BIGINT[], block BIGINT[], "registers per thread" BIGINT, bytes BIGINT, name VARCHAR, mangled VARCHAR)'
 )
 _COLUMNS = (
@@ -66,7 +67,6 @@ _COLUMNS = (
 )
 _ARG_FIELDS = (
     ("corr", "correlation", "BIGINT"),
-    ("ext", "External id", "BIGINT"),
     ("device", "device", "BIGINT"),
     ("context", "context", "BIGINT"),
     ("stream", "stream", "BIGINT"),
@@ -91,6 +91,7 @@ WIDE_TS = "DECIMAL(24,3)"
 def _stage(con: Any, files: list[str], base_ns: int, ts_type: str) -> None:
     cats = ", ".join(f"'{c}'" for c in _CATS)
     case = " ".join(f"WHEN '{c}' THEN '{k}'" for c, k in _CATS.items())
+    calls = ", ".join(f"'{c}'" for c, k in _CATS.items() if k == "launch")
 
     def load(args_type: str, fields: str) -> None:
         con.execute(
@@ -100,13 +101,16 @@ def _stage(con: Any, files: list[str], base_ns: int, ts_type: str) -> None:
                 SELECT * FROM read_json(?, format = 'array', columns = {_COLUMNS % (ts_type, args_type)},
                                         maximum_object_size = 67108864)
             )
-            SELECT CASE WHEN ph = 'M' THEN 'meta' ELSE CASE lower(cat) {case} END END AS kind, ph, name,
+            -- categories as Kineto writes them (lower case) are matched as they are, others lowered; a launching
+            -- call's name ("cudaLaunchKernel": a million copies) is never read, so it is not kept
+            SELECT CASE WHEN ph = 'M' THEN 'meta' ELSE CASE cat {case} ELSE CASE lower(cat) {case} END END END AS kind,
+                   CASE WHEN cat IN ({calls}) THEN NULL ELSE name END AS name,
                    coalesce(TRY_CAST(pid AS BIGINT), TRY_CAST(regexp_extract(pid, '(-?\\d+)', 1) AS BIGINT)) AS pid,
                    coalesce(TRY_CAST(tid AS BIGINT), TRY_CAST(regexp_extract(tid, '(-?\\d+)', 1) AS BIGINT)) AS tid,
                    CAST(ts * 1000 AS BIGINT) + {int(base_ns)} AS t, coalesce(CAST(dur * 1000 AS BIGINT), 0) AS d,
                    {fields}
             FROM raw
-            WHERE (ph = 'X' AND lower(cat) IN ({cats})) OR (ph = 'M' AND name = 'thread_name')
+            WHERE (ph = 'X' AND (cat IN ({cats}) OR lower(cat) IN ({cats}))) OR (ph = 'M' AND name = 'thread_name')
             """,
             [files],
         )
@@ -184,6 +188,7 @@ def read(
                 if own:
                     con.execute(f"SET temp_directory = '{str(src.workdir / 'spill').replace(chr(39), chr(39) * 2)}'")
             _read_events(con, src, base_ns, str(p))
+            src.parsed()  # the copies are deleted while the tables are built
             source = SourceInfo(
                 str(p.resolve()), "kineto", "torch.profiler (Kineto)", src.sha256, src.bytes, _tool_version(meta)
             )

@@ -1,0 +1,271 @@
+"""Kernel-sequence signatures of region instances (``instance_signatures``), computed over numpy arrays.
+
+An instance's kernel sequence is the names of the kernels exactly attributed to it and to its nested instances, in
+launch order: its own kernels and each nested instance's sequence as one block, ordered by their first launch
+(correlation id, start, key) -- the launch order whenever nested instances do not interleave with their parent's own
+launches.  Its signature is the md5 of those names joined by ``chr(31)`` (``''`` when it launched none) and
+``kernels`` their number; the report groups a region's instances by it (instance heterogeneity).
+
+No sequence is spelled out once per instance: from the deepest nesting level up, each instance's sequence is a
+list of *parts* (a kernel's name, or the sequence of a nested instance as one part), equal lists are interned to one
+sequence id (grouped by a polynomial hash of the parts, then verified part by part, so equal ids mean equal lists),
+and only the distinct sequences are joined into strings and hashed.  At a million kernels in a hundred thousand
+instances that is a handful of array passes instead of a string aggregation per nesting level.
+
+Run by :mod:`argus_lab.join.attribution` in two steps: :func:`start` reads the kernels (``_j_k``, ``_j_inst``) and
+computes on a second thread while the join's next statements run; :func:`finish` writes the rows.
+"""
+
+from __future__ import annotations
+
+import hashlib
+from concurrent.futures import Future, ThreadPoolExecutor
+from dataclasses import dataclass
+from typing import TYPE_CHECKING
+
+import numpy as np
+import pyarrow as pa
+
+if TYPE_CHECKING:
+    import duckdb
+
+SEPARATOR = b"\x1f"
+"""Between two names of a sequence (``chr(31)``, the unit separator)."""
+
+# the instances of the runs that traced kernels, numbered 0..n-1, with the number of their parent (-1: top level, or
+# a parent the run did not record)
+NODES = """
+CREATE OR REPLACE TEMP TABLE _j_sn AS
+WITH kruns AS (SELECT DISTINCT run_id FROM _j_k WHERE kind = 'kernel'),
+n AS (
+    SELECT i.run_id, i.instance_id, any_value(i.parent_id) AS parent_id,
+           (row_number() OVER (ORDER BY i.run_id, i.instance_id) - 1)::BIGINT AS idx
+    FROM _j_inst i SEMI JOIN kruns USING (run_id)
+    GROUP BY i.run_id, i.instance_id
+)
+SELECT n.run_id, n.instance_id, n.idx, coalesce(p.idx, -1)::BIGINT AS parent
+FROM n LEFT JOIN n p ON p.run_id = n.run_id AND p.instance_id = n.parent_id AND n.parent_id <> 0
+"""
+
+# every exactly attributed kernel with the number of its instance and what orders it (put in launch order by
+# :func:`_launch_order`: sorting in numpy costs a tenth of an ORDER BY at a million kernels)
+TOKENS = """
+SELECT n.idx, k.correlation_id AS c, k.start_ns AS s, k.row, k.name
+FROM _j_k k JOIN _j_sn n ON n.run_id = k.run_id AND n.instance_id = k.carried
+WHERE k.kind = 'kernel'
+"""
+
+# the keys of some kernels (those whose correlation id and start are equal)
+KEYS = "SELECT row, key FROM _j_k WHERE row IN (SELECT unnest(?::BIGINT[]))"
+
+SIGNED = "CREATE OR REPLACE TEMP TABLE _j_signed (idx BIGINT, kernels BIGINT, signature VARCHAR)"
+
+INSERT = """
+INSERT INTO instance_signatures (run_id, instance_id, kernels, signature)
+SELECT n.run_id, n.instance_id, s.kernels, s.signature FROM _j_sn n JOIN _j_signed s USING (idx)
+"""
+
+_MUL = (np.uint64(0x9E3779B97F4A7C15), np.uint64(0xC2B2AE3D27D4EB4F))
+"""Odd multipliers of the two polynomial hashes that group candidate-equal part lists."""
+
+
+@dataclass(frozen=True)
+class Levels:
+    """The instances' tree: parent number (-1 for none) and nesting depth of each instance."""
+
+    parent: np.ndarray
+    depth: np.ndarray
+
+    @classmethod
+    def of(cls, parent: np.ndarray) -> Levels:
+        """Depths by following the parent links (the join cut every cycle before; the walk stops regardless)."""
+        depth = np.zeros(len(parent), dtype=np.int64)
+        cur = parent.copy()
+        for _ in range(len(parent)):
+            up = cur >= 0
+            if not up.any():
+                break
+            depth[up] += 1
+            cur[up] = parent[cur[up]]
+        return cls(parent, depth)
+
+
+@dataclass(frozen=True)
+class Interned:
+    """The parts of each distinct sequence (``parts[starts[s]:starts[s] + lengths[s]]`` of sequence ``s``)."""
+
+    parts: np.ndarray
+    starts: np.ndarray
+    lengths: np.ndarray
+
+
+@dataclass(frozen=True)
+class Pending:
+    """Signatures being computed on a second thread (numpy and hashlib release the GIL) while the join's next
+    statements run; :func:`finish` writes them."""
+
+    future: Future[pa.Table] | None
+
+
+def start(con: duckdb.DuckDBPyConnection) -> Pending:
+    """Read the instances and their exactly attributed kernels, and start computing their signatures."""
+    con.execute(NODES)
+    parent = con.execute("SELECT parent FROM _j_sn ORDER BY idx").fetchnumpy()["parent"]
+    if len(parent) == 0:
+        return Pending(None)
+    tokens = con.sql(TOKENS).to_arrow_table()
+    order = _launch_order(con, tokens)
+    pool = ThreadPoolExecutor(max_workers=1, thread_name_prefix="argus-signatures")
+    try:
+        return Pending(pool.submit(_signed, parent, tokens, order))
+    finally:
+        pool.shutdown(wait=False)  # the thread ends with its one task
+
+
+def finish(con: duckdb.DuckDBPyConnection, pending: Pending) -> None:
+    """Write the signatures :func:`start` computes (waiting for them)."""
+    if pending.future is None:
+        return
+    con.execute(SIGNED)
+    con.from_arrow(pending.future.result()).insert_into("_j_signed")
+    con.execute(INSERT)
+
+
+def _signed(parent: np.ndarray, tokens: pa.Table, order: np.ndarray) -> pa.Table:
+    """``idx``, ``kernels`` and ``signature`` of every instance."""
+    inst = tokens.column("idx").to_numpy().astype(np.int64, copy=False)[order]
+    names = tokens.column("name").combine_chunks().dictionary_encode()
+    code = names.indices.fill_null(-1).to_numpy(zero_copy_only=False).astype(np.int64)[order]
+    words: list[bytes | None] = [s.encode() for s in names.dictionary.to_pylist()]
+    kernels, seq, interned = _sequences(Levels.of(parent), inst, code, len(words))
+    digests = _digests(interned, words)
+    signature = pa.array(digests, type=pa.string()).take(pa.array(np.where(seq >= 0, seq, len(digests) - 1)))
+    return pa.table({"idx": np.arange(len(parent), dtype=np.int64), "kernels": kernels, "signature": signature})
+
+
+def _launch_order(con: duckdb.DuckDBPyConnection, tokens: pa.Table) -> np.ndarray:
+    """The permutation that puts the tokens in launch order: by correlation id, start and key, a missing value
+    after every value (as DuckDB orders the struct ``{c, s, k}``).  Only the tokens of one run are ever compared."""
+    top = np.iinfo(np.int64).max
+    c = tokens.column("c").combine_chunks().fill_null(top).to_numpy(zero_copy_only=False).astype(np.int64)
+    s = tokens.column("s").combine_chunks().fill_null(top).to_numpy(zero_copy_only=False).astype(np.int64)
+    order = np.lexsort((s, c))
+    c, s = c[order], s[order]
+    tie = np.flatnonzero((c[1:] == c[:-1]) & (s[1:] == s[:-1]))
+    if len(tie):  # equal correlation id and start (rare): the key decides
+        starts = tie[np.r_[True, tie[1:] != tie[:-1] + 1]]
+        ends = tie[np.r_[tie[1:] != tie[:-1] + 1, True]] + 2
+        rows = tokens.column("row").to_numpy()
+        key = dict(con.execute(KEYS, [rows[order[np.unique(np.r_[tie, tie + 1])]].tolist()]).fetchall())
+        for a, b in zip(starts.tolist(), ends.tolist(), strict=True):
+            members = order[a:b].tolist()
+            order[a:b] = sorted(members, key=lambda m: (key[rows[m]] is None, key[rows[m]] or ""))
+    return order
+
+
+def _sequences(
+    tree: Levels, inst: np.ndarray, code: np.ndarray, n_names: int
+) -> tuple[np.ndarray, np.ndarray, Interned]:
+    """Per instance: its kernels (with its nested instances') and its sequence id (-1: none); and the sequences.
+
+    ``inst``/``code``: the instance and name code (-1: no name) of each kernel, in launch order.  A part is a name
+    code (``0 .. n_names - 1``) or ``n_names + `` the id of a nested instance's sequence."""
+    n = len(tree.parent)
+    rank = np.arange(len(inst), dtype=np.int64)
+    kernels = np.bincount(inst, minlength=n).astype(np.int64)
+    first = np.full(n, np.iinfo(np.int64).max, dtype=np.int64)
+    uniq, at = np.unique(inst, return_index=True)
+    first[uniq] = rank[at]  # tokens come in launch order: an instance's first token is its first launch
+    seq = np.full(n, -1, dtype=np.int64)
+    by_depth = np.argsort(tree.depth[inst], kind="stable")
+    tok_depth = tree.depth[inst][by_depth]
+    kids = np.flatnonzero(tree.parent >= 0)
+    kids = kids[np.argsort(tree.depth[kids], kind="stable")]
+    kid_depth = tree.depth[kids]
+    chunks: list[Interned] = []
+    offset = 0
+    for d in range(int(tree.depth.max()), -1, -1):
+        lo, hi = np.searchsorted(tok_depth, [d, d + 1])
+        own = by_depth[lo:hi]
+        klo, khi = np.searchsorted(kid_depth, [d + 1, d + 2])
+        sub = kids[klo:khi]
+        sub = sub[kernels[sub] > 0]  # nested instances that launched something, finished at the level below
+        up = tree.parent[sub]
+        np.add.at(kernels, up, kernels[sub])
+        np.minimum.at(first, up, first[sub])
+        owner = np.concatenate([inst[own], up])
+        if len(owner) == 0:
+            continue
+        key = np.concatenate([rank[own], first[sub]])
+        part = np.concatenate([code[own], n_names + seq[sub]])
+        order = np.lexsort((key, owner))
+        owner, part = owner[order], part[order]
+        ids, level = _intern(owner, part)
+        seq[owner[np.r_[True, owner[1:] != owner[:-1]]]] = offset + ids
+        chunks.append(level)
+        offset += len(level.starts)
+    total = 0
+    starts: list[np.ndarray] = []
+    for c in chunks:
+        starts.append(c.starts + total)
+        total += len(c.parts)
+    interned = Interned(
+        np.concatenate([c.parts for c in chunks]) if chunks else np.zeros(0, dtype=np.int64),
+        np.concatenate(starts) if starts else np.zeros(0, dtype=np.int64),
+        np.concatenate([c.lengths for c in chunks]) if chunks else np.zeros(0, dtype=np.int64),
+    )
+    return kernels, seq, interned
+
+
+def _intern(owner: np.ndarray, part: np.ndarray) -> tuple[np.ndarray, Interned]:
+    """Sequence ids (``0 ..``) of the part lists of the owners (sorted, each list contiguous), equal lists sharing
+    one id; with the distinct lists."""
+    bounds = np.flatnonzero(np.r_[True, owner[1:] != owner[:-1]])
+    lengths = np.diff(np.r_[bounds, len(owner)])
+    pos = np.arange(len(owner), dtype=np.int64) - np.repeat(bounds, lengths)
+    val = (part + 2).astype(np.uint64)  # -1 (no name) stays distinct from every code
+    hashes = []
+    for mul in _MUL:
+        powers = np.cumprod(np.full(int(lengths.max()), mul, dtype=np.uint64))
+        hashes.append(np.add.reduceat(val * powers[pos], bounds))
+    order = np.lexsort((hashes[1], hashes[0], lengths))
+    k_len, k_h0, k_h1 = lengths[order], hashes[0][order], hashes[1][order]
+    new = np.r_[True, (k_len[1:] != k_len[:-1]) | (k_h0[1:] != k_h0[:-1]) | (k_h1[1:] != k_h1[:-1])]
+    group = np.empty(len(bounds), dtype=np.int64)
+    group[order] = np.cumsum(new) - 1
+    _, rep = np.unique(group, return_index=True)  # the first owner of each group stands for it
+    same = part == part[np.repeat(bounds[rep[group]], lengths) + pos]
+    if not same.all():  # two different lists with equal hashes: intern exactly instead
+        return _intern_exact(bounds, lengths, part)
+    return group, Interned(part, bounds[rep], lengths[rep])
+
+
+def _intern_exact(bounds: np.ndarray, lengths: np.ndarray, part: np.ndarray) -> tuple[np.ndarray, Interned]:
+    """:func:`_intern` by comparing the lists themselves (the path of a hash collision)."""
+    seen: dict[tuple[int, ...], int] = {}
+    ids = np.empty(len(bounds), dtype=np.int64)
+    reps: list[int] = []
+    for j, (b, n) in enumerate(zip(bounds.tolist(), lengths.tolist(), strict=True)):
+        k = tuple(part[b : b + n].tolist())
+        if k not in seen:
+            seen[k] = len(reps)
+            reps.append(j)
+        ids[j] = seen[k]
+    r = np.asarray(reps, dtype=np.int64)
+    return ids, Interned(part, bounds[r], lengths[r])
+
+
+def _digests(seqs: Interned, words: list[bytes | None]) -> list[str]:
+    """The md5 (hex) of each distinct sequence's names joined by :data:`SEPARATOR` (``''`` for a sequence without
+    a name), and one more ``''`` for instances without a sequence."""
+    spelled: list[bytes | None] = list(words)
+    parts = seqs.parts.tolist()
+    for b, n in zip(seqs.starts.tolist(), seqs.lengths.tolist(), strict=True):
+        pieces = [w for w in (spelled[p] if p >= 0 else None for p in parts[b : b + n]) if w is not None]
+        spelled.append(SEPARATOR.join(pieces) if pieces else None)
+    out = [hashlib.md5(s).hexdigest() if s is not None else "" for s in spelled[len(words) :]]
+    out.append("")
+    return out
+
+
+__all__ = ["SEPARATOR", "Pending", "finish", "start"]
