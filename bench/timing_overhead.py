@@ -97,14 +97,6 @@ TABLE_ORDER = (
     "argus-driver-callbacks",
     "argus",
 )
-GPU_TOOLS = {
-    "torch.profiler",
-    "proton",
-    "cupti-kernels",
-    "cupti-kernels+empty-callbacks",
-    "cupti-kernels+callbacks",
-    "cupti-kernels+api-records",
-}
 WORKLOADS = ("loop", "decode")
 SIGNALS = "gpu.time,gpu.kernels,gpu.span,host.wall"
 CPU_SIGNALS = "host.wall"  # --device cpu: the argus paths without a GPU
@@ -1298,8 +1290,8 @@ def main() -> int:
     unknown = [t for t in tools if t not in TOOLS]
     if unknown:
         raise SystemExit(f"unknown tools {unknown}; tools: {', '.join(TOOLS)}")
-    if args.device != "cuda":
-        tools = [t for t in tools if t not in GPU_TOOLS]
+    if args.device != "cuda":  # the tools that need a GPU: the profilers and every CUPTI collector setting
+        tools = [t for t in tools if t not in {"torch.profiler", "proton", *Cupti.SETTINGS}]
     os.environ.setdefault("PYTORCH_NVML_BASED_CUDA_CHECK", "1")  # torch.cuda.is_available() without CUDA init
     env = environment(args.device)
     print(f"environment: {json.dumps(env)}", flush=True)
