@@ -577,6 +577,21 @@ static int in_event_loop(void) {
     return running;
 }
 
+/* The calling thread's state when a boundary can run in C now.  NULL with *declined set when the Python method must
+ * do it (no boundary run, an asyncio event loop on the thread); NULL with an exception set on an error. */
+static thread_state_t *boundary_here(int *declined) {
+    *declined = 1;
+    if (!B.on)
+        return NULL;
+    int loop = in_event_loop();
+    if (loop != 0) {
+        *declined = loop > 0;
+        return NULL;
+    }
+    *declined = 0;
+    return boundary_thread();
+}
+
 static int append_row(const int64_t *row) {
     if (B.n_rows == B.cap_rows) { /* the recorder takes the rows (boundary_take) */
         PyObject *r = PyObject_CallNoArgs(B.spill);
@@ -598,14 +613,10 @@ PyDoc_STRVAR(boundary_enter_doc,
              "instance (True), or False when the Python method must do it (no boundary run, an asyncio event loop).");
 static PyObject *boundary_enter(PyObject *self, PyObject *marker) {
     (void)self;
-    if (!B.on)
-        Py_RETURN_FALSE;
-    int loop = in_event_loop();
-    if (loop != 0)
-        return loop < 0 ? NULL : Py_NewRef(Py_False);
-    thread_state_t *t = boundary_thread();
+    int declined;
+    thread_state_t *t = boundary_here(&declined);
     if (t == NULL)
-        return NULL;
+        return declined ? Py_NewRef(Py_False) : NULL;
     PyObject *stack = t->stack;
     Py_ssize_t n = PyList_GET_SIZE(stack);
     PyObject *parent_iid = B.zero, *parent_node = B.zero;
@@ -658,14 +669,10 @@ PyDoc_STRVAR(boundary_exit_doc,
              "raises then).");
 static PyObject *boundary_exit(PyObject *self, PyObject *marker) {
     (void)self;
-    if (!B.on)
-        Py_RETURN_FALSE;
-    int loop = in_event_loop();
-    if (loop != 0)
-        return loop < 0 ? NULL : Py_NewRef(Py_False);
-    thread_state_t *t = boundary_thread();
+    int declined;
+    thread_state_t *t = boundary_here(&declined);
     if (t == NULL)
-        return NULL;
+        return declined ? Py_NewRef(Py_False) : NULL;
     PyObject *stack = t->stack;
     Py_ssize_t n = PyList_GET_SIZE(stack);
     if (n == 0)
