@@ -22,13 +22,16 @@ cost of the markers and forward hooks alone), ``torch.profiler`` (CPU + CUDA act
 region; ``profile.start/stop`` per block), ``proton`` (``proton.scope`` per region, ``proton.start/finalize`` per
 block), ``cupti-kernels`` (CUPTI kernel records alone, no regions, no Python work; CUPTI detached after each block:
 the floor), ``cupti-kernels+empty-callbacks`` (+ CUPTI's launch callbacks with a callback that records nothing),
-``cupti-kernels+callbacks`` (+ argus_lab's native launch callback, no regions), ``argus-markers`` (argus_lab
+``cupti-kernels+callbacks`` (+ argus_lab's native launch callback, no regions), ``cupti-kernels+probes`` (+ the
+boundary probe's subscription, no regions: no probe is made per launch), ``argus-markers`` (argus_lab
 regions recording host.wall, no GPU tool: the boundary work), ``argus`` (the timing run exactly as
 ``argus_lab.measure(..., signals="gpu.time,gpu.kernels,gpu.span,host.wall")`` runs it: the plan's run, its
 backends loaded by name, ``run.driver.drive`` per block, region boundaries in C while the native launch path runs),
 ``argus-python-boundaries`` (the same with the cupti setting ``boundaries="python"``: the region boundaries in
 Python, as before the C boundary path), ``argus-driver-callbacks`` (an experiment: the launch callback on the driver
-domain only, ``callback_domains="driver"``; its kernels-in-a-region count says whether that attributes).  Each
+domain only, ``callback_domains="driver"``; its kernels-in-a-region count says whether that attributes),
+``argus-launch-callbacks`` (the timing run with the cupti setting ``launch_identity="callbacks"``: a CUPTI callback at
+every launch instead of the default boundary probes, the default before them).  Each
 argus process ends with one real ``argus_lab.measure`` of the decode step between two no-tool A blocks: its stored
 host.wall is compared with the step timed by itself, with those adjacent no-tool blocks and with the process's A
 blocks.  Before every block a fixed pure-Python loop is timed
@@ -79,8 +82,10 @@ EXTRA = (
     "argus-markers",
     "cupti-kernels+api-records",
     "cupti-kernels+empty-callbacks",
+    "cupti-kernels+probes",
     "argus-python-boundaries",
     "argus-driver-callbacks",
+    "argus-launch-callbacks",
 )
 TOOLS = REQUIRED + EXTRA
 TABLE_ORDER = (
@@ -92,9 +97,11 @@ TABLE_ORDER = (
     "cupti-kernels+empty-callbacks",
     "cupti-kernels+callbacks",
     "cupti-kernels+api-records",
+    "cupti-kernels+probes",
     "argus-markers",
     "argus-python-boundaries",
     "argus-driver-callbacks",
+    "argus-launch-callbacks",
     "argus",
 )
 WORKLOADS = ("loop", "decode")
@@ -379,7 +386,9 @@ class Cupti(Tool):
     SETTINGS: ClassVar[dict[str, dict[str, Any]]] = {
         "cupti-kernels": {"kinds": ["CONCURRENT_KERNEL"], "detach": "always"},
         "cupti-kernels+empty-callbacks": {"native_callback": "empty"},
-        "cupti-kernels+callbacks": {},
+        "cupti-kernels+callbacks": {"launch_identity": "callbacks"},
+        # the probe's subscription and its one call at start, no region (so no further probe)
+        "cupti-kernels+probes": {},
         # CUPTI's own records of the launch API calls (thread, entry and exit time; other calls filtered out)
         "cupti-kernels+api-records": {"kinds": ["CONCURRENT_KERNEL", "RUNTIME", "DRIVER"], "detach": "always"},
     }
@@ -452,6 +461,7 @@ class Argus(Tool):
         self.variant: dict[str, Any] = {
             "argus-python-boundaries": {"boundaries": "python"},
             "argus-driver-callbacks": {"callback_domains": "driver"},
+            "argus-launch-callbacks": {"launch_identity": "callbacks"},
         }.get(name, {})
 
     def fallback(self) -> str:
@@ -524,6 +534,7 @@ class Argus(Tool):
                 extra["records"] = prov_settings.get("records")
                 extra["detached"] = prov_settings.get("detached_at_stop")
                 extra["dropped"] = prov_settings.get("dropped_records")
+                extra["launch_order"] = prov_settings.get("launch_order")
         return wall[warm:], ev[warm:], extra
 
 
@@ -555,7 +566,7 @@ def make_tool(name: str, out: Path, device: str) -> Tool:
         return Cupti(name, out, device)
     if name == "argus-markers":
         return ArgusMarkers(name, out, device)
-    if name in ("argus", "argus-python-boundaries", "argus-driver-callbacks"):
+    if name in ("argus", "argus-python-boundaries", "argus-driver-callbacks", "argus-launch-callbacks"):
         return Argus(name, out, device)
     raise SystemExit(f"unknown tool {name!r}; tools: {', '.join(TOOLS)}")
 
@@ -1151,6 +1162,7 @@ def decomposition(rows: list[dict[str, Any]]) -> list[str]:
                 ("region work alone", "argus-markers"),
                 ("argus with Python boundaries", "argus-python-boundaries"),
                 ("argus, driver callbacks only", "argus-driver-callbacks"),
+                ("argus, launch callbacks instead of probes", "argus-launch-callbacks"),
                 ("no-op markers + hooks", "nvtx"),
                 ("Proton", "proton"),
                 ("torch.profiler", "torch.profiler"),

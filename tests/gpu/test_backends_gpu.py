@@ -215,3 +215,68 @@ def test_the_inline_idiom_runs_in_c_in_a_timing_run_and_tags_every_kernel(tmp_pa
     assert len(rows) >= 3 and all(n == w == 2 for n, w in rows), rows  # relu + add, both exact, every instance
     classes = dict(store.rows("SELECT class, count(*) FROM attributions WHERE evidence = 'kernel' GROUP BY class"))
     assert classes.get("exact", 0) >= 3 * 3 and set(classes) <= {"exact", "unattributed"}, classes
+
+
+def _probe_run(torch: Any, tmp_path: Path, identity: str) -> tuple[Any, dict[str, Any], dict[str, Any]]:
+    """One collector run of `_nested` x 3 with the given launch identity, plus a thread with no region that launches
+    while the main thread's `outer` is open (it waits on an event the main thread sets inside the region)."""
+    import threading
+
+    from argus_lab.backends.cupti.collector import CuptiCollector
+
+    a = torch.randn(1024, 1024, device="cuda")
+    b = torch.randn(1024, 1024, device="cuda")
+    _nested(torch, a, b)
+    torch.cuda.synchronize()
+    go, done = threading.Event(), threading.Event()
+
+    def worker() -> None:  # no region on this thread
+        go.wait(30)
+        torch.sigmoid(a)
+        torch.cuda.synchronize()
+        done.set()
+
+    coll = CuptiCollector()
+    coll.start(RunContext(f"p-{identity}", ("gpu.time",), {"launch_identity": identity}, tmp_path))
+    rec = Recorder(f"p-{identity}", coll.hooks())
+    t = threading.Thread(target=worker)
+    t.start()
+    with rec:
+        for _ in range(3):
+            _nested(torch, a, b)
+        with region("shared"):
+            go.set()
+            done.wait(30)
+    t.join()
+    coll.stop()
+    inst = rec.columns()
+    return coll, inst, coll.evidence(inst)["kernels"]
+
+
+def test_boundary_probes_place_every_kernel_like_the_launch_callback(tmp_path: Path) -> None:
+    """The default launch identity (a probe at each boundary, no launch callback): CUPTI numbers the probes and the
+    launches from one counter, so each kernel of the main thread lands in the same instance as with the callback;
+    the region-less worker's kernel goes to the one region open then (`shared`), which the callback cannot know."""
+    torch = pytest.importorskip("torch")
+    got = {}
+    for identity in ("probes", "callbacks"):
+        coll, inst, k = _probe_run(torch, tmp_path, identity)
+        path_of = dict(zip(inst["instance_id"], inst["path"], strict=True))
+        index_of = dict(zip(inst["instance_id"], inst["instance_index"], strict=True))
+        got[identity] = (coll, [
+            (path_of.get(i, ""), index_of.get(i, -1), o, n)
+            for i, o, n in zip(k["instance_id"], k["ordinal"], k["name"], strict=True)
+        ])  # fmt: skip
+    probes, callbacks = got["probes"], got["callbacks"]
+    assert probes[0].launch_path == "native probes", probes[0].notes
+    assert callbacks[0].launch_path == "native", callbacks[0].notes
+    order = probes[0].launch_order
+    assert order["probes"] >= 2 * (3 * 2 + 1), order  # one per boundary (+ the one at start)
+    assert order["with regions open on several threads"] == 0, order
+    main_p = [r for r in probes[1] if "sigmoid" not in r[3]]
+    main_c = [r for r in callbacks[1] if "sigmoid" not in r[3]]
+    assert main_p == main_c and len([r for r in main_p if r[0] == "outer/inner"]) == 2 * 3
+    worker_p = [r[0] for r in probes[1] if "sigmoid" in r[3]]
+    worker_c = [r[0] for r in callbacks[1] if "sigmoid" in r[3]]
+    assert worker_p == ["shared"], worker_p
+    assert worker_c == [""], worker_c  # the callback: launched on a thread with no region

@@ -357,6 +357,7 @@ class CuptiCollector:
         self.detached = False  # whether stop() detached CUPTI (cuptiFinalize)
         self.kernel_names: dict[int, str] = {}  # kernel-name pointer -> name, read before CUPTI is detached
         self.boundaries = "native"  # the `boundaries` setting: region boundaries in C with the native launch path
+        self.launch_order: dict[str, int] = {}  # how the boundary probes placed the launches (launch path probes)
 
     # -- Collector protocol ---------------------------------------------------------------------
     def hooks(self) -> Sequence[BoundaryHook]:
@@ -388,6 +389,7 @@ class CuptiCollector:
             raise BackendUnavailableError(msg)
         self.detached = False
         self.kernel_names = {}
+        self.launch_order = {}
         self.boundaries = boundaries_setting(settings)
         try:
             cupti.get_timestamp()  # loads libcupti
@@ -440,7 +442,8 @@ class CuptiCollector:
         self._hook.bind(None, None)
         self._hook.current_instance = None
         self._hook.native_boundary = None
-        subscribed = self.launch_path in ("native", "native empty callbacks")  # no other CUPTI subscriber here
+        # no other CUPTI subscriber here
+        subscribed = self.launch_path in ("native", "native probes", "native empty callbacks")
         detach = self.detach == "always" or (self.detach == "auto" and subscribed)
         native = self._native_stop()  # unsubscribe first: no launch callback runs after this
         raw_buffers = self._raw_buffers
@@ -472,7 +475,14 @@ class CuptiCollector:
             records, self._records = self._records, []
             self.raw = decode_records(records)
             del records
-        if native is not None:  # the launches the native callback recorded: external + api families
+        if native is not None and native.probes:  # boundary probes: each launch's instance by its correlation id
+            corr = [c["correlation_id"] for f, c in self.raw.items() if f in ("kernel", "memcpy", "memset")]
+            families, self.launch_order = nat.probe_families(
+                native, np.concatenate(corr) if corr else np.zeros(0, dtype=np.int64), os.getpid()
+            )
+            self.raw.update(families)
+            self.native_launches, self.native_dropped = len(native), native.dropped
+        elif native is not None:  # the launches the native callback recorded: external + api families
             self.raw.update(nat.raw_families(native, os.getpid()))
             self.native_launches, self.native_dropped = len(native), native.dropped
         self.decode_s = time.perf_counter() - t0
@@ -503,8 +513,7 @@ class CuptiCollector:
         settings = {
             "kinds": self._kind_names,
             "buffer_bytes": self.buffer_bytes,
-            "api": "global Activity API"
-            + (" + a callback subscriber for launch calls, released at stop" if self.launch_path == "native" else ""),
+            "api": "global Activity API" + _SUBSCRIBER.get(self.launch_path, ""),
             "detached_at_stop": self.detached,
             "launch_path": self.launch_path,
             # handed to the recorder, which runs its thread-stack boundaries in C when they are its only work
@@ -513,6 +522,7 @@ class CuptiCollector:
             else "none",
             "native_launch_records": self.native_launches,
             "native_dropped_launches": self.native_dropped,
+            "launch_order": self.launch_order,
             "external_correlation_kind": "CUSTOM2",
             "records": {f: dec.count(c) for f, c in self.raw.items()},
             "dropped_records": self.dropped,
@@ -586,6 +596,12 @@ class CuptiCollector:
             except (cupti.cuptiError, RuntimeError):
                 continue
         self._kinds = []
+
+
+_SUBSCRIBER = {
+    "native": " + a callback subscriber for launch calls, released at stop",
+    "native probes": " + a callback subscriber for one driver call made at each region boundary, released at stop",
+}
 
 
 def _c_string(ptr: int) -> str:

@@ -17,6 +17,13 @@
  * Mode 3 (benchmarks only) subscribes the same callbacks with a callback that returns at once: what CUPTI's
  * callback dispatch costs by itself, apart from the recording.
  *
+ * Mode 4 (boundary probes, the default of a timing run) subscribes no launch call at all.  Every set_current() (a
+ * region boundary) calls one cheap driver function (the probe, e.g. cuDriverGetVersion) whose callback, the only
+ * one subscribed, appends (its correlation id, the thread's new current instance, thread id, CLOCK_REALTIME ns) to
+ * the same arrays.  CUPTI numbers API calls from one process-wide counter, so a kernel whose correlation id lies
+ * between two probes of a thread was launched while that thread's instance of the earlier probe was current; the
+ * per-launch cost is CUPTI's kernel record alone.  native.py turns the probes into per-kernel instances.
+ *
  * Region boundaries (boundary_*): while a recorder of argus_lab.regions records with this module's set_current as
  * its only boundary work, `with region(...)` calls boundary_enter(marker) / boundary_exit(marker), which do in one
  * C call what RegionMarker.__enter__/__exit__ do in Python for a thread's stack: the frame pushed on (popped from)
@@ -66,7 +73,8 @@ typedef cupti_result_t (*push_external_t)(int, uint64_t);
 typedef cupti_result_t (*pop_external_t)(int, uint64_t *);
 
 enum { DOMAIN_DRIVER = 1, DOMAIN_RUNTIME = 2, SITE_ENTER = 0, EXTERNAL_CUSTOM2 = 5 };
-enum { MODE_OFF = 0, MODE_CALLBACKS = 1, MODE_EXTERNAL = 2, MODE_CALLBACKS_EMPTY = 3 };
+enum { MODE_OFF = 0, MODE_CALLBACKS = 1, MODE_EXTERNAL = 2, MODE_CALLBACKS_EMPTY = 3, MODE_PROBES = 4 };
+typedef int (*probe_t)(void *); /* cuDriverGetVersion(int *), cuDeviceGetCount(int *), cuCtxGetCurrent(CUcontext *) */
 #define NEST_MAX 8
 
 /* ---- state -------------------------------------------------------------------------------------------- */
@@ -90,12 +98,15 @@ static struct {
     int64_t *end;
     uint32_t *cbid;
     uint8_t *domain;
+    probe_t probe;       /* MODE_PROBES: the driver function a boundary calls */
+    uint32_t probe_cbid; /* ... and its driver callback id */
 } S;
 
 /* Per-thread state in one struct: one thread-local address computation per callback (the module is loaded with
  * dlopen, so each distinct __thread variable would cost its own __tls_get_addr call). */
 typedef struct {
     int64_t current; /* the calling thread's innermost open region instance (0 = none) */
+    int64_t when;    /* MODE_PROBES: the boundary's own clock reading, which its probe records (0 = read one) */
     int pushed;      /* MODE_EXTERNAL: an id is pushed on this thread */
     int generation;  /* the run the nesting below belongs to */
     int depth;       /* subscribed API calls open on this thread (a runtime launch calls the driver) */
@@ -155,6 +166,27 @@ static void on_api_call(void *userdata, int domain, uint32_t cbid, const void *r
     t->depth--;
     if (t->depth < NEST_MAX && t->slot[t->depth] >= 0)
         S.end[t->slot[t->depth]] = now_ns();
+}
+
+/* ---- the probe callback (mode 4): runs inside the probe call a boundary makes ------------------------------ */
+static void on_probe(void *userdata, int domain, uint32_t cbid, const void *raw) {
+    const cupti_callback_data_t *data = (const cupti_callback_data_t *)raw;
+    (void)userdata;
+    if (data->callback_site != SITE_ENTER || domain != DOMAIN_DRIVER || cbid != S.probe_cbid)
+        return;
+    thread_state_t *t = &T;
+    int64_t slot = __atomic_fetch_add(&S.count, 1, __ATOMIC_RELAXED);
+    if (slot >= S.capacity) {
+        __atomic_fetch_add(&S.dropped, 1, __ATOMIC_RELAXED);
+        return;
+    }
+    S.correlation[slot] = data->correlation_id;
+    S.instance[slot] = t->current;
+    S.thread[slot] = (uint64_t)pthread_self();
+    S.start[slot] = t->when != 0 ? t->when : now_ns();
+    S.end[slot] = 0;
+    S.cbid[slot] = cbid;
+    S.domain[slot] = (uint8_t)domain;
 }
 
 /* ---- helpers ------------------------------------------------------------------------------------------ */
@@ -249,8 +281,16 @@ static int enable_list(PyObject *ids, int domain, PyObject *refused) {
 }
 
 /* ---- Python API --------------------------------------------------------------------------------------- */
-static inline void store_current(thread_state_t *t, int64_t v) {
+/* `when`: the boundary's clock reading (the instance's start or end), recorded with the probe; 0 = none */
+static inline void store_current(thread_state_t *t, int64_t v, int64_t when) {
     t->current = v;
+    if (S.mode == MODE_PROBES) {
+        uint64_t scratch = 0;
+        t->when = when;
+        S.probe(&scratch); /* its callback (on_probe) records the new current instance with a correlation id */
+        t->when = 0;
+        return;
+    }
     if (S.mode == MODE_EXTERNAL) {
         uint64_t last = 0;
         if (t->pushed)
@@ -267,7 +307,7 @@ static PyObject *set_current(PyObject *self, PyObject *arg) {
     (void)self;
     if (v == -1 && PyErr_Occurred())
         return NULL;
-    store_current(&T, v);
+    store_current(&T, v, 0);
     Py_RETURN_NONE;
 }
 
@@ -350,7 +390,99 @@ fail:
     return NULL;
 }
 
-PyDoc_STRVAR(stop_doc, "stop(): unsubscribe (mode 1) or pop the calling thread's pushed id (mode 2).");
+/* Calls `fn` as CUPTI would call it back (the tests' simulate functions); needs the arrays. */
+static PyObject *call_back(cupti_callback_t fn, int domain, uint32_t cbid, int site, uint32_t correlation) {
+    if (S.capacity == 0) {
+        PyErr_SetString(PyExc_RuntimeError, "no launch arrays: call allocate(), start() or start_probes() first");
+        return NULL;
+    }
+    cupti_callback_data_t data;
+    memset(&data, 0, sizeof data);
+    data.callback_site = site;
+    data.correlation_id = correlation;
+    fn(NULL, domain, cbid, &data);
+    Py_RETURN_NONE;
+}
+
+PyDoc_STRVAR(start_probes_doc,
+             "start_probes(libcupti, probe_name, probe_cbid, capacity): mode 4: subscribe only the driver callback "
+             "`probe_cbid` of the libcuda function `probe_name`, which every set_current() then calls; the probe is "
+             "called once here and must call back (else RuntimeError, nothing stays subscribed).");
+static PyObject *start_probes(PyObject *self, PyObject *args) {
+    const char *path, *probe_name;
+    unsigned int probe_cbid;
+    long long capacity;
+    (void)self;
+    if (!PyArg_ParseTuple(args, "ssIL", &path, &probe_name, &probe_cbid, &capacity))
+        return NULL;
+    if (S.mode != MODE_OFF) {
+        PyErr_SetString(PyExc_RuntimeError, "the native launch path is already started; stop() it first");
+        return NULL;
+    }
+    if (capacity < 1) {
+        PyErr_SetString(PyExc_ValueError, "capacity must be at least 1");
+        return NULL;
+    }
+    S.lib = dlopen(path, RTLD_NOW | RTLD_NOLOAD);
+    if (S.lib == NULL) {
+        PyErr_Format(PyExc_RuntimeError, "libcupti %s is not loaded in this process (%s)", path, dl_error());
+        return NULL;
+    }
+    void *cuda = dlopen("libcuda.so.1", RTLD_NOW | RTLD_NOLOAD);
+    if (cuda == NULL) {
+        PyErr_Format(PyExc_RuntimeError, "libcuda.so.1 is not loaded in this process (%s)", dl_error());
+        return NULL;
+    }
+    probe_t probe = (probe_t)dlsym(cuda, probe_name);
+    if (probe == NULL) {
+        PyErr_Format(PyExc_RuntimeError, "libcuda has no function %s (%s)", probe_name, dl_error());
+        return NULL;
+    }
+    S.result_string = (result_string_t)dlsym(S.lib, "cuptiGetResultString");
+    subscribe_t subscribe = (subscribe_t)symbol("cuptiSubscribe");
+    S.unsubscribe = (unsubscribe_t)symbol("cuptiUnsubscribe");
+    S.enable_callback = (enable_callback_t)symbol("cuptiEnableCallback");
+    if (subscribe == NULL || S.unsubscribe == NULL || S.enable_callback == NULL)
+        return NULL;
+    if (allocate_arrays(capacity) != 0)
+        return PyErr_NoMemory();
+    S.probe = probe;
+    S.probe_cbid = probe_cbid;
+    cupti_result_t rc = subscribe(&S.subscriber, on_probe, NULL);
+    if (rc != 0)
+        return cupti_error("cuptiSubscribe", rc);
+    rc = S.enable_callback(1, S.subscriber, DOMAIN_DRIVER, probe_cbid);
+    if (rc != 0) {
+        S.unsubscribe(S.subscriber);
+        S.subscriber = NULL;
+        return cupti_error("cuptiEnableCallback (the probe)", rc);
+    }
+    uint64_t scratch = 0;
+    int64_t before = __atomic_load_n(&S.count, __ATOMIC_RELAXED);
+    probe(&scratch); /* the first row: the calling thread's current instance when the run starts */
+    if (__atomic_load_n(&S.count, __ATOMIC_RELAXED) == before) {
+        S.unsubscribe(S.subscriber);
+        S.subscriber = NULL;
+        PyErr_Format(PyExc_RuntimeError, "CUPTI did not call back for the probe %s (driver callback id %u)", probe_name,
+                     probe_cbid);
+        return NULL;
+    }
+    S.mode = MODE_PROBES;
+    Py_RETURN_NONE;
+}
+
+PyDoc_STRVAR(probe_simulate_doc,
+             "probe_simulate(correlation_id): record a probe of the calling thread as the probe callback would (tests; "
+             "needs allocate()).");
+static PyObject *probe_simulate(PyObject *self, PyObject *arg) {
+    unsigned long correlation = PyLong_AsUnsignedLong(arg);
+    (void)self;
+    if (correlation == (unsigned long)-1 && PyErr_Occurred())
+        return NULL;
+    return call_back(on_probe, DOMAIN_DRIVER, S.probe_cbid, SITE_ENTER, (uint32_t)correlation);
+}
+
+PyDoc_STRVAR(stop_doc, "stop(): unsubscribe (modes 1, 3, 4) or pop the calling thread's pushed id (mode 2).");
 static PyObject *stop(PyObject *self, PyObject *unused) {
     (void)self;
     (void)unused;
@@ -362,7 +494,7 @@ static PyObject *stop(PyObject *self, PyObject *unused) {
         S.pop_external(EXTERNAL_CUSTOM2, &last);
         T.pushed = 0;
     }
-    if ((mode == MODE_CALLBACKS || mode == MODE_CALLBACKS_EMPTY) && S.subscriber != NULL) {
+    if ((mode == MODE_CALLBACKS || mode == MODE_CALLBACKS_EMPTY || mode == MODE_PROBES) && S.subscriber != NULL) {
         cupti_result_t rc = S.unsubscribe(S.subscriber); /* also disables every callback of the subscriber */
         S.subscriber = NULL;
         if (rc != 0)
@@ -394,16 +526,7 @@ static PyObject *simulate(PyObject *self, PyObject *args) {
     (void)self;
     if (!PyArg_ParseTuple(args, "iIiI", &domain, &cbid, &site, &correlation))
         return NULL;
-    if (S.capacity == 0) {
-        PyErr_SetString(PyExc_RuntimeError, "no launch arrays: call allocate() or start() first");
-        return NULL;
-    }
-    cupti_callback_data_t data;
-    memset(&data, 0, sizeof data);
-    data.callback_site = site;
-    data.correlation_id = correlation;
-    on_api_call(NULL, domain, cbid, &data);
-    Py_RETURN_NONE;
+    return call_back(on_api_call, domain, cbid, site, correlation);
 }
 
 PyDoc_STRVAR(export_doc,
@@ -429,7 +552,7 @@ PyDoc_STRVAR(release_doc, "release(): free the launch arrays.");
 static PyObject *release(PyObject *self, PyObject *unused) {
     (void)self;
     (void)unused;
-    if (S.mode == MODE_CALLBACKS || S.mode == MODE_CALLBACKS_EMPTY) {
+    if (S.mode == MODE_CALLBACKS || S.mode == MODE_CALLBACKS_EMPTY || S.mode == MODE_PROBES) {
         PyErr_SetString(PyExc_RuntimeError, "stop() the native launch path before releasing its arrays");
         return NULL;
     }
@@ -637,8 +760,9 @@ static PyObject *boundary_enter(PyObject *self, PyObject *marker) {
     if (node == NULL)
         return NULL;
     int64_t iid = B.next_id++;
+    int64_t t0 = now_ns();
     PyObject *iid_obj = PyLong_FromLongLong(iid);
-    PyObject *start = iid_obj ? PyLong_FromLongLong(now_ns()) : NULL;
+    PyObject *start = iid_obj ? PyLong_FromLongLong(t0) : NULL;
     PyObject *frame = start ? PyTuple_New(FRAME_WIDTH) : NULL;
     if (frame == NULL) {
         Py_XDECREF(iid_obj);
@@ -658,7 +782,7 @@ static PyObject *boundary_enter(PyObject *self, PyObject *marker) {
     Py_DECREF(frame);
     if (rc != 0)
         return NULL;
-    store_current(t, iid);
+    store_current(t, iid, t0);
     Py_RETURN_TRUE;
 }
 
@@ -704,7 +828,7 @@ static PyObject *boundary_exit(PyObject *self, PyObject *marker) {
     }
     Py_SET_SIZE(stack, n - 1);
     Py_DECREF(top);
-    store_current(t, row[2]);
+    store_current(t, row[2], row[5]);
     Py_RETURN_TRUE;
 }
 
@@ -1067,6 +1191,8 @@ static PyMethodDef methods[] = {
     {"set_current", set_current, METH_O, set_current_doc},
     {"current", current, METH_NOARGS, current_doc},
     {"start", start, METH_VARARGS, start_doc},
+    {"start_probes", start_probes, METH_VARARGS, start_probes_doc},
+    {"probe_simulate", probe_simulate, METH_O, probe_simulate_doc},
     {"stop", stop, METH_NOARGS, stop_doc},
     {"allocate", allocate, METH_O, allocate_doc},
     {"simulate", simulate, METH_VARARGS, simulate_doc},

@@ -12,6 +12,18 @@ extension module ``_argus_cupti_native``.  While a timing run records:
   call's correlation id; CUPTI's activity API does not record such nested calls either);
 * CUPTI's activity API records only kernels (plus copies, sets, synchronization when asked).
 
+That is the ``callbacks`` launch identity.  The default, ``probes``, subscribes no launch call: each
+``set_current`` calls one cheap driver function (:data:`PROBES`, e.g. ``cuDriverGetVersion``) whose callback,
+the only one subscribed, records (its correlation id, the thread's new current instance, thread, time).  CUPTI
+numbers every API call from one process-wide counter, so after the run :func:`probe_families` gives each kernel
+the instance that was current when its launch call got its correlation id: the instance of the thread whose region
+was open then, when exactly one thread had one open (``external`` rows: the join's ``exact``).  Kernels launched
+while no region was open on any thread, or while regions were open on several threads, get an ``api`` row at the
+last probe's time instead, from which the join finds the same candidates (``unattributed`` or ``ambiguous``).
+What the probes cannot tell is which thread launched: a kernel launched by a thread with no region (an autograd
+worker during ``loss.backward()``) while one other thread's region is open goes to that region.  The per-launch
+cost is CUPTI's kernel record alone; ``gpu.launch_overhead`` (the launch calls' host time) needs the callbacks.
+
 After the run :func:`raw_families` turns the launch arrays into the record families the decoder already joins:
 ``external`` rows (correlation id -> instance id, kind ``CUSTOM2``) for launches made inside a region, and ``api``
 rows (thread, entry and exit time) for every launch, so that kernels launched on threads with no region open are
@@ -51,6 +63,11 @@ SOURCE = Path(__file__).with_name("native.c")
 MODULE_NAME = "_argus_cupti_native"
 CUSTOM2 = 5  # CUpti_ExternalCorrelationKind CUSTOM2: the kind region instance ids are stored with
 KIND_OF_DOMAIN = {1: 4, 2: 5}  # callback domain (driver 1, runtime 2) -> activity kind of an API record
+PROBES = ("cuDriverGetVersion", "cuDeviceGetCount", "cuCtxGetCurrent")
+"""Driver functions a boundary may call as its probe, in order of preference: one pointer argument each, cheap,
+no work on the GPU.  The first one CUPTI calls back for is used."""
+IDENTITIES = ("probes", "callbacks")
+"""The ``launch_identity`` setting: how a timing run ties launches to region instances (module docstring)."""
 DEFAULT_CAPACITY = 4_000_000
 """Launches the arrays hold (about 45 bytes each, only touched pages are backed); more are counted as dropped."""
 
@@ -192,9 +209,10 @@ class LaunchRecords:
     cbid: np.ndarray
     domain: np.ndarray
     dropped: int = 0
+    probes: bool = False  # rows are boundary probes (mode 4), not launches
 
     @classmethod
-    def from_export(cls, exported: Sequence[Any]) -> LaunchRecords:
+    def from_export(cls, exported: Sequence[Any], *, probes: bool = False) -> LaunchRecords:
         """From the tuple the extension's ``export()`` returns."""
         _, dropped, corr, inst, thread, start, end, cbid, domain = exported
         return cls(
@@ -206,6 +224,7 @@ class LaunchRecords:
             np.frombuffer(cbid, dtype=np.uint32).astype(np.int64),
             np.frombuffer(domain, dtype=np.uint8).astype(np.int64),
             int(dropped),
+            probes,
         )
 
     def __len__(self) -> int:
@@ -242,6 +261,92 @@ def raw_families(records: LaunchRecords, pid: int) -> dict[str, dict[str, np.nda
     }
 
 
+@dataclass(frozen=True)
+class LaunchOrder:
+    """What the boundary probes say about each launch (arrays aligned with the correlation ids asked about)."""
+
+    instance: np.ndarray  # the one instance open at the launch (0 where none or several were open)
+    open_threads: np.ndarray  # how many threads had a region instance open at the launch
+    probe_ns: np.ndarray  # the time of the last probe before the launch (0 if none): a lower bound of its time
+    probe_thread: np.ndarray  # the thread that made that probe (0 if none)
+
+
+def launch_order(probes: LaunchRecords, correlation_ids: np.ndarray) -> LaunchOrder:
+    """For each correlation id, every thread's current instance at that point of CUPTI's call numbering.
+
+    A thread's current instance at correlation id ``k`` is the one its last probe with a smaller id recorded
+    (0 before its first probe); the time and thread of the last probe of any thread before ``k`` bound the launch.
+    """
+    q = np.asarray(correlation_ids, dtype=np.int64)
+    n = len(q)
+    instance = np.zeros(n, dtype=np.int64)
+    open_threads = np.zeros(n, dtype=np.int64)
+    probe_ns = np.zeros(n, dtype=np.int64)
+    probe_thread = np.zeros(n, dtype=np.int64)
+    if n == 0 or len(probes) == 0:
+        return LaunchOrder(instance, open_threads, probe_ns, probe_thread)
+    for thread in np.unique(probes.thread):
+        sel = np.flatnonzero(probes.thread == thread)
+        order = sel[np.argsort(probes.correlation[sel], kind="stable")]
+        corr = probes.correlation[order]
+        pos = np.searchsorted(corr, q, side="left") - 1  # the last probe with a smaller correlation id
+        seen = pos >= 0
+        at = order[np.maximum(pos, 0)]
+        current = np.where(seen, probes.instance[at], 0)
+        is_open = current != 0
+        open_threads += is_open
+        instance = np.where(is_open, current, instance)
+        when = np.where(seen, probes.start[at], 0)
+        later = when > probe_ns
+        probe_ns = np.where(later, when, probe_ns)
+        probe_thread = np.where(later, np.int64(int(thread)), probe_thread)
+    instance = np.where(open_threads == 1, instance, 0)
+    return LaunchOrder(instance, open_threads, probe_ns, probe_thread)
+
+
+def probe_families(
+    probes: LaunchRecords, correlation_ids: np.ndarray, pid: int
+) -> tuple[dict[str, dict[str, np.ndarray]], dict[str, int]]:
+    """The ``external`` and ``api`` raw families for the launches of ``correlation_ids`` (kernels, copies, sets),
+    from the boundary probes, and counts of how each launch was placed.
+
+    ``external``: a ``CUSTOM2`` row where exactly one thread had an instance open at the launch.  ``api``: for the
+    others, a zero-length row at the last probe's time on no thread (0), so that the join finds the instances open
+    then: none (``unattributed``) or several (``ambiguous``).  Launches before the first probe get no row.
+    """
+    q = np.unique(np.asarray(correlation_ids, dtype=np.int64))
+    placed = launch_order(probes, q)
+    one = placed.open_threads == 1
+    rest = ~one & (placed.probe_ns > 0)
+    m = int(rest.sum())
+    families = {
+        "external": {
+            "external_kind": np.full(int(one.sum()), CUSTOM2, dtype=np.int64),
+            "external_id": placed.instance[one],
+            "correlation_id": q[one],
+        },
+        "api": {
+            "kind": np.full(m, KIND_OF_DOMAIN[1], dtype=np.int64),
+            "cbid": np.zeros(m, dtype=np.int64),
+            "start": placed.probe_ns[rest],
+            "end": placed.probe_ns[rest],
+            "process_id": np.full(m, pid, dtype=np.int64),
+            "thread_id": np.zeros(m, dtype=np.int64),
+            "correlation_id": q[rest],
+            "return_value": np.zeros(m, dtype=np.int64),
+        },
+    }
+    counts = {
+        "probes": len(probes),
+        "launches": len(q),
+        "in one open region": int(one.sum()),
+        "with no region open": int((placed.open_threads == 0).sum()),
+        "with regions open on several threads": int((placed.open_threads > 1).sum()),
+        "before the first probe": int((~one & (placed.probe_ns == 0)).sum()),
+    }
+    return families, counts
+
+
 # -- the path a collector drives ----------------------------------------------------------------------------
 class NativeLaunchPath:
     """Start/stop of the native path for one run (see the module docstring)."""
@@ -251,7 +356,8 @@ class NativeLaunchPath:
             raise NativeUnavailable(built.note)
         self.module = built.module
         self.build_note = built.note
-        self.mode = ""  # "callbacks" | "external correlation" | "empty callbacks" (benchmarks)
+        self.mode = ""  # "probes" | "callbacks" | "external correlation" | "empty callbacks" (benchmarks)
+        self.probe = ""  # the driver function the probes call (mode "probes")
         self.callbacks = (0, 0)  # runtime, driver callback ids enabled
         self.refused: list[tuple[int, ...]] = []  # (domain, cbid, CUPTI result) of ids CUPTI did not enable
 
@@ -297,6 +403,27 @@ class NativeLaunchPath:
         self.callbacks = (n_runtime, n_driver)
         self.refused = [tuple(r) for r in refused]
 
+    def start_probes(self, libcupti: str, cupti: Any, *, capacity: int = DEFAULT_CAPACITY) -> None:
+        """Subscribe only the probe's callback (the first of :data:`PROBES` CUPTI calls back for); raises
+        :class:`NativeUnavailable` with every candidate's answer if none works."""
+        if not libcupti:
+            msg = "no libcupti is mapped in this process (cupti-python loads it on its first call)"
+            raise NativeUnavailable(msg)
+        tried: list[str] = []
+        members = cupti.driver_api_trace_cbid.__members__
+        for name in PROBES:
+            if name not in members:
+                tried.append(f"{name}: cupti-python has no callback id for it")
+                continue
+            try:
+                self.module.start_probes(libcupti, name, int(members[name]), int(capacity))
+            except RuntimeError as exc:
+                tried.append(f"{name}: {exc}")
+                continue
+            self.mode, self.probe = "probes", name
+            return
+        raise NativeUnavailable("no boundary probe works (" + "; ".join(tried) + ")")
+
     def start_external(self, libcupti: str) -> None:
         """Push/pop the instance id as external correlation id from C instead (no subscriber needed)."""
         if not libcupti:
@@ -314,9 +441,9 @@ class NativeLaunchPath:
         self.module.stop()
         if mode == "empty callbacks":
             self.module.release()
-        if mode != "callbacks":
+        if mode not in ("callbacks", "probes"):
             return None
-        records = LaunchRecords.from_export(self.module.export())
+        records = LaunchRecords.from_export(self.module.export(), probes=mode == "probes")
         self.module.release()
         return records
 
@@ -326,7 +453,7 @@ class Choice:
     """Which launch path a timing run uses, and what it needs from CUPTI's activity API."""
 
     path: NativeLaunchPath | None
-    name: str  # "native" | "native external correlation" | "python"
+    name: str  # "native probes" | "native" | "native external correlation" | "python"
     api_records: bool  # whether CUPTI's runtime/driver API and external-correlation records are needed
     notes: tuple[str, ...]
 
@@ -334,8 +461,11 @@ class Choice:
 def choose(cupti: Any, settings: Any, signals: Sequence[str], libcupti: str) -> Choice:
     """Start the native launch path if it can run here (called by the CUPTI collector after libcupti loaded).
 
-    ``settings["launch_path"]``: ``"native"`` (the default: the launch callback; if CUPTI refuses a subscriber,
-    external correlation ids pushed from C) or ``"python"`` (external correlation ids pushed from Python).
+    ``settings["launch_path"]``: ``"native"`` (the default) or ``"python"`` (external correlation ids pushed from
+    Python).  On the native path ``settings["launch_identity"]`` picks ``"probes"`` (the default: boundary probes,
+    no per-launch callback) or ``"callbacks"`` (the launch callback, which also times each launch call and knows
+    its thread; chosen by itself when ``gpu.launch_overhead`` is asked); if CUPTI refuses a subscriber, external
+    correlation ids are pushed from C.
     An explicit ``settings["kinds"]`` list (experiments) keeps the Python path.  ``settings["native_callback"]``
     ``"empty"`` (benchmarks only) subscribes a callback that records nothing: kernels then carry no region.
     """
@@ -353,11 +483,38 @@ def choose(cupti: Any, settings: Any, signals: Sequence[str], libcupti: str) -> 
     if domains not in ("both", "driver"):
         msg = f"the cupti setting callback_domains must be 'both' or 'driver' (experiments), got {domains!r}"
         raise BackendUnavailableError(msg)
+    identity = str(settings.get("launch_identity", "probes"))
+    if identity not in IDENTITIES:
+        msg = f"the cupti setting launch_identity must be 'probes' or 'callbacks', got {identity!r}"
+        raise BackendUnavailableError(msg)
+    wants = set(signals)
+    needs_callbacks = [
+        why
+        for why, yes in (
+            ("gpu.launch_overhead times each launch call", "gpu.launch_overhead" in wants),
+            ("native_callback 'empty'", callback != "record"),
+            ("callback_domains 'driver'", domains != "both"),
+        )
+        if yes
+    ]
     built = build()
     if built.module is None:
         return Choice(None, "python", True, (f"{built.note}; region instance ids are pushed from Python",))
     path = NativeLaunchPath(built)
-    wants = set(signals)
+    first_notes: list[str] = []
+    if identity == "probes" and not needs_callbacks:
+        try:
+            path.start_probes(libcupti, cupti, capacity=int(settings.get("native_capacity", DEFAULT_CAPACITY)))
+        except NativeUnavailable as exc:
+            first_notes.append(f"boundary probes unavailable ({exc}); launch callbacks instead")
+        else:
+            note = (
+                f"native launch path: {built.note}; boundary probes through {path.probe} (no launch callback): "
+                "a launch belongs to the instance open when it was numbered"
+            )
+            return Choice(path, "native probes", False, (note,))
+    elif identity == "probes":
+        first_notes.append("launch callbacks instead of boundary probes: " + ", ".join(needs_callbacks))
     try:
         path.start(
             libcupti,
@@ -374,11 +531,15 @@ def choose(cupti: Any, settings: Any, signals: Sequence[str], libcupti: str) -> 
             path.start_external(libcupti)
         except NativeUnavailable as exc2:
             return Choice(None, "python", True, (first, f"native external correlation unavailable ({exc2})"))
-        return Choice(path, "native external correlation", True, (f"{first}; external correlation pushed from C",))
+        return Choice(
+            path, "native external correlation", True, (*first_notes, f"{first}; external correlation pushed from C")
+        )
     runtime, driver = path.callbacks
     note = f"native launch path: {built.note}; callbacks on {runtime} runtime + {driver} driver API ids"
     if path.refused:
         note += f"; CUPTI refused (domain, cbid, result): {path.refused}"
     if callback == "empty":
-        return Choice(path, "native empty callbacks", False, (f"{note}; the callback records nothing (benchmark)",))
-    return Choice(path, "native", False, (note,))
+        return Choice(
+            path, "native empty callbacks", False, (*first_notes, f"{note}; the callback records nothing (benchmark)")
+        )
+    return Choice(path, "native", False, (*first_notes, note))
