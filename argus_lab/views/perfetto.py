@@ -178,7 +178,7 @@ def _write_run(con: Any, w: _Writer, run_id: str, base: int, off: int, label: st
             args["candidates"] = r["candidates"]
         t0 = int(r["start_ns"]) - base
         api = r["api_start_ns"]
-        if api:
+        if api and int(r["api_end_ns"] or 0) > int(api):  # a zero-length row is a boundary probe's bound, no call
             hpid = host_pid.get(int(r["rank"]), int(r["rank"])) + off
             htid = int(r["thread_id"] or 0) % (1 << 32)
             procs.setdefault(hpid, f"{label}rank {r['rank']} (pid {hpid - off})")
