@@ -52,7 +52,5 @@ def test_probe_attribution_joins_like_the_callback_run_and_the_replay_run_matche
     assert rows["outer/inner", "gpu.kernels"].median == 2
     assert rows["outer", "gpu.kernels"].median == 3
     assert ("outer/inner", "gpu.launch_overhead") not in rows  # no launch call was timed
-    matches = store.rows(
-        "SELECT count(*) FROM instance_matches WHERE run_id <> ref_run_id AND status = 'match'"
-    )
+    matches = store.rows("SELECT count(*) FROM instance_matches WHERE run_id <> ref_run_id AND status = 'match'")
     assert matches[0][0] == 8  # the ncu run's outer and outer/inner instances 0-3
