@@ -170,6 +170,8 @@ def _plan(
                 settings[b] = ncu_settings(request, spec.metrics, n_passes, census)
             else:
                 signals += [sig.name for sig in by_backend[b]]
+        if "cupti" in backends:  # how the timing run ties launches to instances (docs/gpu-backends.md)
+            settings["cupti"] = {"launch_identity": cupti_identity(signals)}
         if spec.replay and spec.replay not in totals:
             totals[spec.replay] = model.passes(counters[spec.replay]) if model is not None else 0
         total_passes = totals.get(spec.replay, 0) if spec.replay else 0
@@ -212,6 +214,13 @@ def _assumed(model: Any, metrics: Sequence[str]) -> tuple[str, ...]:
     known = getattr(model, "known", None)
     return tuple(m for m in metrics if known is not None and not known(m))
 
+
+
+def cupti_identity(signals: Sequence[str]) -> str:
+    """The CUPTI collector's launch identity for a run with these signals: ``callbacks`` when the launch calls
+    must be timed (``gpu.launch_overhead``), else ``probes`` (one probe per region boundary and no launch callback:
+    the cheaper timing run, docs/benchmarks.md round 4)."""
+    return "callbacks" if "gpu.launch_overhead" in signals else "probes"
 
 @dataclass
 class Spec:
