@@ -215,12 +215,12 @@ def _assumed(model: Any, metrics: Sequence[str]) -> tuple[str, ...]:
     return tuple(m for m in metrics if known is not None and not known(m))
 
 
-
 def cupti_identity(signals: Sequence[str]) -> str:
     """The CUPTI collector's launch identity for a run with these signals: ``callbacks`` when the launch calls
     must be timed (``gpu.launch_overhead``), else ``probes`` (one probe per region boundary and no launch callback:
     the cheaper timing run, docs/benchmarks.md round 4)."""
     return "callbacks" if "gpu.launch_overhead" in signals else "probes"
+
 
 @dataclass
 class Spec:
