@@ -363,6 +363,8 @@ def test_probe_families_tie_single_candidates_and_leave_the_rest_to_the_join_syn
         "with no region open": 2,
         "with regions open on several threads": 1,
         "before the first probe": 1,
+        "after the probe arrays filled": 0,
+        "probes dropped": 0,
     }
 
 
@@ -421,3 +423,18 @@ def test_probes_need_a_loaded_libcuda(module: ModuleType, tmp_path: Path) -> Non
     with pytest.raises(native.NativeUnavailable, match=r"no boundary probe works \(cuDriverGetVersion: libcupti"):
         path.start_probes(str(tmp_path / "libcupti.so.13"), cupti)
     assert path.mode == ""
+
+
+def test_launches_after_dropped_probes_get_no_instance_from_them_synthetic() -> None:
+    """When the probe arrays filled, what a thread had open after the last recorded probe is unknown: those launches
+    get no external row (the join places them by GPU time), and the counts say so."""
+    p = probes([(10, 7, 1, 1000), (20, 0, 1, 2000), (30, 8, 1, 3000)])
+    full = native.LaunchRecords(p.correlation, p.instance, p.thread, p.start, p.end, p.cbid, p.domain, 5, True)
+    fam, counts = native.probe_families(full, np.array([11, 25, 31, 40]), 31)
+    assert fam["external"]["correlation_id"].tolist() == [11]
+    assert fam["api"]["correlation_id"].tolist() == [25]
+    assert counts["after the probe arrays filled"] == 2 and counts["probes dropped"] == 5
+    # the same probes with nothing dropped: 31 and 40 are in instance 8
+    fam, counts = native.probe_families(p, np.array([11, 25, 31, 40]), 31)
+    assert fam["external"]["correlation_id"].tolist() == [11, 31, 40]
+    assert counts["after the probe arrays filled"] == 0

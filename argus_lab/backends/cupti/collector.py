@@ -482,6 +482,12 @@ class CuptiCollector:
             )
             self.raw.update(families)
             self.native_launches, self.native_dropped = len(native), native.dropped
+            if native.dropped:
+                self.notes.append(
+                    f"{native.dropped} boundary probes were dropped (the arrays hold {len(native)}): the "
+                    f"{self.launch_order['after the probe arrays filled']} launches after the last recorded probe are "
+                    "placed by their GPU time; raise the cupti setting native_capacity"
+                )
         elif native is not None:  # the launches the native callback recorded: external + api families
             self.raw.update(nat.raw_families(native, os.getpid()))
             self.native_launches, self.native_dropped = len(native), native.dropped

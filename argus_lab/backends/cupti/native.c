@@ -1185,7 +1185,11 @@ static PyObject *boundary_stop(PyObject *self, PyObject *unused) {
     return Py_BuildValue("(LN)", next, rest);
 }
 
-static void boundary_after_fork_in_child(void) { B.on = 0; /* the parent's run; its objects are dropped at the next start */ }
+static void boundary_after_fork_in_child(void) {
+    B.on = 0; /* the parent's run; its objects are dropped at the next start */
+    if (S.mode == MODE_PROBES)
+        S.mode = MODE_OFF; /* a forked child makes no driver call at its boundaries (the parent's CUPTI is not its) */
+}
 
 static PyMethodDef methods[] = {
     {"set_current", set_current, METH_O, set_current_doc},

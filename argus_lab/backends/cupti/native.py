@@ -70,6 +70,9 @@ IDENTITIES = ("probes", "callbacks")
 """The ``launch_identity`` setting: how a timing run ties launches to region instances (module docstring)."""
 DEFAULT_CAPACITY = 4_000_000
 """Launches the arrays hold (about 45 bytes each, only touched pages are backed); more are counted as dropped."""
+PROBE_CAPACITY = 16_000_000
+"""Boundary probes the arrays hold (two a region instance: 8 M instances); launches after the last recorded probe
+of a run whose probes overflowed get no instance from the probes (:func:`probe_families`)."""
 
 _LAUNCH = {
     "runtime": re.compile(r"^(cudaLaunch|cudaGraphLaunch)(?!HostFunc)"),
@@ -312,12 +315,16 @@ def probe_families(
 
     ``external``: a ``CUSTOM2`` row where exactly one thread had an instance open at the launch.  ``api``: for the
     others, a zero-length row at the last probe's time on no thread (0), so that the join finds the instances open
-    then: none (``unattributed``) or several (``ambiguous``).  Launches before the first probe get no row.
+    then: none (``unattributed``) or several (``ambiguous``).  Launches before the first probe get no row, nor do
+    launches after the last recorded probe when probes were dropped (the arrays filled): the join places those by
+    their GPU time, never as ``exact``.
     """
     q = np.unique(np.asarray(correlation_ids, dtype=np.int64))
     placed = launch_order(probes, q)
-    one = placed.open_threads == 1
-    rest = ~one & (placed.probe_ns > 0)
+    # the probes after the arrays filled are lost: what a thread had open after the last recorded one is unknown
+    beyond = q > int(probes.correlation.max()) if probes.dropped and len(probes) else np.zeros(len(q), dtype=bool)
+    one = (placed.open_threads == 1) & ~beyond
+    rest = ~one & ~beyond & (placed.probe_ns > 0)
     m = int(rest.sum())
     families = {
         "external": {
@@ -342,7 +349,9 @@ def probe_families(
         "in one open region": int(one.sum()),
         "with no region open": int((placed.open_threads == 0).sum()),
         "with regions open on several threads": int((placed.open_threads > 1).sum()),
-        "before the first probe": int((~one & (placed.probe_ns == 0)).sum()),
+        "before the first probe": int((~one & ~beyond & (placed.probe_ns == 0)).sum()),
+        "after the probe arrays filled": int(beyond.sum()),
+        "probes dropped": int(probes.dropped),
     }
     return families, counts
 
@@ -403,7 +412,7 @@ class NativeLaunchPath:
         self.callbacks = (n_runtime, n_driver)
         self.refused = [tuple(r) for r in refused]
 
-    def start_probes(self, libcupti: str, cupti: Any, *, capacity: int = DEFAULT_CAPACITY) -> None:
+    def start_probes(self, libcupti: str, cupti: Any, *, capacity: int = PROBE_CAPACITY) -> None:
         """Subscribe only the probe's callback (the first of :data:`PROBES` CUPTI calls back for); raises
         :class:`NativeUnavailable` with every candidate's answer if none works."""
         if not libcupti:
@@ -504,7 +513,7 @@ def choose(cupti: Any, settings: Any, signals: Sequence[str], libcupti: str) -> 
     first_notes: list[str] = []
     if identity == "probes" and not needs_callbacks:
         try:
-            path.start_probes(libcupti, cupti, capacity=int(settings.get("native_capacity", DEFAULT_CAPACITY)))
+            path.start_probes(libcupti, cupti, capacity=int(settings.get("native_capacity", PROBE_CAPACITY)))
         except NativeUnavailable as exc:
             first_notes.append(f"boundary probes unavailable ({exc}); launch callbacks instead")
         else:
