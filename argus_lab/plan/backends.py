@@ -47,7 +47,7 @@ class Overhead:
 LOOP = "launch-bound loop"
 DECODE = "Llama decode step"
 H200_BLOCKS = "H200 2026-11-30 round 3, A B A B blocks, 3 processes x 6 pairs, docs/benchmarks.md"
-H200_ROUND4 = "H200 2026-11-30 round 4, A B A B blocks, 5 processes x 6 pairs, docs/benchmarks.md"
+H200_ROUND5 = "H200 2026-11-30 round 5, A B A B blocks, 5 processes x 6 pairs, docs/benchmarks.md"
 DEVICE_PROBE = "H200 2026-11-30, scripts/gpu_probe_device.py, median of 20 launches, docs/benchmarks.md"
 
 
@@ -167,14 +167,14 @@ BACKENDS: dict[str, BackendInfo] = {
             needs_gpu=True,
             module="argus_lab.backends.cupti.collector",
             holds_cupti=True,
-            cost_factor=1.09,
+            cost_factor=1.07,
             overhead=(
-                Overhead(LOOP, 1.192, 1.184, 1.229, H200_ROUND4),
-                Overhead(DECODE, 1.193, 1.172, 1.202, H200_ROUND4),
+                Overhead(LOOP, 1.205, 1.178, 1.216, H200_ROUND5),
+                Overhead(DECODE, 1.166, 1.030, 1.205, H200_ROUND5),
             ),
             overhead_note=(
                 "the timing run, host included: boundary probes (no launch callback), C region boundaries and C "
-                "region(); with gpu.launch_overhead asked the launch callback runs instead: 1.22x loop, 1.21x "
+                "region(); with gpu.launch_overhead asked the launch callback runs instead: 1.25x loop, 1.22x "
                 "decode; cost factor = the timing run over host alone"
             ),
         ),
