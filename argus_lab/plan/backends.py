@@ -9,6 +9,7 @@ when a run uses the backend (:func:`argus_lab.run.loader.load_backend`), so plan
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Literal
 
@@ -246,6 +247,17 @@ BACKENDS: dict[str, BackendInfo] = {
 }
 
 
+TIMED_LAUNCH_SIGNALS = ("gpu.launch_overhead",)
+"""Signals that time each launch call: only the CUPTI collector's launch callback supplies them."""
+
+
+def cupti_launch_identity(signals: Sequence[str]) -> str:
+    """How a CUPTI run ties launches to region instances (the cupti setting ``launch_identity``): ``callbacks`` when
+    a signal times each launch call (:data:`TIMED_LAUNCH_SIGNALS`), else ``probes`` (one probe per region boundary
+    and no launch callback: the cheaper timing run, docs/benchmarks.md rounds 4 and 5)."""
+    return "callbacks" if any(s in TIMED_LAUNCH_SIGNALS for s in signals) else "probes"
+
+
 def backend_info(name: str) -> BackendInfo:
     """The declaration of backend ``name``."""
     try:
@@ -255,4 +267,13 @@ def backend_info(name: str) -> BackendInfo:
         raise KeyError(msg) from None
 
 
-__all__ = ["BACKENDS", "BackendInfo", "Overhead", "Perturbation", "backend_info", "conflict_reason"]
+__all__ = [
+    "BACKENDS",
+    "TIMED_LAUNCH_SIGNALS",
+    "BackendInfo",
+    "Overhead",
+    "Perturbation",
+    "backend_info",
+    "conflict_reason",
+    "cupti_launch_identity",
+]

@@ -26,7 +26,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from argus_lab.errors import PlanError
-from argus_lab.plan.backends import BACKENDS
+from argus_lab.plan.backends import BACKENDS, cupti_launch_identity
 from argus_lab.plan.catalog import Signal
 from argus_lab.plan.explain import reason
 from argus_lab.plan.model import PERTURBATION_ORDER, Plan, PlannedRun, Request
@@ -171,7 +171,7 @@ def _plan(
             else:
                 signals += [sig.name for sig in by_backend[b]]
         if "cupti" in backends:  # how the timing run ties launches to instances (docs/gpu-backends.md)
-            settings["cupti"] = {"launch_identity": cupti_identity(signals)}
+            settings["cupti"] = {"launch_identity": cupti_launch_identity(signals)}
         if spec.replay and spec.replay not in totals:
             totals[spec.replay] = model.passes(counters[spec.replay]) if model is not None else 0
         total_passes = totals.get(spec.replay, 0) if spec.replay else 0
@@ -213,13 +213,6 @@ def _assumed(model: Any, metrics: Sequence[str]) -> tuple[str, ...]:
     """The metrics a table-based pass model has no record of (their pass count is a conservative guess)."""
     known = getattr(model, "known", None)
     return tuple(m for m in metrics if known is not None and not known(m))
-
-
-def cupti_identity(signals: Sequence[str]) -> str:
-    """The CUPTI collector's launch identity for a run with these signals: ``callbacks`` when the launch calls
-    must be timed (``gpu.launch_overhead``), else ``probes`` (one probe per region boundary and no launch callback:
-    the cheaper timing run, docs/benchmarks.md round 4)."""
-    return "callbacks" if "gpu.launch_overhead" in signals else "probes"
 
 
 @dataclass

@@ -481,7 +481,6 @@ class CuptiCollector:
                 native, np.concatenate(corr) if corr else np.zeros(0, dtype=np.int64), os.getpid()
             )
             self.raw.update(families)
-            self.native_launches, self.native_dropped = len(native), native.dropped
             if native.dropped:
                 self.notes.append(
                     f"{native.dropped} boundary probes were dropped (the arrays hold {len(native)}): the "
@@ -490,6 +489,7 @@ class CuptiCollector:
                 )
         elif native is not None:  # the launches the native callback recorded: external + api families
             self.raw.update(nat.raw_families(native, os.getpid()))
+        if native is not None:
             self.native_launches, self.native_dropped = len(native), native.dropped
         self.decode_s = time.perf_counter() - t0
         if detach:  # after decoding: kernel names point into CUPTI's memory

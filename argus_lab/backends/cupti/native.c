@@ -126,6 +126,24 @@ static inline int64_t now_ns(void) {
     return (int64_t)ts.tv_sec * 1000000000LL + ts.tv_nsec;
 }
 
+/* Takes the next slot of the arrays and writes one row (end 0) there; returns the slot, or -1 when the arrays are
+ * full (counted as dropped).  Shared by the launch callback and the probe callback. */
+static inline int64_t put_row(uint32_t correlation, int64_t instance, int64_t start, uint32_t cbid, int domain) {
+    int64_t slot = __atomic_fetch_add(&S.count, 1, __ATOMIC_RELAXED);
+    if (slot >= S.capacity) {
+        __atomic_fetch_add(&S.dropped, 1, __ATOMIC_RELAXED);
+        return -1;
+    }
+    S.correlation[slot] = correlation;
+    S.instance[slot] = instance;
+    S.thread[slot] = (uint64_t)pthread_self();
+    S.start[slot] = start;
+    S.end[slot] = 0;
+    S.cbid[slot] = cbid;
+    S.domain[slot] = (uint8_t)domain;
+    return slot;
+}
+
 /* ---- the CUPTI callback: runs on the launching thread, inside the API call; never touches Python ------- */
 static void on_api_call(void *userdata, int domain, uint32_t cbid, const void *raw) {
     const cupti_callback_data_t *data = (const cupti_callback_data_t *)raw;
@@ -141,21 +159,8 @@ static void on_api_call(void *userdata, int domain, uint32_t cbid, const void *r
     }
     if (data->callback_site == SITE_ENTER) {
         int64_t slot = -1;
-        if (t->depth == 0) { /* an outermost launch call: record it (a nested one shares its kernel) */
-            slot = __atomic_fetch_add(&S.count, 1, __ATOMIC_RELAXED);
-            if (slot < S.capacity) {
-                S.correlation[slot] = data->correlation_id;
-                S.instance[slot] = t->current;
-                S.thread[slot] = (uint64_t)pthread_self();
-                S.start[slot] = now_ns();
-                S.end[slot] = 0;
-                S.cbid[slot] = cbid;
-                S.domain[slot] = (uint8_t)domain;
-            } else {
-                __atomic_fetch_add(&S.dropped, 1, __ATOMIC_RELAXED);
-                slot = -1;
-            }
-        }
+        if (t->depth == 0) /* an outermost launch call: record it (a nested one shares its kernel) */
+            slot = put_row(data->correlation_id, t->current, now_ns(), cbid, domain);
         if (t->depth < NEST_MAX)
             t->slot[t->depth] = slot;
         t->depth++;
@@ -175,18 +180,7 @@ static void on_probe(void *userdata, int domain, uint32_t cbid, const void *raw)
     if (data->callback_site != SITE_ENTER || domain != DOMAIN_DRIVER || cbid != S.probe_cbid)
         return;
     thread_state_t *t = &T;
-    int64_t slot = __atomic_fetch_add(&S.count, 1, __ATOMIC_RELAXED);
-    if (slot >= S.capacity) {
-        __atomic_fetch_add(&S.dropped, 1, __ATOMIC_RELAXED);
-        return;
-    }
-    S.correlation[slot] = data->correlation_id;
-    S.instance[slot] = t->current;
-    S.thread[slot] = (uint64_t)pthread_self();
-    S.start[slot] = t->when != 0 ? t->when : now_ns();
-    S.end[slot] = 0;
-    S.cbid[slot] = cbid;
-    S.domain[slot] = (uint8_t)domain;
+    put_row(data->correlation_id, t->current, t->when != 0 ? t->when : now_ns(), cbid, domain);
 }
 
 /* ---- helpers ------------------------------------------------------------------------------------------ */
@@ -247,6 +241,28 @@ static void *symbol(const char *name) {
     if (p == NULL)
         PyErr_Format(PyExc_RuntimeError, "libcupti has no symbol %s (%s)", name, dl_error());
     return p;
+}
+
+/* Maps the libcupti cupti-python loaded (never a second copy: two libcupti copies in a process do not mix) into
+ * S.lib, with its result-string function; 0, or -1 with a RuntimeError set. */
+static int open_libcupti(const char *path) {
+    S.lib = dlopen(path, RTLD_NOW | RTLD_NOLOAD);
+    if (S.lib == NULL) {
+        PyErr_Format(PyExc_RuntimeError, "libcupti %s is not loaded in this process (%s)", path, dl_error());
+        return -1;
+    }
+    S.result_string = (result_string_t)dlsym(S.lib, "cuptiGetResultString");
+    return 0;
+}
+
+/* cuptiSubscribe, with cuptiUnsubscribe and cuptiEnableCallback kept in S; NULL with a RuntimeError set. */
+static subscribe_t subscriber_calls(void) {
+    subscribe_t subscribe = (subscribe_t)symbol("cuptiSubscribe");
+    S.unsubscribe = (unsubscribe_t)symbol("cuptiUnsubscribe");
+    S.enable_callback = (enable_callback_t)symbol("cuptiEnableCallback");
+    if (subscribe == NULL || S.unsubscribe == NULL || S.enable_callback == NULL)
+        return NULL;
+    return subscribe;
 }
 
 /* Enables the callback ids of one domain; an id CUPTI refuses (e.g. one this CUPTI version retired) is appended to
@@ -340,13 +356,8 @@ static PyObject *start(PyObject *self, PyObject *args) {
                      "mode must be 1 (callbacks), 2 (external correlation) or 3 (empty callbacks), got %d", mode);
         return NULL;
     }
-    /* the copy cupti-python loaded, never a second one (two libcupti copies in a process do not mix) */
-    S.lib = dlopen(path, RTLD_NOW | RTLD_NOLOAD);
-    if (S.lib == NULL) {
-        PyErr_Format(PyExc_RuntimeError, "libcupti %s is not loaded in this process (%s)", path, dl_error());
+    if (open_libcupti(path) != 0)
         return NULL;
-    }
-    S.result_string = (result_string_t)dlsym(S.lib, "cuptiGetResultString");
     if (mode == MODE_EXTERNAL) {
         S.push_external = (push_external_t)symbol("cuptiActivityPushExternalCorrelationId");
         S.pop_external = (pop_external_t)symbol("cuptiActivityPopExternalCorrelationId");
@@ -356,10 +367,8 @@ static PyObject *start(PyObject *self, PyObject *args) {
         S.mode = MODE_EXTERNAL;
         Py_RETURN_NONE;
     }
-    subscribe_t subscribe = (subscribe_t)symbol("cuptiSubscribe");
-    S.unsubscribe = (unsubscribe_t)symbol("cuptiUnsubscribe");
-    S.enable_callback = (enable_callback_t)symbol("cuptiEnableCallback");
-    if (subscribe == NULL || S.unsubscribe == NULL || S.enable_callback == NULL)
+    subscribe_t subscribe = subscriber_calls();
+    if (subscribe == NULL)
         return NULL;
     if (capacity < 1) {
         PyErr_SetString(PyExc_ValueError, "capacity must be at least 1");
@@ -423,11 +432,8 @@ static PyObject *start_probes(PyObject *self, PyObject *args) {
         PyErr_SetString(PyExc_ValueError, "capacity must be at least 1");
         return NULL;
     }
-    S.lib = dlopen(path, RTLD_NOW | RTLD_NOLOAD);
-    if (S.lib == NULL) {
-        PyErr_Format(PyExc_RuntimeError, "libcupti %s is not loaded in this process (%s)", path, dl_error());
+    if (open_libcupti(path) != 0)
         return NULL;
-    }
     void *cuda = dlopen("libcuda.so.1", RTLD_NOW | RTLD_NOLOAD);
     if (cuda == NULL) {
         PyErr_Format(PyExc_RuntimeError, "libcuda.so.1 is not loaded in this process (%s)", dl_error());
@@ -438,11 +444,8 @@ static PyObject *start_probes(PyObject *self, PyObject *args) {
         PyErr_Format(PyExc_RuntimeError, "libcuda has no function %s (%s)", probe_name, dl_error());
         return NULL;
     }
-    S.result_string = (result_string_t)dlsym(S.lib, "cuptiGetResultString");
-    subscribe_t subscribe = (subscribe_t)symbol("cuptiSubscribe");
-    S.unsubscribe = (unsubscribe_t)symbol("cuptiUnsubscribe");
-    S.enable_callback = (enable_callback_t)symbol("cuptiEnableCallback");
-    if (subscribe == NULL || S.unsubscribe == NULL || S.enable_callback == NULL)
+    subscribe_t subscribe = subscriber_calls();
+    if (subscribe == NULL)
         return NULL;
     if (allocate_arrays(capacity) != 0)
         return PyErr_NoMemory();

@@ -32,7 +32,8 @@ torch.profiler session earlier in the process), :meth:`NativeLaunchPath.start` c
 instance id as external correlation id from C; when the module cannot be built at all, the collector uses the
 Python path (``cupti_backend``).  The provenance of the run says which path ran.
 
-This module runs inside measured processes: numpy and the standard library only.
+This module runs inside measured processes: numpy, the standard library and the backend declarations
+(``argus_lab.plan.backends``, which the collector imports anyway).
 """
 
 from __future__ import annotations
@@ -58,6 +59,7 @@ from typing import Any
 import numpy as np
 
 from argus_lab.errors import BackendUnavailableError
+from argus_lab.plan.backends import TIMED_LAUNCH_SIGNALS
 
 SOURCE = Path(__file__).with_name("native.c")
 MODULE_NAME = "_argus_cupti_native"
@@ -393,9 +395,7 @@ class NativeLaunchPath:
         calls only: half the callback invocations of a runtime launch, correct only if the driver call a runtime
         launch makes carries the kernel's correlation id (the benchmark's kernels-in-a-region count tells).
         """
-        if not libcupti:
-            msg = "no libcupti is mapped in this process (cupti-python loads it on its first call)"
-            raise NativeUnavailable(msg)
+        _need_mapped(libcupti)
         runtime, driver = callback_ids(cupti, copies=copies, sets=sets)
         if domains == "driver":
             runtime = []
@@ -415,9 +415,7 @@ class NativeLaunchPath:
     def start_probes(self, libcupti: str, cupti: Any, *, capacity: int = PROBE_CAPACITY) -> None:
         """Subscribe only the probe's callback (the first of :data:`PROBES` CUPTI calls back for); raises
         :class:`NativeUnavailable` with every candidate's answer if none works."""
-        if not libcupti:
-            msg = "no libcupti is mapped in this process (cupti-python loads it on its first call)"
-            raise NativeUnavailable(msg)
+        _need_mapped(libcupti)
         tried: list[str] = []
         members = cupti.driver_api_trace_cbid.__members__
         for name in PROBES:
@@ -435,9 +433,7 @@ class NativeLaunchPath:
 
     def start_external(self, libcupti: str) -> None:
         """Push/pop the instance id as external correlation id from C instead (no subscriber needed)."""
-        if not libcupti:
-            msg = "no libcupti is mapped in this process"
-            raise NativeUnavailable(msg)
+        _need_mapped(libcupti)
         try:
             self.module.start(libcupti, (), (), 1, 2)
         except RuntimeError as exc:
@@ -455,6 +451,13 @@ class NativeLaunchPath:
         records = LaunchRecords.from_export(self.module.export(), probes=mode == "probes")
         self.module.release()
         return records
+
+
+def _need_mapped(libcupti: str) -> None:
+    """Raise :class:`NativeUnavailable` when no libcupti file is mapped (the extension takes the one that is)."""
+    if not libcupti:
+        msg = "no libcupti is mapped in this process (cupti-python loads it on its first call)"
+        raise NativeUnavailable(msg)
 
 
 @dataclass(frozen=True)
@@ -500,7 +503,7 @@ def choose(cupti: Any, settings: Any, signals: Sequence[str], libcupti: str) -> 
     needs_callbacks = [
         why
         for why, yes in (
-            ("gpu.launch_overhead times each launch call", "gpu.launch_overhead" in wants),
+            *((f"{s} times each launch call", s in wants) for s in TIMED_LAUNCH_SIGNALS),
             ("native_callback 'empty'", callback != "record"),
             ("callback_domains 'driver'", domains != "both"),
         )
