@@ -3,8 +3,9 @@
 The README's inline idiom (``with argus_lab.region("x"):``, an empty body: no kernel launch) is timed inside a real
 CUPTI collector run with its recorder, once with ``launch_identity="callbacks"`` (the region boundaries in C, no
 callback fires since nothing launches) and once with ``launch_identity="probes"`` (the same plus one probe call per
-boundary, which CUPTI calls back for): the difference is what two probes cost.  ``idle`` is the same loop with no
-recorder.  Medians over rounds, ns per region (enter + exit).
+boundary, which CUPTI calls back for): the difference is what two probes cost; once more with
+``launch_identity="clock"`` (a row on CUPTI's clock per boundary, no call): what the clock's rows cost.  ``idle`` is
+the same loop with no recorder.  Medians over rounds, ns per region (enter + exit).
 
     python bench/probe_cost.py [--n 100000] [--rounds 7] [--json OUT.json]
 """
@@ -54,6 +55,7 @@ def in_run(identity: str, n: int, rounds: int, out: Path) -> dict[str, Any]:
         "launch_path": coll.launch_path,
         "c_boundaries": c_path,
         "probes": coll.launch_order.get("probes", 0),
+        "boundary_rows": coll.launch_order.get("boundary rows", 0),
     }
 
 
@@ -69,16 +71,21 @@ def main() -> None:
     idle = [per_region(args.n) for _ in range(args.rounds)]
     out = Path(tempfile.mkdtemp(prefix="probe-cost-"))
     res: dict[str, Any] = {"n": args.n, "idle": {"ns_per_region": statistics.median(idle)}}
-    for identity in ("callbacks", "probes"):
+    for identity in ("callbacks", "probes", "clock"):
         res[identity] = in_run(identity, args.n, args.rounds, out)
     res["two_probes_ns"] = res["probes"]["ns_per_region"] - res["callbacks"]["ns_per_region"]
-    for key in ("idle", "callbacks", "probes"):
+    res["two_clock_rows_ns"] = res["clock"]["ns_per_region"] - res["callbacks"]["ns_per_region"]
+    for key in ("idle", "callbacks", "probes", "clock"):
         r = res[key]
         extra = ""
         if key != "idle":
-            extra = f" ({r['launch_path']}, C boundaries {r['c_boundaries']}, {r['probes']} probes)"
+            extra = (
+                f" ({r['launch_path']}, C boundaries {r['c_boundaries']}, {r['probes']} probes, "
+                f"{r['boundary_rows']} clock rows)"
+            )
         print(f"{key:10s} {r['ns_per_region']:8.1f} ns per region{extra}")
     print(f"two probes (enter + exit): {res['two_probes_ns']:.1f} ns")
+    print(f"two clock rows (enter + exit): {res['two_clock_rows_ns']:.1f} ns")
     if args.json:
         Path(args.json).write_text(json.dumps(res, indent=1))
 

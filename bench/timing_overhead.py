@@ -23,7 +23,9 @@ region; ``profile.start/stop`` per block), ``proton`` (``proton.scope`` per regi
 block), ``cupti-kernels`` (CUPTI kernel records alone, no regions, no Python work; CUPTI detached after each block:
 the floor), ``cupti-kernels+empty-callbacks`` (+ CUPTI's launch callbacks with a callback that records nothing),
 ``cupti-kernels+callbacks`` (+ argus_lab's native launch callback, no regions), ``cupti-kernels+probes`` (+ the
-boundary probe's subscription, no regions: no probe is made per launch), ``argus-markers`` (argus_lab
+boundary probe's subscription, no regions: no probe is made per launch), ``cupti-kernels+clock`` (+ the latency
+timestamps that stamp each kernel ``queued`` and the graph-launch subscription of the clock identity, no regions),
+``argus-markers`` (argus_lab
 regions recording host.wall, no GPU tool: the boundary work), ``argus`` (the timing run exactly as
 ``argus_lab.measure(..., signals="gpu.time,gpu.kernels,gpu.span,host.wall")`` runs it: the plan's run, its
 backends loaded by name, ``run.driver.drive`` per block, region boundaries in C while the native launch path runs),
@@ -31,7 +33,9 @@ backends loaded by name, ``run.driver.drive`` per block, region boundaries in C 
 Python, as before the C boundary path), ``argus-driver-callbacks`` (an experiment: the launch callback on the driver
 domain only, ``callback_domains="driver"``; its kernels-in-a-region count says whether that attributes),
 ``argus-launch-callbacks`` (the timing run with the cupti setting ``launch_identity="callbacks"``: a CUPTI callback at
-every launch instead of the default boundary probes, the default before them).  Each
+every launch, the default before the probes), ``argus-probes`` (``launch_identity="probes"`` forced: what the
+planner picks for this timing run anyway, so the same as ``argus``), ``argus-clock`` (``launch_identity="clock"``:
+boundary rows on CUPTI's clock against each kernel's ``queued`` stamp instead of the probes).  Each
 argus process ends with one real ``argus_lab.measure`` of the decode step between two no-tool A blocks: its stored
 host.wall is compared with the step timed by itself, with those adjacent no-tool blocks and with the process's A
 blocks.  Before every block a fixed pure-Python loop is timed
@@ -86,8 +90,14 @@ EXTRA = (
     "argus-python-boundaries",
     "argus-driver-callbacks",
     "argus-launch-callbacks",
+    "argus-probes",
+    "argus-clock",
+    "cupti-kernels+clock",
 )
 TOOLS = REQUIRED + EXTRA
+ARGUS_RUNS = ("argus", "argus-python-boundaries", "argus-driver-callbacks", "argus-launch-callbacks", "argus-probes",
+              "argus-clock")  # fmt: skip
+"""The tools that run argus_lab's timing run (the ``Argus`` tool, each with its cupti settings variant)."""
 TABLE_ORDER = (
     "none",
     "nvtx",
@@ -98,10 +108,13 @@ TABLE_ORDER = (
     "cupti-kernels+callbacks",
     "cupti-kernels+api-records",
     "cupti-kernels+probes",
+    "cupti-kernels+clock",
     "argus-markers",
     "argus-python-boundaries",
     "argus-driver-callbacks",
     "argus-launch-callbacks",
+    "argus-probes",
+    "argus-clock",
     "argus",
 )
 WORKLOADS = ("loop", "decode")
@@ -388,7 +401,9 @@ class Cupti(Tool):
         "cupti-kernels+empty-callbacks": {"native_callback": "empty"},
         "cupti-kernels+callbacks": {"launch_identity": "callbacks"},
         # the probe's subscription and its one call at start, no region (so no further probe)
-        "cupti-kernels+probes": {},
+        "cupti-kernels+probes": {"launch_identity": "probes"},
+        # latency timestamps (each kernel stamped `queued`) and the graph-launch subscription, no region
+        "cupti-kernels+clock": {"launch_identity": "clock"},
         # CUPTI's own records of the launch API calls (thread, entry and exit time; other calls filtered out)
         "cupti-kernels+api-records": {"kinds": ["CONCURRENT_KERNEL", "RUNTIME", "DRIVER"], "detach": "always"},
     }
@@ -462,6 +477,8 @@ class Argus(Tool):
             "argus-python-boundaries": {"boundaries": "python"},
             "argus-driver-callbacks": {"callback_domains": "driver"},
             "argus-launch-callbacks": {"launch_identity": "callbacks"},
+            "argus-probes": {"launch_identity": "probes"},
+            "argus-clock": {"launch_identity": "clock"},
         }.get(name, {})
 
     def fallback(self) -> str:
@@ -566,7 +583,7 @@ def make_tool(name: str, out: Path, device: str) -> Tool:
         return Cupti(name, out, device)
     if name == "argus-markers":
         return ArgusMarkers(name, out, device)
-    if name in ("argus", "argus-python-boundaries", "argus-driver-callbacks", "argus-launch-callbacks"):
+    if name in ARGUS_RUNS:
         return Argus(name, out, device)
     raise SystemExit(f"unknown tool {name!r}; tools: {', '.join(TOOLS)}")
 
@@ -1163,6 +1180,9 @@ def decomposition(rows: list[dict[str, Any]]) -> list[str]:
                 ("argus with Python boundaries", "argus-python-boundaries"),
                 ("argus, driver callbacks only", "argus-driver-callbacks"),
                 ("argus, launch callbacks instead of probes", "argus-launch-callbacks"),
+                ("argus, probes forced", "argus-probes"),
+                ("argus, CUPTI's clock instead of probes", "argus-clock"),
+                ("kernel records + latency timestamps", "cupti-kernels+clock"),
                 ("no-op markers + hooks", "nvtx"),
                 ("Proton", "proton"),
                 ("torch.profiler", "torch.profiler"),

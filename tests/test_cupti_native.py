@@ -190,8 +190,9 @@ def test_start_refuses_a_libcupti_that_is_not_loaded(module: ModuleType, tmp_pat
     assert path.mode == ""
 
 
+@pytest.mark.parametrize("identity", ["probes", "clock"])
 def test_without_a_driver_cupti_refuses_the_subscriber_and_the_collector_keeps_the_python_path(
-    module: ModuleType,
+    module: ModuleType, identity: str
 ) -> None:
     pytest.importorskip("cupti.cupti")
     code = """
@@ -202,7 +203,7 @@ from cupti import cupti
 from argus_lab.backends.cupti import native
 lib = str(Path(nvidia.cu13.__path__[0]) / "lib" / "libcupti.so.13")
 ctypes.CDLL(lib)  # loaded, as cupti-python would have done; this machine has no CUDA driver
-choice = native.choose(cupti, {}, ["gpu.time"], lib)
+choice = native.choose(cupti, {"launch_identity": sys.argv[1]}, ["gpu.time"], lib)
 print(json.dumps({"name": choice.name, "api_records": choice.api_records, "notes": list(choice.notes),
                   "path": choice.path is not None}))
 if choice.path is not None:
@@ -210,9 +211,11 @@ if choice.path is not None:
 """
     pytest.importorskip("nvidia.cu13")
     env = dict(os.environ, PYTHONPATH=str(ROOT), ARGUS_NATIVE_CACHE=os.environ["ARGUS_NATIVE_CACHE"])
-    proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120, env=env)
+    proc = subprocess.run([sys.executable, "-c", code, identity], capture_output=True, text=True, timeout=120, env=env)
     assert proc.returncode == 0, proc.stderr[-2000:]
     out = json.loads(proc.stdout.strip().splitlines()[-1])
+    if identity == "clock":  # CUPTI's clock needs a driver too; then the same chain as the probes'
+        assert out["notes"].pop(0).startswith("CUPTI's clock unavailable (cuptiGetTimestamp returned CUPTI error ")
     # the boundary probes need libcuda (absent here), then the launch callback needs a driver
     assert out["notes"][0].startswith("boundary probes unavailable (no boundary probe works (cuDriverGetVersion: ")
     assert "libcuda.so.1 is not loaded" in out["notes"][0]
@@ -230,7 +233,7 @@ def test_launch_path_setting_is_checked() -> None:
         native.choose(object(), {"native_callback": "none"}, [], "")
     with pytest.raises(BackendUnavailableError, match="callback_domains must be 'both' or 'driver'"):
         native.choose(object(), {"callback_domains": "runtime"}, [], "")
-    with pytest.raises(BackendUnavailableError, match="launch_identity must be 'probes' or 'callbacks'"):
+    with pytest.raises(BackendUnavailableError, match="launch_identity must be 'clock', 'probes' or 'callbacks'"):
         native.choose(object(), {"launch_identity": "events"}, [], "")
     assert boundaries_setting({}) == "native" and boundaries_setting({"boundaries": "python"}) == "python"
     with pytest.raises(BackendUnavailableError, match="boundaries must be 'native' or 'python'"):
@@ -438,3 +441,87 @@ def test_launches_after_dropped_probes_get_no_instance_from_them_synthetic() -> 
     fam, counts = native.probe_families(p, np.array([11, 25, 31, 40]), 31)
     assert fam["external"]["correlation_id"].tolist() == [11, 31, 40]
     assert counts["after the probe arrays filled"] == 0
+
+
+# -- CUPTI's clock (the default launch identity) ------------------------------------------------------------
+def clock_rows(rows: list[tuple[int, int, int, int]], dropped: int = 0) -> native.LaunchRecords:
+    """Synthetic mode-5 rows: (correlation id, instance, thread, CUPTI time); correlation 0 and cbid 0 for a
+    boundary row, a graph launch's correlation id with a nonzero cbid (runtime domain) otherwise."""
+    corr, inst, thread, start = (np.array(c, dtype=np.int64) for c in zip(*rows, strict=True))
+    cbid = np.where(corr != 0, 311, 0).astype(np.int64)
+    domain = np.where(corr != 0, 2, 0).astype(np.int64)
+    return native.LaunchRecords(
+        corr, inst, thread.astype(np.uint64), start, start + 5, cbid, domain, dropped, clock=True
+    )
+
+
+def test_the_clock_places_each_kernel_by_its_queued_stamp_synthetic() -> None:
+    # thread 1: start row (nothing open) at 100, opens 7 at 1000, nests 8 at 2000, back to 7 at 3000, leaves at 4000;
+    # thread 2 opens 9 at 3500 and leaves it at 5000; a graph launch (correlation 60) on thread 1 inside 7 at 2500
+    rows = clock_rows([(0, 0, 1, 100), (0, 7, 1, 1000), (0, 8, 1, 2000), (60, 8, 1, 2500), (0, 7, 1, 3000),
+                       (0, 9, 2, 3500), (0, 0, 1, 4000), (0, 0, 2, 5000)])  # fmt: skip
+    #                 before  in 7  in 8  graph graph in 7+9  in 9  none  no stamp
+    corr = np.array([10, 11, 12, 60, 60, 13, 14, 15, 16])
+    queued = np.array([50, 1500, 2200, 0, 0, 3700, 4500, 6000, 0])
+    fam, counts = native.clock_families(rows, corr, queued, 31)
+    assert set(fam["external"]) == set(dec.FAMILY_FIELDS["external"])
+    assert set(fam["api"]) == set(dec.FAMILY_FIELDS["api"])
+    ext = dict(zip(fam["external"]["correlation_id"].tolist(), fam["external"]["external_id"].tolist(), strict=True))
+    assert ext == {60: 8, 11: 7, 12: 8, 14: 9}
+    assert (fam["external"]["external_kind"] == native.CUSTOM2).all()
+    api = fam["api"]
+    # the graph launch keeps its thread and call times; 13 (two threads open) and 15 (none) sit at their stamps
+    assert api["correlation_id"].tolist() == [60, 13, 15]
+    assert api["thread_id"].tolist() == [1, 0, 0]
+    assert api["start"].tolist() == [2500, 3700, 6000] and api["end"].tolist() == [2505, 3700, 6000]
+    assert counts == {
+        "boundary rows": 7,
+        "kernels": 9,
+        "in one open region": 3,
+        "with no region open": 1,
+        "with regions open on several threads": 1,
+        "before the first boundary row": 1,
+        "launched by a graph launch": 2,
+        "graph launches": 1,
+        "without a queued stamp": 1,
+        "after the arrays filled": 0,
+        "rows dropped": 0,
+    }
+
+
+def test_kernels_after_dropped_clock_rows_get_no_instance_from_them_synthetic() -> None:
+    rows = clock_rows([(0, 0, 1, 100), (0, 7, 1, 1000), (0, 0, 1, 2000), (0, 8, 1, 3000)], dropped=4)
+    fam, counts = native.clock_families(rows, np.array([1, 2, 3, 4]), np.array([1500, 2500, 3500, 9000]), 31)
+    assert fam["external"]["correlation_id"].tolist() == [1]
+    assert fam["api"]["correlation_id"].tolist() == [2]
+    assert counts["after the arrays filled"] == 2 and counts["rows dropped"] == 4
+
+
+@pytest.mark.parametrize("case", ["nested", "triton", "two_streams", "edge", "backward"])
+def test_the_clock_gives_recorded_kernels_the_instance_their_launch_thread_had_open(case: str) -> None:
+    """On the recorded H200 runs: boundary rows at each instance's start and end (synthetic, from the recorded
+    instances) and each kernel stamped at the middle of its recorded launch call (where CUPTI's `queued` lies,
+    bench/latency_probe.py): the clock's attribution equals the per-thread one for every kernel launched on a
+    thread with a region open."""
+    raw, inst = recorded(case)
+    if "instance_id" not in inst:
+        pytest.skip(f"{case}: its instances table has no instance ids")
+    before = dec.kernel_table(raw, "r")
+    rows = [(0, 0, int(inst["thread_id"][0]), 1)]
+    for i, iid in enumerate(inst["instance_id"]):
+        rows.append((0, int(iid), int(inst["thread_id"][i]), int(inst["start_ns"][i])))
+        rows.append((0, int(inst["parent_instance_id"][i] or 0), int(inst["thread_id"][i]), int(inst["end_ns"][i])))
+    rows.sort(key=lambda r: r[3])
+    api = raw["api"]
+    middle = dict(zip(api["correlation_id"].tolist(), ((api["start"] + api["end"]) // 2).tolist(), strict=False))
+    k = raw["kernel"]
+    queued = np.array([middle.get(int(c), 0) for c in k["correlation_id"].tolist()], dtype=np.int64)
+    assert (queued > 0).all()
+    fam, counts = native.clock_families(clock_rows(rows), k["correlation_id"], queued, 4242)
+    cleared = {f: c for f, c in raw.items() if f not in ("external", "api")}
+    after = dec.kernel_table(cleared | fam, "r")
+    # copies and sets carry no `queued` stamp (a run that records them takes the probes): kernels only
+    carried = (before["instance_id"] != 0) & (before["kind"] == "kernel")
+    assert carried.any()
+    assert after["instance_id"][carried].tolist() == before["instance_id"][carried].tolist(), case
+    assert counts["with regions open on several threads"] == 0 and counts["without a queued stamp"] == 0

@@ -1,5 +1,7 @@
-"""The store of an `argus-lab run` on the H200 whose timing run tied launches to instances with boundary probes
-(tests/data/gpu/e2e_probes_h200.duckdb.gz, recorded by `scripts/gpu-check` part e2e, second run)."""
+"""The stores of `argus-lab run`s on the H200 whose timing run tied launches to instances without a launch callback:
+with boundary probes (tests/data/gpu/e2e_probes_h200.duckdb.gz) and with CUPTI's clock
+(tests/data/gpu/e2e_clock_h200.duckdb.gz, the launch identity `clock`, when it was the default for one run of
+2026-12-01), both recorded by `scripts/gpu-check` part e2e, second run."""
 
 from __future__ import annotations
 
@@ -15,14 +17,24 @@ from argus_lab import join
 from argus_lab.store import Store
 
 RECORDED = Path(__file__).parent / "data" / "gpu" / "e2e_probes_h200.duckdb.gz"
+RECORDED_CLOCK = Path(__file__).parent / "data" / "gpu" / "e2e_clock_h200.duckdb.gz"
+
+
+def _open(recorded: Path, tmp_path_factory: pytest.TempPathFactory) -> Store:
+    local = tmp_path_factory.mktemp("recorded") / recorded.name.removesuffix(".gz")
+    with gzip.open(recorded, "rb") as src, local.open("wb") as dst:
+        shutil.copyfileobj(src, dst)
+    return Store(local)
 
 
 @pytest.fixture(scope="module")
 def store(tmp_path_factory: pytest.TempPathFactory) -> Store:
-    local = tmp_path_factory.mktemp("probes") / "e2e-probes.duckdb"
-    with gzip.open(RECORDED, "rb") as src, local.open("wb") as dst:
-        shutil.copyfileobj(src, dst)
-    return Store(local)
+    return _open(RECORDED, tmp_path_factory)
+
+
+@pytest.fixture(scope="module")
+def clock_store(tmp_path_factory: pytest.TempPathFactory) -> Store:
+    return _open(RECORDED_CLOCK, tmp_path_factory)
 
 
 def _classes(store: Store) -> dict[tuple[str, str], int]:
@@ -41,7 +53,24 @@ def test_the_timing_run_used_boundary_probes_and_says_how_it_placed_each_launch(
     assert "boundary probes through" in " ".join(settings["notes"])
 
 
-def test_probe_attribution_joins_like_the_callback_run_and_the_replay_run_matches(store: Store) -> None:
+def test_the_clock_run_placed_each_kernel_by_its_queued_stamp_and_says_how(clock_store: Store) -> None:
+    (settings,) = [
+        json.loads(s) for (s,) in clock_store.rows("SELECT settings FROM provenance WHERE backend = 'cupti'")
+    ]
+    assert settings["launch_path"] == "native clock"
+    order = settings["launch_order"]
+    assert order["kernels"] == 24 and order["in one open region"] == 18 and order["with no region open"] == 6
+    assert order["without a queued stamp"] == 0 and order["before the first boundary row"] == 0
+    assert order["boundary rows"] >= 2 * 12  # two boundaries for each of the 12 instances (+ the one at start)
+    assert settings["records"]["api"] == 6  # a zero-length row at the kernel's queued stamp for each launch outside
+    assert "boundary rows on CUPTI's clock" in " ".join(settings["notes"])
+
+
+@pytest.mark.parametrize("which", ["probes", "clock"])
+def test_attribution_without_a_launch_callback_joins_like_the_callback_run_and_the_replay_run_matches(
+    which: str, store: Store, clock_store: Store
+) -> None:
+    store = store if which == "probes" else clock_store
     before = _classes(store)
     assert before == {("kernel", "exact"): 18, ("kernel", "unattributed"): 6}  # as the callback run of the same e2e
     run_ids = [r for (r,) in store.rows("SELECT run_id FROM runs ORDER BY plan_index")]

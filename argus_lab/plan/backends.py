@@ -253,8 +253,10 @@ TIMED_LAUNCH_SIGNALS = ("gpu.launch_overhead",)
 
 def cupti_launch_identity(signals: Sequence[str]) -> str:
     """How a CUPTI run ties launches to region instances (the cupti setting ``launch_identity``): ``callbacks`` when
-    a signal times each launch call (:data:`TIMED_LAUNCH_SIGNALS`), else ``probes`` (one probe per region boundary
-    and no launch callback: the cheaper timing run, docs/benchmarks.md rounds 4 and 5)."""
+    a signal times each launch call (:data:`TIMED_LAUNCH_SIGNALS`), else ``probes`` (one driver call per region
+    boundary and no launch callback: the cheapest timing run measured, docs/benchmarks.md rounds 4 to 6).  The
+    ``clock`` identity (each kernel's ``queued`` stamp against boundary rows on CUPTI's clock) costs less per
+    boundary but more per launch (the latency timestamps, round 6), so the planner does not pick it."""
     return "callbacks" if any(s in TIMED_LAUNCH_SIGNALS for s in signals) else "probes"
 
 

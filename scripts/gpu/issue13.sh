@@ -13,10 +13,10 @@
 # 3. overhead: the launch-bound loop and the Llama decode step, A B A B ... A blocks inside each tool's process,
 #    2 processes each (ISSUE13_PROCS) for none / argus (the timing run as measure runs it: boundary probes,
 #    region boundaries in C) / cupti-kernels (the floor: CUPTI's kernel records alone) / proton; then, while the
-#    budget lasts, argus-launch-callbacks (the same timing run with a launch callback instead of probes),
-#    cupti-kernels+probes (the floor + the probe's subscription), nvtx and torch.profiler.  Other tools of
-#    bench/timing_overhead.py (argus-python-boundaries, argus-driver-callbacks, argus-markers,
-#    cupti-kernels+callbacks, ...) through ISSUE13_REQUIRED / ISSUE13_EXTRAS.  Each argus process ends with
+#    budget lasts, argus-clock (the same timing run with CUPTI's clock instead of probes), cupti-kernels+clock (the
+#    floor + latency timestamps), nvtx and torch.profiler.  Other tools of bench/timing_overhead.py
+#    (argus-probes, argus-launch-callbacks, argus-python-boundaries, argus-driver-callbacks, argus-markers,
+#    cupti-kernels+callbacks, cupti-kernels+probes, ...) through ISSUE13_REQUIRED / ISSUE13_EXTRAS.  Each argus process ends with
 #    one argus_lab.measure of the decode step between two no-tool blocks (host.wall against the step, the adjacent
 #    no-tool blocks and a CPU probe).
 # Writes OUT/issue13.log, OUT/timing-overhead.{txt,json} (rewritten after every process), OUT/checks.json,
@@ -53,7 +53,7 @@ CHECKS_S=$(( HARD >= 150 ? 30 : HARD / 5 ))
 # ISSUE13_REQUIRED / ISSUE13_EXTRAS / ISSUE13_PROCS override the tools (required ones first, ISSUE13_PROCS processes
 # each, then the extras while the budget lasts) and the processes per tool.
 REQUIRED=${ISSUE13_REQUIRED:-none,argus,cupti-kernels,proton}
-EXTRAS=${ISSUE13_EXTRAS:-argus-launch-callbacks,cupti-kernels+probes,nvtx,torch.profiler}
+EXTRAS=${ISSUE13_EXTRAS:-argus-clock,cupti-kernels+clock,nvtx,torch.profiler}
 PROCS=${ISSUE13_PROCS:-2}
 echo "== hard limit ${HARD} s: benchmark budget ${BUDGET} s, timeout ${LIMIT} s, checks ${CHECKS_S} s"
 timeout -k 2 "$LIMIT" "$PY" bench/timing_overhead.py "$OUT" --device "$DEVICE" "${EXTRA[@]}" \

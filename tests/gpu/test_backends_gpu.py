@@ -253,13 +253,14 @@ def _probe_run(torch: Any, tmp_path: Path, identity: str) -> tuple[Any, dict[str
     return coll, inst, coll.evidence(inst)["kernels"]
 
 
-def test_boundary_probes_place_every_kernel_like_the_launch_callback(tmp_path: Path) -> None:
-    """The default launch identity (a probe at each boundary, no launch callback): CUPTI numbers the probes and the
-    launches from one counter, so each kernel of the main thread lands in the same instance as with the callback;
-    the region-less worker's kernel goes to the one region open then (`shared`), which the callback cannot know."""
+def test_boundary_probes_and_the_clock_place_every_kernel_like_the_launch_callback(tmp_path: Path) -> None:
+    """The probes (the default: a driver call at each boundary) and the clock (boundary rows on CUPTI's clock against
+    each kernel's `queued` stamp), neither with a launch callback: each kernel of the main thread lands in the same
+    instance as with the callback; the region-less worker's kernel goes to the one region open then (`shared`),
+    which the callback cannot know."""
     torch = pytest.importorskip("torch")
     got = {}
-    for identity in ("probes", "callbacks"):
+    for identity in ("clock", "probes", "callbacks"):
         coll, inst, k = _probe_run(torch, tmp_path, identity)
         path_of = dict(zip(inst["instance_id"], inst["path"], strict=True))
         index_of = dict(zip(inst["instance_id"], inst["instance_index"], strict=True))
@@ -280,3 +281,52 @@ def test_boundary_probes_place_every_kernel_like_the_launch_callback(tmp_path: P
     worker_c = [r[0] for r in callbacks[1] if "sigmoid" in r[3]]
     assert worker_p == ["shared"], worker_p
     assert worker_c == [""], worker_c  # the callback: launched on a thread with no region
+    clock = got["clock"]
+    assert clock[0].launch_path == "native clock", clock[0].notes
+    assert clock[1] == probes[1], (clock[1], probes[1])
+    c_order = clock[0].launch_order
+    assert c_order["boundary rows"] >= 2 * (3 * 2 + 1) and c_order["without a queued stamp"] == 0, c_order
+    assert c_order["in one open region"] == len(clock[1]) and c_order["before the first boundary row"] == 0, c_order
+
+
+def test_the_clock_places_graph_replays_through_the_graph_launch_callback(tmp_path: Path) -> None:
+    """Kernels of a CUDA graph replay: the clock's graph-launch callback gives each replay's kernels the instance
+    open at that replay, `exact`, like any other launch."""
+    torch = pytest.importorskip("torch")
+    from argus_lab.backends.cupti.collector import CuptiCollector
+
+    a = torch.randn(512, 512, device="cuda")
+    s = torch.cuda.Stream()
+    s.wait_stream(torch.cuda.current_stream())
+    with torch.cuda.stream(s):
+        for _ in range(2):
+            torch.relu(a @ a).add_(a)
+    torch.cuda.current_stream().wait_stream(s)
+    g = torch.cuda.CUDAGraph()
+    with torch.cuda.graph(g):
+        out = torch.relu(a @ a).add_(a)
+    torch.cuda.synchronize()
+    coll = CuptiCollector()
+    coll.start(RunContext("graph-clock", ("gpu.time",), {"launch_identity": "clock"}, tmp_path))
+    rec = Recorder("graph-clock", coll.hooks())
+    with rec:
+        for _ in range(3):
+            with region("replay"):
+                g.replay()
+        with region("eager"):
+            torch.relu(a @ a).add_(a)
+        torch.cuda.synchronize()
+    coll.stop()
+    del out
+    inst = rec.columns()
+    k = coll.evidence(inst)["kernels"]
+    assert coll.launch_path == "native clock", coll.notes
+    order = coll.launch_order
+    path_of = dict(zip(inst["instance_id"], inst["path"], strict=True))
+    index_of = dict(zip(inst["instance_id"], inst["instance_index"], strict=True))
+    placed = [(path_of.get(i, ""), index_of.get(i, -1)) for i in k["instance_id"]]
+    replays = [p for p in placed if p[0] == "replay"]
+    print("graph clock:", order, sorted(set(placed)), file=sys.stderr)
+    assert order["graph launches"] >= 3 and order["launched by a graph launch"] == len(replays), order
+    assert sorted({i for _, i in replays}) == [0, 1, 2] and len(replays) % 3 == 0, placed
+    assert ("eager", 0) in placed and ("", -1) not in placed, placed

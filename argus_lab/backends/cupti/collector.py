@@ -357,7 +357,8 @@ class CuptiCollector:
         self.detached = False  # whether stop() detached CUPTI (cuptiFinalize)
         self.kernel_names: dict[int, str] = {}  # kernel-name pointer -> name, read before CUPTI is detached
         self.boundaries = "native"  # the `boundaries` setting: region boundaries in C with the native launch path
-        self.launch_order: dict[str, int] = {}  # how the boundary probes placed the launches (launch path probes)
+        self.launch_order: dict[str, int] = {}  # how the probes or the clock placed the launches
+        self._latency = False  # latency timestamps enabled (launch path "native clock")
 
     # -- Collector protocol ---------------------------------------------------------------------
     def hooks(self) -> Sequence[BoundaryHook]:
@@ -396,6 +397,9 @@ class CuptiCollector:
             choice = nat.choose(cupti, settings, ctx.signals, mapped_libcupti())
             self._native, self.launch_path, api_records = choice.path, choice.name, choice.api_records
             self.notes.extend(choice.notes)
+            self._latency = self.launch_path == "native clock"
+            if self._latency:  # each kernel record then carries `queued`, the clock of its launch
+                cupti.activity_enable_latency_timestamps(True)
             self._kind_names = activity_kinds(ctx.signals, settings, api_records=api_records)
             if settings.get("buffers", "raw") == "raw":
                 try:
@@ -443,7 +447,7 @@ class CuptiCollector:
         self._hook.current_instance = None
         self._hook.native_boundary = None
         # no other CUPTI subscriber here
-        subscribed = self.launch_path in ("native", "native probes", "native empty callbacks")
+        subscribed = self.launch_path in ("native", "native probes", "native clock", "native empty callbacks")
         detach = self.detach == "always" or (self.detach == "auto" and subscribed)
         native = self._native_stop()  # unsubscribe first: no launch callback runs after this
         raw_buffers = self._raw_buffers
@@ -475,17 +479,23 @@ class CuptiCollector:
             records, self._records = self._records, []
             self.raw = decode_records(records)
             del records
-        if native is not None and native.probes:  # boundary probes: each launch's instance by its correlation id
-            corr = [c["correlation_id"] for f, c in self.raw.items() if f in ("kernel", "memcpy", "memset")]
-            families, self.launch_order = nat.probe_families(
-                native, np.concatenate(corr) if corr else np.zeros(0, dtype=np.int64), os.getpid()
-            )
+        if native is not None and (native.clock or native.probes):  # each launch's instance from the boundary rows
+            if native.clock:  # rows on CUPTI's clock: each kernel by its queued stamp
+                k = self.raw.get("kernel", dec.empty_family("kernel"))
+                queued = k.get("queued", np.zeros(dec.count(k), dtype=np.int64))
+                families, order = nat.clock_families(native, k["correlation_id"], queued, os.getpid())
+                rows, beyond = "boundary rows", order["after the arrays filled"]
+            else:  # probes: each launch by its correlation id
+                corr = [c["correlation_id"] for f, c in self.raw.items() if f in ("kernel", "memcpy", "memset")]
+                q = np.concatenate(corr) if corr else np.zeros(0, dtype=np.int64)
+                families, order = nat.probe_families(native, q, os.getpid())
+                rows, beyond = "boundary probes", order["after the probe arrays filled"]
             self.raw.update(families)
+            self.launch_order = order
             if native.dropped:
                 self.notes.append(
-                    f"{native.dropped} boundary probes were dropped (the arrays hold {len(native)}): the "
-                    f"{self.launch_order['after the probe arrays filled']} launches after the last recorded probe are "
-                    "placed by their GPU time; raise the cupti setting native_capacity"
+                    f"{native.dropped} {rows} were dropped (the arrays hold {len(native)}): the {beyond} launches "
+                    "after the last recorded one are placed by their GPU time; raise the cupti setting native_capacity"
                 )
         elif native is not None:  # the launches the native callback recorded: external + api families
             self.raw.update(nat.raw_families(native, os.getpid()))
@@ -596,6 +606,12 @@ class CuptiCollector:
 
     def _disable(self, cupti: Any) -> None:
         self._native_stop()
+        if self._latency:
+            self._latency = False
+            try:
+                cupti.activity_enable_latency_timestamps(False)
+            except (cupti.cuptiError, RuntimeError) as exc:
+                self.notes.append(f"latency timestamps stayed on ({exc})")
         for kind in self._kinds:
             try:
                 cupti.activity_disable(kind)
@@ -607,6 +623,8 @@ class CuptiCollector:
 _SUBSCRIBER = {
     "native": " + a callback subscriber for launch calls, released at stop",
     "native probes": " + a callback subscriber for one driver call made at each region boundary, released at stop",
+    "native clock": " + latency timestamps (each kernel's queued time) and a callback subscriber for graph launch "
+    "calls only, released at stop",
 }
 
 

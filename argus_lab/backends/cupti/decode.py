@@ -52,6 +52,7 @@ FAMILY_FIELDS: dict[str, tuple[str, ...]] = {
         "graph_id",
         "graph_node_id",
         "launch_type",
+        "queued",  # the host time (CUPTI's clock) the launch was queued; 0 unless latency timestamps are on
     ),
     "memcpy": (
         "copy_kind",

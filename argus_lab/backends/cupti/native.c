@@ -24,6 +24,12 @@
  * between two probes of a thread was launched while that thread's instance of the earlier probe was current; the
  * per-launch cost is CUPTI's kernel record alone.  native.py turns the probes into per-kernel instances.
  *
+ * Mode 5 (the clock, asked by the launch_identity setting) makes no call at all at a boundary:
+ * set_current() appends (0, the thread's new current instance, thread id, cuptiGetTimestamp()) to the same arrays.
+ * CUPTI stamps each kernel record with `queued`, read on CUPTI's clock inside the launch call, so a kernel belongs
+ * to the instance a thread made current last before that stamp.  Graph launches, whose kernels carry no `queued`
+ * stamp, are subscribed with the launch callback of mode 1 (one callback per graph launch, not per kernel).
+ *
  * Region boundaries (boundary_*): while a recorder of argus_lab.regions records with this module's set_current as
  * its only boundary work, `with region(...)` calls boundary_enter(marker) / boundary_exit(marker), which do in one
  * C call what RegionMarker.__enter__/__exit__ do in Python for a thread's stack: the frame pushed on (popped from)
@@ -73,8 +79,9 @@ typedef cupti_result_t (*push_external_t)(int, uint64_t);
 typedef cupti_result_t (*pop_external_t)(int, uint64_t *);
 
 enum { DOMAIN_DRIVER = 1, DOMAIN_RUNTIME = 2, SITE_ENTER = 0, EXTERNAL_CUSTOM2 = 5 };
-enum { MODE_OFF = 0, MODE_CALLBACKS = 1, MODE_EXTERNAL = 2, MODE_CALLBACKS_EMPTY = 3, MODE_PROBES = 4 };
+enum { MODE_OFF = 0, MODE_CALLBACKS = 1, MODE_EXTERNAL = 2, MODE_CALLBACKS_EMPTY = 3, MODE_PROBES = 4, MODE_CLOCK = 5 };
 typedef int (*probe_t)(void *); /* cuDriverGetVersion(int *), cuDeviceGetCount(int *), cuCtxGetCurrent(CUcontext *) */
+typedef cupti_result_t (*timestamp_t)(uint64_t *); /* cuptiGetTimestamp */
 #define NEST_MAX 8
 
 /* ---- state -------------------------------------------------------------------------------------------- */
@@ -100,6 +107,7 @@ static struct {
     uint8_t *domain;
     probe_t probe;       /* MODE_PROBES: the driver function a boundary calls */
     uint32_t probe_cbid; /* ... and its driver callback id */
+    timestamp_t timestamp; /* MODE_CLOCK: CUPTI's own clock, the one its `queued` launch stamps are in */
 } S;
 
 /* Per-thread state in one struct: one thread-local address computation per callback (the module is loaded with
@@ -300,6 +308,12 @@ static int enable_list(PyObject *ids, int domain, PyObject *refused) {
 /* `when`: the boundary's clock reading (the instance's start or end), recorded with the probe; 0 = none */
 static inline void store_current(thread_state_t *t, int64_t v, int64_t when) {
     t->current = v;
+    if (S.mode == MODE_CLOCK) { /* a boundary row on CUPTI's clock: cbid 0, no correlation id */
+        uint64_t ts = 0;
+        S.timestamp(&ts);
+        put_row(0, v, (int64_t)ts, 0, 0);
+        return;
+    }
     if (S.mode == MODE_PROBES) {
         uint64_t scratch = 0;
         t->when = when;
@@ -413,6 +427,20 @@ static PyObject *call_back(cupti_callback_t fn, int domain, uint32_t cbid, int s
     Py_RETURN_NONE;
 }
 
+/* The checks start_probes and start_clock share: nothing started, a positive capacity, libcupti mapped into S.lib;
+ * 0, or -1 with a Python error set. */
+static int ready_to_start(const char *path, long long capacity) {
+    if (S.mode != MODE_OFF) {
+        PyErr_SetString(PyExc_RuntimeError, "the native launch path is already started; stop() it first");
+        return -1;
+    }
+    if (capacity < 1) {
+        PyErr_SetString(PyExc_ValueError, "capacity must be at least 1");
+        return -1;
+    }
+    return open_libcupti(path);
+}
+
 PyDoc_STRVAR(start_probes_doc,
              "start_probes(libcupti, probe_name, probe_cbid, capacity): mode 4: subscribe only the driver callback "
              "`probe_cbid` of the libcuda function `probe_name`, which every set_current() then calls; the probe is "
@@ -424,15 +452,7 @@ static PyObject *start_probes(PyObject *self, PyObject *args) {
     (void)self;
     if (!PyArg_ParseTuple(args, "ssIL", &path, &probe_name, &probe_cbid, &capacity))
         return NULL;
-    if (S.mode != MODE_OFF) {
-        PyErr_SetString(PyExc_RuntimeError, "the native launch path is already started; stop() it first");
-        return NULL;
-    }
-    if (capacity < 1) {
-        PyErr_SetString(PyExc_ValueError, "capacity must be at least 1");
-        return NULL;
-    }
-    if (open_libcupti(path) != 0)
+    if (ready_to_start(path, capacity) != 0)
         return NULL;
     void *cuda = dlopen("libcuda.so.1", RTLD_NOW | RTLD_NOLOAD);
     if (cuda == NULL) {
@@ -485,7 +505,72 @@ static PyObject *probe_simulate(PyObject *self, PyObject *arg) {
     return call_back(on_probe, DOMAIN_DRIVER, S.probe_cbid, SITE_ENTER, (uint32_t)correlation);
 }
 
-PyDoc_STRVAR(stop_doc, "stop(): unsubscribe (modes 1, 3, 4) or pop the calling thread's pushed id (mode 2).");
+PyDoc_STRVAR(start_clock_doc,
+             "start_clock(libcupti, runtime_graph_cbids, driver_graph_cbids, capacity) -> (runtime ids enabled, "
+             "driver ids enabled, [(domain, cbid, result) refused], subscribe error or None): mode 5: every "
+             "set_current() appends (0, the new current instance, thread, cuptiGetTimestamp()) and no launch call "
+             "is subscribed; kernels are placed by their `queued` stamp.  The graph launch calls listed are "
+             "subscribed with the launch callback (their kernels have no `queued` stamp); a subscriber CUPTI refuses "
+             "leaves them unsubscribed and is reported, not raised.");
+static PyObject *start_clock(PyObject *self, PyObject *args) {
+    const char *path;
+    PyObject *runtime_ids, *driver_ids;
+    long long capacity;
+    (void)self;
+    if (!PyArg_ParseTuple(args, "sOOL", &path, &runtime_ids, &driver_ids, &capacity))
+        return NULL;
+    if (ready_to_start(path, capacity) != 0)
+        return NULL;
+    timestamp_t timestamp = (timestamp_t)symbol("cuptiGetTimestamp");
+    if (timestamp == NULL)
+        return NULL;
+    uint64_t ts = 0;
+    cupti_result_t rc = timestamp(&ts);
+    if (rc != 0 || ts == 0)
+        return cupti_error("cuptiGetTimestamp", rc);
+    subscribe_t subscribe = subscriber_calls();
+    if (subscribe == NULL)
+        return NULL;
+    if (allocate_arrays(capacity) != 0)
+        return PyErr_NoMemory();
+    S.timestamp = timestamp;
+    PyObject *refused = PyList_New(0);
+    if (refused == NULL)
+        return NULL;
+    int n_runtime = 0, n_driver = 0;
+    PyObject *subscribe_error = Py_None;
+    Py_INCREF(Py_None);
+    if (PySequence_Size(runtime_ids) > 0 || PySequence_Size(driver_ids) > 0) {
+        rc = subscribe(&S.subscriber, on_api_call, NULL);
+        if (rc != 0) {
+            const char *text = NULL;
+            if (S.result_string == NULL || S.result_string(rc, &text) != 0 || text == NULL)
+                text = "unknown";
+            Py_DECREF(subscribe_error);
+            subscribe_error = PyUnicode_FromFormat("cuptiSubscribe returned CUPTI error %d (%s)", rc, text);
+            S.subscriber = NULL;
+            if (subscribe_error == NULL)
+                goto fail;
+        } else {
+            n_runtime = enable_list(runtime_ids, DOMAIN_RUNTIME, refused);
+            n_driver = n_runtime < 0 ? -1 : enable_list(driver_ids, DOMAIN_DRIVER, refused);
+            if (n_runtime < 0 || n_driver < 0) {
+                S.unsubscribe(S.subscriber);
+                S.subscriber = NULL;
+                goto fail;
+            }
+        }
+    }
+    S.mode = MODE_CLOCK;
+    put_row(0, T.current, (int64_t)ts, 0, 0); /* the calling thread's current instance when the run starts */
+    return Py_BuildValue("(iiNN)", n_runtime, n_driver, refused, subscribe_error);
+fail:
+    Py_XDECREF(refused);
+    Py_XDECREF(subscribe_error);
+    return NULL;
+}
+
+PyDoc_STRVAR(stop_doc, "stop(): unsubscribe (modes 1, 3, 4, 5) or pop the calling thread's pushed id (mode 2).");
 static PyObject *stop(PyObject *self, PyObject *unused) {
     (void)self;
     (void)unused;
@@ -497,7 +582,8 @@ static PyObject *stop(PyObject *self, PyObject *unused) {
         S.pop_external(EXTERNAL_CUSTOM2, &last);
         T.pushed = 0;
     }
-    if ((mode == MODE_CALLBACKS || mode == MODE_CALLBACKS_EMPTY || mode == MODE_PROBES) && S.subscriber != NULL) {
+    if ((mode == MODE_CALLBACKS || mode == MODE_CALLBACKS_EMPTY || mode == MODE_PROBES || mode == MODE_CLOCK) &&
+        S.subscriber != NULL) {
         cupti_result_t rc = S.unsubscribe(S.subscriber); /* also disables every callback of the subscriber */
         S.subscriber = NULL;
         if (rc != 0)
@@ -555,7 +641,7 @@ PyDoc_STRVAR(release_doc, "release(): free the launch arrays.");
 static PyObject *release(PyObject *self, PyObject *unused) {
     (void)self;
     (void)unused;
-    if (S.mode == MODE_CALLBACKS || S.mode == MODE_CALLBACKS_EMPTY || S.mode == MODE_PROBES) {
+    if (S.mode == MODE_CALLBACKS || S.mode == MODE_CALLBACKS_EMPTY || S.mode == MODE_PROBES || S.mode == MODE_CLOCK) {
         PyErr_SetString(PyExc_RuntimeError, "stop() the native launch path before releasing its arrays");
         return NULL;
     }
@@ -1190,8 +1276,8 @@ static PyObject *boundary_stop(PyObject *self, PyObject *unused) {
 
 static void boundary_after_fork_in_child(void) {
     B.on = 0; /* the parent's run; its objects are dropped at the next start */
-    if (S.mode == MODE_PROBES)
-        S.mode = MODE_OFF; /* a forked child makes no driver call at its boundaries (the parent's CUPTI is not its) */
+    if (S.mode == MODE_PROBES || S.mode == MODE_CLOCK)
+        S.mode = MODE_OFF; /* a forked child makes no CUPTI call at its boundaries (the parent's CUPTI is not its) */
 }
 
 static PyMethodDef methods[] = {
@@ -1200,6 +1286,7 @@ static PyMethodDef methods[] = {
     {"start", start, METH_VARARGS, start_doc},
     {"start_probes", start_probes, METH_VARARGS, start_probes_doc},
     {"probe_simulate", probe_simulate, METH_O, probe_simulate_doc},
+    {"start_clock", start_clock, METH_VARARGS, start_clock_doc},
     {"stop", stop, METH_NOARGS, stop_doc},
     {"allocate", allocate, METH_O, allocate_doc},
     {"simulate", simulate, METH_VARARGS, simulate_doc},

@@ -24,6 +24,13 @@ What the probes cannot tell is which thread launched: a kernel launched by a thr
 worker during ``loss.backward()``) while one other thread's region is open goes to that region.  The per-launch
 cost is CUPTI's kernel record alone; ``gpu.launch_overhead`` (the launch calls' host time) needs the callbacks.
 
+The ``clock`` identity (asked by the setting, never picked by the planner) makes no call at a boundary: each
+``set_current`` appends (the thread's new current instance, thread, ``cuptiGetTimestamp()``), CUPTI's latency
+timestamps stamp every kernel record with ``queued`` (read inside the launch call, on the same clock), and
+:func:`clock_families` places each kernel by that stamp, with the same rules as the probes; graph launches, whose
+kernels carry no stamp, are subscribed with the launch callback.  On the H200 its rows cost 89 ns a region against
+349 ns for two probes, but the latency timestamps cost more per launch than that saves (docs/benchmarks.md round 6).
+
 After the run :func:`raw_families` turns the launch arrays into the record families the decoder already joins:
 ``external`` rows (correlation id -> instance id, kind ``CUSTOM2``) for launches made inside a region, and ``api``
 rows (thread, entry and exit time) for every launch, so that kernels launched on threads with no region open are
@@ -54,7 +61,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from types import ModuleType
-from typing import Any
+from typing import Any, Literal
 
 import numpy as np
 
@@ -68,7 +75,7 @@ KIND_OF_DOMAIN = {1: 4, 2: 5}  # callback domain (driver 1, runtime 2) -> activi
 PROBES = ("cuDriverGetVersion", "cuDeviceGetCount", "cuCtxGetCurrent")
 """Driver functions a boundary may call as its probe, in order of preference: one pointer argument each, cheap,
 no work on the GPU.  The first one CUPTI calls back for is used."""
-IDENTITIES = ("probes", "callbacks")
+IDENTITIES = ("clock", "probes", "callbacks")
 """The ``launch_identity`` setting: how a timing run ties launches to region instances (module docstring)."""
 DEFAULT_CAPACITY = 4_000_000
 """Launches the arrays hold (about 45 bytes each, only touched pages are backed); more are counted as dropped."""
@@ -80,6 +87,7 @@ _LAUNCH = {
     "runtime": re.compile(r"^(cudaLaunch|cudaGraphLaunch)(?!HostFunc)"),
     "driver": re.compile(r"^(cuLaunch|cuGraphLaunch)(?!HostFunc)"),
 }
+_GRAPH = {"runtime": re.compile(r"^cudaGraphLaunch"), "driver": re.compile(r"^cuGraphLaunch")}
 _COPY = {"runtime": re.compile(r"^cudaMemcpy"), "driver": re.compile(r"^cuMemcpy")}
 _SET = {"runtime": re.compile(r"^cudaMemset"), "driver": re.compile(r"^cuMemset")}
 
@@ -186,12 +194,16 @@ def build() -> Build:
 
 
 # -- callback ids -------------------------------------------------------------------------------------------
-def callback_ids(cupti: Any, *, copies: bool = False, sets: bool = False) -> tuple[list[int], list[int]]:
-    """(runtime, driver) callback ids of the kernel launches (and copies, sets when asked), read from
-    cupti-python's enums ``runtime_api_trace_cbid`` and ``driver_api_trace_cbid``."""
+def callback_ids(
+    cupti: Any, *, copies: bool = False, sets: bool = False, graphs_only: bool = False
+) -> tuple[list[int], list[int]]:
+    """(runtime, driver) callback ids of the kernel launches (and copies, sets when asked; only the graph launches
+    with ``graphs_only``), read from cupti-python's enums ``runtime_api_trace_cbid`` and ``driver_api_trace_cbid``."""
     out: dict[str, list[int]] = {}
     for domain, enum in (("runtime", cupti.runtime_api_trace_cbid), ("driver", cupti.driver_api_trace_cbid)):
         wanted = [_LAUNCH[domain]] + ([_COPY[domain]] if copies else []) + ([_SET[domain]] if sets else [])
+        if graphs_only:
+            wanted = [_GRAPH[domain]]
         ids = set()
         for name, value in enum.__members__.items():
             v = int(value)
@@ -215,9 +227,10 @@ class LaunchRecords:
     domain: np.ndarray
     dropped: int = 0
     probes: bool = False  # rows are boundary probes (mode 4), not launches
+    clock: bool = False  # rows are boundary rows on CUPTI's clock (cbid 0) and graph launches (mode 5)
 
     @classmethod
-    def from_export(cls, exported: Sequence[Any], *, probes: bool = False) -> LaunchRecords:
+    def from_export(cls, exported: Sequence[Any], *, probes: bool = False, clock: bool = False) -> LaunchRecords:
         """From the tuple the extension's ``export()`` returns."""
         _, dropped, corr, inst, thread, start, end, cbid, domain = exported
         return cls(
@@ -230,6 +243,22 @@ class LaunchRecords:
             np.frombuffer(domain, dtype=np.uint8).astype(np.int64),
             int(dropped),
             probes,
+            clock,
+        )
+
+    def subset(self, keep: np.ndarray) -> LaunchRecords:
+        """The rows selected by the boolean mask ``keep`` (same flags; nothing counted as dropped)."""
+        return LaunchRecords(
+            self.correlation[keep],
+            self.instance[keep],
+            self.thread[keep],
+            self.start[keep],
+            self.end[keep],
+            self.cbid[keep],
+            self.domain[keep],
+            0,
+            self.probes,
+            self.clock,
         )
 
     def __len__(self) -> int:
@@ -282,26 +311,37 @@ def launch_order(probes: LaunchRecords, correlation_ids: np.ndarray) -> LaunchOr
     A thread's current instance at correlation id ``k`` is the one its last probe with a smaller id recorded
     (0 before its first probe); the time and thread of the last probe of any thread before ``k`` bound the launch.
     """
-    q = np.asarray(correlation_ids, dtype=np.int64)
+    return _order(probes, probes.correlation, correlation_ids, "left")
+
+
+def clock_order(boundaries: LaunchRecords, queued: np.ndarray) -> LaunchOrder:
+    """For each ``queued`` stamp (CUPTI's clock), every thread's current instance at that time: the one its last
+    boundary row at or before the stamp recorded (0 before its first row)."""
+    return _order(boundaries, boundaries.start, queued, "right")
+
+
+def _order(rows: LaunchRecords, key: np.ndarray, points: np.ndarray, side: Literal["left", "right"]) -> LaunchOrder:
+    """Each thread's current instance at each of ``points``, the rows ordered by ``key`` (probe correlation ids or
+    boundary times); ``side`` "left": a row at a point comes after it, "right": at or before it."""
+    q = np.asarray(points, dtype=np.int64)
     n = len(q)
     instance = np.zeros(n, dtype=np.int64)
     open_threads = np.zeros(n, dtype=np.int64)
     probe_ns = np.zeros(n, dtype=np.int64)
     probe_thread = np.zeros(n, dtype=np.int64)
-    if n == 0 or len(probes) == 0:
+    if n == 0 or len(rows) == 0:
         return LaunchOrder(instance, open_threads, probe_ns, probe_thread)
-    for thread in np.unique(probes.thread):
-        sel = np.flatnonzero(probes.thread == thread)
-        order = sel[np.argsort(probes.correlation[sel], kind="stable")]
-        corr = probes.correlation[order]
-        pos = np.searchsorted(corr, q, side="left") - 1  # the last probe with a smaller correlation id
+    for thread in np.unique(rows.thread):
+        sel = np.flatnonzero(rows.thread == thread)
+        order = sel[np.argsort(key[sel], kind="stable")]
+        pos = np.searchsorted(key[order], q, side=side) - 1  # the thread's last row before the point
         seen = pos >= 0
         at = order[np.maximum(pos, 0)]
-        current = np.where(seen, probes.instance[at], 0)
+        current = np.where(seen, rows.instance[at], 0)
         is_open = current != 0
         open_threads += is_open
         instance = np.where(is_open, current, instance)
-        when = np.where(seen, probes.start[at], 0)
+        when = np.where(seen, rows.start[at], 0)
         later = when > probe_ns
         probe_ns = np.where(later, when, probe_ns)
         probe_thread = np.where(later, np.int64(int(thread)), probe_thread)
@@ -358,6 +398,70 @@ def probe_families(
     return families, counts
 
 
+def clock_families(
+    rows: LaunchRecords, correlation_ids: np.ndarray, queued: np.ndarray, pid: int
+) -> tuple[dict[str, dict[str, np.ndarray]], dict[str, int]]:
+    """The ``external`` and ``api`` raw families for the kernels of ``correlation_ids`` with their ``queued`` stamps
+    (CUPTI's clock; 0 or negative where CUPTI has none), from the boundary rows and graph launches of mode 5, and
+    counts of how each kernel was placed.
+
+    A kernel launched by a subscribed graph launch takes that call's rows (:func:`raw_families`: its thread's
+    instance, ``exact``).  Any other kernel with a stamp: an ``external`` row where exactly one thread had an
+    instance open at the stamp, else a zero-length ``api`` row at the stamp on no thread (0), from which the join
+    finds the instances open then (``unattributed`` or ``ambiguous``).  Kernels with no stamp and no graph launch,
+    stamps before the first boundary row, and stamps after the last recorded row when rows were dropped get no row:
+    the join places those by their GPU time, never as ``exact``.
+    """
+    corr = np.asarray(correlation_ids, dtype=np.int64)
+    stamp = np.asarray(queued, dtype=np.int64)
+    is_boundary = rows.cbid == 0
+    graphs = rows.subset(~is_boundary)
+    boundaries = rows.subset(is_boundary)
+    by_graph = np.isin(corr, graphs.correlation) if len(graphs) else np.zeros(len(corr), dtype=bool)
+    stamped = (stamp > 0) & ~by_graph
+    q, c = stamp[stamped], corr[stamped]
+    placed = clock_order(boundaries, q)
+    last = int(boundaries.start.max()) if len(boundaries) else 0
+    beyond = q > last if rows.dropped else np.zeros(len(q), dtype=bool)
+    seen = placed.probe_ns > 0
+    one = (placed.open_threads == 1) & ~beyond
+    rest = ~one & ~beyond & seen
+    m = int(rest.sum())
+    graph_families = raw_families(graphs, pid)
+    ext, api = graph_families["external"], graph_families["api"]
+    families = {
+        "external": {
+            "external_kind": np.concatenate([ext["external_kind"], np.full(int(one.sum()), CUSTOM2, dtype=np.int64)]),
+            "external_id": np.concatenate([ext["external_id"], placed.instance[one]]),
+            "correlation_id": np.concatenate([ext["correlation_id"], c[one]]),
+        },
+        "api": {
+            "kind": np.concatenate([api["kind"], np.full(m, KIND_OF_DOMAIN[1], dtype=np.int64)]),
+            "cbid": np.concatenate([api["cbid"], np.zeros(m, dtype=np.int64)]),
+            "start": np.concatenate([api["start"], q[rest]]),
+            "end": np.concatenate([api["end"], q[rest]]),
+            "process_id": np.concatenate([api["process_id"], np.full(m, pid, dtype=np.int64)]),
+            "thread_id": np.concatenate([api["thread_id"], np.zeros(m, dtype=np.int64)]),
+            "correlation_id": np.concatenate([api["correlation_id"], c[rest]]),
+            "return_value": np.concatenate([api["return_value"], np.zeros(m, dtype=np.int64)]),
+        },
+    }
+    counts = {
+        "boundary rows": len(boundaries),
+        "kernels": len(corr),
+        "in one open region": int(one.sum()),
+        "with no region open": int((~beyond & seen & (placed.open_threads == 0)).sum()),
+        "with regions open on several threads": int((~beyond & (placed.open_threads > 1)).sum()),
+        "before the first boundary row": int((~beyond & ~seen).sum()),
+        "launched by a graph launch": int(by_graph.sum()),
+        "graph launches": len(graphs),
+        "without a queued stamp": int(((stamp <= 0) & ~by_graph).sum()),
+        "after the arrays filled": int(beyond.sum()),
+        "rows dropped": int(rows.dropped),
+    }
+    return families, counts
+
+
 # -- the path a collector drives ----------------------------------------------------------------------------
 class NativeLaunchPath:
     """Start/stop of the native path for one run (see the module docstring)."""
@@ -367,10 +471,11 @@ class NativeLaunchPath:
             raise NativeUnavailable(built.note)
         self.module = built.module
         self.build_note = built.note
-        self.mode = ""  # "probes" | "callbacks" | "external correlation" | "empty callbacks" (benchmarks)
+        self.mode = ""  # "clock" | "probes" | "callbacks" | "external correlation" | "empty callbacks" (benchmarks)
         self.probe = ""  # the driver function the probes call (mode "probes")
         self.callbacks = (0, 0)  # runtime, driver callback ids enabled
         self.refused: list[tuple[int, ...]] = []  # (domain, cbid, CUPTI result) of ids CUPTI did not enable
+        self.graph_note = ""  # mode "clock": why graph launches are not subscribed ("" when they are)
 
     @property
     def set_current(self) -> Any:
@@ -431,6 +536,23 @@ class NativeLaunchPath:
             return
         raise NativeUnavailable("no boundary probe works (" + "; ".join(tried) + ")")
 
+    def start_clock(self, libcupti: str, cupti: Any, *, capacity: int = PROBE_CAPACITY) -> None:
+        """Record boundary rows on CUPTI's clock and subscribe the graph launch calls only (mode 5); raises
+        :class:`NativeUnavailable` when CUPTI's clock cannot be read.  A refused subscriber is not an error: the
+        graph launches' kernels are then placed by GPU time (``graph_note`` says why)."""
+        _need_mapped(libcupti)
+        runtime, driver = callback_ids(cupti, graphs_only=True)
+        try:
+            n_runtime, n_driver, refused, error = self.module.start_clock(libcupti, runtime, driver, int(capacity))
+        except RuntimeError as exc:
+            raise NativeUnavailable(str(exc)) from None
+        self.mode = "clock"
+        self.callbacks = (n_runtime, n_driver)
+        self.refused = [tuple(r) for r in refused]
+        self.graph_note = str(error) if error is not None else ""
+        if not runtime and not driver:
+            self.graph_note = "cupti-python lists no graph launch callback ids"
+
     def start_external(self, libcupti: str) -> None:
         """Push/pop the instance id as external correlation id from C instead (no subscriber needed)."""
         _need_mapped(libcupti)
@@ -446,9 +568,9 @@ class NativeLaunchPath:
         self.module.stop()
         if mode == "empty callbacks":
             self.module.release()
-        if mode not in ("callbacks", "probes"):
+        if mode not in ("callbacks", "probes", "clock"):
             return None
-        records = LaunchRecords.from_export(self.module.export(), probes=mode == "probes")
+        records = LaunchRecords.from_export(self.module.export(), probes=mode == "probes", clock=mode == "clock")
         self.module.release()
         return records
 
@@ -465,7 +587,7 @@ class Choice:
     """Which launch path a timing run uses, and what it needs from CUPTI's activity API."""
 
     path: NativeLaunchPath | None
-    name: str  # "native probes" | "native" | "native external correlation" | "python"
+    name: str  # "native clock" | "native probes" | "native" | "native external correlation" | "python"
     api_records: bool  # whether CUPTI's runtime/driver API and external-correlation records are needed
     notes: tuple[str, ...]
 
@@ -475,7 +597,10 @@ def choose(cupti: Any, settings: Any, signals: Sequence[str], libcupti: str) -> 
 
     ``settings["launch_path"]``: ``"native"`` (the default) or ``"python"`` (external correlation ids pushed from
     Python).  On the native path ``settings["launch_identity"]`` picks ``"probes"`` (the default: boundary probes,
-    no per-launch callback) or ``"callbacks"`` (the launch callback, which also times each launch call and knows
+    no per-launch callback), ``"clock"`` (boundary rows on CUPTI's clock against each kernel's ``queued`` stamp: no
+    call at a boundary, but CUPTI's latency timestamps cost more per launch than the probes save; copies and sets
+    carry no such stamp, so a run that records them takes ``"probes"``) or ``"callbacks"`` (the launch callback,
+    which also times each launch call and knows
     its thread; chosen by itself when ``gpu.launch_overhead`` is asked); if CUPTI refuses a subscriber, external
     correlation ids are pushed from C.
     An explicit ``settings["kinds"]`` list (experiments) keeps the Python path.  ``settings["native_callback"]``
@@ -497,9 +622,11 @@ def choose(cupti: Any, settings: Any, signals: Sequence[str], libcupti: str) -> 
         raise BackendUnavailableError(msg)
     identity = str(settings.get("launch_identity", "probes"))
     if identity not in IDENTITIES:
-        msg = f"the cupti setting launch_identity must be 'probes' or 'callbacks', got {identity!r}"
+        msg = f"the cupti setting launch_identity must be 'clock', 'probes' or 'callbacks', got {identity!r}"
         raise BackendUnavailableError(msg)
     wants = set(signals)
+    copies = bool(settings.get("memcpy", False)) or bool(wants & {"gpu.memcpy_bytes", "gpu.memcpy_time"})
+    sets = bool(settings.get("memset", False)) or "gpu.memset_bytes" in wants
     needs_callbacks = [
         why
         for why, yes in (
@@ -514,6 +641,26 @@ def choose(cupti: Any, settings: Any, signals: Sequence[str], libcupti: str) -> 
         return Choice(None, "python", True, (f"{built.note}; region instance ids are pushed from Python",))
     path = NativeLaunchPath(built)
     first_notes: list[str] = []
+    if identity == "clock" and not needs_callbacks and not (copies or sets):
+        try:
+            path.start_clock(libcupti, cupti, capacity=int(settings.get("native_capacity", PROBE_CAPACITY)))
+        except NativeUnavailable as exc:
+            first_notes.append(f"CUPTI's clock unavailable ({exc}); boundary probes instead")
+            identity = "probes"
+        else:
+            note = (
+                f"native launch path: {built.note}; boundary rows on CUPTI's clock (no call at a boundary, no launch "
+                "callback): a kernel belongs to the instance current when CUPTI stamped its launch `queued`"
+            )
+            if path.graph_note:
+                note += f"; graph launches not subscribed ({path.graph_note}): their kernels are placed by GPU time"
+            else:
+                runtime, driver = path.callbacks
+                note += f"; graph launches through callbacks on {runtime} runtime + {driver} driver ids"
+            return Choice(path, "native clock", False, (note,))
+    elif identity == "clock" and not needs_callbacks:
+        first_notes.append("boundary probes instead of CUPTI's clock: copies and sets carry no queued stamp")
+        identity = "probes"
     if identity == "probes" and not needs_callbacks:
         try:
             path.start_probes(libcupti, cupti, capacity=int(settings.get("native_capacity", PROBE_CAPACITY)))
@@ -524,15 +671,15 @@ def choose(cupti: Any, settings: Any, signals: Sequence[str], libcupti: str) -> 
                 f"native launch path: {built.note}; boundary probes through {path.probe} (no launch callback): "
                 "a launch belongs to the instance open when it was numbered"
             )
-            return Choice(path, "native probes", False, (note,))
-    elif identity == "probes":
-        first_notes.append("launch callbacks instead of boundary probes: " + ", ".join(needs_callbacks))
+            return Choice(path, "native probes", False, (*first_notes, note))
+    elif identity in ("probes", "clock"):
+        first_notes.append(f"launch callbacks instead of the {identity} launch identity: " + ", ".join(needs_callbacks))
     try:
         path.start(
             libcupti,
             cupti,
-            copies=bool(settings.get("memcpy", False)) or bool(wants & {"gpu.memcpy_bytes", "gpu.memcpy_time"}),
-            sets=bool(settings.get("memset", False)) or "gpu.memset_bytes" in wants,
+            copies=copies,
+            sets=sets,
             capacity=int(settings.get("native_capacity", DEFAULT_CAPACITY)),
             record=callback == "record",
             domains=domains,
