@@ -428,6 +428,16 @@ def test_probes_need_a_loaded_libcuda(module: ModuleType, tmp_path: Path) -> Non
     assert path.mode == ""
 
 
+def test_the_clock_needs_a_loaded_libcupti_and_says_so(module: ModuleType, tmp_path: Path) -> None:
+    cupti = pytest.importorskip("cupti.cupti")
+    path = native.NativeLaunchPath(native.build())
+    with pytest.raises(native.NativeUnavailable, match=r"libcupti .* is not loaded in this process"):
+        path.start_clock(str(tmp_path / "libcupti.so.13"), cupti)
+    assert path.mode == ""
+    with pytest.raises(ValueError, match="capacity must be at least 1"):
+        module.start_clock(str(tmp_path / "libcupti.so.13"), [], [], 0)
+
+
 def test_launches_after_dropped_probes_get_no_instance_from_them_synthetic() -> None:
     """When the probe arrays filled, what a thread had open after the last recorded probe is unknown: those launches
     get no external row (the join places them by GPU time), and the counts say so."""
