@@ -95,9 +95,15 @@ EXTRA = (
     "cupti-kernels+clock",
 )
 TOOLS = REQUIRED + EXTRA
-ARGUS_RUNS = ("argus", "argus-python-boundaries", "argus-driver-callbacks", "argus-launch-callbacks", "argus-probes",
-              "argus-clock")  # fmt: skip
-"""The tools that run argus_lab's timing run (the ``Argus`` tool, each with its cupti settings variant)."""
+ARGUS_VARIANTS: dict[str, dict[str, Any]] = {
+    "argus-python-boundaries": {"boundaries": "python"},
+    "argus-driver-callbacks": {"callback_domains": "driver"},
+    "argus-launch-callbacks": {"launch_identity": "callbacks"},
+    "argus-probes": {"launch_identity": "probes"},
+    "argus-clock": {"launch_identity": "clock"},
+}
+"""The other tools that run argus_lab's timing run (the ``Argus`` tool), with the cupti settings each changes."""
+ARGUS_RUNS = ("argus", *ARGUS_VARIANTS)
 TABLE_ORDER = (
     "none",
     "nvtx",
@@ -473,13 +479,7 @@ class Argus(Tool):
         self.signals = SIGNALS if device == "cuda" else CPU_SIGNALS
         self.blocks = 0
         self.keep_attached = False
-        self.variant: dict[str, Any] = {
-            "argus-python-boundaries": {"boundaries": "python"},
-            "argus-driver-callbacks": {"callback_domains": "driver"},
-            "argus-launch-callbacks": {"launch_identity": "callbacks"},
-            "argus-probes": {"launch_identity": "probes"},
-            "argus-clock": {"launch_identity": "clock"},
-        }.get(name, {})
+        self.variant: dict[str, Any] = ARGUS_VARIANTS.get(name, {})
 
     def fallback(self) -> str:
         if self.keep_attached:

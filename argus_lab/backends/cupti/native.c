@@ -192,11 +192,16 @@ static void on_probe(void *userdata, int domain, uint32_t cbid, const void *raw)
 }
 
 /* ---- helpers ------------------------------------------------------------------------------------------ */
-static PyObject *cupti_error(const char *what, cupti_result_t rc) {
+/* CUPTI's name for a result code ("unknown" when libcupti cannot say). */
+static const char *result_text(cupti_result_t rc) {
     const char *text = NULL;
     if (S.result_string == NULL || S.result_string(rc, &text) != 0 || text == NULL)
         text = "unknown";
-    PyErr_Format(PyExc_RuntimeError, "%s returned CUPTI error %d (%s)", what, rc, text);
+    return text;
+}
+
+static PyObject *cupti_error(const char *what, cupti_result_t rc) {
+    PyErr_Format(PyExc_RuntimeError, "%s returned CUPTI error %d (%s)", what, rc, result_text(rc));
     return NULL;
 }
 
@@ -304,6 +309,18 @@ static int enable_list(PyObject *ids, int domain, PyObject *refused) {
     return enabled;
 }
 
+/* Enables the runtime and then the driver callback ids into *n_runtime and *n_driver; 0, or -1 on a Python error. */
+static int enable_lists(PyObject *runtime_ids, PyObject *driver_ids, PyObject *refused, int *n_runtime, int *n_driver) {
+    *n_runtime = enable_list(runtime_ids, DOMAIN_RUNTIME, refused);
+    *n_driver = *n_runtime < 0 ? -1 : enable_list(driver_ids, DOMAIN_DRIVER, refused);
+    return *n_runtime < 0 || *n_driver < 0 ? -1 : 0;
+}
+
+/* The modes that hold a CUPTI subscriber (released by stop()) and write the launch arrays. */
+static int subscribing(int mode) {
+    return mode == MODE_CALLBACKS || mode == MODE_CALLBACKS_EMPTY || mode == MODE_PROBES || mode == MODE_CLOCK;
+}
+
 /* ---- Python API --------------------------------------------------------------------------------------- */
 /* `when`: the boundary's clock reading (the instance's start or end), recorded with the probe; 0 = none */
 static inline void store_current(thread_state_t *t, int64_t v, int64_t when) {
@@ -396,9 +413,8 @@ static PyObject *start(PyObject *self, PyObject *args) {
     PyObject *refused = PyList_New(0);
     if (refused == NULL)
         goto fail;
-    int n_runtime = enable_list(runtime_ids, DOMAIN_RUNTIME, refused);
-    int n_driver = n_runtime < 0 ? -1 : enable_list(driver_ids, DOMAIN_DRIVER, refused);
-    if (n_runtime < 0 || n_driver < 0)
+    int n_runtime, n_driver;
+    if (enable_lists(runtime_ids, driver_ids, refused, &n_runtime, &n_driver) != 0)
         goto fail;
     if (n_runtime + n_driver == 0) {
         PyErr_Format(PyExc_RuntimeError, "CUPTI refused every launch callback id (%R)", refused);
@@ -543,18 +559,13 @@ static PyObject *start_clock(PyObject *self, PyObject *args) {
     if (PySequence_Size(runtime_ids) > 0 || PySequence_Size(driver_ids) > 0) {
         rc = subscribe(&S.subscriber, on_api_call, NULL);
         if (rc != 0) {
-            const char *text = NULL;
-            if (S.result_string == NULL || S.result_string(rc, &text) != 0 || text == NULL)
-                text = "unknown";
             Py_DECREF(subscribe_error);
-            subscribe_error = PyUnicode_FromFormat("cuptiSubscribe returned CUPTI error %d (%s)", rc, text);
+            subscribe_error = PyUnicode_FromFormat("cuptiSubscribe returned CUPTI error %d (%s)", rc, result_text(rc));
             S.subscriber = NULL;
             if (subscribe_error == NULL)
                 goto fail;
         } else {
-            n_runtime = enable_list(runtime_ids, DOMAIN_RUNTIME, refused);
-            n_driver = n_runtime < 0 ? -1 : enable_list(driver_ids, DOMAIN_DRIVER, refused);
-            if (n_runtime < 0 || n_driver < 0) {
+            if (enable_lists(runtime_ids, driver_ids, refused, &n_runtime, &n_driver) != 0) {
                 S.unsubscribe(S.subscriber);
                 S.subscriber = NULL;
                 goto fail;
@@ -582,8 +593,7 @@ static PyObject *stop(PyObject *self, PyObject *unused) {
         S.pop_external(EXTERNAL_CUSTOM2, &last);
         T.pushed = 0;
     }
-    if ((mode == MODE_CALLBACKS || mode == MODE_CALLBACKS_EMPTY || mode == MODE_PROBES || mode == MODE_CLOCK) &&
-        S.subscriber != NULL) {
+    if (subscribing(mode) && S.subscriber != NULL) {
         cupti_result_t rc = S.unsubscribe(S.subscriber); /* also disables every callback of the subscriber */
         S.subscriber = NULL;
         if (rc != 0)
@@ -641,7 +651,7 @@ PyDoc_STRVAR(release_doc, "release(): free the launch arrays.");
 static PyObject *release(PyObject *self, PyObject *unused) {
     (void)self;
     (void)unused;
-    if (S.mode == MODE_CALLBACKS || S.mode == MODE_CALLBACKS_EMPTY || S.mode == MODE_PROBES || S.mode == MODE_CLOCK) {
+    if (subscribing(S.mode)) {
         PyErr_SetString(PyExc_RuntimeError, "stop() the native launch path before releasing its arrays");
         return NULL;
     }

@@ -201,9 +201,11 @@ def callback_ids(
     with ``graphs_only``), read from cupti-python's enums ``runtime_api_trace_cbid`` and ``driver_api_trace_cbid``."""
     out: dict[str, list[int]] = {}
     for domain, enum in (("runtime", cupti.runtime_api_trace_cbid), ("driver", cupti.driver_api_trace_cbid)):
-        wanted = [_LAUNCH[domain]] + ([_COPY[domain]] if copies else []) + ([_SET[domain]] if sets else [])
-        if graphs_only:
-            wanted = [_GRAPH[domain]]
+        wanted = (
+            [_GRAPH[domain]]
+            if graphs_only
+            else [_LAUNCH[domain]] + ([_COPY[domain]] if copies else []) + ([_SET[domain]] if sets else [])
+        )
         ids = set()
         for name, value in enum.__members__.items():
             v = int(value)
@@ -367,24 +369,7 @@ def probe_families(
     beyond = q > int(probes.correlation.max()) if probes.dropped and len(probes) else np.zeros(len(q), dtype=bool)
     one = (placed.open_threads == 1) & ~beyond
     rest = ~one & ~beyond & (placed.probe_ns > 0)
-    m = int(rest.sum())
-    families = {
-        "external": {
-            "external_kind": np.full(int(one.sum()), CUSTOM2, dtype=np.int64),
-            "external_id": placed.instance[one],
-            "correlation_id": q[one],
-        },
-        "api": {
-            "kind": np.full(m, KIND_OF_DOMAIN[1], dtype=np.int64),
-            "cbid": np.zeros(m, dtype=np.int64),
-            "start": placed.probe_ns[rest],
-            "end": placed.probe_ns[rest],
-            "process_id": np.full(m, pid, dtype=np.int64),
-            "thread_id": np.zeros(m, dtype=np.int64),
-            "correlation_id": q[rest],
-            "return_value": np.zeros(m, dtype=np.int64),
-        },
-    }
+    families = _placed_families(placed.instance[one], q[one], q[rest], placed.probe_ns[rest], pid)
     counts = {
         "probes": len(probes),
         "launches": len(q),
@@ -396,6 +381,32 @@ def probe_families(
         "probes dropped": int(probes.dropped),
     }
     return families, counts
+
+
+def _placed_families(
+    instance: np.ndarray, exact: np.ndarray, other: np.ndarray, other_ns: np.ndarray, pid: int
+) -> dict[str, dict[str, np.ndarray]]:
+    """The families of launches placed without a launch callback: an ``external`` row (``CUSTOM2``, ``instance``)
+    for each correlation id of ``exact``, and a zero-length ``api`` row at ``other_ns`` on no thread (0) for each of
+    ``other``, from which the join finds the instances open then."""
+    m = len(other)
+    return {
+        "external": {
+            "external_kind": np.full(len(exact), CUSTOM2, dtype=np.int64),
+            "external_id": np.asarray(instance, dtype=np.int64),
+            "correlation_id": np.asarray(exact, dtype=np.int64),
+        },
+        "api": {
+            "kind": np.full(m, KIND_OF_DOMAIN[1], dtype=np.int64),
+            "cbid": np.zeros(m, dtype=np.int64),
+            "start": np.asarray(other_ns, dtype=np.int64),
+            "end": np.asarray(other_ns, dtype=np.int64),
+            "process_id": np.full(m, pid, dtype=np.int64),
+            "thread_id": np.zeros(m, dtype=np.int64),
+            "correlation_id": np.asarray(other, dtype=np.int64),
+            "return_value": np.zeros(m, dtype=np.int64),
+        },
+    }
 
 
 def clock_families(
@@ -426,26 +437,9 @@ def clock_families(
     seen = placed.probe_ns > 0
     one = (placed.open_threads == 1) & ~beyond
     rest = ~one & ~beyond & seen
-    m = int(rest.sum())
-    graph_families = raw_families(graphs, pid)
-    ext, api = graph_families["external"], graph_families["api"]
-    families = {
-        "external": {
-            "external_kind": np.concatenate([ext["external_kind"], np.full(int(one.sum()), CUSTOM2, dtype=np.int64)]),
-            "external_id": np.concatenate([ext["external_id"], placed.instance[one]]),
-            "correlation_id": np.concatenate([ext["correlation_id"], c[one]]),
-        },
-        "api": {
-            "kind": np.concatenate([api["kind"], np.full(m, KIND_OF_DOMAIN[1], dtype=np.int64)]),
-            "cbid": np.concatenate([api["cbid"], np.zeros(m, dtype=np.int64)]),
-            "start": np.concatenate([api["start"], q[rest]]),
-            "end": np.concatenate([api["end"], q[rest]]),
-            "process_id": np.concatenate([api["process_id"], np.full(m, pid, dtype=np.int64)]),
-            "thread_id": np.concatenate([api["thread_id"], np.zeros(m, dtype=np.int64)]),
-            "correlation_id": np.concatenate([api["correlation_id"], c[rest]]),
-            "return_value": np.concatenate([api["return_value"], np.zeros(m, dtype=np.int64)]),
-        },
-    }
+    by_stamp = _placed_families(placed.instance[one], c[one], c[rest], q[rest], pid)
+    by_call = raw_families(graphs, pid)
+    families = {f: {k: np.concatenate([by_call[f][k], v]) for k, v in cols.items()} for f, cols in by_stamp.items()}
     counts = {
         "boundary rows": len(boundaries),
         "kernels": len(corr),
@@ -641,9 +635,10 @@ def choose(cupti: Any, settings: Any, signals: Sequence[str], libcupti: str) -> 
         return Choice(None, "python", True, (f"{built.note}; region instance ids are pushed from Python",))
     path = NativeLaunchPath(built)
     first_notes: list[str] = []
+    row_capacity = int(settings.get("native_capacity", PROBE_CAPACITY))
     if identity == "clock" and not needs_callbacks and not (copies or sets):
         try:
-            path.start_clock(libcupti, cupti, capacity=int(settings.get("native_capacity", PROBE_CAPACITY)))
+            path.start_clock(libcupti, cupti, capacity=row_capacity)
         except NativeUnavailable as exc:
             first_notes.append(f"CUPTI's clock unavailable ({exc}); boundary probes instead")
             identity = "probes"
@@ -663,7 +658,7 @@ def choose(cupti: Any, settings: Any, signals: Sequence[str], libcupti: str) -> 
         identity = "probes"
     if identity == "probes" and not needs_callbacks:
         try:
-            path.start_probes(libcupti, cupti, capacity=int(settings.get("native_capacity", PROBE_CAPACITY)))
+            path.start_probes(libcupti, cupti, capacity=row_capacity)
         except NativeUnavailable as exc:
             first_notes.append(f"boundary probes unavailable ({exc}); launch callbacks instead")
         else:
