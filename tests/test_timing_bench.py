@@ -82,3 +82,49 @@ def test_schedule_runs_the_required_tools_first_then_the_others(bench: ModuleTyp
     assert head[: len(required)] != [(t, 0) for t, _ in head[len(required) :]]  # the second round is rotated
     assert order[2 * len(required) :] == [(t, i) for i in (0, 1) for t in tools[len(required) :]]
     assert bench.schedule(list(bench.TOOLS), 1)[: len(bench.REQUIRED)] == [(t, 0) for t in bench.REQUIRED]
+
+
+def _pool_module() -> ModuleType:
+    spec = importlib.util.spec_from_file_location("pool_rounds", ROOT / "bench" / "pool_rounds.py")
+    assert spec is not None and spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+ROUNDS = ROOT / "tests" / "data" / "gpu"
+
+
+def test_pooling_one_recorded_round_reproduces_its_own_table(bench: ModuleType) -> None:
+    import json
+
+    pool = _pool_module()
+    figures = json.loads((ROUNDS / "timing_round7" / "timing-overhead.json").read_text())
+    pooled = {(r["workload"], r["tool"]): r for r in pool.pool({"r7": figures})}
+    assert len(pooled) == len(figures["rows"])
+    for row in figures["rows"]:
+        p = pooled[(row["workload"], row["tool"])]
+        assert p["ratio"] == pytest.approx(row["ratio"])
+        assert (p["processes"], p["proc_min"], p["proc_max"]) == pytest.approx(
+            (row["processes"], row["proc_min"], row["proc_max"])
+        )
+        assert p["rounds"] == ["r7"]
+
+
+def test_pooling_recorded_rounds_takes_every_process_of_each(bench: ModuleType) -> None:
+    import json
+
+    pool = _pool_module()
+    rounds = {
+        name: json.loads((ROUNDS / name / "timing-overhead.json").read_text())
+        for name in ("timing_round5", "timing_round7")
+    }
+    rows = {(r["workload"], r["tool"]): r for r in pool.pool(rounds, {"argus", "proton"})}
+    assert {tool for _, tool in rows} == {"argus", "proton"}  # --tools keeps only what was asked
+    per_round = {name: {(r["workload"], r["tool"]): r for r in figures["rows"]} for name, figures in rounds.items()}
+    for key, row in rows.items():
+        parts = [per_round[name][key] for name in rounds]
+        assert row["processes"] == sum(p["processes"] for p in parts)
+        assert row["proc_min"] == min(p["proc_min"] for p in parts)
+        assert row["proc_max"] == max(p["proc_max"] for p in parts)
+        assert row["rounds"] == ["timing_round5", "timing_round7"]

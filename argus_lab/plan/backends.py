@@ -48,7 +48,7 @@ class Overhead:
 LOOP = "launch-bound loop"
 DECODE = "Llama decode step"
 H200_BLOCKS = "H200 2026-11-30 round 3, A B A B blocks, 3 processes x 6 pairs, docs/benchmarks.md"
-H200_ROUND5 = "H200 2026-11-30 round 5, A B A B blocks, 5 processes x 6 pairs, docs/benchmarks.md"
+H200_ROUND7 = "H200 2026-12-01 round 7, A B A B blocks, 7 processes x 6 pairs, docs/benchmarks.md"
 DEVICE_PROBE = "H200 2026-11-30, scripts/gpu_probe_device.py, median of 20 launches, docs/benchmarks.md"
 
 
@@ -170,8 +170,8 @@ BACKENDS: dict[str, BackendInfo] = {
             holds_cupti=True,
             cost_factor=1.07,
             overhead=(
-                Overhead(LOOP, 1.205, 1.178, 1.216, H200_ROUND5),
-                Overhead(DECODE, 1.166, 1.030, 1.205, H200_ROUND5),
+                Overhead(LOOP, 1.191, 1.136, 1.211, H200_ROUND7),
+                Overhead(DECODE, 1.169, 1.140, 1.190, H200_ROUND7),
             ),
             overhead_note=(
                 "the timing run, host included: boundary probes (no launch callback), C region boundaries and C "
