@@ -162,7 +162,8 @@ def run_case(name: str, out: Path) -> None:
 
         save_buffers(cupti.buffers, cupti.layouts, cupti.raw, folder / "buffers", cupti.kernel_names)
     if name == "triton":
-        from argus_lab.backends.compiler.collector import compiled_kernels, cuobjdump_sass
+        from argus_lab.backends.compiler.artifacts import sass as cuobjdump_sass
+        from argus_lab.backends.compiler.collector import compiled_kernels
 
         for k in compiled_kernels():
             kname = k.metadata.name
