@@ -2,12 +2,13 @@
 
 Issue 19 asks for 1 M kernels joined into 100 k instances in under 1 s.  This benchmark asks how much of the join's
 time the kernel sums could ever lose: on a copy of the store :mod:`join_bench` generates, it runs the smallest
-statements that give the same kernel numbers (exact kernels only: ``gpu.time``, ``gpu.kernels``, ``gpu.span``,
-``gpu.launch_overhead`` per instance, inclusive over the ancestor closure, exclusive for the instance itself) and
+statements that give the same kernel numbers (exact kernels only: ``gpu.time``, ``gpu.kernels``, ``gpu.span`` and
+``gpu.launch_overhead`` per instance, inclusive over the ancestor closure; the exclusive value of ``gpu.time``) and
 writes them as rows of ``instance_values`` with one commit and a checkpoint; then, on another copy, the real
 :func:`argus_lab.join.attribute_request` (every attribution, samples, signatures, host values).  Alternating
-``--reps`` times, each timed in wall and CPU seconds.  The floor's rows are not the join's (no temporal kernels, no
-weights by class, no samples): it is a lower bound on one part, not an alternative join.
+``--reps`` times, each timed in wall seconds.  The floor's rows are not the join's (no temporal kernels, no weights
+by class, no samples, no exclusive value but ``gpu.time``'s): it is a lower bound on one part, not an alternative
+join.
 
     .venv/bin/python bench/join_floor.py [--kernels 1000000] [--layers 666] [--reps 3]
 """
@@ -15,7 +16,6 @@ weights by class, no samples): it is a lower bound on one part, not an alternati
 from __future__ import annotations
 
 import argparse
-import importlib.util
 import json
 import os
 import shutil
@@ -23,15 +23,21 @@ import statistics
 import sys
 import tempfile
 import time
+from collections.abc import Callable
 from pathlib import Path
-from types import ModuleType
+from typing import TypeVar
 
 import duckdb
 
-from argus_lab import join
-from argus_lab.store import Store
+ROOT = Path(__file__).resolve().parent.parent
+if str(ROOT) not in sys.path:
+    sys.path.insert(0, str(ROOT))
 
-HERE = Path(__file__).resolve().parent
+from argus_lab import join  # noqa: E402
+from argus_lab.store import Store  # noqa: E402
+from bench.join_bench import generate  # noqa: E402
+
+T = TypeVar("T")
 
 FLOOR: tuple[tuple[str, str], ...] = (
     (
@@ -79,17 +85,6 @@ FLOOR: tuple[tuple[str, str], ...] = (
 """The floor's statements, in order, each timed (BEGIN comes first)."""
 
 
-def join_bench() -> ModuleType:
-    """bench/join_bench.py as a module: its generator writes the store both sides read."""
-    spec = importlib.util.spec_from_file_location("join_bench", HERE / "join_bench.py")
-    if spec is None or spec.loader is None:
-        msg = f"cannot load {HERE / 'join_bench.py'}; run this from a checkout of argus_lab"
-        raise ImportError(msg)
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
-
-
 def floor(path: Path) -> dict[str, float]:
     """Seconds of each floor statement on the store at ``path`` (which it changes)."""
     con = duckdb.connect(str(path))
@@ -116,6 +111,16 @@ def real_join(path: Path) -> float:
     return time.perf_counter() - t
 
 
+def on_copy(base: Path, measure: Callable[[Path], T]) -> T:
+    """``measure`` run on a copy of the store at ``base`` (removed afterwards)."""
+    work = base.with_name(f"work-{base.name}")
+    shutil.copy(base, work)
+    try:
+        return measure(work)
+    finally:
+        os.remove(work)
+
+
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--kernels", type=int, default=1_000_000)
@@ -129,19 +134,12 @@ def main(argv: list[str] | None = None) -> int:
     folder = Path(tempfile.mkdtemp(prefix="argus-join-floor-"))
     try:
         base = folder / "base.duckdb"
-        store = Store(base)
-        sizes = join_bench().generate(store, args.kernels, args.runs, args.layers, 0.02, 0.005, True)
+        sizes = generate(Store(base), args.kernels, args.runs, args.layers, 0.02, 0.005, True)
         floors: list[dict[str, float]] = []
         joins: list[float] = []
-        for i in range(args.reps):
-            for side in ("floor", "join"):
-                work = folder / f"{side}-{i}.duckdb"
-                shutil.copy(base, work)
-                if side == "floor":
-                    floors.append(floor(work))
-                else:
-                    joins.append(real_join(work))
-                os.remove(work)
+        for _ in range(args.reps):  # alternating
+            floors.append(on_copy(base, floor))
+            joins.append(on_copy(base, real_join))
         med = {k: statistics.median(f[k] for f in floors) for k in floors[0]}
         out = {
             **sizes,
@@ -150,9 +148,10 @@ def main(argv: list[str] | None = None) -> int:
             "floor_total_s": [round(f["total"], 3) for f in floors],
             "join_s": [round(j, 3) for j in joins],
         }
-        print(json.dumps(out, indent=1))
+        text = json.dumps(out, indent=1)
+        print(text)
         if args.json is not None:
-            args.json.write_text(json.dumps(out, indent=1))
+            args.json.write_text(text)
     finally:
         shutil.rmtree(folder, ignore_errors=True)
     return 0

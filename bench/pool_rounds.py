@@ -12,28 +12,16 @@ itself, so a pool of one round reproduces that round's table.
 from __future__ import annotations
 
 import argparse
-import importlib.util
 import json
 import sys
 from pathlib import Path
-from types import ModuleType
 from typing import Any
 
-HERE = Path(__file__).resolve().parent
+ROOT = Path(__file__).resolve().parent.parent
+if str(ROOT) not in sys.path:
+    sys.path.insert(0, str(ROOT))
 
-
-def timing_overhead() -> ModuleType:
-    """bench/timing_overhead.py as a module (it is a script, not a package member)."""
-    if "timing_overhead" in sys.modules:
-        return sys.modules["timing_overhead"]
-    spec = importlib.util.spec_from_file_location("timing_overhead", HERE / "timing_overhead.py")
-    if spec is None or spec.loader is None:
-        msg = f"cannot load {HERE / 'timing_overhead.py'}; run this from a checkout of argus_lab"
-        raise ImportError(msg)
-    module = importlib.util.module_from_spec(spec)
-    sys.modules["timing_overhead"] = module
-    spec.loader.exec_module(module)
-    return module
+from bench.timing_overhead import aggregate  # noqa: E402
 
 
 def pool(rounds: dict[str, dict[str, Any]], tools: set[str] | None = None) -> list[dict[str, Any]]:
@@ -48,7 +36,7 @@ def pool(rounds: dict[str, dict[str, Any]], tools: set[str] | None = None) -> li
             for wl, r in p.get("workloads", {}).items():
                 if r.get("ratios"):
                     seen.setdefault((wl, p["tool"]), set()).add(name)
-    rows = timing_overhead().aggregate(procs)
+    rows = aggregate(procs)
     for row in rows:
         row["rounds"] = sorted(seen.get((row["workload"], row["tool"]), set()))
     return rows
@@ -81,7 +69,13 @@ def main(argv: list[str] | None = None) -> int:
         figures = json.loads(path.read_text())
         if "processes" not in figures:
             ap.error(f"{path} has no 'processes'; it is not a timing-overhead.json of bench/timing_overhead.py")
-        rounds[path.parent.name or str(path)] = figures
+        name = path.parent.name or str(path)
+        if name in rounds:
+            ap.error(
+                f"two rounds are named {name!r} (a round is named by its folder, and the same file twice would count "
+                "its processes twice); pass each round's timing-overhead.json from its own folder, once"
+            )
+        rounds[name] = figures
     tools = {t for t in args.tools.split(",") if t} or None
     rows = pool(rounds, tools)
     print(table(rows))

@@ -7,6 +7,7 @@ Inputs are SYNTHETIC numbers and, for the store queries, the store recorded on t
 from __future__ import annotations
 
 import importlib.util
+import json
 import re
 import sys
 from pathlib import Path
@@ -16,6 +17,10 @@ import pytest
 
 ROOT = Path(__file__).resolve().parent.parent
 STORE = ROOT / "tests" / "data" / "gpu" / "e2e_nested_h200.duckdb"
+sys.path.insert(0, str(ROOT))
+
+from bench.pool_rounds import main as pool_main  # noqa: E402
+from bench.pool_rounds import pool  # noqa: E402
 
 
 @pytest.fixture(scope="module")
@@ -84,23 +89,12 @@ def test_schedule_runs_the_required_tools_first_then_the_others(bench: ModuleTyp
     assert bench.schedule(list(bench.TOOLS), 1)[: len(bench.REQUIRED)] == [(t, 0) for t in bench.REQUIRED]
 
 
-def _pool_module() -> ModuleType:
-    spec = importlib.util.spec_from_file_location("pool_rounds", ROOT / "bench" / "pool_rounds.py")
-    assert spec is not None and spec.loader is not None
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
-
-
 ROUNDS = ROOT / "tests" / "data" / "gpu"
 
 
-def test_pooling_one_recorded_round_reproduces_its_own_table(bench: ModuleType) -> None:
-    import json
-
-    pool = _pool_module()
+def test_pooling_one_recorded_round_reproduces_its_own_table() -> None:
     figures = json.loads((ROUNDS / "timing_round7" / "timing-overhead.json").read_text())
-    pooled = {(r["workload"], r["tool"]): r for r in pool.pool({"r7": figures})}
+    pooled = {(r["workload"], r["tool"]): r for r in pool({"r7": figures})}
     assert len(pooled) == len(figures["rows"])
     for row in figures["rows"]:
         p = pooled[(row["workload"], row["tool"])]
@@ -111,15 +105,12 @@ def test_pooling_one_recorded_round_reproduces_its_own_table(bench: ModuleType) 
         assert p["rounds"] == ["r7"]
 
 
-def test_pooling_recorded_rounds_takes_every_process_of_each(bench: ModuleType) -> None:
-    import json
-
-    pool = _pool_module()
+def test_pooling_recorded_rounds_takes_every_process_of_each() -> None:
     rounds = {
         name: json.loads((ROUNDS / name / "timing-overhead.json").read_text())
         for name in ("timing_round5", "timing_round7")
     }
-    rows = {(r["workload"], r["tool"]): r for r in pool.pool(rounds, {"argus", "proton"})}
+    rows = {(r["workload"], r["tool"]): r for r in pool(rounds, {"argus", "proton"})}
     assert {tool for _, tool in rows} == {"argus", "proton"}  # --tools keeps only what was asked
     per_round = {name: {(r["workload"], r["tool"]): r for r in figures["rows"]} for name, figures in rounds.items()}
     for key, row in rows.items():
@@ -128,3 +119,11 @@ def test_pooling_recorded_rounds_takes_every_process_of_each(bench: ModuleType) 
         assert row["proc_min"] == min(p["proc_min"] for p in parts)
         assert row["proc_max"] == max(p["proc_max"] for p in parts)
         assert row["rounds"] == ["timing_round5", "timing_round7"]
+
+
+def test_pooling_refuses_a_round_given_twice(capsys: pytest.CaptureFixture[str]) -> None:
+    path = str(ROUNDS / "timing_round7" / "timing-overhead.json")
+    with pytest.raises(SystemExit):
+        pool_main([path, path])  # the same processes twice would weigh that round double
+    err = capsys.readouterr().err
+    assert "two rounds are named 'timing_round7'" in err and "from its own folder, once" in err
