@@ -4,9 +4,9 @@ Issue 19 asks for 1 M kernels joined into 100 k instances in under 1 s.  This be
 time the kernel sums could ever lose: on a copy of the store :mod:`join_bench` generates, it runs the smallest
 statements that give the same kernel numbers (exact kernels only: ``gpu.time``, ``gpu.kernels``, ``gpu.span`` and
 ``gpu.launch_overhead`` per instance, inclusive over the ancestor closure; the exclusive value of ``gpu.time``) and
-writes them as rows of ``instance_values`` with one commit and a checkpoint; then, on another copy, the real
-:func:`argus_lab.join.attribute_request` (every attribution, samples, signatures, host values).  Alternating
-``--reps`` times, each timed in wall seconds.  The floor's rows are not the join's (no temporal kernels, no weights
+writes them as ``instance_values`` (stored narrow: numbers per series of the store's one run) with one commit and a
+checkpoint; then, on another copy, the real :func:`argus_lab.join.attribute_request` (every attribution, samples,
+signatures, host values).  Alternating ``--reps`` times, each timed in wall seconds.  The floor's rows are not the join's (no temporal kernels, no weights
 by class, no samples, no exclusive value but ``gpu.time``'s): it is a lower bound on one part, not an alternative
 join.
 
@@ -71,13 +71,22 @@ FLOOR: tuple[tuple[str, str], ...] = (
     ),
     (
         "insert values",
-        """INSERT INTO instance_values (run_id, instance_id, signal, inclusive, exclusive, unit, evidence, w_exact,
-                                        w_ordinal, w_temporal, w_ambiguous, w_mismatch, backend, provenance_id)
-        SELECT run_id, instance_id, s.signal,
+        """INSERT INTO instance_value_rows (series, instance_id, inclusive, exclusive, evidence, w_exact, w_ordinal,
+                                           w_temporal, w_ambiguous, w_mismatch)
+        SELECT s.series, instance_id,
                CASE s.signal WHEN 'gpu.time' THEN dur WHEN 'gpu.kernels' THEN n WHEN 'gpu.span' THEN last_ns - first_ns
                     ELSE call_ns END,
-               coalesce(x_dur, 0), 'ns', n, n, 0, 0, 0, 0, 'cupti', run_id || ':cupti'
-        FROM f_in, (VALUES ('gpu.time'), ('gpu.kernels'), ('gpu.span'), ('gpu.launch_overhead')) s(signal)""",
+               coalesce(x_dur, 0), n, n, 0, 0, 0, 0
+        FROM f_in, (VALUES (1, 'gpu.time'), (2, 'gpu.kernels'), (3, 'gpu.span'), (4, 'gpu.launch_overhead'))
+                   s(series, signal)""",
+    ),
+    (
+        "insert series",
+        """INSERT INTO value_series (series, run_id, signal, unit, backend, provenance_id)
+        SELECT s.series, r.run_id, s.signal, 'ns', 'cupti', r.run_id || ':cupti'
+        FROM (SELECT DISTINCT run_id FROM f_inst) r,
+             (VALUES (1, 'gpu.time'), (2, 'gpu.kernels'), (3, 'gpu.span'), (4, 'gpu.launch_overhead'))
+             s(series, signal)""",
     ),
     ("commit", "COMMIT"),
     ("checkpoint", "CHECKPOINT"),

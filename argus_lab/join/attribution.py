@@ -67,9 +67,14 @@ from contextlib import AbstractContextManager
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Protocol
 
+import numpy as np
+import pyarrow as pa
+
 from argus_lab.join import attribution_sql as q
-from argus_lab.join import comm, device, signatures, windows
+from argus_lab.join import candidates, comm, device, kernel_values, signatures, stored_values, windows
 from argus_lab.join import skew as skew_sql
+from argus_lab.join.timeline import Timeline
+from argus_lab.join.values import Values
 from argus_lab.join.windows import LEVEL_UNITS
 
 if TYPE_CHECKING:
@@ -166,7 +171,7 @@ def _ancestors(con: duckdb.DuckDBPyConnection) -> dict[str, dict[str, Any]]:
     """The ancestor closure ``_j_anc``, which ends whatever the stored parent links say; returns the parent cycles
     found per run (their members are taken as top-level instances)."""
     if not _count(con, q.SUSPECT_PARENTS):
-        con.execute(q.ANCESTORS)
+        con.execute(q.NO_ANCESTORS)  # built where first needed (q.ANCESTORS_IF_MISSING)
         return {}
     con.execute(q.ANCESTORS_GUARDED)
     con.execute(q.CYCLE_MEMBERS)
@@ -184,37 +189,43 @@ def _ancestors(con: duckdb.DuckDBPyConnection) -> dict[str, dict[str, Any]]:
 def _attribute(con: duckdb.DuckDBPyConnection, ids: list[str]) -> tuple[str | None, dict[str, dict[str, Any]]]:
     con.execute(q.RUNS, [ids])
     con.execute(q.INSTANCES)
+    con.execute(q.INSTANCES_INDEXED)  # a view: computed only where runs are matched
     cycles = _ancestors(con)
     for stmt in (q.TIMELINE, q.THREADS, q.TIMED, q.PROVENANCE_IDS):
         con.execute(stmt)
     con.execute(q.DELETE_ATTRIBUTIONS, [list(q.EVIDENCE_KINDS)])
     for stmt in q.DELETE_DERIVED:
         con.execute(stmt)
-    # GPU activity records
+    values = Values()
+    values.begin(con)
+    # GPU activity records: the exact ones read once, for the signatures and the kernel values
     con.execute(q.KERNELS)
     con.execute(q.KERNEL_EXACT)
-    pending = signatures.start(con)  # computed on a second thread while the statements below run
-    for stmt in (q.KERNEL_CANDIDATES, q.KERNEL_OTHER, *q.INSERT_KERNEL_ATTRIBUTIONS):
+    nodes = kernel_values.Nodes.read(con)
+    records = kernel_values.Records.read(con)
+    pending = signatures.start(con, nodes.parent, records.table, records.of_kind("kernel"))  # on a second thread
+    timeline = Timeline.read(con, nodes.runs)
+    candidates.derive(con, timeline, nodes.runs)  # records without a recorded instance: where they were launched
+    for stmt in (q.KERNEL_OTHER, *q.INSERT_KERNEL_ATTRIBUTIONS):
         con.execute(stmt)
-    for stmt in (
-        q.KERNEL_EXCLUSIVE,
-        q.KERNEL_KINDS,
-        q.KERNEL_INCLUSIVE,
-        q.KERNEL_SIGNALS,
-        q.KERNEL_VALUES,
-    ):
-        con.execute(stmt)
+    kernel_values.derive(con, nodes, records, values)
+    del records
     # compile.*: the static facts of the kernel functions each instance ran (compiler rows, else launch records)
     con.execute(q.COMPILE_SIGNALS, [list(col) for col in zip(*q.COMPILE_FACTS, strict=True)])
-    con.execute(q.COMPILE_VALUES)
+    if _count(con, q.COMPILE_WANTED):
+        con.execute(q.ANCESTORS_IF_MISSING)
+        con.execute(q.COMPILE_VALUES)
     # communication kernels: overlap with compute, exposed time
     comm.derive(con)
     # time samples: split over the instances their windows overlap
-    windows.derive(con)
-    signatures.finish(con, pending)
+    windows.derive(con, nodes, timeline, values)
+    traced = {r for (r,) in con.execute("SELECT DISTINCT run_id FROM _j_kinds WHERE kind = 'kernel'").fetchall()}
+    keep = np.isin(nodes.run, [k for k, r in enumerate(nodes.runs) if r in traced])
+    run_ids = pa.array(nodes.runs, type=pa.string()).take(pa.array(nodes.run, type=pa.int64()))
+    signatures.finish(con, pending, run_ids, nodes.instance, keep)
     # Nsight Compute kernels, across runs
-    row = con.execute(q.REFERENCE_RUN).fetchone()
-    ref: str | None = row[0] if row else None
+    found = con.execute(q.REFERENCE_RUN).fetchall()
+    ref: str | None = found[0][0] if found else None
     has_ncu = _count(con, q.HAS_NCU) > 0
     # empty without an ncu run to match (an ncu run that profiled nothing still says which instances it missed)
     con.execute(q.TIMING_SEQUENCE, [ref if has_ncu or _count(con, q.HAS_NCU_RUN) > 0 else None])
@@ -224,32 +235,34 @@ def _attribute(con: duckdb.DuckDBPyConnection, ids: list[str]) -> tuple[str | No
         else:
             con.execute(q.NCU_OWN)
         con.execute(q.NCU_ATTRIBUTIONS)
+        con.execute(q.ANCESTORS_IF_MISSING)
         con.execute(q.NCU_VALUES)
     else:
         con.execute(q.NCU_NONE)
     if ref is None and ids:
         ref = _first_run(con, ids)
-    if ref is not None:
+    if ref is not None and len(ids) > 1:  # a run alone has nothing to be matched with
         con.execute(q.INSTANCE_MATCHES, [ref, ref])
     if _count(con, q.HAS_FACTS):
         con.execute(q.COMPILER_ATTRIBUTIONS)
     # per-instance values the backends stored, for signals not derived above; the instances themselves
-    con.execute(q.INSTANCE_METRICS, [list(NON_ADDITIVE)])
+    stored_values.derive(con, nodes, values, NON_ADDITIVE)
     skew_sql.derive(con)  # multi-rank runs: rank.start_lag / rank.end_lag on rank 0's clock
     device.derive(con)  # instrumented runs: device regions under their kernel and host instance; the overhead
+    values.store(con)  # every instance value derived above, stored narrow at once
     return ref, cycles
 
 
 def _first_run(con: duckdb.DuckDBPyConnection, ids: list[str]) -> str | None:
-    row = con.execute(
+    rows = con.execute(
         "SELECT run_id FROM runs WHERE run_id IN (SELECT run_id FROM _j_runs) ORDER BY plan_index, started_ns LIMIT 1"
-    ).fetchone()
-    return row[0] if row else (ids[0] if ids else None)
+    ).fetchall()
+    return rows[0][0] if rows else (ids[0] if ids else None)
 
 
 def _count(con: duckdb.DuckDBPyConnection, sql: str) -> int:
-    row = con.execute(sql).fetchone()
-    return int(row[0]) if row else 0
+    rows = con.execute(sql).fetchall()  # fetched to the end: the connection then takes relation queries again
+    return int(rows[0][0]) if rows else 0
 
 
 def _provenance(

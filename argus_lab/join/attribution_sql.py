@@ -52,17 +52,53 @@ WHERE i.run_id IN {_DERIVED_RUNS}
 """
 
 
+# -- instance values: the columns of the store's ``instance_values`` view, and wide values stored narrow -----------
+INSTANCE_VALUE_COLUMNS: tuple[str, ...] = (
+    "run_id", "instance_id", "signal", "inclusive", "exclusive", "unit", "evidence", "w_exact", "w_ordinal",
+    "w_temporal", "w_ambiguous", "w_mismatch", "backend", "provenance_id",
+)  # fmt: skip
+"""The columns of the ``instance_values`` view, in order (what the join stages and stores narrow)."""
+
+SERIES_KEY: tuple[str, ...] = ("run_id", "signal", "unit", "backend", "provenance_id")
+"""What one ``value_series`` row stands for."""
+
+
+def store_values_sql(source: str, offset: str) -> tuple[str, ...]:
+    """Statements storing the wide instance values of ``source`` (a table or view with the columns of
+    :data:`INSTANCE_VALUE_COLUMNS`) narrow: a ``value_series`` row per distinct series of ``source``, numbered from
+    ``offset`` + 1 (a scalar SQL expression, evaluated before anything is inserted: the store's largest series, so
+    that numbers stay unique), then the rows.  Every series of ``source`` must be new to the store (the join deletes
+    its runs' series first; a migration starts from none)."""
+    key = ", ".join(SERIES_KEY)
+    same = " AND ".join(f"s.{c} IS NOT DISTINCT FROM v.{c}" for c in SERIES_KEY)
+    numbers = [c for c in INSTANCE_VALUE_COLUMNS if c not in SERIES_KEY]
+    return (
+        f"CREATE OR REPLACE TEMP TABLE _new_series AS SELECT ({offset}) + row_number() OVER (ORDER BY {key}) "
+        f"AS series, {key} FROM (SELECT DISTINCT {key} FROM {source})",
+        f"INSERT INTO value_series (series, {key}) SELECT series, {key} FROM _new_series",
+        f"INSERT INTO instance_value_rows (series, {', '.join(numbers)}) SELECT s.series, "
+        f"{', '.join('v.' + c for c in numbers)} FROM {source} v JOIN _new_series s ON {same}",
+        "DROP TABLE _new_series",
+    )
+
+
 RUNS = "CREATE OR REPLACE TEMP TABLE _j_runs AS SELECT DISTINCT unnest(?::VARCHAR[]) AS run_id"
 
 INSTANCES = """
 CREATE OR REPLACE TEMP TABLE _j_inst AS
 SELECT i.run_id, i.instance_id, i.region_id, i.path, coalesce(i.parent_instance_id, 0) AS parent_id, i.repetition,
        coalesce(i.rank, 0) AS rank, i.thread_id, i.start_ns, i.end_ns, coalesce(i.warmup, false) AS warmup,
-       i.instance_index,
-       (row_number() OVER (PARTITION BY i.run_id, i.repetition, i.path ORDER BY i.start_ns, i.instance_id) - 1)
-           ::INTEGER AS rep_index
+       i.instance_index
 FROM region_instances i
 WHERE i.run_id IN (SELECT run_id FROM _j_runs)
+"""
+
+# the instances with their index within their repetition and path (where runs are matched instance by instance)
+INSTANCES_INDEXED = """
+CREATE OR REPLACE TEMP VIEW _j_insti AS
+SELECT *, (row_number() OVER (PARTITION BY run_id, repetition, path ORDER BY start_ns, instance_id) - 1)::INTEGER
+              AS rep_index
+FROM _j_inst
 """
 
 # The parent links come from stored rows, which may be wrong (a damaged or merged store, a foreign importer): the
@@ -90,6 +126,11 @@ SELECT a.* FROM a SEMI JOIN _j_inst i ON i.run_id = a.run_id AND i.instance_id =
 """
 ANCESTORS = _ANCESTORS.format(union="UNION ALL")
 ANCESTORS_GUARDED = _ANCESTORS.format(union="UNION")
+# the closure is built where a statement first needs it (many joins need none: no samples, no NCCL, no ncu)
+ANCESTORS_IF_MISSING = ANCESTORS.replace(
+    "CREATE OR REPLACE TEMP TABLE _j_anc", "CREATE TEMP TABLE IF NOT EXISTS _j_anc"
+)
+NO_ANCESTORS = "DROP TABLE IF EXISTS _j_anc"
 
 # members of parent cycles: instances that are an ancestor of their own parent
 CYCLE_MEMBERS = """
@@ -141,7 +182,9 @@ DELETE FROM attribution_rows
 WHERE run_id IN (SELECT run_id FROM _j_runs) AND evidence IN (SELECT unnest(?::VARCHAR[]))
 """
 DELETE_DERIVED = (
-    "DELETE FROM instance_values WHERE run_id IN (SELECT run_id FROM _j_runs)",
+    "DELETE FROM instance_value_rows WHERE series IN "
+    "(SELECT series FROM value_series WHERE run_id IN (SELECT run_id FROM _j_runs))",
+    "DELETE FROM value_series WHERE run_id IN (SELECT run_id FROM _j_runs)",
     "DELETE FROM instance_matches WHERE run_id IN (SELECT run_id FROM _j_runs)",
     "DELETE FROM instance_signatures WHERE run_id IN (SELECT run_id FROM _j_runs)",
     "DELETE FROM provenance WHERE run_id IN (SELECT run_id FROM _j_runs) AND backend = 'join'",
@@ -172,30 +215,8 @@ SELECT k.run_id, k.kind, k.key, k.name, k.correlation_id, i.instance_id, 'exact'
 FROM _j_k k JOIN _j_inst i ON i.run_id = k.run_id AND i.instance_id = k.carried
 """
 
-# Kernels without a recorded instance: the innermost open instance of every thread *of the launching rank* at
-# launch time (another rank is another process on its own clock: its instances are never candidates).  CUPTI
-# reports the low 32 bits of the launching pthread id, the recorder the whole id: threads are compared on 32 bits.
-KERNEL_CANDIDATES = """
-CREATE OR REPLACE TEMP TABLE _j_kc AS
-WITH un AS (
-    SELECT k.* FROM _j_k k ANTI JOIN _j_inst i ON i.run_id = k.run_id AND i.instance_id = k.carried
-), x AS (
-    SELECT un.*, th.thread_id AS r_tid, un.q * 2 + 1 AS qk
-    FROM un JOIN _j_threads th ON th.run_id = un.run_id AND th.rank = un.rank
-), c AS (
-    SELECT x.run_id, x.rank, x.key, x.r_tid, s.inner_id
-    FROM x ASOF JOIN _j_seg s
-      ON s.run_id = x.run_id AND s.rank = x.rank AND s.thread_id = x.r_tid AND x.qk >= s.key
-    WHERE s.inner_id <> 0
-)
-SELECT un.run_id, un.kind, un.key, un.carried, un.thread_id, un.start_ns, un.end_ns, un.bytes,
-       c.r_tid, c.inner_id,
-       count(c.inner_id) OVER w AS n_cand,
-       count(c.inner_id) FILTER (WHERE c.r_tid % 4294967296 = un.thread_id % 4294967296) OVER w AS n_same
-FROM un LEFT JOIN c ON c.run_id = un.run_id AND c.rank = un.rank AND c.key = un.key
-WINDOW w AS (PARTITION BY un.run_id, un.rank, un.key)
-"""
-
+# Kernels without a recorded instance: their candidates (``_j_kc``: argus_lab.join.candidates) become one
+# attribution each, temporal when only one thread (or the launching thread) had an instance open, else ambiguous.
 KERNEL_OTHER = """
 CREATE OR REPLACE TEMP TABLE _j_ka AS
 SELECT c.run_id, c.kind, c.key,
@@ -234,119 +255,6 @@ FROM _j_ka
 """,
 )
 
-# exclusive sums per (instance, kind, class).  The exact records are summed in one pass over the kernels table (no
-# row per record is kept).  ``calls``/``call_ns``: the launch API calls behind the instance's exact records and their
-# host time, one call per record except kernels replayed from a CUDA graph, which share their cudaGraphLaunch
-# (counted once per correlation id)
-KERNEL_EXCLUSIVE = """
-CREATE OR REPLACE TEMP TABLE _j_kx AS
-WITH e AS (
-    SELECT k.run_id, i.instance_id, coalesce(k.kind, 'kernel') AS kind, count(*) AS n,
-           sum(k.end_ns - k.start_ns) AS dur, sum(coalesce(k.bytes, 0)) AS bytes, min(k.start_ns) AS first_ns,
-           max(k.end_ns) AS last_ns,
-           count(*) FILTER (WHERE coalesce(k.graph_id, 0) = 0 AND k.api_end_ns > k.api_start_ns) AS calls,
-           sum(k.api_end_ns - k.api_start_ns)
-               FILTER (WHERE coalesce(k.graph_id, 0) = 0 AND k.api_end_ns > k.api_start_ns) AS call_ns
-    FROM kernels k JOIN _j_inst i ON i.run_id = k.run_id AND i.instance_id = k.instance_id
-    WHERE k.run_id IN (SELECT run_id FROM _j_runs)
-    GROUP BY ALL
-), g AS (  -- CUDA-graph replays: one call per (instance, correlation id)
-    SELECT run_id, instance_id, kind, count(*) AS calls, sum(d) AS call_ns FROM (
-        SELECT k.run_id, i.instance_id, coalesce(k.kind, 'kernel') AS kind, k.correlation_id,
-               any_value(k.api_end_ns - k.api_start_ns) AS d
-        FROM kernels k JOIN _j_inst i ON i.run_id = k.run_id AND i.instance_id = k.instance_id
-        WHERE k.run_id IN (SELECT run_id FROM _j_runs) AND coalesce(k.graph_id, 0) <> 0
-          AND k.api_end_ns > k.api_start_ns
-        GROUP BY ALL
-    ) GROUP BY ALL
-)
-SELECT e.run_id, e.instance_id, e.kind, 'exact' AS class, e.n::DOUBLE AS w, e.dur::DOUBLE AS dur,
-       e.bytes::DOUBLE AS bytes, e.n, e.first_ns, e.last_ns, e.calls + coalesce(g.calls, 0) AS calls,
-       coalesce(e.call_ns, 0) + coalesce(g.call_ns, 0) AS call_ns
-FROM e LEFT JOIN g USING (run_id, instance_id, kind)
-UNION ALL
-SELECT run_id, instance_id, kind, class, sum(weight), sum(weight * (end_ns - start_ns)), sum(weight * bytes),
-       count(*), min(start_ns) FILTER (WHERE class = 'temporal'), max(end_ns) FILTER (WHERE class = 'temporal'),
-       0, 0
-FROM _j_ka WHERE instance_id IS NOT NULL
-GROUP BY ALL
-"""
-
-# the records of each (run, kind): every record is exact (in _j_kx) or in _j_ka (candidates or unattributed)
-KERNEL_KINDS = """
-CREATE OR REPLACE TEMP TABLE _j_kinds AS
-SELECT DISTINCT run_id, kind FROM _j_kx UNION SELECT DISTINCT run_id, kind FROM _j_ka
-"""
-
-# inclusive (over the ancestor closure, which holds each instance as its own ancestor) and exclusive sums per
-# (instance, kind) in one aggregation
-KERNEL_INCLUSIVE = """
-CREATE OR REPLACE TEMP TABLE _j_kin AS
-SELECT a.run_id, a.ancestor_id AS instance_id, x.kind,
-       sum(x.w) AS w, sum(x.dur) AS dur, sum(x.bytes) AS bytes, sum(x.n) AS n,
-       sum(x.w) FILTER (WHERE x.class = 'exact') AS w_exact,
-       sum(x.w) FILTER (WHERE x.class = 'temporal') AS w_temporal,
-       sum(x.w) FILTER (WHERE x.class = 'ambiguous') AS w_ambiguous,
-       sum(x.w) FILTER (WHERE a.instance_id = a.ancestor_id) AS x_w,
-       sum(x.dur) FILTER (WHERE a.instance_id = a.ancestor_id) AS x_dur,
-       sum(x.bytes) FILTER (WHERE a.instance_id = a.ancestor_id) AS x_bytes,
-       min(x.first_ns) AS first_ns, max(x.last_ns) AS last_ns,
-       sum(x.n) FILTER (WHERE x.first_ns IS NOT NULL) AS span_n,
-       sum(x.calls) AS calls, sum(x.call_ns) AS call_ns,
-       sum(x.call_ns) FILTER (WHERE a.instance_id = a.ancestor_id) AS x_call_ns,
-       sum(x.n) FILTER (WHERE x.class = 'exact') AS n_exact
-FROM _j_kx x JOIN _j_anc a ON a.run_id = x.run_id AND a.instance_id = x.instance_id
-GROUP BY ALL
-"""
-
-KERNEL_SIGNALS = """
-CREATE OR REPLACE TEMP TABLE _j_ksig AS
-SELECT * FROM (VALUES ('gpu.time', 'kernel', 'dur', 'ns'), ('gpu.kernels', 'kernel', 'w', 'count'),
-                      ('gpu.memcpy_bytes', 'memcpy', 'bytes', 'byte'), ('gpu.memcpy_time', 'memcpy', 'dur', 'ns'),
-                      ('gpu.memset_bytes', 'memset', 'bytes', 'byte')) AS t(signal, kind, col, unit)
-"""
-
-# every instance of a timed run that traced GPU activity gets the kernel signals of the kinds its run recorded (0 where
-# nothing ran); gpu.span for instances whose subtree ran a placed kernel (exact or temporal: first start to last end);
-# gpu.launch_overhead (the launch API calls' host time, inclusive over all kinds) for instances whose subtree ran an
-# exact kernel, in runs whose records carry launch API times
-KERNEL_VALUES = """
-INSERT INTO instance_values (run_id, instance_id, signal, inclusive, exclusive, unit, evidence, w_exact, w_ordinal,
-                             w_temporal, w_ambiguous, w_mismatch, backend, provenance_id)
-WITH kruns AS (  -- timed runs that traced GPU activity (a CUPTI backend, or any activity record)
-    SELECT run_id FROM runs WHERE run_id IN (SELECT run_id FROM _j_timed) AND list_contains(backends, 'cupti')
-    UNION SELECT DISTINCT run_id FROM _j_kinds WHERE run_id IN (SELECT run_id FROM _j_timed)
-), kinds AS (
-    SELECT run_id, kind FROM _j_kinds WHERE run_id IN (SELECT run_id FROM _j_timed)
-    UNION SELECT run_id, 'kernel' FROM kruns
-), calls AS (
-    SELECT run_id, instance_id, sum(call_ns) AS d, sum(calls) AS n, sum(x_call_ns) AS x_d,
-           bool_or(kind = 'kernel' AND n_exact > 0) AS ran
-    FROM _j_kin WHERE run_id IN (SELECT run_id FROM _j_timed) GROUP BY ALL
-), timed AS (SELECT DISTINCT run_id FROM _j_kx WHERE calls > 0 AND run_id IN (SELECT run_id FROM _j_timed))
-SELECT i.run_id, i.instance_id, s.signal,
-       coalesce(CASE s.col WHEN 'dur' THEN c.dur WHEN 'w' THEN c.w ELSE c.bytes END, 0),
-       coalesce(CASE s.col WHEN 'dur' THEN c.x_dur WHEN 'w' THEN c.x_w ELSE c.x_bytes END, 0),
-       s.unit, coalesce(c.n, 0), coalesce(c.w_exact, 0), 0, coalesce(c.w_temporal, 0), coalesce(c.w_ambiguous, 0), 0,
-       'cupti', pv.provenance_id
-FROM _j_inst i
-JOIN _j_prov pv ON pv.run_id = i.run_id AND pv.backend = 'cupti'
-JOIN kinds ON kinds.run_id = i.run_id
-JOIN _j_ksig s ON s.kind = kinds.kind
-LEFT JOIN _j_kin c ON c.run_id = i.run_id AND c.instance_id = i.instance_id AND c.kind = s.kind
-UNION ALL
-SELECT c.run_id, c.instance_id, 'gpu.span', c.last_ns - c.first_ns, NULL, 'ns', c.span_n, coalesce(c.w_exact, 0), 0,
-       coalesce(c.w_temporal, 0), 0, 0, 'cupti', pv.provenance_id
-FROM _j_kin c JOIN _j_prov pv ON pv.run_id = c.run_id AND pv.backend = 'cupti'
-WHERE c.kind = 'kernel' AND c.first_ns IS NOT NULL AND c.run_id IN (SELECT run_id FROM _j_timed)
-UNION ALL
-SELECT c.run_id, c.instance_id, 'gpu.launch_overhead', coalesce(c.d, 0), coalesce(c.x_d, 0), 'ns', coalesce(c.n, 0),
-       coalesce(c.n, 0), 0, 0, 0, 0, 'cupti', pv.provenance_id
-FROM calls c JOIN _j_prov pv ON pv.run_id = c.run_id AND pv.backend = 'cupti'
-SEMI JOIN timed ON timed.run_id = c.run_id
-WHERE c.ran
-"""
-
 # -- compile.* per instance: the static facts of the kernel functions an instance ran ------------------------------
 # A launch's facts: those of the compiled binary that ran (``kernel_facts`` of the same run, linked as
 # COMPILER_ATTRIBUTIONS links them: the name, and registers per thread, Triton's dynamic shared memory and threads per
@@ -371,9 +279,17 @@ SELECT unnest(?::VARCHAR[]) AS signal, unnest(?::VARCHAR[]) AS col, unnest(?::VA
 # along with one of them), per instance the largest value over the kernel functions of its launches placed exactly
 # or temporally (a register or shared-memory budget is set by the heaviest kernel): inclusive over the instance and
 # its nested instances, exclusive over its own launches (NULL when it launched none itself); evidence = launches.
+# does any timed run's request ask for a compile.* signal (COMPILE_VALUES writes nothing otherwise)?
+COMPILE_WANTED = """
+SELECT count(*) FROM runs r
+WHERE r.run_id IN (SELECT run_id FROM _j_timed)
+  AND EXISTS (SELECT 1 FROM runs o WHERE coalesce(o.request_id, o.run_id) = coalesce(r.request_id, r.run_id)
+              AND list_has_any(o.signals, (SELECT list(signal) FROM _j_csig)))
+"""
+
 COMPILE_VALUES = """
-INSERT INTO instance_values (run_id, instance_id, signal, inclusive, exclusive, unit, evidence, w_exact, w_ordinal,
-                             w_temporal, w_ambiguous, w_mismatch, backend, provenance_id)
+INSERT INTO _j_iv (run_id, instance_id, signal, inclusive, exclusive, unit, evidence, w_exact, w_ordinal,
+                 w_temporal, w_ambiguous, w_mismatch, backend, provenance_id)
 WITH asked AS (
     SELECT DISTINCT coalesce(request_id, run_id) AS request, unnest(signals) AS signal
     FROM runs WHERE run_id IN (SELECT run_id FROM _j_runs)
@@ -424,37 +340,17 @@ LEFT JOIN own ON own.run_id = inc.run_id AND own.instance_id = inc.instance_id A
 WHERE inc.value IS NOT NULL
 """
 
-# -- per-instance values the backends stored (host clocks ...), for signals the join did not derive itself:
-#    inclusive as stored, exclusive = minus the children's values
-INSTANCE_METRICS = """
-INSERT INTO instance_values (run_id, instance_id, signal, inclusive, exclusive, unit, evidence, w_exact, w_ordinal,
-                             w_temporal, w_ambiguous, w_mismatch, backend, provenance_id)
-WITH m AS (
-    SELECT m.run_id, m.instance_id, m.signal, sum(m.value) AS value, any_value(m.unit) AS unit,
-           any_value(m.backend) AS backend, any_value(m.provenance_id) AS provenance_id, count(*) AS n
-    FROM metrics m
-    WHERE m.run_id IN (SELECT run_id FROM _j_runs) AND m.instance_id IS NOT NULL AND m.kernel_key IS NULL
-      AND (m.run_id, m.signal) NOT IN (  -- what the join derived itself (kernels, samples) takes precedence
-          SELECT DISTINCT run_id, signal FROM instance_values WHERE run_id IN (SELECT run_id FROM _j_runs))
-    GROUP BY ALL
-), kids AS (
-    SELECT m.run_id, i.parent_id AS instance_id, m.signal, sum(m.value) AS value
-    FROM m JOIN _j_inst i ON i.run_id = m.run_id AND i.instance_id = m.instance_id
-    WHERE i.parent_id <> 0 GROUP BY ALL
-)
-SELECT m.run_id, m.instance_id, m.signal, m.value,
-       CASE WHEN m.signal IN (SELECT unnest(?::VARCHAR[])) THEN NULL ELSE m.value - coalesce(kids.value, 0) END,
-       m.unit, m.n, m.n, 0, 0, 0, 0, m.backend, m.provenance_id
-FROM m LEFT JOIN kids USING (run_id, instance_id, signal)
-"""
-
 # -- Nsight Compute kernels: matched to the reference (timing) run by path, position and name ---------------------
+# the run with the most kernel records (exact ones counted in _j_kxs, the others in _j_ka), timed runs first
 REFERENCE_RUN = """
-SELECT k.run_id FROM _j_k k JOIN runs r USING (run_id)
-WHERE k.kind = 'kernel'
-  AND k.run_id NOT IN (SELECT run_id FROM ncu_kernels WHERE run_id IN (SELECT run_id FROM _j_runs))
-GROUP BY k.run_id, r.plan_index
-ORDER BY bool_or(k.run_id NOT IN (SELECT run_id FROM _j_timed)), count(*) DESC, r.plan_index LIMIT 1
+WITH counts AS (
+    SELECT run_id, sum(w) AS n FROM _j_kxs WHERE kind = 'kernel' GROUP BY run_id
+    UNION ALL SELECT run_id, count(DISTINCT key) FROM _j_ka WHERE kind = 'kernel' GROUP BY run_id
+)
+SELECT c.run_id FROM counts c JOIN runs r USING (run_id)
+WHERE c.run_id NOT IN (SELECT run_id FROM ncu_kernels WHERE run_id IN (SELECT run_id FROM _j_runs))
+GROUP BY c.run_id, r.plan_index
+ORDER BY bool_or(c.run_id NOT IN (SELECT run_id FROM _j_timed)), sum(c.n) DESC, r.plan_index LIMIT 1
 """
 
 TIMING_SEQUENCE = """
@@ -465,7 +361,7 @@ SELECT k.run_id, i.path, k.instance_id, i.repetition, i.rep_index, k.name, k.key
        row_number() OVER (PARTITION BY i.path ORDER BY i.start_ns, i.instance_id, k.correlation_id, k.start_ns, k.key)
            AS seq
 FROM _j_ke k
-JOIN _j_inst i ON i.run_id = k.run_id AND i.instance_id = k.instance_id
+JOIN _j_insti i ON i.run_id = k.run_id AND i.instance_id = k.instance_id
 WHERE k.run_id = ? AND k.kind = 'kernel'
 """
 
@@ -484,7 +380,7 @@ WITH n AS (
            row_number() OVER (PARTITION BY run_id, path ORDER BY instance_index, ordinal) AS seq
     FROM ncu_kernels WHERE run_id IN (SELECT run_id FROM _j_runs)
 ), ri AS (  -- the reference run's instances by (path, instance index)
-    SELECT run_id, instance_id, path, instance_index, repetition, rep_index FROM _j_inst WHERE run_id = ?
+    SELECT run_id, instance_id, path, instance_index, repetition, rep_index FROM _j_insti WHERE run_id = ?
 ), placed AS (
     SELECT n.*, ri.run_id AS ref_run_id, ri.instance_id, n.n_ordinal AS ordinal, ri.repetition, ri.rep_index
     FROM n LEFT JOIN ri ON ri.path = n.path AND ri.instance_index = n.instance_index
@@ -559,7 +455,7 @@ SELECT n.run_id, n.kernel_key, n.path, NULL::BIGINT AS seq, n.name, i.run_id AS 
                      || '(no timing run to match against)'
             ELSE 'NVTX range path and payload of the profiled kernel' END AS reason
 FROM ncu_kernels n
-LEFT JOIN (SELECT j.*, r.instance_index FROM _j_inst j JOIN region_instances r USING (run_id, instance_id)) i
+LEFT JOIN (SELECT j.*, r.instance_index FROM _j_insti j JOIN region_instances r USING (run_id, instance_id)) i
   ON i.run_id = n.run_id AND i.path = n.path AND i.instance_index = n.instance_index
 WHERE n.run_id IN (SELECT run_id FROM _j_runs)
 """
@@ -571,8 +467,8 @@ SELECT run_id, 'ncu_kernel', kernel_key, instance_id, class, 1.0, reason, ref_ru
 
 # hw:<metric>.sum adds up over kernels; other rollups (avg, pct, per_second, ratio) average over them
 NCU_VALUES = """
-INSERT INTO instance_values (run_id, instance_id, signal, inclusive, exclusive, unit, evidence, w_exact, w_ordinal,
-                             w_temporal, w_ambiguous, w_mismatch, backend, provenance_id)
+INSERT INTO _j_iv (run_id, instance_id, signal, inclusive, exclusive, unit, evidence, w_exact, w_ordinal,
+                 w_temporal, w_ambiguous, w_mismatch, backend, provenance_id)
 WITH v AS (
     SELECT nm.ref_run_id AS run_id, nm.instance_id, m.signal, m.value, m.unit, m.provenance_id, nm.class,
            regexp_matches(m.signal, '\\.sum$') AS additive
@@ -602,8 +498,8 @@ INSTANCE_MATCHES = """
 INSERT INTO instance_matches (run_id, instance_id, ref_run_id, ref_instance_id, path, repetition, rep_index, status,
                               difference)
 WITH other AS (SELECT run_id FROM _j_runs WHERE run_id <> ?),
-o AS (SELECT i.* FROM _j_inst i WHERE i.run_id IN (SELECT run_id FROM other) AND NOT i.warmup),
-r AS (SELECT i.* FROM _j_inst i WHERE i.run_id = ? AND NOT i.warmup),  -- warm-up instances are never measured
+o AS (SELECT i.* FROM _j_insti i WHERE i.run_id IN (SELECT run_id FROM other) AND NOT i.warmup),
+r AS (SELECT i.* FROM _j_insti i WHERE i.run_id = ? AND NOT i.warmup),  -- warm-up instances are never measured
 bad AS (SELECT run_id, instance_id AS ref_instance_id, any_value(reason) AS reason
         FROM _j_nm WHERE class = 'mismatch' AND instance_id IS NOT NULL GROUP BY ALL),
 pairs AS (
@@ -695,8 +591,8 @@ WITH rows AS (
     SELECT run_id, 'instance' AS evidence, 'exact' AS class, count(*) AS items, count(*)::DOUBLE AS weight
     FROM _j_inst GROUP BY run_id
 )
-SELECT run_id, kind AS evidence, class, round(sum(w))::BIGINT AS items, sum(w) AS weight, sum(dur) AS time_ns
-FROM _j_kx WHERE class = 'exact' GROUP BY ALL
+SELECT run_id, kind AS evidence, 'exact' AS class, round(sum(w))::BIGINT AS items, sum(w) AS weight, sum(dur) AS time_ns
+FROM _j_kxs GROUP BY ALL
 UNION ALL
 SELECT run_id, kind AS evidence, class, round(sum(weight))::BIGINT AS items, sum(weight) AS weight,
        sum(weight * (end_ns - start_ns)) AS time_ns
@@ -707,7 +603,7 @@ UNION ALL
 SELECT run_id, evidence, class, items, weight, NULL FROM inst
 UNION ALL  -- class '*': every item once
 SELECT run_id, kind, '*', round(sum(w))::BIGINT, sum(w), sum(dur) FROM (
-    SELECT run_id, kind, w, dur FROM _j_kx WHERE class = 'exact'
+    SELECT run_id, kind, w, dur FROM _j_kxs
     UNION ALL SELECT run_id, kind, weight, weight * (end_ns - start_ns) FROM _j_ka
 ) GROUP BY ALL
 UNION ALL

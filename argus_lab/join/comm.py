@@ -25,6 +25,8 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
+from argus_lab.join.attribution_sql import ANCESTORS_IF_MISSING
+
 if TYPE_CHECKING:
     import duckdb
 
@@ -105,8 +107,8 @@ COMM_BUSY = merged_intervals(
 )
 
 COMM_VALUES = """
-INSERT INTO instance_values (run_id, instance_id, signal, inclusive, exclusive, unit, evidence, w_exact, w_ordinal,
-                             w_temporal, w_ambiguous, w_mismatch, backend, provenance_id)
+INSERT INTO _j_iv (run_id, instance_id, signal, inclusive, exclusive, unit, evidence, w_exact, w_ordinal,
+                 w_temporal, w_ambiguous, w_mismatch, backend, provenance_id)
 WITH x AS (  -- exclusive: the instance's own communication kernels
     SELECT run_id, instance_id, sum(weight * (end_ns - start_ns)) AS dur, sum(weight) AS w FROM _j_ck GROUP BY ALL
 ), inc AS (
@@ -155,8 +157,9 @@ def derive(con: duckdb.DuckDBPyConnection) -> None:
     """Write the communication values of the join's runs (call after the kernel attribution)."""
     params = {"pattern": COMM_KERNEL_PATTERN}
     con.execute(COMM_RUNS, params)
-    row = con.execute(HAS_COMM_RUNS).fetchone()
-    if not row or not row[0]:
+    rows = con.execute(HAS_COMM_RUNS).fetchall()
+    if not rows or not rows[0][0]:
         return
+    con.execute(ANCESTORS_IF_MISSING)
     for stmt in STATEMENTS:  # DuckDB refuses parameters a statement does not name
         con.execute(stmt, params if "$pattern" in stmt else None)

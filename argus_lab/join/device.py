@@ -45,6 +45,8 @@ from __future__ import annotations
 import json
 from typing import TYPE_CHECKING, Any
 
+from argus_lab.join.attribution_sql import ANCESTORS_IF_MISSING
+
 if TYPE_CHECKING:
     import duckdb
 
@@ -195,8 +197,8 @@ LEFT JOIN (SELECT run_id, min(provenance_id) AS provenance_id FROM provenance WH
 # per host instance: dev.span and dev.tail summed over its launches (exact and temporal ones give values;
 # mismatched ones count as evidence only), inclusive over nested instances
 INSTANCE_VALUES = """
-INSERT INTO instance_values (run_id, instance_id, signal, inclusive, exclusive, unit, evidence, w_exact, w_ordinal,
-                             w_temporal, w_ambiguous, w_mismatch, backend, provenance_id)
+INSERT INTO _j_iv (run_id, instance_id, signal, inclusive, exclusive, unit, evidence, w_exact, w_ordinal,
+                 w_temporal, w_ambiguous, w_mismatch, backend, provenance_id)
 WITH own AS (
     SELECT d.run_id, d.instance_id, d.signal, any_value(d.provenance_id) AS provenance_id,
            sum(d.value) FILTER (WHERE d.attribution IN ('exact', 'temporal')) AS s,
@@ -246,10 +248,10 @@ def derive(con: duckdb.DuckDBPyConnection) -> None:
     """Device regions of the joined runs (see the module docstring); nothing happens for runs without any."""
     for stmt in DELETE:
         con.execute(stmt)
-    row = con.execute(HAS_LAUNCHES).fetchone()
-    if not row or not row[0]:
+    rows = con.execute(HAS_LAUNCHES).fetchall()
+    if not rows or not rows[0][0]:
         return
-    for stmt in (LAUNCHES, ATTRIBUTIONS, SM, VALUES, INSTANCE_VALUES):
+    for stmt in (LAUNCHES, ATTRIBUTIONS, SM, VALUES, ANCESTORS_IF_MISSING, INSTANCE_VALUES):
         con.execute(stmt)
     _overhead(con)
 

@@ -12,8 +12,9 @@ sequence id (grouped by a polynomial hash of the parts, then verified part by pa
 and only the distinct sequences are joined into strings and hashed.  At a million kernels in a hundred thousand
 instances that is a handful of array passes instead of a string aggregation per nesting level.
 
-Run by :mod:`argus_lab.join.attribution` in two steps: :func:`start` reads the kernels (``_j_k``, ``_j_inst``) and
-computes on a second thread while the join's next statements run; :func:`finish` writes the rows.
+Run by :mod:`argus_lab.join.attribution` in two steps: :func:`start` takes the instances and their exactly attributed
+kernels (read once for these and the kernel values: :mod:`argus_lab.join.kernel_values`) and computes on a second
+thread while the join's next statements run; :func:`finish` writes the rows.
 """
 
 from __future__ import annotations
@@ -32,37 +33,12 @@ if TYPE_CHECKING:
 SEPARATOR = b"\x1f"
 """Between two names of a sequence (``chr(31)``, the unit separator)."""
 
-# the instances of the runs that traced kernels, numbered 0..n-1, with the number of their parent (-1: top level, or
-# a parent the run did not record)
-NODES = """
-CREATE OR REPLACE TEMP TABLE _j_sn AS
-WITH kruns AS (SELECT DISTINCT run_id FROM _j_k WHERE kind = 'kernel'),
-n AS (
-    SELECT i.run_id, i.instance_id, any_value(i.parent_id) AS parent_id,
-           (row_number() OVER (ORDER BY i.run_id, i.instance_id) - 1)::BIGINT AS idx
-    FROM _j_inst i SEMI JOIN kruns USING (run_id)
-    GROUP BY i.run_id, i.instance_id
-)
-SELECT n.run_id, n.instance_id, n.idx, coalesce(p.idx, -1)::BIGINT AS parent
-FROM n LEFT JOIN n p ON p.run_id = n.run_id AND p.instance_id = n.parent_id AND n.parent_id <> 0
-"""
-
-# every exactly attributed kernel with the number of its instance and what orders it (put in launch order by
-# :func:`_launch_order`: sorting in numpy costs a tenth of an ORDER BY at a million kernels)
-TOKENS = """
-SELECT n.idx, k.correlation_id AS c, k.start_ns AS s, k.row, k.name
-FROM _j_k k JOIN _j_sn n ON n.run_id = k.run_id AND n.instance_id = k.carried
-WHERE k.kind = 'kernel'
-"""
-
 # the keys of some kernels (those whose correlation id and start are equal)
 KEYS = "SELECT row, key FROM _j_k WHERE row IN (SELECT unnest(?::BIGINT[]))"
 
-SIGNED = "CREATE OR REPLACE TEMP TABLE _j_signed (idx BIGINT, kernels BIGINT, signature VARCHAR)"
-
 INSERT = """
 INSERT INTO instance_signatures (run_id, instance_id, kernels, signature)
-SELECT n.run_id, n.instance_id, s.kernels, s.signature FROM _j_sn n JOIN _j_signed s USING (idx)
+SELECT run_id, instance_id, kernels, signature FROM _j_signed
 """
 
 _MUL = (np.uint64(0x9E3779B97F4A7C15), np.uint64(0xC2B2AE3D27D4EB4F))
@@ -107,13 +83,15 @@ class Pending:
     future: Future[pa.Table] | None
 
 
-def start(con: duckdb.DuckDBPyConnection) -> Pending:
-    """Read the instances and their exactly attributed kernels, and start computing their signatures."""
-    con.execute(NODES)
-    parent = con.execute("SELECT parent FROM _j_sn ORDER BY idx").fetchnumpy()["parent"]
+def start(con: duckdb.DuckDBPyConnection, parent: np.ndarray, records: pa.Table, kernels: np.ndarray) -> Pending:
+    """Start computing the signatures of the instances (``parent``: the number of each one's parent, -1 for none,
+    as ``_j_node`` numbers them) from their exactly attributed records (``idx``, ``c``, ``s``, ``row``, ``name``:
+    :data:`argus_lab.join.kernel_values.RECORDS`), of which ``kernels`` marks the kernels."""
     if len(parent) == 0:
         return Pending(None)
-    tokens = con.sql(TOKENS).to_arrow_table()
+    tokens = records.select(["idx", "c", "s", "row", "name"])
+    if not kernels.all():
+        tokens = tokens.filter(pa.array(kernels))
     order = _launch_order(con, tokens)
     pool = ThreadPoolExecutor(max_workers=1, thread_name_prefix="argus-signatures")
     try:
@@ -122,13 +100,28 @@ def start(con: duckdb.DuckDBPyConnection) -> Pending:
         pool.shutdown(wait=False)  # the thread ends with its one task
 
 
-def finish(con: duckdb.DuckDBPyConnection, pending: Pending) -> None:
-    """Write the signatures :func:`start` computes (waiting for them)."""
+def finish(
+    con: duckdb.DuckDBPyConnection, pending: Pending, run_id: pa.Array, instance: np.ndarray, keep: np.ndarray
+) -> None:
+    """Write the signatures :func:`start` computes (waiting for them) of the instances ``keep`` marks (those of the
+    runs that traced kernels); ``run_id`` and ``instance`` name each instance."""
     if pending.future is None:
         return
-    con.execute(SIGNED)
-    con.from_arrow(pending.future.result()).insert_into("_j_signed")
-    con.execute(INSERT)
+    signed = pending.future.result()
+    at = pa.array(np.flatnonzero(keep), type=pa.int64())
+    rows = pa.table(
+        {
+            "run_id": run_id.take(at),
+            "instance_id": pa.array(instance, type=pa.int64()).take(at),
+            "kernels": signed.column("kernels").take(at),
+            "signature": signed.column("signature").take(at),
+        }
+    )
+    con.register("_j_signed", rows)
+    try:
+        con.execute(INSERT)
+    finally:
+        con.unregister("_j_signed")
 
 
 def _signed(parent: np.ndarray, tokens: pa.Table, order: np.ndarray) -> pa.Table:
@@ -174,11 +167,12 @@ def _sequences(
     rank = np.arange(len(inst), dtype=np.int64)
     kernels = np.bincount(inst, minlength=n).astype(np.int64)
     first = np.full(n, np.iinfo(np.int64).max, dtype=np.int64)
-    uniq, at = np.unique(inst, return_index=True)
-    first[uniq] = rank[at]  # tokens come in launch order: an instance's first token is its first launch
+    np.minimum.at(first, inst, rank)  # tokens come in launch order: an instance's first token is its first launch
     seq = np.full(n, -1, dtype=np.int64)
-    by_depth = np.argsort(tree.depth[inst], kind="stable")
-    tok_depth = tree.depth[inst][by_depth]
+    depth = tree.depth[inst]
+    small = np.int16 if int(tree.depth.max(initial=0)) < np.iinfo(np.int16).max else np.int64
+    by_depth = np.argsort(depth.astype(small), kind="stable")  # a radix sort for small integers
+    tok_depth = depth[by_depth]
     kids = np.flatnonzero(tree.parent >= 0)
     kids = kids[np.argsort(tree.depth[kids], kind="stable")]
     kid_depth = tree.depth[kids]

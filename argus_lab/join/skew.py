@@ -54,8 +54,8 @@ def offsets_of(con: duckdb.DuckDBPyConnection, run_ids: list[str]) -> dict[tuple
 
 
 VALUES = """
-INSERT INTO instance_values (run_id, instance_id, signal, inclusive, exclusive, unit, evidence, w_exact, w_ordinal,
-                             w_temporal, w_ambiguous, w_mismatch, backend, provenance_id)
+INSERT INTO _j_iv (run_id, instance_id, signal, inclusive, exclusive, unit, evidence, w_exact, w_ordinal,
+                 w_temporal, w_ambiguous, w_mismatch, backend, provenance_id)
 WITH multi AS (
     SELECT run_id FROM region_instances WHERE run_id IN (SELECT run_id FROM _j_runs)
     GROUP BY run_id HAVING count(DISTINCT coalesce(rank, 0)) > 1

@@ -9,15 +9,25 @@ instance; other sampled values (PM ``.sum`` counters) are the overlapped share o
 is labelled with the backend that sampled it (:data:`SAMPLE_BACKENDS`).
 
 Run by :mod:`argus_lab.join.attribution` after the kernel attribution (it reads ``_j_runs``, ``_j_threads``,
-``_j_seg``, ``_j_anc`` and ``_j_prov``).
+``_j_seg`` and ``_j_prov``).
 """
 
 from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
+import numpy as np
+import pyarrow as pa
+import pyarrow.compute as pc
+
+from argus_lab.join.signatures import Levels
+
 if TYPE_CHECKING:
     import duckdb
+
+    from argus_lab.join.kernel_values import Nodes
+    from argus_lab.join.timeline import Timeline
+    from argus_lab.join.values import Values
 
 LEVEL_UNITS: tuple[str, ...] = ("W", "MHz", "C", "%", "pct", "percent", "ratio")
 """Units of sampled *levels* (time-weighted mean over an instance); other sampled values are split by share."""
@@ -43,38 +53,9 @@ SELECT run_id, device_id, signal, t_ns, value, unit,
 FROM s
 """
 
-# The timeline of each thread (``_j_seg``: region entries and exits) merged with the window boundaries of each
-# series: consecutive boundaries delimit pieces, each lying inside one window and one innermost instance (the last
-# timeline event at or before the piece's start, carried forward; a window boundary sorts after the region events of
-# its nanosecond).  The pieces' lengths per (sample, thread, innermost instance).
-SAMPLE_PIECES = """
-CREATE OR REPLACE TEMP TABLE _j_sp AS
-WITH series AS (SELECT DISTINCT run_id, device_id, signal FROM _j_s),
-grp AS (
-    SELECT th.run_id, th.rank, th.thread_id, sr.device_id, sr.signal FROM _j_threads th JOIN series sr USING (run_id)
-),
-pts AS (
-    SELECT g.run_id, g.rank, g.thread_id, g.device_id, g.signal, s.t AS b, s.key, 0 AS w, s.inner_id
-    FROM grp g JOIN _j_seg s ON s.run_id = g.run_id AND s.rank = g.rank AND s.thread_id = g.thread_id
-    UNION ALL
-    SELECT g.run_id, g.rank, g.thread_id, g.device_id, g.signal, x.b, x.b * 2 + 1, 1, NULL
-    FROM grp g JOIN (SELECT run_id, device_id, signal, w0 AS b FROM _j_s
-                     UNION ALL SELECT run_id, device_id, signal, w1 FROM _j_s) x
-      ON x.run_id = g.run_id AND x.device_id = g.device_id AND x.signal = g.signal
-),
-pieces AS (
-    SELECT run_id, rank, thread_id, device_id, signal, b, lead(b) OVER o AS b2,
-           last_value(inner_id IGNORE NULLS) OVER (o ROWS UNBOUNDED PRECEDING) AS inner_id
-    FROM pts
-    WINDOW o AS (PARTITION BY run_id, rank, thread_id, device_id, signal ORDER BY key, w)
+SAMPLE_ROWS = (
+    "SELECT run_id, device_id, signal, unit, value, key, w0, w1 FROM _j_s ORDER BY run_id, device_id, signal, w0"
 )
-SELECT p.run_id, w.key, p.signal, w.unit, w.value, p.rank, p.thread_id, p.inner_id,
-       sum(p.b2 - p.b) AS len, any_value(w.w1 - w.w0) AS wlen
-FROM pieces p ASOF JOIN _j_s w
-  ON w.run_id = p.run_id AND w.device_id = p.device_id AND w.signal = p.signal AND p.b >= w.w0
-WHERE p.b2 > p.b AND p.b < w.w1 AND p.inner_id <> 0
-GROUP BY ALL
-"""
 
 SAMPLE_ATTRIBUTIONS = """
 INSERT INTO attribution_rows (run_id, evidence, evidence_id, instance_id, class, weight, reason, target_run_id)
@@ -99,53 +80,203 @@ FROM _j_s s LEFT JOIN tot t USING (run_id, key)
 WHERE coalesce(t.covered, 0) < 1.0 - 1e-9
 """
 
-# level signals (W, MHz, %, C): time-weighted mean; others (pm ... .sum): the overlapping fraction of the value
-SAMPLE_VALUES = """
-INSERT INTO instance_values (run_id, instance_id, signal, inclusive, exclusive, unit, evidence, w_exact, w_ordinal,
-                             w_temporal, w_ambiguous, w_mismatch, backend, provenance_id)
-WITH x AS (
-    SELECT run_id, inner_id AS instance_id, signal, any_value(unit) AS unit,
-           sum(value * len) AS vlen, sum(len) AS len, sum(value * len / wlen) AS vfrac, sum(len / wlen) AS w,
-           count(*) AS n
-    FROM _j_sp GROUP BY ALL
-), amb AS (
-    SELECT run_id, key FROM _j_sp GROUP BY ALL HAVING count(DISTINCT (rank, thread_id)) > 1
-), xa AS (
-    SELECT p.run_id, p.inner_id AS instance_id, p.signal, sum(p.len / p.wlen) AS w
-    FROM _j_sp p SEMI JOIN amb USING (run_id, key) GROUP BY ALL
-), inc AS (
-    SELECT a.run_id, a.ancestor_id AS instance_id, x.signal, any_value(x.unit) AS unit, sum(x.vlen) AS vlen,
-           sum(x.len) AS len, sum(x.vfrac) AS vfrac, sum(x.w) AS w, sum(x.n) AS n, sum(coalesce(xa.w, 0)) AS wa
-    FROM x JOIN _j_anc a ON a.run_id = x.run_id AND a.instance_id = x.instance_id
-    LEFT JOIN xa ON xa.run_id = x.run_id AND xa.instance_id = x.instance_id AND xa.signal = x.signal
-    GROUP BY ALL
-), lvl AS (SELECT unnest(?::VARCHAR[]) AS unit)
-SELECT inc.run_id, inc.instance_id, inc.signal,
-       CASE WHEN inc.unit IN (SELECT unit FROM lvl) THEN inc.vlen / nullif(inc.len, 0) ELSE inc.vfrac END,
-       CASE WHEN inc.unit IN (SELECT unit FROM lvl) THEN x.vlen / nullif(x.len, 0) ELSE coalesce(x.vfrac, 0) END,
-       inc.unit, inc.n, 0, 0, inc.w - inc.wa, inc.wa, 0,
-       pv.backend, pv.provenance_id
-FROM inc LEFT JOIN x USING (run_id, instance_id, signal)
-JOIN _j_prov pv ON pv.run_id = inc.run_id AND pv.backend = {backend}
-"""
 
-
-def _backend_case() -> str:
-    """SQL: the backend of ``inc.signal`` by :data:`SAMPLE_BACKENDS` (longest matching prefix first)."""
-    arms = sorted(SAMPLE_BACKENDS, key=lambda pb: -len(pb[0]))
-    whens = " ".join(f"WHEN starts_with(inc.signal, '{p}') THEN '{b}'" for p, b in arms)
-    return f"CASE {whens} END"
-
-
-def derive(con: duckdb.DuckDBPyConnection) -> None:
-    """Attribute the samples of the join's runs and insert their per-instance values."""
+def derive(con: duckdb.DuckDBPyConnection, nodes: Nodes, timeline: Timeline, values: Values) -> None:
+    """Attribute the samples of the join's runs and hand their per-instance values to ``values``."""
     con.execute(SAMPLES)
-    row = con.execute("SELECT count(*) FROM _j_s").fetchone()
-    if not row or not row[0]:
+    samples = con.sql(SAMPLE_ROWS).to_arrow_table()
+    if samples.num_rows == 0:
         return
-    con.execute(SAMPLE_PIECES)
-    con.execute(SAMPLE_ATTRIBUTIONS)
-    con.execute(SAMPLE_VALUES.replace("{backend}", _backend_case()), [list(LEVEL_UNITS)])
+    pieces = _pieces(timeline, samples, nodes.runs)
+    con.register("_j_sp", pieces)  # what SAMPLE_ATTRIBUTIONS reads
+    try:
+        con.execute(SAMPLE_ATTRIBUTIONS)
+    finally:
+        con.unregister("_j_sp")
+    _values(con, nodes, pieces, values)
+
+
+def _pieces(timeline: Timeline, samples: pa.Table, runs: list[str]) -> pa.Table:
+    """Per (sample, thread, innermost instance): how long the sample's window and the instance's stretch of the
+    thread's timeline overlap (``len``; only where they do), with the window's length (``wlen``).
+
+    A thread's timeline is a run of segments, each from one event to the next (the last one open-ended), with the
+    instance innermost after the event; the stretch before the first event, and segments with no instance open,
+    belong to no instance.  A sample's window is ``[w0, w1)``; the windows of one series follow each other.  Runs
+    are numbered by their position in ``runs``; ``sample`` (the row of ``samples``) and ``thread`` (a number per
+    (run, rank, thread)) say which window and timeline each overlap comes from."""
+    t_run, t_rank, t, inner, thread = timeline.run, timeline.rank, timeline.t, timeline.inner, timeline.thread
+    seg_end = timeline.segment_ends()
+    open_ = np.flatnonzero(inner != 0)
+    s_run = _run_codes(samples.column("run_id"), runs)
+    signal = samples.column("signal").combine_chunks().dictionary_encode().indices.to_numpy(zero_copy_only=False)
+    series = np.r_[
+        True,
+        (s_run[1:] != s_run[:-1])
+        | (_ints(samples.column("device_id"))[1:] != _ints(samples.column("device_id"))[:-1])
+        | (signal[1:] != signal[:-1]),
+    ]
+    bounds = np.r_[np.flatnonzero(series), len(s_run)]
+    w0, w1 = _ints(samples.column("w0")), _ints(samples.column("w1"))
+    found_s: list[np.ndarray] = []
+    found_g: list[np.ndarray] = []
+    found_len: list[np.ndarray] = []
+    for lo, hi in zip(bounds[:-1].tolist(), bounds[1:].tolist(), strict=True):
+        segs = open_[t_run[open_] == s_run[lo]]  # every thread of the series' run (any rank)
+        a, c = t[segs], seg_end[segs]
+        first = lo + np.searchsorted(w1[lo:hi], a, side="right")  # the first window ending after the start
+        stop = lo + np.searchsorted(w0[lo:hi], c, side="left")  # past the last window starting before the end
+        count = np.maximum(stop - first, 0)
+        seg = np.repeat(segs, count)
+        win = np.repeat(first, count) + (np.arange(int(count.sum())) - np.repeat(np.cumsum(count) - count, count))
+        length = np.minimum(seg_end[seg], w1[win]) - np.maximum(t[seg], w0[win])
+        keep = length > 0
+        found_s.append(win[keep])
+        found_g.append(seg[keep])
+        found_len.append(length[keep])
+    win = np.concatenate(found_s) if found_s else np.zeros(0, np.int64)
+    seg = np.concatenate(found_g) if found_g else np.zeros(0, np.int64)
+    length = np.concatenate(found_len) if found_len else np.zeros(0, np.int64)
+    order = np.lexsort((inner[seg], thread[seg], win))
+    win, seg, length = win[order], seg[order], length[order]
+    head = np.r_[
+        True, (win[1:] != win[:-1]) | (thread[seg][1:] != thread[seg][:-1]) | (inner[seg][1:] != inner[seg][:-1])
+    ]
+    at = np.flatnonzero(head)
+    total = np.add.reduceat(length, at) if len(at) else np.zeros(0, np.int64)
+    win, seg = win[at], seg[at]
+    take = pa.array(win, type=pa.int64())
+    return pa.table(
+        {
+            "run_id": samples.column("run_id").take(take),
+            "key": samples.column("key").take(take),
+            "signal": samples.column("signal").take(take),
+            "unit": samples.column("unit").take(take),
+            "value": samples.column("value").take(take),
+            "rank": pa.array(t_rank[seg], type=pa.int64()),
+            "thread_id": timeline.thread_id.take(pa.array(seg, type=pa.int64())),
+            "inner_id": pa.array(inner[seg], type=pa.int64()),
+            "len": pa.array(total, type=pa.int64()),
+            "wlen": pa.array((w1 - w0)[win], type=pa.int64()),
+            "sample": pa.array(win, type=pa.int64()),
+            "thread": pa.array(thread[seg], type=pa.int64()),
+            "run": pa.array(t_run[seg], type=pa.int64()),
+        }
+    )
+
+
+def _values(con: duckdb.DuckDBPyConnection, nodes: Nodes, pieces: pa.Table, values: Values) -> None:
+    """Per instance and sampled signal: levels (W, MHz ...) as the time-weighted mean over the instance, other
+    values as the overlapped share of each sample's value; inclusive of nested instances, with the weight of the
+    windows that several threads' instances overlapped as ``ambiguous``."""
+    if pieces.num_rows == 0:
+        return
+    prov = {
+        (str(r), str(b)): str(p)
+        for r, b, p in con.execute("SELECT run_id, backend, provenance_id FROM _j_prov").fetchall()
+    }
+    run = _ints(pieces.column("run"))
+    node = nodes.locate(run, _ints(pieces.column("inner_id")))
+    length = _floats(pieces.column("len"))
+    share = length / _floats(pieces.column("wlen"))
+    value = _floats(pieces.column("value"))
+    ambiguous = _ambiguous(pieces)
+    signal = _strings(pieces.column("signal"))
+    unit = _strings(pieces.column("unit"))
+    tree = Levels.of(nodes.parent)
+    n = len(nodes.instance)
+    for sig in sorted(set(signal.tolist())):
+        mine = (signal == sig) & (node >= 0)
+        own = {
+            "vlen": np.bincount(node[mine], weights=(value * length)[mine], minlength=n).astype(np.float64),
+            "len": np.bincount(node[mine], weights=length[mine], minlength=n).astype(np.float64),
+            "vfrac": np.bincount(node[mine], weights=(value * share)[mine], minlength=n).astype(np.float64),
+            "w": np.bincount(node[mine], weights=share[mine], minlength=n).astype(np.float64),
+            "n": np.bincount(node[mine], minlength=n).astype(np.float64),
+            "wa": np.bincount(node[mine & ambiguous], weights=share[mine & ambiguous], minlength=n).astype(np.float64),
+        }
+        inc = {k: _up(v, tree) for k, v in own.items()}
+        level = str(unit[mine][0]) in LEVEL_UNITS if mine.any() else False
+        backend = _backend(sig)
+        for code in sorted(set(run[mine].tolist())):
+            r = nodes.runs[code]
+            sel = np.flatnonzero((nodes.run == code) & (inc["n"] > 0))
+            has_own = own["n"][sel] > 0
+            if level:
+                inclusive = inc["vlen"][sel] / inc["len"][sel]
+                with np.errstate(invalid="ignore", divide="ignore"):
+                    exclusive = np.where(has_own, own["vlen"][sel] / np.where(has_own, own["len"][sel], 1.0), np.nan)
+            else:
+                inclusive = inc["vfrac"][sel]
+                exclusive = np.where(has_own, own["vfrac"][sel], 0.0)
+            zero = np.zeros(len(sel))
+            key = (r, sig, str(unit[mine & (run == code)][0]), backend, prov.get((r, backend), f"{r}:{backend}"))
+            values.add(
+                con,
+                key,
+                {
+                    "instance_id": nodes.instance[sel],
+                    "inclusive": inclusive,
+                    "exclusive": exclusive,
+                    "evidence": inc["n"][sel].astype(np.int64),
+                    "w_exact": zero,
+                    "w_ordinal": zero,
+                    "w_temporal": inc["w"][sel] - inc["wa"][sel],
+                    "w_ambiguous": inc["wa"][sel],
+                    "w_mismatch": zero,
+                },
+            )
+
+
+def _ambiguous(pieces: pa.Table) -> np.ndarray:
+    """Which pieces belong to a sample whose window instances of several threads overlap."""
+    sample, thread = _ints(pieces.column("sample")), _ints(pieces.column("thread"))
+    order = np.lexsort((thread, sample))
+    s, th = sample[order], thread[order]
+    distinct = np.r_[True, (s[1:] != s[:-1]) | (th[1:] != th[:-1])]
+    threads = np.bincount(s[distinct], minlength=int(sample.max()) + 1)
+    return threads[sample] > 1
+
+
+def _up(own: np.ndarray, tree: Levels) -> np.ndarray:
+    """Each instance's value plus those of every instance nested in it."""
+    out = own.copy()
+    for d in range(int(tree.depth.max(initial=0)), 0, -1):
+        kids = np.flatnonzero((tree.depth == d) & (tree.parent >= 0))
+        np.add.at(out, tree.parent[kids], out[kids])
+    return out
+
+
+def _backend(signal: str) -> str:
+    """The backend of a sampled signal by :data:`SAMPLE_BACKENDS` (the longest matching prefix)."""
+    for prefix, backend in sorted(SAMPLE_BACKENDS, key=lambda pb: -len(pb[0])):
+        if signal.startswith(prefix):
+            return backend
+    return "nvml"
+
+
+def _strings(col: pa.ChunkedArray) -> np.ndarray:
+    return np.asarray(col.to_pylist(), dtype=object)
+
+
+def _run_codes(col: pa.ChunkedArray, runs: list[str]) -> np.ndarray:
+    """The position of each run id in ``runs`` (-1: not there)."""
+    codes = pc.index_in(col.combine_chunks(), value_set=pa.array(runs, type=pa.string()))
+    return codes.fill_null(-1).to_numpy(zero_copy_only=False).astype(np.int64)
+
+
+def _ints(col: pa.ChunkedArray) -> np.ndarray:
+    arr = col.combine_chunks()
+    if arr.null_count:
+        arr = arr.fill_null(0)
+    return arr.to_numpy(zero_copy_only=False).astype(np.int64, copy=False)
+
+
+def _floats(col: pa.ChunkedArray) -> np.ndarray:
+    arr = col.combine_chunks()
+    if arr.null_count:
+        arr = arr.fill_null(0.0)
+    return arr.to_numpy(zero_copy_only=False).astype(np.float64, copy=False)
 
 
 __all__ = ["LEVEL_UNITS", "SAMPLE_BACKENDS", "derive"]

@@ -361,11 +361,17 @@ class Store:
             )
             raise SchemaVersionError(msg)
         if write:  # migrate an older store, then add the tables and columns of later versions and within this one
-            for v in range(version, SCHEMA_VERSION):
-                for condition, stmt in MIGRATIONS.get(v, ()):
-                    row = con.execute(condition).fetchone()
-                    if row and row[0]:
-                        con.execute(stmt)
+            con.execute("BEGIN")  # all of a migration or none of it (a store half moved would lose or double rows)
+            try:
+                for v in range(version, SCHEMA_VERSION):
+                    for condition, stmt in MIGRATIONS.get(v, ()):
+                        row = con.execute(condition).fetchone()
+                        if row and row[0]:
+                            con.execute(stmt)
+                con.execute("COMMIT")
+            except BaseException:
+                rollback(con)
+                raise
             for stmt in DDL:
                 con.execute(stmt)
             have = {

@@ -8,15 +8,16 @@ which are on the GPU's own ``%globaltimer`` (ns) and say so in their column name
 Versions: 1 the first layout; 2 added the device-region tables (``device_launches``, ``device_programs``,
 ``device_intervals`` from the device backend, ``device_values`` and ``device_sm`` from the join); 3 made
 ``attributions`` a view over the stored ``attribution_rows`` and the exact attributions the kernels table implies
-(:data:`VIEWS`).  A store of an older version is migrated on its first write (:data:`MIGRATIONS`, then the tables and
-columns added since) and read as it is before that.
+(:data:`VIEWS`); 4 stored ``instance_values`` narrow, as numbers per ``value_series`` (the view joins them).  A
+store of an older version is migrated on its first write (:data:`MIGRATIONS`, then the tables and columns added
+since) and read as it is before that.
 """
 
 from __future__ import annotations
 
-from argus_lab.join.attribution_sql import EXACT_ATTRIBUTIONS
+from argus_lab.join.attribution_sql import EXACT_ATTRIBUTIONS, INSTANCE_VALUE_COLUMNS, store_values_sql
 
-SCHEMA_VERSION = 3
+SCHEMA_VERSION = 4
 
 TABLES: dict[str, str] = {
     "meta": "key VARCHAR PRIMARY KEY, value VARCHAR",
@@ -79,11 +80,16 @@ TABLES: dict[str, str] = {
         "weight DOUBLE, reason VARCHAR, target_run_id VARCHAR"
     ),
     # Derived by argus_lab.join: one value per region instance and signal, inclusive of nested instances and
-    # exclusive of them, with the weight of each attribution class behind it (see docs/report-json.md).
-    "instance_values": (
-        "run_id VARCHAR, instance_id BIGINT, signal VARCHAR, inclusive DOUBLE, exclusive DOUBLE, unit VARCHAR, "
-        "evidence BIGINT, w_exact DOUBLE, w_ordinal DOUBLE, w_temporal DOUBLE, w_ambiguous DOUBLE, "
-        "w_mismatch DOUBLE, backend VARCHAR, provenance_id VARCHAR"
+    # exclusive of them, with the weight of each attribution class behind it (see docs/report-json.md).  Stored
+    # narrow (a million values are written in a join): the run, signal, unit, backend and provenance of a value
+    # are its *series* (``value_series``: one row each, ``series`` unique in the store), and a row holds only
+    # numbers; read the ``instance_values`` view, which puts them together again.
+    "value_series": (
+        "series BIGINT, run_id VARCHAR, signal VARCHAR, unit VARCHAR, backend VARCHAR, provenance_id VARCHAR"
+    ),
+    "instance_value_rows": (
+        "series BIGINT, instance_id BIGINT, inclusive DOUBLE, exclusive DOUBLE, evidence BIGINT, w_exact DOUBLE, "
+        "w_ordinal DOUBLE, w_temporal DOUBLE, w_ambiguous DOUBLE, w_mismatch DOUBLE"
     ),
     # Derived by argus_lab.join: region instances of one run matched to the reference (timing) run.
     "instance_matches": (
@@ -144,6 +150,10 @@ VIEWS: dict[str, str] = {
         "SELECT run_id, evidence, evidence_id, instance_id, class, weight, reason, target_run_id FROM attribution_rows"
         f"\nUNION ALL{EXACT_ATTRIBUTIONS}"
     ),
+    # every instance value with its series' run, signal, unit, backend and provenance
+    "instance_values": (
+        f"SELECT {', '.join(INSTANCE_VALUE_COLUMNS)} FROM instance_value_rows v JOIN value_series s USING (series)"
+    ),
 }
 """Views of the store (re-created by every writer, so their definition follows the code that writes)."""
 
@@ -151,6 +161,13 @@ VIEW_DDL: tuple[str, ...] = tuple(f"CREATE OR REPLACE VIEW {name} AS {sql}" for 
 
 STORED_AS: dict[str, str] = {"attributions": "attribution_rows"}
 """The table that rows written under a view's name go to (``Store.write({"attributions": ...})``)."""
+
+BEHIND_VIEWS: frozenset[str] = frozenset({*STORED_AS.values(), "value_series", "instance_value_rows"})
+"""Tables read through a view (an export writes the view instead)."""
+
+_OLD_VALUES = (
+    "SELECT count(*) FROM information_schema.tables WHERE table_name = 'instance_values' AND table_type = 'BASE TABLE'"
+)
 
 MIGRATIONS: dict[int, tuple[tuple[str, str], ...]] = {
     2: (
@@ -160,6 +177,17 @@ MIGRATIONS: dict[int, tuple[tuple[str, str], ...]] = {
             "(SELECT 1 FROM information_schema.tables WHERE table_name = 'attribution_rows')",
             "ALTER TABLE attributions RENAME TO attribution_rows",
         ),
+    ),
+    3: (
+        *(
+            (_OLD_VALUES, f"CREATE TABLE IF NOT EXISTS {t} ({TABLES[t]})")
+            for t in ("value_series", "instance_value_rows")
+        ),
+        *(
+            (_OLD_VALUES, stmt)
+            for stmt in store_values_sql("instance_values", "(SELECT coalesce(max(series), 0) FROM value_series)")
+        ),
+        (_OLD_VALUES, "DROP TABLE instance_values"),
     ),
 }
 """(condition, statement) pairs taking a store from version ``v`` to ``v + 1``: the statement runs when the

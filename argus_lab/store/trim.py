@@ -36,6 +36,10 @@ RUN_TABLES_SQL = (
 )
 
 
+ORPHAN_VALUES = "DELETE FROM instance_value_rows WHERE series NOT IN (SELECT series FROM value_series)"
+"""The instance values whose series is gone (the run they belong to was deleted)."""
+
+
 def run_tables(store: Store | str | Path) -> list[str]:
     """The base tables of ``store`` that have a ``run_id`` column (views such as ``attributions`` follow them)."""
     return [r[0] for r in _store(store).rows(RUN_TABLES_SQL)]
@@ -60,6 +64,7 @@ def keep_runs(store: Store | str | Path, run_ids: Iterable[str]) -> list[str]:
             try:
                 for table in tables:
                     con.execute(f'DELETE FROM "{table}" WHERE run_id IN (SELECT unnest(?::VARCHAR[]))', [gone])
+                con.execute(ORPHAN_VALUES)  # instance values carry their run through their series
                 con.execute("COMMIT")
             except BaseException:
                 con.execute("ROLLBACK")

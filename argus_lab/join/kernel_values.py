@@ -1,0 +1,451 @@
+"""GPU activity values of region instances, computed over numpy arrays.
+
+Per region instance of a timed run, from its CUPTI records (kernels, copies, sets):
+
+* ``gpu.time``, ``gpu.kernels``, ``gpu.memcpy_bytes``, ``gpu.memcpy_time``, ``gpu.memset_bytes`` -- inclusive (the
+  instance and its nested instances) and exclusive (the instance alone), with the weight of each attribution class
+  behind them: every exactly attributed record counts once, every candidate row of a record placed ``temporal`` or
+  ``ambiguous`` counts its weight (:data:`SIGNALS`; an instance of a run that traced a kind gets its signals, 0 where
+  nothing ran);
+* ``gpu.span`` -- from the first start to the last end of the kernels placed in it exactly or temporally (nested
+  instances included; no exclusive value);
+* ``gpu.launch_overhead`` -- the host time of the launch API calls behind its exact records, one call per record
+  except kernels replayed from a CUDA graph, which share their ``cudaGraphLaunch`` (one call per correlation id),
+  for instances that ran an exact kernel, in runs whose records carry launch API times.
+
+The exact records are read once (:data:`RECORDS`, which also feeds the kernel-sequence signatures) and summed per
+(instance, kind) with ``bincount``; the candidate rows of the other records (``_j_ka``, a few per cent) are summed in
+SQL; the sums go up the instance tree one nesting level at a time.  The values go to :class:`argus_lab.join.values.
+Values` as arrays.  Run by :mod:`argus_lab.join.attribution` after the candidate attribution (``_j_ka``).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import TYPE_CHECKING
+
+import numpy as np
+import pyarrow as pa
+
+from argus_lab.join.signatures import Levels
+
+if TYPE_CHECKING:
+    import duckdb
+
+    from argus_lab.join.values import Values
+
+SIGNALS: tuple[tuple[str, str, str, str], ...] = (
+    ("gpu.time", "kernel", "dur", "ns"),
+    ("gpu.kernels", "kernel", "w", "count"),
+    ("gpu.memcpy_bytes", "memcpy", "bytes", "byte"),
+    ("gpu.memcpy_time", "memcpy", "dur", "ns"),
+    ("gpu.memset_bytes", "memset", "bytes", "byte"),
+)
+"""(signal, record kind, summed quantity, unit) of the additive GPU activity signals."""
+
+# every instance of the join's runs once, numbered 0..n-1 by (run, id), with the number of its parent (-1: top
+# level, or a parent the run did not record; the join cut parent cycles before)
+NODES = """
+CREATE OR REPLACE TEMP TABLE _j_node AS
+WITH n AS (
+    SELECT run_id, instance_id, any_value(parent_id) AS parent_id,
+           (row_number() OVER (ORDER BY run_id, instance_id) - 1)::BIGINT AS idx
+    FROM _j_inst GROUP BY run_id, instance_id
+)
+SELECT n.run_id, n.instance_id, n.idx, coalesce(p.idx, -1)::BIGINT AS parent, n.parent_id
+FROM n LEFT JOIN n p ON p.run_id = n.run_id AND p.instance_id = n.parent_id AND n.parent_id <> 0
+"""
+
+NODE_ROWS = "SELECT run_id, instance_id, parent, parent_id FROM _j_node ORDER BY idx"
+
+KINDS_OF_RECORDS = (
+    "SELECT DISTINCT coalesce(kind, 'kernel') AS kind FROM kernels WHERE run_id IN (SELECT run_id FROM _j_runs) "
+    "ORDER BY kind"
+)
+
+# every exactly attributed record (it carried the id of an instance its run recorded), with its instance's number
+# and its kind's position in the list of kinds (the parameter)
+RECORDS = """
+SELECT n.idx, (list_position(?::VARCHAR[], coalesce(k.kind, 'kernel')) - 1)::BIGINT AS kind, k.start_ns AS s,
+       k.end_ns, coalesce(k.graph_id, 0) AS graph_id,
+       k.api_start_ns, k.api_end_ns, k.correlation_id AS c, coalesce(k.bytes, 0) AS bytes, k.rowid AS row, k.name
+FROM kernels k JOIN _j_node n ON n.run_id = k.run_id AND n.instance_id = k.instance_id
+WHERE k.run_id IN (SELECT run_id FROM _j_runs)
+"""
+
+# the candidate rows of the other records (temporal, ambiguous), summed per (instance, kind, class)
+CANDIDATES = """
+SELECT n.idx, (list_position(?::VARCHAR[], a.kind) - 1)::BIGINT AS kind, a.class, sum(a.weight) AS w,
+       sum(a.weight * (a.end_ns - a.start_ns)) AS dur,
+       sum(a.weight * a.bytes) AS bytes, count(*) AS n,
+       min(a.start_ns) FILTER (WHERE a.class = 'temporal') AS first_ns,
+       max(a.end_ns) FILTER (WHERE a.class = 'temporal') AS last_ns
+FROM _j_ka a JOIN _j_node n ON n.run_id = a.run_id AND n.instance_id = a.instance_id
+GROUP BY n.idx, a.kind, a.class
+"""
+
+# the kinds of records each run has (exact ones registered as _j_kx_kinds, and those of _j_ka)
+KINDS = """
+CREATE OR REPLACE TEMP TABLE _j_kinds AS
+SELECT DISTINCT run_id, kind FROM _j_kx_kinds UNION SELECT DISTINCT run_id, kind FROM _j_ka
+"""
+
+# per timed run, the kinds whose signals its instances get: those it recorded, and 'kernel' where it traced with
+# CUPTI; with the provenance its values point at
+VALUE_KINDS = """
+WITH kruns AS (
+    SELECT run_id FROM runs WHERE run_id IN (SELECT run_id FROM _j_timed) AND list_contains(backends, 'cupti')
+    UNION SELECT DISTINCT run_id FROM _j_kinds WHERE run_id IN (SELECT run_id FROM _j_timed)
+), kinds AS (
+    SELECT run_id, kind FROM _j_kinds WHERE run_id IN (SELECT run_id FROM _j_timed)
+    UNION SELECT run_id, 'kernel' FROM kruns
+)
+SELECT k.run_id, k.kind, p.provenance_id FROM kinds k JOIN _j_prov p ON p.run_id = k.run_id AND p.backend = 'cupti'
+ORDER BY k.run_id, k.kind
+"""
+
+TIMED_RUNS = """
+SELECT t.run_id, p.provenance_id FROM _j_timed t JOIN _j_prov p ON p.run_id = t.run_id AND p.backend = 'cupti'
+ORDER BY t.run_id
+"""
+
+# what the join's summary says of the exact records: per (run, kind) how many and their device time
+EXACT_TOTALS = "CREATE OR REPLACE TEMP TABLE _j_kxs AS SELECT run_id, kind, w, dur FROM _j_kx_totals"
+
+_NONE = np.iinfo(np.int64).max
+"""No first start (an empty minimum)."""
+_NO_END = np.iinfo(np.int64).min
+"""No last end (an empty maximum)."""
+
+
+@dataclass(frozen=True)
+class Nodes:
+    """The instances of the join's runs (``_j_node``): run number, id and parent number of each."""
+
+    run: np.ndarray
+    runs: list[str]
+    instance: np.ndarray
+    parent: np.ndarray
+    parent_id: np.ndarray
+    """The parent's id as stored (0: none), recorded or not."""
+
+    @classmethod
+    def read(cls, con: duckdb.DuckDBPyConnection) -> Nodes:
+        """Number the instances (``_j_node``) and read them."""
+        con.execute(NODES)
+        tbl = con.sql(NODE_ROWS).to_arrow_table()
+        runs = tbl.column("run_id").combine_chunks().dictionary_encode()
+        return cls(
+            runs.indices.to_numpy(zero_copy_only=False).astype(np.int64),
+            [str(r) for r in runs.dictionary.to_pylist()],
+            _ints(tbl.column("instance_id"), 0),
+            _ints(tbl.column("parent"), -1),
+            _ints(tbl.column("parent_id"), 0),
+        )
+
+    def locate(self, run: np.ndarray, instance: np.ndarray) -> np.ndarray:
+        """The number of each (run position, instance id) (-1: not an instance of the join's runs)."""
+        out = np.full(len(instance), -1, dtype=np.int64)
+        bounds = np.searchsorted(self.run, np.arange(len(self.runs) + 1))  # the nodes come by run, ids in order
+        for r in np.unique(run[run >= 0]).tolist():
+            lo, hi = int(bounds[r]), int(bounds[r + 1])
+            mine = np.flatnonzero(run == r)
+            at = lo + np.searchsorted(self.instance[lo:hi], instance[mine])
+            ok = at < hi
+            ok[ok] = self.instance[at[ok]] == instance[mine][ok]
+            out[mine[ok]] = at[ok]
+        return out
+
+
+@dataclass(frozen=True)
+class Sums:
+    """Per (instance, kind), own and then inclusive of nested instances (arrays of shape (instances, kinds))."""
+
+    w: np.ndarray
+    dur: np.ndarray
+    bytes: np.ndarray
+    n: np.ndarray
+    w_exact: np.ndarray
+    w_temporal: np.ndarray
+    w_ambiguous: np.ndarray
+    span_n: np.ndarray
+    calls: np.ndarray
+    call_ns: np.ndarray
+    n_exact: np.ndarray
+    rows: np.ndarray
+    """Records (or candidate rows) behind the sums: 0 where the instance has none."""
+    dur_exact: np.ndarray
+    """The device time of the exact records alone."""
+    first: np.ndarray
+    last: np.ndarray
+
+    def up(self, tree: Levels) -> Sums:
+        """The inclusive sums: each instance's own plus those of every instance nested in it."""
+        added = {name: getattr(self, name).copy() for name in _ADDED}
+        first, last = self.first.copy(), self.last.copy()
+        for d in range(int(tree.depth.max(initial=0)), 0, -1):
+            kids = np.flatnonzero((tree.depth == d) & (tree.parent >= 0))
+            if len(kids) == 0:
+                continue
+            up = tree.parent[kids]
+            for arr in added.values():
+                np.add.at(arr, up, arr[kids])
+            np.minimum.at(first, up, first[kids])
+            np.maximum.at(last, up, last[kids])
+        return Sums(**added, dur_exact=self.dur_exact, first=first, last=last)
+
+
+_ADDED = (
+    "w",
+    "dur",
+    "bytes",
+    "n",
+    "w_exact",
+    "w_temporal",
+    "w_ambiguous",
+    "span_n",
+    "calls",
+    "call_ns",
+    "n_exact",
+    "rows",
+)
+
+
+@dataclass(frozen=True)
+class Records:
+    """The exactly attributed records of the join's runs (:data:`RECORDS`): ``kind`` is a position in ``kinds``."""
+
+    table: pa.Table
+    kinds: list[str]
+
+    @classmethod
+    def read(cls, con: duckdb.DuckDBPyConnection) -> Records:
+        """Read them (after :meth:`Nodes.read`)."""
+        kinds = [str(r[0]) for r in con.execute(KINDS_OF_RECORDS).fetchall()]
+        return cls(con.sql(RECORDS, params=[kinds]).to_arrow_table(), kinds)
+
+    def of_kind(self, kind: str) -> np.ndarray:
+        """Which records are of ``kind``."""
+        code = self.kinds.index(kind) if kind in self.kinds else -2
+        return _ints(self.table.column("kind"), -1) == code
+
+
+def derive(con: duckdb.DuckDBPyConnection, nodes: Nodes, records: Records, values: Values) -> None:
+    """Sum the records per instance and hand the GPU activity values of every timed run's instances to ``values``;
+    also leave ``_j_kinds`` (the kinds each run recorded) and ``_j_kxs`` (the exact records per run and kind) for
+    the join's summary."""
+    extra = [str(r[0]) for r in con.execute("SELECT DISTINCT kind FROM _j_ka ORDER BY kind").fetchall()]
+    kinds = records.kinds + [k for k in extra if k not in records.kinds]
+    cands = con.sql(CANDIDATES, params=[kinds]).to_arrow_table()
+    own = _own(nodes, records.table, cands, kinds)
+    _register_kinds(con, nodes, kinds, own)
+    incl = own.up(Levels.of(nodes.parent))
+    prov = {str(r): str(p) for r, p in con.execute(TIMED_RUNS).fetchall()}
+    for run, kind, provenance in con.execute(VALUE_KINDS).fetchall():
+        sel = np.flatnonzero(nodes.run == nodes.runs.index(run)) if run in nodes.runs else np.zeros(0, np.int64)
+        kc = kinds.index(kind) if kind in kinds else -1
+        for signal, of_kind, col, unit in SIGNALS:
+            if of_kind != kind:
+                continue
+            values.add(con, (run, signal, unit, "cupti", provenance), _additive(nodes, own, incl, sel, kc, col))
+    if "kernel" not in kinds:
+        return
+    kc = kinds.index("kernel")
+    calls_by_run = np.bincount(nodes.run, weights=own.calls.sum(axis=1), minlength=len(nodes.runs))
+    for r, run in enumerate(nodes.runs):
+        if run not in prov:
+            continue
+        mine = nodes.run == r
+        spans = np.flatnonzero(mine & (incl.rows[:, kc] > 0) & (incl.first[:, kc] != _NONE))
+        if len(spans):
+            values.add(con, (run, "gpu.span", "ns", "cupti", prov[run]), _span(nodes, incl, spans, kc))
+        ran = np.flatnonzero(mine & (incl.n_exact[:, kc] > 0))
+        if calls_by_run[r] > 0 and len(ran):
+            values.add(con, (run, "gpu.launch_overhead", "ns", "cupti", prov[run]), _overhead(nodes, own, incl, ran))
+
+
+def _own(nodes: Nodes, records: pa.Table, cands: pa.Table, kinds: list[str]) -> Sums:
+    """Each instance's own sums per kind: its exact records and its candidate rows."""
+    n, k = len(nodes.instance), len(kinds)
+    size = n * k
+    idx = _ints(records.column("idx"), 0)
+    key = idx * k + _ints(records.column("kind"), 0)
+    start = _ints(records.column("s"), 0)
+    end = _ints(records.column("end_ns"), 0)
+    graph = _ints(records.column("graph_id"), 0)
+    nbytes = _ints(records.column("bytes"), 0)
+    api_ok = records.column("api_start_ns").is_valid().to_numpy(zero_copy_only=False) & records.column(
+        "api_end_ns"
+    ).is_valid().to_numpy(zero_copy_only=False)
+    api = _ints(records.column("api_end_ns"), 0) - _ints(records.column("api_start_ns"), 0)
+    called = api_ok & (api > 0)
+    n_e = np.bincount(key, minlength=size).astype(np.int64)
+    dur_e = _sums(key, end - start, size)
+    bytes_e = _sums(key, nbytes, size)
+    first = np.full(size, _NONE, dtype=np.int64)
+    last = np.full(size, _NO_END, dtype=np.int64)
+    np.minimum.at(first, key, start)
+    np.maximum.at(last, key, end)
+    direct = called & (graph == 0)
+    calls = np.bincount(key[direct], minlength=size).astype(np.int64)
+    call_ns = _sums(key[direct], api[direct], size)
+    replay = np.flatnonzero(called & (graph != 0))
+    if len(replay):  # CUDA-graph replays: one launch call per (instance, kind, correlation id)
+        corr = _ints(records.column("c"), np.iinfo(np.int64).min)[replay]
+        order = np.lexsort((corr, key[replay]))
+        rk, rc = key[replay][order], corr[order]
+        firsts = order[np.r_[True, (rk[1:] != rk[:-1]) | (rc[1:] != rc[:-1])]]
+        calls += np.bincount(key[replay][firsts], minlength=size).astype(np.int64)
+        call_ns += _sums(key[replay][firsts], api[replay][firsts], size)
+    w_t = np.zeros(size)
+    w_a = np.zeros(size)
+    w_c = np.zeros(size)
+    dur_c = np.zeros(size)
+    bytes_c = np.zeros(size)
+    n_c = np.zeros(size, dtype=np.int64)
+    n_t = np.zeros(size, dtype=np.int64)
+    if cands.num_rows:
+        ckey = _ints(cands.column("idx"), 0) * k + _ints(cands.column("kind"), 0)
+        cls = cands.column("class").to_pylist()
+        cw = _floats(cands.column("w"))
+        cn = _ints(cands.column("n"), 0)
+        temporal = np.array([c == "temporal" for c in cls], dtype=bool)
+        ambiguous = np.array([c == "ambiguous" for c in cls], dtype=bool)
+        np.add.at(w_c, ckey, cw)
+        np.add.at(dur_c, ckey, _floats(cands.column("dur")))
+        np.add.at(bytes_c, ckey, _floats(cands.column("bytes")))
+        np.add.at(n_c, ckey, cn)
+        np.add.at(w_t, ckey[temporal], cw[temporal])
+        np.add.at(w_a, ckey[ambiguous], cw[ambiguous])
+        np.add.at(n_t, ckey[temporal], cn[temporal])
+        np.minimum.at(first, ckey[temporal], _ints(cands.column("first_ns"), _NONE)[temporal])
+        np.maximum.at(last, ckey[temporal], _ints(cands.column("last_ns"), _NO_END)[temporal])
+
+    def shaped(a: np.ndarray) -> np.ndarray:
+        return a.reshape(n, k)
+
+    return Sums(
+        w=shaped(n_e + w_c),
+        dur=shaped(dur_e + dur_c),
+        bytes=shaped(bytes_e + bytes_c),
+        n=shaped(n_e + n_c),
+        w_exact=shaped(n_e.astype(np.float64)),
+        w_temporal=shaped(w_t),
+        w_ambiguous=shaped(w_a),
+        span_n=shaped(n_e + n_t),
+        calls=shaped(calls),
+        call_ns=shaped(call_ns),
+        n_exact=shaped(n_e),
+        rows=shaped(n_e + n_c),
+        dur_exact=shaped(dur_e),
+        first=shaped(first),
+        last=shaped(last),
+    )
+
+
+def _register_kinds(con: duckdb.DuckDBPyConnection, nodes: Nodes, kinds: list[str], own: Sums) -> None:
+    """``_j_kinds`` and ``_j_kxs`` (see :func:`derive`)."""
+    n_runs, k = len(nodes.runs), len(kinds)
+    run_kind = (nodes.run[:, None] * k + np.arange(k)[None, :]).ravel()
+    count = np.bincount(run_kind, weights=own.n_exact.ravel().astype(np.float64), minlength=n_runs * k)
+    dur = np.bincount(run_kind, weights=own.dur_exact.ravel(), minlength=n_runs * k)
+    have = np.flatnonzero(count > 0)
+    totals = pa.table(
+        {
+            "run_id": pa.array([nodes.runs[int(i) // k] for i in have], type=pa.string()),
+            "kind": pa.array([kinds[int(i) % k] for i in have], type=pa.string()),
+            "w": pa.array(count[have], type=pa.float64()),
+            "dur": pa.array(dur[have], type=pa.float64()),
+        }
+    )
+    con.register("_j_kx_totals", totals)
+    con.register("_j_kx_kinds", totals.select(["run_id", "kind"]))
+    try:
+        con.execute(EXACT_TOTALS)
+        con.execute(KINDS)
+    finally:
+        con.unregister("_j_kx_totals")
+        con.unregister("_j_kx_kinds")
+
+
+def _additive(nodes: Nodes, own: Sums, incl: Sums, sel: np.ndarray, kc: int, col: str) -> dict[str, np.ndarray]:
+    """One additive signal of the instances ``sel`` (0 where nothing of the kind ran: ``kc`` -1)."""
+    if kc < 0:
+        zero = np.zeros(len(sel))
+        return _columns(nodes, sel, zero, zero, zero.astype(np.int64), zero, zero, zero)
+    inc = getattr(incl, col)[sel, kc].astype(np.float64)
+    exc = getattr(own, col)[sel, kc].astype(np.float64)
+    return _columns(
+        nodes,
+        sel,
+        inc,
+        exc,
+        incl.n[sel, kc],
+        incl.w_exact[sel, kc],
+        incl.w_temporal[sel, kc],
+        incl.w_ambiguous[sel, kc],
+    )
+
+
+def _span(nodes: Nodes, incl: Sums, sel: np.ndarray, kc: int) -> dict[str, np.ndarray]:
+    span = (incl.last[sel, kc] - incl.first[sel, kc]).astype(np.float64)
+    zero = np.zeros(len(sel))
+    return _columns(
+        nodes, sel, span, np.full(len(sel), np.nan), incl.span_n[sel, kc], incl.w_exact[sel, kc],
+        incl.w_temporal[sel, kc], zero,
+    )  # fmt: skip
+
+
+def _overhead(nodes: Nodes, own: Sums, incl: Sums, sel: np.ndarray) -> dict[str, np.ndarray]:
+    calls = incl.calls[sel].sum(axis=1)
+    zero = np.zeros(len(sel))
+    return _columns(
+        nodes, sel, incl.call_ns[sel].sum(axis=1), own.call_ns[sel].sum(axis=1), calls, calls.astype(np.float64),
+        zero, zero,
+    )  # fmt: skip
+
+
+def _columns(
+    nodes: Nodes,
+    sel: np.ndarray,
+    inclusive: np.ndarray,
+    exclusive: np.ndarray,
+    evidence: np.ndarray,
+    w_exact: np.ndarray,
+    w_temporal: np.ndarray,
+    w_ambiguous: np.ndarray,
+) -> dict[str, np.ndarray]:
+    zero = np.zeros(len(sel))
+    return {
+        "instance_id": nodes.instance[sel],
+        "inclusive": inclusive,
+        "exclusive": exclusive,
+        "evidence": np.asarray(evidence).astype(np.int64),
+        "w_exact": w_exact,
+        "w_ordinal": zero,
+        "w_temporal": w_temporal,
+        "w_ambiguous": w_ambiguous,
+        "w_mismatch": zero,
+    }
+
+
+def _sums(key: np.ndarray, weights: np.ndarray, size: int) -> np.ndarray:
+    """``weights`` summed per ``key`` (0 .. size - 1) as float64 (exact for integer sums below 2**53)."""
+    return np.bincount(key, weights=weights.astype(np.float64), minlength=size).astype(np.float64, copy=False)
+
+
+def _ints(col: pa.ChunkedArray, fill: int) -> np.ndarray:
+    arr = col.combine_chunks() if isinstance(col, pa.ChunkedArray) else col
+    if arr.null_count:
+        arr = arr.fill_null(fill)
+    return arr.to_numpy(zero_copy_only=False).astype(np.int64, copy=False)
+
+
+def _floats(col: pa.ChunkedArray) -> np.ndarray:
+    arr = col.combine_chunks() if isinstance(col, pa.ChunkedArray) else col
+    if arr.null_count:
+        arr = arr.fill_null(0.0)
+    return arr.to_numpy(zero_copy_only=False).astype(np.float64, copy=False)
+
+
+__all__ = ["NODES", "RECORDS", "SIGNALS", "Nodes", "Records", "Sums", "derive"]

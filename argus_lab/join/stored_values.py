@@ -1,0 +1,123 @@
+"""Per-instance values the backends stored themselves (the host's clocks: ``host.wall``, ``host.cpu`` ...).
+
+For every signal the join did not derive itself (kernels, samples and ncu counters take precedence), each instance
+gets the value its run stored (summed where a backend stored several rows of one signal for it): inclusive as
+stored, exclusive minus the values its children stored (none for a signal that does not add up, such as a lag).
+Computed over numpy arrays, after the join's other values (run by :mod:`argus_lab.join.attribution`).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import TYPE_CHECKING
+
+import numpy as np
+import pyarrow as pa
+
+from argus_lab.join.timeline import ints
+
+if TYPE_CHECKING:
+    import duckdb
+
+    from argus_lab.join.kernel_values import Nodes
+    from argus_lab.join.values import Values
+
+ROWS = """
+SELECT m.run_id, m.instance_id, m.signal, m.value, m.unit, m.backend, m.provenance_id
+FROM metrics m
+WHERE m.run_id IN (SELECT run_id FROM _j_runs) AND m.instance_id IS NOT NULL AND m.kernel_key IS NULL
+  AND (m.run_id, m.signal) NOT IN (SELECT DISTINCT run_id, signal FROM _j_iv UNION SELECT run_id, signal FROM _j_vnp)
+"""
+
+
+def derive(con: duckdb.DuckDBPyConnection, nodes: Nodes, values: Values, non_additive: Sequence[str]) -> None:
+    """Hand the stored values of the join's instances to ``values`` (see the module docstring)."""
+    rows = con.sql(ROWS).to_arrow_table()
+    if rows.num_rows == 0:
+        return
+    run = _codes(rows.column("run_id"))
+    signal = _codes(rows.column("signal"))
+    inst = ints(rows.column("instance_id"))
+    valid = rows.column("value").is_valid().to_numpy(zero_copy_only=False)
+    value = rows.column("value").combine_chunks().fill_null(0.0).to_numpy(zero_copy_only=False).astype(np.float64)
+    order = np.lexsort((inst, signal[0], run[0]))
+    r, s, i = run[0][order], signal[0][order], inst[order]
+    head = np.flatnonzero(np.r_[True, (r[1:] != r[:-1]) | (s[1:] != s[:-1]) | (i[1:] != i[:-1])])
+    total = np.add.reduceat(value[order], head)
+    known = np.add.reduceat(valid[order].astype(np.int64), head)
+    total = np.where(known > 0, total, np.nan)  # a sum of NULLs is NULL
+    count = np.diff(np.r_[head, len(order)])
+    g_run, g_sig, g_inst = r[head], s[head], i[head]
+    kids = _children(nodes, run[1], g_run, g_sig, g_inst, np.where(np.isnan(total), 0.0, total))
+    first = pa.array(order[head], type=pa.int64())  # the row whose unit, backend and provenance the value takes
+    labels = [_codes(rows.column(c).take(first)) for c in ("unit", "backend", "provenance_id")]
+    parts = [(g_run, len(run[1])), (g_sig, len(signal[1])), *((c, len(d)) for c, d in labels)]
+    which, distinct = _combine(parts)
+    keys: dict[tuple[str, str, str, str, str], np.ndarray] = {}
+    for k, (rc, sc, uc, bc, pc_) in enumerate(distinct):
+        names = (run[1][rc], signal[1][sc], labels[0][1][uc], labels[1][1][bc], labels[2][1][pc_])
+        keys[names] = np.flatnonzero(which == k)
+    skip = set(non_additive)
+    for key, sel in keys.items():
+        exclusive = np.full(len(sel), np.nan) if key[1] in skip else total[sel] - kids[sel]
+        zero = np.zeros(len(sel))
+        values.add(
+            con,
+            key,
+            {
+                "instance_id": g_inst[sel],
+                "inclusive": total[sel],
+                "exclusive": exclusive,
+                "evidence": count[sel],
+                "w_exact": count[sel].astype(np.float64),
+                "w_ordinal": zero,
+                "w_temporal": zero,
+                "w_ambiguous": zero,
+                "w_mismatch": zero,
+            },
+        )
+
+
+def _codes(col: pa.ChunkedArray | pa.Array) -> tuple[np.ndarray, list[str]]:
+    """Dictionary codes of a string column (NULL: its own code), and the dictionary (NULL as ``None``)."""
+    arr = col.combine_chunks() if isinstance(col, pa.ChunkedArray) else col
+    enc = arr.dictionary_encode(null_encoding="encode")
+    return enc.indices.to_numpy(zero_copy_only=False).astype(np.int64), enc.dictionary.to_pylist()
+
+
+def _combine(parts: list[tuple[np.ndarray, int]]) -> tuple[np.ndarray, list[tuple[int, ...]]]:
+    """Group rows by several small codes (each with its number of values): each row's group, and each group's codes."""
+    key = np.zeros(len(parts[0][0]), dtype=np.int64)
+    for codes, size in parts:
+        key = key * max(size, 1) + codes  # the product of the sizes stays far below 2**63: a few labels each
+    uniq, which = np.unique(key, return_inverse=True)
+    out: list[tuple[int, ...]] = []
+    for value in uniq.tolist():
+        digits: list[int] = []
+        for _, size in reversed(parts):
+            value, c = divmod(value, max(size, 1))
+            digits.append(c)
+        out.append(tuple(reversed(digits)))
+    return which.ravel(), out
+
+
+def _children(
+    nodes: Nodes, runs: list[str], g_run: np.ndarray, g_sig: np.ndarray, g_inst: np.ndarray, total: np.ndarray
+) -> np.ndarray:
+    """Per value (run, signal, instance; sorted so): the sum of the values of the same run and signal stored for
+    the instance's children (instances whose recorded parent it is)."""
+    where = {r: k for k, r in enumerate(nodes.runs)}
+    node = nodes.locate(np.asarray([where.get(r, -1) for r in runs], dtype=np.int64)[g_run], g_inst)
+    parent = np.where(node >= 0, nodes.parent_id[np.maximum(node, 0)], 0)
+    out = np.zeros(len(total))
+    block = np.flatnonzero(np.r_[True, (g_run[1:] != g_run[:-1]) | (g_sig[1:] != g_sig[:-1])])
+    for lo, hi in zip(block.tolist(), np.r_[block[1:], len(g_run)].tolist(), strict=True):  # one (run, signal)
+        kids = lo + np.flatnonzero(parent[lo:hi] != 0)
+        at = lo + np.searchsorted(g_inst[lo:hi], parent[kids])  # the parent's own value, if it has one
+        ok = at < hi
+        ok[ok] = g_inst[at[ok]] == parent[kids][ok]
+        np.add.at(out, at[ok], total[kids][ok])
+    return out
+
+
+__all__ = ["ROWS", "derive"]

@@ -1,0 +1,106 @@
+"""Instance values stored narrow (schema 4): numbers per ``value_series``, read through the ``instance_values`` view.
+
+Guards: an older store recorded on the H200 keeps every instance value, row for row, through the migration; a join
+writes each series once and a second join replaces its runs' series and values (no row left without its series);
+removing runs removes their values; merging stores renumbers the series of each (an old wide store's values
+included) so that no two series share a number."""
+
+from __future__ import annotations
+
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import duckdb
+
+from argus_lab.join import attribute_request
+from argus_lab.store import Store
+from argus_lab.store.trim import keep_runs
+
+ROOT = Path(__file__).resolve().parent.parent
+DATA = ROOT / "tests" / "data"
+RECORDED = DATA / "gpu" / "e2e_nested_h200.duckdb"  # schema 1, three runs, joined by the join of that time
+VALUES = "SELECT * FROM instance_values ORDER BY ALL"
+
+
+def _copy(tmp_path: Path, name: str = "s.duckdb") -> Path:
+    path = tmp_path / name
+    shutil.copy(RECORDED, path)
+    return path
+
+
+def _kinds(path: Path) -> dict[str, str]:
+    con = duckdb.connect(str(path), read_only=True)
+    try:
+        return dict(con.execute("SELECT table_name, table_type FROM information_schema.tables").fetchall())
+    finally:
+        con.close()
+
+
+def _runs(st: Store) -> list[str]:
+    return [r[0] for r in st.rows("SELECT run_id FROM runs ORDER BY plan_index")]
+
+
+def test_an_older_store_keeps_every_instance_value_through_the_migration(tmp_path: Path) -> None:
+    path = _copy(tmp_path)
+    st = Store(path)
+    assert _kinds(path)["instance_values"] == "BASE TABLE"
+    before = st.rows(VALUES)  # read as it is: the wide table of schema 1
+    assert len(before) == 204
+    st.write({})  # the first write migrates
+    kinds = _kinds(path)
+    assert kinds["instance_values"] == "VIEW"
+    assert kinds["value_series"] == kinds["instance_value_rows"] == "BASE TABLE"
+    assert st.rows(VALUES) == before
+    keys = st.rows("SELECT count(*), count(DISTINCT series) FROM value_series")
+    distinct = len({(r[0], r[2], r[5], r[12], r[13]) for r in before})
+    assert keys == [(distinct, distinct)]
+
+
+def test_a_join_writes_each_series_once_and_a_second_join_replaces_them(tmp_path: Path) -> None:
+    st = Store(_copy(tmp_path))
+    runs = _runs(st)
+    attribute_request(st, runs)
+    first = st.rows(VALUES)
+    series = st.rows(
+        "SELECT count(*), count(DISTINCT (run_id, signal, unit, backend, provenance_id)) FROM value_series"
+    )
+    assert series[0][0] == series[0][1] > 0
+    attribute_request(st, runs)
+    assert st.rows(VALUES) == first
+    assert st.rows("SELECT count(*) FROM value_series") == [(series[0][0],)]
+    assert st.rows("SELECT count(*) FROM instance_value_rows") == [(len(first),)]
+    orphans = "SELECT count(*) FROM instance_value_rows WHERE series NOT IN (SELECT series FROM value_series)"
+    assert st.rows(orphans) == [(0,)]
+
+
+def test_removing_runs_removes_their_values(tmp_path: Path) -> None:
+    st = Store(_copy(tmp_path))
+    runs = _runs(st)
+    attribute_request(st, runs)
+    kept = st.rows("SELECT count(*) FROM instance_values WHERE run_id = ?", [runs[0]])[0][0]
+    assert kept > 0
+    assert keep_runs(st, [runs[0]]) == sorted(runs[1:])
+    assert st.rows("SELECT count(*) FROM instance_value_rows") == [(kept,)]
+    assert st.rows("SELECT DISTINCT run_id FROM value_series") == [(runs[0],)]
+
+
+def test_merging_stores_renumbers_the_series_of_each(tmp_path: Path) -> None:
+    old = _copy(tmp_path, "old.duckdb")  # schema 1: wide values
+    new = _copy(tmp_path, "new.duckdb")
+    st = Store(new)
+    attribute_request(st, _runs(st))  # schema 4: its series numbered from 1
+    out = tmp_path / "merged.duckdb"
+    done = subprocess.run(
+        [sys.executable, str(ROOT / "scripts" / "merge_stores.py"), str(out), str(old), str(new)],
+        capture_output=True,
+        text=True,
+        check=False,
+        timeout=120,
+    )
+    assert done.returncode == 0, done.stderr
+    merged = Store(out)
+    want = sorted(Store(old).rows(VALUES) + st.rows(VALUES), key=repr)
+    assert sorted(merged.rows(VALUES), key=repr) == want
+    assert merged.rows("SELECT count(*) = count(DISTINCT series) FROM value_series") == [(True,)]
