@@ -6,9 +6,9 @@ statements that give the same kernel numbers (exact kernels only: ``gpu.time``, 
 ``gpu.launch_overhead`` per instance, inclusive over the ancestor closure; the exclusive value of ``gpu.time``) and
 writes them as ``instance_values`` (stored narrow: numbers per series of the store's one run) with one commit and a
 checkpoint; then, on another copy, the real :func:`argus_lab.join.attribute_request` (every attribution, samples,
-signatures, host values).  Alternating ``--reps`` times, each timed in wall seconds.  The floor's rows are not the join's (no temporal kernels, no weights
-by class, no samples, no exclusive value but ``gpu.time``'s): it is a lower bound on one part, not an alternative
-join.
+signatures, host values).  Alternating ``--reps`` times, each timed in wall seconds.  The floor's rows are not the
+join's (no temporal kernels, no weights by class, no samples, no exclusive value but ``gpu.time``'s): it is a lower
+bound on one part, not an alternative join.
 
     .venv/bin/python bench/join_floor.py [--kernels 1000000] [--layers 666] [--reps 3]
 """
