@@ -203,13 +203,13 @@ def _attribute(con: duckdb.DuckDBPyConnection, ids: list[str]) -> tuple[str | No
     con.execute(q.KERNEL_EXACT)
     nodes = kernel_values.Nodes.read(con)
     records = kernel_values.Records.read(con)
+    exact = kernel_values.exact_sums(nodes, records)  # before the second thread starts: both are numpy-heavy
     pending = signatures.start(con, nodes.parent, records.table, records.of_kind("kernel"))  # on a second thread
     timeline = Timeline.read(con, nodes.runs)
     candidates.derive(con, timeline, nodes.runs)  # records without a recorded instance: where they were launched
-    for stmt in (q.KERNEL_OTHER, *q.INSERT_KERNEL_ATTRIBUTIONS):
-        con.execute(stmt)
-    kernel_values.derive(con, nodes, records, values)
+    con.execute(q.KERNEL_OTHER)
     del records
+    kernel_values.derive(con, nodes, exact, values)
     # compile.*: the static facts of the kernel functions each instance ran (compiler rows, else launch records)
     con.execute(q.COMPILE_SIGNALS, [list(col) for col in zip(*q.COMPILE_FACTS, strict=True)])
     if _count(con, q.COMPILE_WANTED):
@@ -218,7 +218,8 @@ def _attribute(con: duckdb.DuckDBPyConnection, ids: list[str]) -> tuple[str | No
     # communication kernels: overlap with compute, exposed time
     comm.derive(con)
     # time samples: split over the instances their windows overlap
-    windows.derive(con, nodes, timeline, values)
+    pieces = windows.derive(con, nodes, timeline, values)
+    _insert_attributions(con, pieces)
     traced = {r for (r,) in con.execute("SELECT DISTINCT run_id FROM _j_kinds WHERE kind = 'kernel'").fetchall()}
     keep = np.isin(nodes.run, [k for k, r in enumerate(nodes.runs) if r in traced])
     run_ids = pa.array(nodes.runs, type=pa.string()).take(pa.array(nodes.run, type=pa.int64()))
@@ -251,6 +252,18 @@ def _attribute(con: duckdb.DuckDBPyConnection, ids: list[str]) -> tuple[str | No
     device.derive(con)  # instrumented runs: device regions under their kernel and host instance; the overhead
     values.store(con)  # every instance value derived above, stored narrow at once
     return ref, cycles
+
+
+def _insert_attributions(con: duckdb.DuckDBPyConnection, pieces: pa.Table | None) -> None:
+    """The attribution rows of the GPU records that are not exact and of the samples (their pieces), in one insert."""
+    if pieces is None:
+        con.execute(q.insert_rows(q.KERNEL_ATTRIBUTION_ROWS))
+        return
+    con.register("_j_sp", pieces)
+    try:
+        con.execute(q.insert_rows(q.KERNEL_ATTRIBUTION_ROWS, windows.SAMPLE_ATTRIBUTION_ROWS))
+    finally:
+        con.unregister("_j_sp")
 
 
 def _first_run(con: duckdb.DuckDBPyConnection, ids: list[str]) -> str | None:

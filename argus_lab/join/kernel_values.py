@@ -28,6 +28,7 @@ import numpy as np
 import pyarrow as pa
 
 from argus_lab.join.signatures import Levels
+from argus_lab.join.timeline import run_codes
 
 if TYPE_CHECKING:
     import duckdb
@@ -43,20 +44,11 @@ SIGNALS: tuple[tuple[str, str, str, str], ...] = (
 )
 """(signal, record kind, summed quantity, unit) of the additive GPU activity signals."""
 
-# every instance of the join's runs once, numbered 0..n-1 by (run, id), with the number of its parent (-1: top
-# level, or a parent the run did not record; the join cut parent cycles before)
-NODES = """
-CREATE OR REPLACE TEMP TABLE _j_node AS
-WITH n AS (
-    SELECT run_id, instance_id, any_value(parent_id) AS parent_id,
-           (row_number() OVER (ORDER BY run_id, instance_id) - 1)::BIGINT AS idx
-    FROM _j_inst GROUP BY run_id, instance_id
-)
-SELECT n.run_id, n.instance_id, n.idx, coalesce(p.idx, -1)::BIGINT AS parent, n.parent_id
-FROM n LEFT JOIN n p ON p.run_id = n.run_id AND p.instance_id = n.parent_id AND n.parent_id <> 0
-"""
+INSTANCE_ROWS = "SELECT run_id, instance_id, parent_id FROM _j_inst"
 
-NODE_ROWS = "SELECT run_id, instance_id, parent, parent_id FROM _j_node ORDER BY idx"
+# every instance of the join's runs once, numbered 0..n-1 by (run, id), with the number of its parent (-1: top
+# level, or a parent the run did not record; the join cut parent cycles before) and its parent's id as stored
+NODE_TABLE = "CREATE OR REPLACE TEMP TABLE _j_node AS SELECT * FROM _j_node_rows"
 
 KINDS_OF_RECORDS = (
     "SELECT DISTINCT coalesce(kind, 'kernel') AS kind FROM kernels WHERE run_id IN (SELECT run_id FROM _j_runs) "
@@ -131,17 +123,33 @@ class Nodes:
 
     @classmethod
     def read(cls, con: duckdb.DuckDBPyConnection) -> Nodes:
-        """Number the instances (``_j_node``) and read them."""
-        con.execute(NODES)
-        tbl = con.sql(NODE_ROWS).to_arrow_table()
-        runs = tbl.column("run_id").combine_chunks().dictionary_encode()
-        return cls(
-            runs.indices.to_numpy(zero_copy_only=False).astype(np.int64),
-            [str(r) for r in runs.dictionary.to_pylist()],
-            _ints(tbl.column("instance_id"), 0),
-            _ints(tbl.column("parent"), -1),
-            _ints(tbl.column("parent_id"), 0),
+        """Number the instances of ``_j_inst`` (an id stored twice in a run counts once) and write ``_j_node``."""
+        tbl = con.sql(INSTANCE_ROWS).to_arrow_table()
+        runs = sorted({str(r) for r in tbl.column("run_id").unique().to_pylist() if r is not None})
+        run = run_codes(tbl.column("run_id"), runs)
+        inst, parent_id = _ints(tbl.column("instance_id"), 0), _ints(tbl.column("parent_id"), 0)
+        order = np.lexsort((inst, run))
+        run, inst, parent_id = run[order], inst[order], parent_id[order]
+        first = np.r_[True, (run[1:] != run[:-1]) | (inst[1:] != inst[:-1])] if len(run) else np.zeros(0, bool)
+        run, inst, parent_id = run[first], inst[first], parent_id[first]
+        found = cls(run, runs, inst, np.full(len(inst), -1, dtype=np.int64), parent_id)
+        parent = np.where(parent_id != 0, found.locate(run, parent_id), -1)
+        nodes = cls(run, runs, inst, parent, parent_id)
+        rows = pa.table(
+            {
+                "run_id": pa.array(runs, type=pa.string()).take(pa.array(run, type=pa.int64())),
+                "instance_id": pa.array(inst, type=pa.int64()),
+                "idx": pa.array(np.arange(len(inst), dtype=np.int64)),
+                "parent": pa.array(parent, type=pa.int64()),
+                "parent_id": pa.array(parent_id, type=pa.int64()),
+            }
         )
+        con.register("_j_node_rows", rows)
+        try:
+            con.execute(NODE_TABLE)
+        finally:
+            con.unregister("_j_node_rows")
+        return nodes
 
     def locate(self, run: np.ndarray, instance: np.ndarray) -> np.ndarray:
         """The number of each (run position, instance id) (-1: not an instance of the join's runs)."""
@@ -230,14 +238,27 @@ class Records:
         return _ints(self.table.column("kind"), -1) == code
 
 
-def derive(con: duckdb.DuckDBPyConnection, nodes: Nodes, records: Records, values: Values) -> None:
-    """Sum the records per instance and hand the GPU activity values of every timed run's instances to ``values``;
-    also leave ``_j_kinds`` (the kinds each run recorded) and ``_j_kxs`` (the exact records per run and kind) for
-    the join's summary."""
-    extra = [str(r[0]) for r in con.execute("SELECT DISTINCT kind FROM _j_ka ORDER BY kind").fetchall()]
-    kinds = records.kinds + [k for k in extra if k not in records.kinds]
+@dataclass(frozen=True)
+class Exact:
+    """The exact records' sums per (instance, kind), flattened (``instance * len(kinds) + kind``)."""
+
+    kinds: list[str]
+    n: np.ndarray
+    dur: np.ndarray
+    bytes: np.ndarray
+    first: np.ndarray
+    last: np.ndarray
+    calls: np.ndarray
+    call_ns: np.ndarray
+
+
+def derive(con: duckdb.DuckDBPyConnection, nodes: Nodes, exact: Exact, values: Values) -> None:
+    """Add the candidate rows (``_j_ka``) to the exact sums and hand the GPU activity values of every timed run's
+    instances to ``values``; also leave ``_j_kinds`` (the kinds each run recorded) and ``_j_kxs`` (the exact records
+    per run and kind) for the join's summary."""
+    kinds = exact.kinds  # every kind of the runs' records: the candidates' too
     cands = con.sql(CANDIDATES, params=[kinds]).to_arrow_table()
-    own = _own(nodes, records.table, cands, kinds)
+    own = _own(nodes, exact, cands)
     _register_kinds(con, nodes, kinds, own)
     incl = own.up(Levels.of(nodes.parent))
     prov = {str(r): str(p) for r, p in con.execute(TIMED_RUNS).fetchall()}
@@ -264,24 +285,21 @@ def derive(con: duckdb.DuckDBPyConnection, nodes: Nodes, records: Records, value
             values.add(con, (run, "gpu.launch_overhead", "ns", "cupti", prov[run]), _overhead(nodes, own, incl, ran))
 
 
-def _own(nodes: Nodes, records: pa.Table, cands: pa.Table, kinds: list[str]) -> Sums:
-    """Each instance's own sums per kind: its exact records and its candidate rows."""
-    n, k = len(nodes.instance), len(kinds)
+def exact_sums(nodes: Nodes, records: Records) -> Exact:
+    """Sum the exact records per (instance, kind): count, device time, bytes, first start, last end, and the launch
+    calls behind them with their host time."""
+    n, k = len(nodes.instance), len(records.kinds)
     size = n * k
-    idx = _ints(records.column("idx"), 0)
-    key = idx * k + _ints(records.column("kind"), 0)
-    start = _ints(records.column("s"), 0)
-    end = _ints(records.column("end_ns"), 0)
-    graph = _ints(records.column("graph_id"), 0)
-    nbytes = _ints(records.column("bytes"), 0)
-    api_ok = records.column("api_start_ns").is_valid().to_numpy(zero_copy_only=False) & records.column(
+    table = records.table
+    key = _ints(table.column("idx"), 0) * k + _ints(table.column("kind"), 0)
+    start = _ints(table.column("s"), 0)
+    end = _ints(table.column("end_ns"), 0)
+    graph = _ints(table.column("graph_id"), 0)
+    api_ok = table.column("api_start_ns").is_valid().to_numpy(zero_copy_only=False) & table.column(
         "api_end_ns"
     ).is_valid().to_numpy(zero_copy_only=False)
-    api = _ints(records.column("api_end_ns"), 0) - _ints(records.column("api_start_ns"), 0)
+    api = _ints(table.column("api_end_ns"), 0) - _ints(table.column("api_start_ns"), 0)
     called = api_ok & (api > 0)
-    n_e = np.bincount(key, minlength=size).astype(np.int64)
-    dur_e = _sums(key, end - start, size)
-    bytes_e = _sums(key, nbytes, size)
     first = np.full(size, _NONE, dtype=np.int64)
     last = np.full(size, _NO_END, dtype=np.int64)
     np.minimum.at(first, key, start)
@@ -291,12 +309,30 @@ def _own(nodes: Nodes, records: pa.Table, cands: pa.Table, kinds: list[str]) -> 
     call_ns = _sums(key[direct], api[direct], size)
     replay = np.flatnonzero(called & (graph != 0))
     if len(replay):  # CUDA-graph replays: one launch call per (instance, kind, correlation id)
-        corr = _ints(records.column("c"), np.iinfo(np.int64).min)[replay]
+        corr = _ints(table.column("c"), np.iinfo(np.int64).min)[replay]
         order = np.lexsort((corr, key[replay]))
         rk, rc = key[replay][order], corr[order]
         firsts = order[np.r_[True, (rk[1:] != rk[:-1]) | (rc[1:] != rc[:-1])]]
         calls += np.bincount(key[replay][firsts], minlength=size).astype(np.int64)
         call_ns += _sums(key[replay][firsts], api[replay][firsts], size)
+    return Exact(
+        records.kinds,
+        np.bincount(key, minlength=size).astype(np.int64),
+        _sums(key, end - start, size),
+        _sums(key, _ints(table.column("bytes"), 0), size),
+        first,
+        last,
+        calls,
+        call_ns,
+    )
+
+
+def _own(nodes: Nodes, exact: Exact, cands: pa.Table) -> Sums:
+    """Each instance's own sums per kind: its exact records and its candidate rows."""
+    n, k = len(nodes.instance), len(exact.kinds)
+    size = n * k
+    n_e, dur_e, bytes_e = exact.n, exact.dur, exact.bytes
+    first, last, calls, call_ns = exact.first.copy(), exact.last.copy(), exact.calls, exact.call_ns
     w_t = np.zeros(size)
     w_a = np.zeros(size)
     w_c = np.zeros(size)
@@ -448,4 +484,4 @@ def _floats(col: pa.ChunkedArray) -> np.ndarray:
     return arr.to_numpy(zero_copy_only=False).astype(np.float64, copy=False)
 
 
-__all__ = ["NODES", "RECORDS", "SIGNALS", "Nodes", "Records", "Sums", "derive"]
+__all__ = ["NODE_TABLE", "RECORDS", "SIGNALS", "Exact", "Nodes", "Records", "Sums", "derive", "exact_sums"]

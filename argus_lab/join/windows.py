@@ -57,8 +57,9 @@ SAMPLE_ROWS = (
     "SELECT run_id, device_id, signal, unit, value, key, w0, w1 FROM _j_s ORDER BY run_id, device_id, signal, w0"
 )
 
-SAMPLE_ATTRIBUTIONS = """
-INSERT INTO attribution_rows (run_id, evidence, evidence_id, instance_id, class, weight, reason, target_run_id)
+# the attribution rows of the samples (run_id, evidence, evidence_id, instance_id, class, weight, reason,
+# target_run_id), from the pieces (registered as _j_sp): the join writes them with its other rows, in one insert
+SAMPLE_ATTRIBUTION_ROWS = """
 WITH tot AS (
     SELECT run_id, key, sum(len / wlen) AS covered, count(DISTINCT (rank, thread_id)) AS threads FROM _j_sp GROUP BY ALL
 )
@@ -81,19 +82,16 @@ WHERE coalesce(t.covered, 0) < 1.0 - 1e-9
 """
 
 
-def derive(con: duckdb.DuckDBPyConnection, nodes: Nodes, timeline: Timeline, values: Values) -> None:
-    """Attribute the samples of the join's runs and hand their per-instance values to ``values``."""
+def derive(con: duckdb.DuckDBPyConnection, nodes: Nodes, timeline: Timeline, values: Values) -> pa.Table | None:
+    """Split the samples of the join's runs over the instances and hand their per-instance values to ``values``;
+    returns the pieces (``None`` without samples), which :data:`SAMPLE_ATTRIBUTION_ROWS` reads as ``_j_sp``."""
     con.execute(SAMPLES)
     samples = con.sql(SAMPLE_ROWS).to_arrow_table()
     if samples.num_rows == 0:
-        return
+        return None
     pieces = _pieces(timeline, samples, nodes.runs)
-    con.register("_j_sp", pieces)  # what SAMPLE_ATTRIBUTIONS reads
-    try:
-        con.execute(SAMPLE_ATTRIBUTIONS)
-    finally:
-        con.unregister("_j_sp")
     _values(con, nodes, pieces, values)
+    return pieces
 
 
 def _pieces(timeline: Timeline, samples: pa.Table, runs: list[str]) -> pa.Table:
@@ -279,4 +277,4 @@ def _floats(col: pa.ChunkedArray) -> np.ndarray:
     return arr.to_numpy(zero_copy_only=False).astype(np.float64, copy=False)
 
 
-__all__ = ["LEVEL_UNITS", "SAMPLE_BACKENDS", "derive"]
+__all__ = ["LEVEL_UNITS", "SAMPLE_ATTRIBUTION_ROWS", "SAMPLE_BACKENDS", "derive"]
