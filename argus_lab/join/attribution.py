@@ -167,12 +167,24 @@ def joined_runs(store: JoinTarget, run_ids: Sequence[str]) -> set[str]:
     return {r[0] for r in rows}
 
 
-def _ancestors(con: duckdb.DuckDBPyConnection) -> dict[str, dict[str, Any]]:
-    """The ancestor closure ``_j_anc``, which ends whatever the stored parent links say; returns the parent cycles
-    found per run (their members are taken as top-level instances)."""
-    if not _count(con, q.SUSPECT_PARENTS):
+def _instances(con: duckdb.DuckDBPyConnection) -> tuple[pa.Table, kernel_values.Nodes, dict[str, dict[str, Any]]]:
+    """The join's instances, read once (the node numbers, the thread timelines), with the parent cycles found per
+    run (their members are taken as top-level instances).  Without a suspect parent link (the recorder's forests
+    have none) no cycle can exist, and the ancestor closure is left to the statements that need it."""
+    rows = con.sql(kernel_values.INSTANCE_ROWS).to_arrow_table()
+    nodes, suspect = kernel_values.Nodes.of(con, rows)
+    if not suspect:
         con.execute(q.NO_ANCESTORS)  # built where first needed (q.ANCESTORS_IF_MISSING)
-        return {}
+        return rows, nodes, {}
+    cycles = _ancestors(con)
+    rows = con.sql(kernel_values.INSTANCE_ROWS).to_arrow_table()  # with the cycles cut
+    nodes, _ = kernel_values.Nodes.of(con, rows)
+    return rows, nodes, cycles
+
+
+def _ancestors(con: duckdb.DuckDBPyConnection) -> dict[str, dict[str, Any]]:
+    """The ancestor closure ``_j_anc`` of instances whose stored parent links may form cycles: it ends whatever they
+    say; the members of cycles are cut loose (parent 0) and returned per run."""
     con.execute(q.ANCESTORS_GUARDED)
     con.execute(q.CYCLE_MEMBERS)
     res = con.execute(q.CYCLES_BY_RUN)
@@ -190,8 +202,8 @@ def _attribute(con: duckdb.DuckDBPyConnection, ids: list[str]) -> tuple[str | No
     con.execute(q.RUNS, [ids])
     con.execute(q.INSTANCES)
     con.execute(q.INSTANCES_INDEXED)  # a view: computed only where runs are matched
-    cycles = _ancestors(con)
-    for stmt in (q.TIMELINE, q.THREADS, q.TIMED, q.PROVENANCE_IDS):
+    rows, nodes, cycles = _instances(con)
+    for stmt in (q.TIMED, q.PROVENANCE_IDS):
         con.execute(stmt)
     con.execute(q.DELETE_ATTRIBUTIONS, [list(q.EVIDENCE_KINDS)])
     for stmt in q.DELETE_DERIVED:
@@ -201,13 +213,15 @@ def _attribute(con: duckdb.DuckDBPyConnection, ids: list[str]) -> tuple[str | No
     # GPU activity records: the exact ones read once, for the signatures and the kernel values
     con.execute(q.KERNELS)
     con.execute(q.KERNEL_EXACT)
-    nodes = kernel_values.Nodes.read(con)
     records = kernel_values.Records.read(con)
     exact = kernel_values.exact_sums(nodes, records)  # before the second thread starts: both are numpy-heavy
     pending = signatures.start(con, nodes.parent, records.table, records.of_kind("kernel"))  # on a second thread
-    timeline = Timeline.read(con, nodes.runs)
-    candidates.derive(con, timeline, nodes.runs)  # records without a recorded instance: where they were launched
-    con.execute(q.KERNEL_OTHER)
+    timeline = Timeline.of(rows, nodes.runs)
+    con.register("_j_kc", candidates.derive(con, timeline, nodes.runs))  # records without a recorded instance
+    try:
+        con.execute(q.KERNEL_OTHER)  # their classes and reasons
+    finally:
+        con.unregister("_j_kc")
     del records
     kernel_values.derive(con, nodes, exact, values)
     # compile.*: the static facts of the kernel functions each instance ran (compiler rows, else launch records)

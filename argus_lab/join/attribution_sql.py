@@ -1,10 +1,10 @@
 """The SQL of the join (:mod:`argus_lab.join`), one statement per step, all set-based.
 
 Every statement runs inside one write transaction on the store's DuckDB connection and works on temporary
-tables named ``_j_*`` (dropped with the connection).  Times stay integer nanoseconds throughout.  Interval
-lookups use ``ASOF JOIN`` over each thread's *innermost-instance timeline* (``_j_seg``): one event per region
-entry (the entered instance becomes innermost) and one per exit (its parent becomes innermost again), keyed
-``t * 2 + 1`` for entries and ``t * 2`` for exits, so that at an equal nanosecond an exit comes before an entry.
+tables named ``_j_*`` (dropped with the connection).  Times stay integer nanoseconds throughout.  The passes over
+every record or every instance are numpy array passes in the join's other modules (the instances' numbers
+``_j_node``, the exact records' sums, the candidates ``_j_kc`` of the other records, sample windows, stored values,
+signatures); these statements classify, explain and store.
 """
 
 from __future__ import annotations
@@ -103,16 +103,11 @@ FROM _j_inst
 
 # The parent links come from stored rows, which may be wrong (a damaged or merged store, a foreign importer): the
 # ancestor closure must end whatever they say.  A link whose parent does not come strictly before its child in
-# (start_ns, instance_id) order is *suspect*; a forest written by the recorder (a parent enters, and takes its id,
-# before its children) has none, and with none there can be no cycle, so the closure runs as a plain UNION ALL.
-# With suspects it runs as a UNION (duplicate rows end the recursion, so it ends on any graph), the instances that
-# are their own ancestors' parents (the members of cycles) are cut loose (parent 0, named in the join's provenance),
-# and the closure is taken again.
-SUSPECT_PARENTS = """
-SELECT count(*) FROM _j_inst c JOIN _j_inst p ON p.run_id = c.run_id AND p.instance_id = c.parent_id
-WHERE c.parent_id <> 0 AND (p.start_ns > c.start_ns OR (p.start_ns = c.start_ns AND p.instance_id >= c.instance_id))
-"""
-
+# (start_ns, instance_id) order is *suspect* (argus_lab.join.kernel_values.Nodes.of tells); a forest written by the
+# recorder (a parent enters, and takes its id, before its children) has none, and with none there can be no cycle,
+# so the closure runs as a plain UNION ALL.  With suspects it runs as a UNION (duplicate rows end the recursion, so
+# it ends on any graph), the instances that are their own ancestors' parents (the members of cycles) are cut loose
+# (parent 0, named in the join's provenance), and the closure is taken again.
 _ANCESTORS = """
 CREATE OR REPLACE TEMP TABLE _j_anc AS
 WITH RECURSIVE a(run_id, instance_id, ancestor_id) AS (
@@ -150,15 +145,6 @@ SELECT run_id, count(*) AS n, list(instance_id ORDER BY instance_id)[1:5] AS ids
        list(DISTINCT path ORDER BY path)[1:3] AS paths
 FROM _j_cycle GROUP BY run_id
 """
-
-TIMELINE = """
-CREATE OR REPLACE TEMP TABLE _j_seg AS
-SELECT run_id, rank, thread_id, start_ns AS t, start_ns * 2 + 1 AS key, instance_id AS inner_id FROM _j_inst
-UNION ALL
-SELECT run_id, rank, thread_id, end_ns AS t, end_ns * 2 AS key, parent_id AS inner_id FROM _j_inst
-"""
-
-THREADS = "CREATE OR REPLACE TEMP TABLE _j_threads AS SELECT DISTINCT run_id, rank, thread_id FROM _j_inst"
 
 # the runs whose kernel records give gpu.* values: every run but those of an instrumented variant (their kernels
 # carry probes and read timers; they place device regions, and their time is the overhead, not gpu.time)

@@ -7,7 +7,7 @@ threads are compared on 32 bits.  Such records are a few per cent of a run (auto
 outside every region); they are read from the kernels table on their own, and each one is looked up in every
 thread's timeline (:class:`argus_lab.join.timeline.Timeline`) by binary search.
 
-Writes ``_j_kc``: one row per (record, candidate) -- or one row without a candidate -- with ``n_cand`` (how many
+Gives ``_j_kc``: one row per (record, candidate) -- or one row without a candidate -- with ``n_cand`` (how many
 threads had an instance open) and ``n_same`` (how many of those are the launching thread), from which
 :data:`argus_lab.join.attribution_sql.KERNEL_OTHER` decides ``temporal``, ``ambiguous`` or ``unattributed``.
 """
@@ -34,13 +34,12 @@ WHERE k.row IN (
 )
 """
 
-CANDIDATES = "CREATE OR REPLACE TEMP TABLE _j_kc AS SELECT * FROM _j_kc_rows"
 
 _LOW32 = np.int64(0xFFFFFFFF)
 
 
-def derive(con: duckdb.DuckDBPyConnection, timeline: Timeline, runs: list[str]) -> None:
-    """Write ``_j_kc`` (see the module docstring); runs numbered by their position in ``runs``."""
+def derive(con: duckdb.DuckDBPyConnection, timeline: Timeline, runs: list[str]) -> pa.Table:
+    """The rows of ``_j_kc`` (see the module docstring); runs numbered by their position in ``runs``."""
     un = con.sql(UNCARRIED).to_arrow_table()
     run = run_codes(un.column("run_id"), runs)
     rank = ints(un.column("rank"))
@@ -80,11 +79,7 @@ def derive(con: duckdb.DuckDBPyConnection, timeline: Timeline, runs: list[str]) 
             "n_same": pa.array(n_same[rows], type=pa.int64()),
         }
     )
-    con.register("_j_kc_rows", table)
-    try:
-        con.execute(CANDIDATES)
-    finally:
-        con.unregister("_j_kc_rows")
+    return table
 
 
 __all__ = ["UNCARRIED", "derive"]

@@ -44,7 +44,8 @@ SIGNALS: tuple[tuple[str, str, str, str], ...] = (
 )
 """(signal, record kind, summed quantity, unit) of the additive GPU activity signals."""
 
-INSTANCE_ROWS = "SELECT run_id, instance_id, parent_id FROM _j_inst"
+INSTANCE_ROWS = "SELECT run_id, instance_id, parent_id, rank, thread_id, start_ns, end_ns FROM _j_inst"
+"""The join's instances as :meth:`Nodes.of` and :meth:`argus_lab.join.timeline.Timeline.of` read them."""
 
 # every instance of the join's runs once, numbered 0..n-1 by (run, id), with the number of its parent (-1: top
 # level, or a parent the run did not record; the join cut parent cycles before) and its parent's id as stored
@@ -122,20 +123,27 @@ class Nodes:
     """The parent's id as stored (0: none), recorded or not."""
 
     @classmethod
-    def read(cls, con: duckdb.DuckDBPyConnection) -> Nodes:
-        """Number the instances of ``_j_inst`` (an id stored twice in a run counts once) and write ``_j_node``."""
-        tbl = con.sql(INSTANCE_ROWS).to_arrow_table()
-        runs = sorted({str(r) for r in tbl.column("run_id").unique().to_pylist() if r is not None})
-        run = run_codes(tbl.column("run_id"), runs)
-        inst, parent_id = _ints(tbl.column("instance_id"), 0), _ints(tbl.column("parent_id"), 0)
+    def of(cls, con: duckdb.DuckDBPyConnection, rows: pa.Table) -> tuple[Nodes, bool]:
+        """Number the instances ``rows`` (:data:`INSTANCE_ROWS`; an id stored twice in a run counts once), write
+        ``_j_node``, and say whether a parent link is *suspect*: a parent that does not come strictly before its
+        child in (start, id) order, or an id stored twice (then parent links may form a cycle: the join takes the
+        guarded way, :data:`argus_lab.join.attribution_sql.ANCESTORS_GUARDED`)."""
+        runs = sorted({str(r) for r in rows.column("run_id").unique().to_pylist() if r is not None})
+        run = run_codes(rows.column("run_id"), runs)
+        inst, parent_id = _ints(rows.column("instance_id"), 0), _ints(rows.column("parent_id"), 0)
+        start = _ints(rows.column("start_ns"), 0)
         order = np.lexsort((inst, run))
-        run, inst, parent_id = run[order], inst[order], parent_id[order]
+        run, inst, parent_id, start = run[order], inst[order], parent_id[order], start[order]
         first = np.r_[True, (run[1:] != run[:-1]) | (inst[1:] != inst[:-1])] if len(run) else np.zeros(0, bool)
-        run, inst, parent_id = run[first], inst[first], parent_id[first]
+        twice = not first.all()
+        run, inst, parent_id, start = run[first], inst[first], parent_id[first], start[first]
         found = cls(run, runs, inst, np.full(len(inst), -1, dtype=np.int64), parent_id)
         parent = np.where(parent_id != 0, found.locate(run, parent_id), -1)
+        kid = np.flatnonzero(parent >= 0)
+        up = parent[kid]
+        late = (start[up] > start[kid]) | ((start[up] == start[kid]) & (inst[up] >= inst[kid]))
         nodes = cls(run, runs, inst, parent, parent_id)
-        rows = pa.table(
+        table = pa.table(
             {
                 "run_id": pa.array(runs, type=pa.string()).take(pa.array(run, type=pa.int64())),
                 "instance_id": pa.array(inst, type=pa.int64()),
@@ -144,12 +152,12 @@ class Nodes:
                 "parent_id": pa.array(parent_id, type=pa.int64()),
             }
         )
-        con.register("_j_node_rows", rows)
+        con.register("_j_node_rows", table)
         try:
             con.execute(NODE_TABLE)
         finally:
             con.unregister("_j_node_rows")
-        return nodes
+        return nodes, twice or bool(late.any())
 
     def locate(self, run: np.ndarray, instance: np.ndarray) -> np.ndarray:
         """The number of each (run position, instance id) (-1: not an instance of the join's runs)."""
@@ -228,7 +236,7 @@ class Records:
 
     @classmethod
     def read(cls, con: duckdb.DuckDBPyConnection) -> Records:
-        """Read them (after :meth:`Nodes.read`)."""
+        """Read them (after :meth:`Nodes.of` wrote ``_j_node``)."""
         kinds = [str(r[0]) for r in con.execute(KINDS_OF_RECORDS).fetchall()]
         return cls(con.sql(RECORDS, params=[kinds]).to_arrow_table(), kinds)
 

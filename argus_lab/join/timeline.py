@@ -1,31 +1,24 @@
 """The innermost-instance timeline of every thread, as numpy arrays: what is innermost on a thread at any moment.
 
-``_j_seg`` (:data:`argus_lab.join.attribution_sql.TIMELINE`) holds one event per region entry (the entered instance
-becomes innermost; key ``t * 2 + 1``) and one per exit (its parent becomes innermost again, 0 for none; key ``t * 2``).
-:meth:`Timeline.read` reads them in order per thread (run, rank, thread id): by key, so that at one nanosecond an exit
-comes before an entry, and within one key the entries from the outermost in and the exits from the innermost out
-(ids grow inwards: an instance takes its id when it is entered), so that the last event of a key says what is
-innermost after it.  Used to place kernels launched without an instance id (:mod:`argus_lab.join.candidates`) and to
-cut sample windows (:mod:`argus_lab.join.windows`).
+A thread's timeline holds one event per region entry (the entered instance becomes innermost; key ``t * 2 + 1``) and
+one per exit (its parent becomes innermost again, 0 for none; key ``t * 2``).  :meth:`Timeline.of` puts them in order
+per thread (run, rank, thread id): by key, so that at one nanosecond an exit comes before an entry, and within one
+key the entries from the outermost in and the exits from the innermost out (ids grow inwards: an instance takes its
+id when it is entered), so that the last event of a key says what is innermost after it.  Used to place kernels
+launched without an instance id (:mod:`argus_lab.join.candidates`) and to cut sample windows
+(:mod:`argus_lab.join.windows`).
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import TYPE_CHECKING
 
 import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
-if TYPE_CHECKING:
-    import duckdb
-
-EVENTS = """
-SELECT s.run_id, s.rank, s.thread_id, s.t, s.key, s.inner_id
-FROM _j_seg s
-ORDER BY s.run_id, s.rank, s.thread_id, s.key, CASE WHEN s.key % 2 = 1 THEN s.inner_id ELSE -s.inner_id END
-"""
+_NEVER = 2**61
+"""The end of an instance the run never saw end (later than any clock reading)."""
 
 
 @dataclass(frozen=True)
@@ -43,19 +36,26 @@ class Timeline:
     starts: np.ndarray
 
     @classmethod
-    def read(cls, con: duckdb.DuckDBPyConnection, runs: list[str]) -> Timeline:
-        """The events of ``_j_seg``, runs numbered by their position in ``runs``."""
-        tbl = con.sql(EVENTS).to_arrow_table()
-        run = run_codes(tbl.column("run_id"), runs)
-        rank = ints(tbl.column("rank"))
-        tid = tbl.column("thread_id").combine_chunks()
-        tid_i = ints(tbl.column("thread_id"))
-        new = np.r_[True, (run[1:] != run[:-1]) | (rank[1:] != rank[:-1]) | (tid_i[1:] != tid_i[:-1])]
-        starts = np.r_[np.flatnonzero(new), len(run)] if len(run) else np.zeros(1, dtype=np.int64)
-        return cls(
-            run, rank, tid, ints(tbl.column("t")), ints(tbl.column("key")), ints(tbl.column("inner_id")),
-            np.cumsum(new) - 1, starts,
-        )  # fmt: skip
+    def of(cls, rows: pa.Table, runs: list[str]) -> Timeline:
+        """The events of the instances ``rows`` (``run_id``, ``rank``, ``thread_id``, ``start_ns``, ``end_ns``,
+        ``instance_id``, ``parent_id``: the join's ``_j_inst``), runs numbered by their position in ``runs``."""
+        n = rows.num_rows
+        run = run_codes(rows.column("run_id"), runs)
+        rank = ints(rows.column("rank"))
+        tid = ints(rows.column("thread_id"))
+        start, end = ints(rows.column("start_ns")), ints(rows.column("end_ns"), _NEVER)
+        inner = np.r_[ints(rows.column("instance_id")), ints(rows.column("parent_id"))]
+        row = np.r_[np.arange(n), np.arange(n)]
+        entry = np.r_[np.ones(n, dtype=bool), np.zeros(n, dtype=bool)]
+        key = np.r_[start * 2 + 1, end * 2]
+        order = np.lexsort((np.where(entry, inner, -inner), key, tid[row], rank[row], run[row]))
+        row, key, inner, entry = row[order], key[order], inner[order], entry[order]
+        e_run, e_rank, e_tid = run[row], rank[row], tid[row]
+        new = np.r_[True, (e_run[1:] != e_run[:-1]) | (e_rank[1:] != e_rank[:-1]) | (e_tid[1:] != e_tid[:-1])]
+        starts = np.r_[np.flatnonzero(new), len(row)] if len(row) else np.zeros(1, dtype=np.int64)
+        thread_id = rows.column("thread_id").combine_chunks().take(pa.array(row, type=pa.int64()))
+        t = np.where(entry, start[row], end[row])
+        return cls(e_run, e_rank, thread_id, t, key, inner, np.cumsum(new) - 1, starts)
 
     def segment_ends(self) -> np.ndarray:
         """Where each event's stretch ends: the next event of its thread (the last one never ends)."""
@@ -78,4 +78,4 @@ def ints(col: pa.ChunkedArray | pa.Array, fill: int = 0) -> np.ndarray:
     return arr.to_numpy(zero_copy_only=False).astype(np.int64, copy=False)
 
 
-__all__ = ["EVENTS", "Timeline", "ints", "run_codes"]
+__all__ = ["Timeline", "ints", "run_codes"]

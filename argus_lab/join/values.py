@@ -131,7 +131,8 @@ def _array(values: np.ndarray, typ: pa.DataType) -> pa.Array:
     """An Arrow array of ``values``; NaN stands for NULL in float columns (an undefined exclusive value)."""
     if pa.types.is_floating(typ):
         arr = values.astype(np.float64, copy=False)
-        return pa.array(arr, type=typ, from_pandas=True)  # NaN -> NULL
+        nan = np.isnan(arr)
+        return pa.array(arr, type=typ, mask=nan) if nan.any() else pa.array(arr, type=typ)  # NaN -> NULL
     return pa.array(values.astype(np.int64, copy=False), type=typ)
 
 

@@ -18,9 +18,9 @@ from typing import TYPE_CHECKING
 
 import numpy as np
 import pyarrow as pa
-import pyarrow.compute as pc
 
 from argus_lab.join.signatures import Levels
+from argus_lab.join.timeline import ints, run_codes
 
 if TYPE_CHECKING:
     import duckdb
@@ -106,16 +106,16 @@ def _pieces(timeline: Timeline, samples: pa.Table, runs: list[str]) -> pa.Table:
     t_run, t_rank, t, inner, thread = timeline.run, timeline.rank, timeline.t, timeline.inner, timeline.thread
     seg_end = timeline.segment_ends()
     open_ = np.flatnonzero(inner != 0)
-    s_run = _run_codes(samples.column("run_id"), runs)
+    s_run = run_codes(samples.column("run_id"), runs)
     signal = samples.column("signal").combine_chunks().dictionary_encode().indices.to_numpy(zero_copy_only=False)
     series = np.r_[
         True,
         (s_run[1:] != s_run[:-1])
-        | (_ints(samples.column("device_id"))[1:] != _ints(samples.column("device_id"))[:-1])
+        | (ints(samples.column("device_id"))[1:] != ints(samples.column("device_id"))[:-1])
         | (signal[1:] != signal[:-1]),
     ]
     bounds = np.r_[np.flatnonzero(series), len(s_run)]
-    w0, w1 = _ints(samples.column("w0")), _ints(samples.column("w1"))
+    w0, w1 = ints(samples.column("w0")), ints(samples.column("w1"))
     found_s: list[np.ndarray] = []
     found_g: list[np.ndarray] = []
     found_len: list[np.ndarray] = []
@@ -173,18 +173,19 @@ def _values(con: duckdb.DuckDBPyConnection, nodes: Nodes, pieces: pa.Table, valu
         (str(r), str(b)): str(p)
         for r, b, p in con.execute("SELECT run_id, backend, provenance_id FROM _j_prov").fetchall()
     }
-    run = _ints(pieces.column("run"))
-    node = nodes.locate(run, _ints(pieces.column("inner_id")))
+    run = ints(pieces.column("run"))
+    node = nodes.locate(run, ints(pieces.column("inner_id")))
     length = _floats(pieces.column("len"))
     share = length / _floats(pieces.column("wlen"))
     value = _floats(pieces.column("value"))
     ambiguous = _ambiguous(pieces)
-    signal = _strings(pieces.column("signal"))
-    unit = _strings(pieces.column("unit"))
+    signals = pieces.column("signal").combine_chunks().dictionary_encode()
+    signal = signals.indices.to_numpy(zero_copy_only=False)
+    units = pieces.column("unit").combine_chunks()
     tree = Levels.of(nodes.parent)
     n = len(nodes.instance)
-    for sig in sorted(set(signal.tolist())):
-        mine = (signal == sig) & (node >= 0)
+    for code_s, sig in sorted(enumerate(signals.dictionary.to_pylist()), key=lambda cs: str(cs[1])):
+        mine = (signal == code_s) & (node >= 0)
         own = {
             "vlen": np.bincount(node[mine], weights=(value * length)[mine], minlength=n).astype(np.float64),
             "len": np.bincount(node[mine], weights=length[mine], minlength=n).astype(np.float64),
@@ -194,7 +195,8 @@ def _values(con: duckdb.DuckDBPyConnection, nodes: Nodes, pieces: pa.Table, valu
             "wa": np.bincount(node[mine & ambiguous], weights=share[mine & ambiguous], minlength=n).astype(np.float64),
         }
         inc = {k: _up(v, tree) for k, v in own.items()}
-        level = str(unit[mine][0]) in LEVEL_UNITS if mine.any() else False
+        at = np.flatnonzero(mine)
+        level = len(at) > 0 and str(units[int(at[0])].as_py()) in LEVEL_UNITS
         backend = _backend(sig)
         for code in sorted(set(run[mine].tolist())):
             r = nodes.runs[code]
@@ -208,7 +210,8 @@ def _values(con: duckdb.DuckDBPyConnection, nodes: Nodes, pieces: pa.Table, valu
                 inclusive = inc["vfrac"][sel]
                 exclusive = np.where(has_own, own["vfrac"][sel], 0.0)
             zero = np.zeros(len(sel))
-            key = (r, sig, str(unit[mine & (run == code)][0]), backend, prov.get((r, backend), f"{r}:{backend}"))
+            unit = units[int(np.flatnonzero(mine & (run == code))[0])].as_py()  # NULL stays NULL
+            key = (r, sig, unit, backend, prov.get((r, backend), f"{r}:{backend}"))
             values.add(
                 con,
                 key,
@@ -228,7 +231,7 @@ def _values(con: duckdb.DuckDBPyConnection, nodes: Nodes, pieces: pa.Table, valu
 
 def _ambiguous(pieces: pa.Table) -> np.ndarray:
     """Which pieces belong to a sample whose window instances of several threads overlap."""
-    sample, thread = _ints(pieces.column("sample")), _ints(pieces.column("thread"))
+    sample, thread = ints(pieces.column("sample")), ints(pieces.column("thread"))
     order = np.lexsort((thread, sample))
     s, th = sample[order], thread[order]
     distinct = np.r_[True, (s[1:] != s[:-1]) | (th[1:] != th[:-1])]
@@ -251,23 +254,6 @@ def _backend(signal: str) -> str:
         if signal.startswith(prefix):
             return backend
     return "nvml"
-
-
-def _strings(col: pa.ChunkedArray) -> np.ndarray:
-    return np.asarray(col.to_pylist(), dtype=object)
-
-
-def _run_codes(col: pa.ChunkedArray, runs: list[str]) -> np.ndarray:
-    """The position of each run id in ``runs`` (-1: not there)."""
-    codes = pc.index_in(col.combine_chunks(), value_set=pa.array(runs, type=pa.string()))
-    return codes.fill_null(-1).to_numpy(zero_copy_only=False).astype(np.int64)
-
-
-def _ints(col: pa.ChunkedArray) -> np.ndarray:
-    arr = col.combine_chunks()
-    if arr.null_count:
-        arr = arr.fill_null(0)
-    return arr.to_numpy(zero_copy_only=False).astype(np.int64, copy=False)
 
 
 def _floats(col: pa.ChunkedArray) -> np.ndarray:
