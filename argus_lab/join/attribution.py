@@ -69,6 +69,7 @@ from typing import TYPE_CHECKING, Any, Protocol
 
 import numpy as np
 import pyarrow as pa
+import pyarrow.compute as pc
 
 from argus_lab.join import attribution_sql as q
 from argus_lab.join import candidates, comm, device, kernel_values, signatures, stored_values, windows
@@ -232,8 +233,7 @@ def _attribute(con: duckdb.DuckDBPyConnection, ids: list[str]) -> tuple[str | No
     # communication kernels: overlap with compute, exposed time
     comm.derive(con)
     # time samples: split over the instances their windows overlap
-    pieces = windows.derive(con, nodes, timeline, values)
-    _insert_attributions(con, pieces)
+    _insert_attributions(con, windows.derive(con, nodes, timeline, values))
     traced = {r for (r,) in con.execute("SELECT DISTINCT run_id FROM _j_kinds WHERE kind = 'kernel'").fetchall()}
     keep = np.isin(nodes.run, [k for k, r in enumerate(nodes.runs) if r in traced])
     run_ids = pa.array(nodes.runs, type=pa.string()).take(pa.array(nodes.run, type=pa.int64()))
@@ -262,22 +262,25 @@ def _attribute(con: duckdb.DuckDBPyConnection, ids: list[str]) -> tuple[str | No
         con.execute(q.COMPILER_ATTRIBUTIONS)
     # per-instance values the backends stored, for signals not derived above; the instances themselves
     stored_values.derive(con, nodes, values, NON_ADDITIVE)
-    skew_sql.derive(con)  # multi-rank runs: rank.start_lag / rank.end_lag on rank 0's clock
+    if pc.count_distinct(rows.column("rank")).as_py() > 1:  # multi-rank runs: lags on rank 0's clock
+        skew_sql.derive(con)
     device.derive(con)  # instrumented runs: device regions under their kernel and host instance; the overhead
     values.store(con)  # every instance value derived above, stored narrow at once
     return ref, cycles
 
 
-def _insert_attributions(con: duckdb.DuckDBPyConnection, pieces: pa.Table | None) -> None:
-    """The attribution rows of the GPU records that are not exact and of the samples (their pieces), in one insert."""
-    if pieces is None:
+def _insert_attributions(con: duckdb.DuckDBPyConnection, split: windows.Split | None) -> None:
+    """The attribution rows of the GPU records that are not exact and of the samples, in one insert."""
+    if split is None:
         con.execute(q.insert_rows(q.KERNEL_ATTRIBUTION_ROWS))
         return
-    con.register("_j_sp", pieces)
+    con.register("_j_sp", split.pieces)
+    con.register("_j_sw", split.samples)
     try:
         con.execute(q.insert_rows(q.KERNEL_ATTRIBUTION_ROWS, windows.SAMPLE_ATTRIBUTION_ROWS))
     finally:
         con.unregister("_j_sp")
+        con.unregister("_j_sw")
 
 
 def _first_run(con: duckdb.DuckDBPyConnection, ids: list[str]) -> str | None:

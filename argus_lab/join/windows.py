@@ -14,6 +14,7 @@ Run by :mod:`argus_lab.join.attribution` after the kernel attribution (it reads 
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 import numpy as np
@@ -60,9 +61,7 @@ SAMPLE_ROWS = (
 # the attribution rows of the samples (run_id, evidence, evidence_id, instance_id, class, weight, reason,
 # target_run_id), from the pieces (registered as _j_sp): the join writes them with its other rows, in one insert
 SAMPLE_ATTRIBUTION_ROWS = """
-WITH tot AS (
-    SELECT run_id, key, sum(len / wlen) AS covered, count(DISTINCT (rank, thread_id)) AS threads FROM _j_sp GROUP BY ALL
-)
+WITH tot AS (SELECT sample, sum(len / wlen) AS covered, count(DISTINCT thread) AS threads FROM _j_sp GROUP BY sample)
 SELECT p.run_id, 'sample', p.key, p.inner_id,
        CASE WHEN t.threads > 1 THEN 'ambiguous' ELSE 'temporal' END,
        p.len / p.wlen,
@@ -71,27 +70,37 @@ SELECT p.run_id, 'sample', p.key, p.inner_id,
                         t.threads)
             ELSE printf('%.1f%% of the sample window overlaps this instance', 100 * p.len / p.wlen) END,
        p.run_id
-FROM _j_sp p JOIN tot t USING (run_id, key)
+FROM _j_sp p JOIN tot t USING (sample)
 UNION ALL
 SELECT s.run_id, 'sample', s.key, NULL, 'unattributed', greatest(0.0, 1.0 - coalesce(t.covered, 0)),
        printf('%.1f%% of the sample window lies outside every region',
               100 * greatest(0.0, 1.0 - coalesce(t.covered, 0))),
        NULL
-FROM _j_s s LEFT JOIN tot t USING (run_id, key)
+FROM _j_sw s LEFT JOIN tot t USING (sample)
 WHERE coalesce(t.covered, 0) < 1.0 - 1e-9
 """
 
 
-def derive(con: duckdb.DuckDBPyConnection, nodes: Nodes, timeline: Timeline, values: Values) -> pa.Table | None:
+@dataclass(frozen=True)
+class Split:
+    """The samples (``_j_sw``: one row each, ``sample`` its number) and the pieces of their windows (``_j_sp``: per
+    sample, thread and innermost instance), which :data:`SAMPLE_ATTRIBUTION_ROWS` reads."""
+
+    samples: pa.Table
+    pieces: pa.Table
+
+
+def derive(con: duckdb.DuckDBPyConnection, nodes: Nodes, timeline: Timeline, values: Values) -> Split | None:
     """Split the samples of the join's runs over the instances and hand their per-instance values to ``values``;
-    returns the pieces (``None`` without samples), which :data:`SAMPLE_ATTRIBUTION_ROWS` reads as ``_j_sp``."""
+    returns the split (``None`` without samples) for the attribution rows."""
     con.execute(SAMPLES)
     samples = con.sql(SAMPLE_ROWS).to_arrow_table()
     if samples.num_rows == 0:
         return None
     pieces = _pieces(timeline, samples, nodes.runs)
     _values(con, nodes, pieces, values)
-    return pieces
+    numbered = samples.append_column("sample", pa.array(np.arange(samples.num_rows, dtype=np.int64)))
+    return Split(numbered.select(["run_id", "key", "sample"]), pieces)
 
 
 def _pieces(timeline: Timeline, samples: pa.Table, runs: list[str]) -> pa.Table:
@@ -263,4 +272,4 @@ def _floats(col: pa.ChunkedArray) -> np.ndarray:
     return arr.to_numpy(zero_copy_only=False).astype(np.float64, copy=False)
 
 
-__all__ = ["LEVEL_UNITS", "SAMPLE_ATTRIBUTION_ROWS", "SAMPLE_BACKENDS", "derive"]
+__all__ = ["LEVEL_UNITS", "SAMPLE_ATTRIBUTION_ROWS", "SAMPLE_BACKENDS", "Split", "derive"]
