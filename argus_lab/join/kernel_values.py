@@ -295,44 +295,55 @@ def derive(con: duckdb.DuckDBPyConnection, nodes: Nodes, exact: Exact, values: V
 
 def exact_sums(nodes: Nodes, records: Records) -> Exact:
     """Sum the exact records per (instance, kind): count, device time, bytes, first start, last end, and the launch
-    calls behind them with their host time."""
-    n, k = len(nodes.instance), len(records.kinds)
-    size = n * k
-    table = records.table
-    key = _ints(table.column("idx"), 0) * k + _ints(table.column("kind"), 0)
-    start = _ints(table.column("s"), 0)
-    end = _ints(table.column("end_ns"), 0)
-    graph = _ints(table.column("graph_id"), 0)
-    api_ok = table.column("api_start_ns").is_valid().to_numpy(zero_copy_only=False) & table.column(
-        "api_end_ns"
-    ).is_valid().to_numpy(zero_copy_only=False)
-    api = _ints(table.column("api_end_ns"), 0) - _ints(table.column("api_start_ns"), 0)
-    called = api_ok & (api > 0)
-    first = np.full(size, _NONE, dtype=np.int64)
-    last = np.full(size, _NO_END, dtype=np.int64)
-    np.minimum.at(first, key, start)
-    np.maximum.at(last, key, end)
-    direct = called & (graph == 0)
-    calls = np.bincount(key[direct], minlength=size).astype(np.int64)
-    call_ns = _sums(key[direct], api[direct], size)
-    replay = np.flatnonzero(called & (graph != 0))
-    if len(replay):  # CUDA-graph replays: one launch call per (instance, kind, correlation id)
-        corr = _ints(table.column("c"), np.iinfo(np.int64).min)[replay]
-        order = np.lexsort((corr, key[replay]))
-        rk, rc = key[replay][order], corr[order]
-        firsts = order[np.r_[True, (rk[1:] != rk[:-1]) | (rc[1:] != rc[:-1])]]
-        calls += np.bincount(key[replay][firsts], minlength=size).astype(np.int64)
-        call_ns += _sums(key[replay][firsts], api[replay][firsts], size)
-    return Exact(
+    calls behind them with their host time.  Batch by batch, over zero-copy views of the records (no array the size
+    of all records is made)."""
+    size = len(nodes.instance) * len(records.kinds)
+    out = Exact(
         records.kinds,
-        np.bincount(key, minlength=size).astype(np.int64),
-        _sums(key, end - start, size),
-        _sums(key, _ints(table.column("bytes"), 0), size),
-        first,
-        last,
-        calls,
-        call_ns,
+        np.zeros(size, dtype=np.int64),
+        np.zeros(size),
+        np.zeros(size),
+        np.full(size, _NONE, dtype=np.int64),
+        np.full(size, _NO_END, dtype=np.int64),
+        np.zeros(size, dtype=np.int64),
+        np.zeros(size),
     )
+    replays: list[tuple[np.ndarray, np.ndarray, np.ndarray]] = []
+    for batch in records.table.to_batches():
+        replays.append(_add_batch(out, batch, len(records.kinds)))
+    key = np.concatenate([r[0] for r in replays]) if replays else np.zeros(0, dtype=np.int64)
+    if len(key):  # CUDA-graph replays: one launch call per (instance, kind, correlation id)
+        corr = np.concatenate([r[1] for r in replays])
+        api = np.concatenate([r[2] for r in replays])
+        order = np.lexsort((corr, key))
+        rk, rc = key[order], corr[order]
+        firsts = order[np.r_[True, (rk[1:] != rk[:-1]) | (rc[1:] != rc[:-1])]]
+        out.calls[:] += np.bincount(key[firsts], minlength=size)
+        out.call_ns[:] += _sums(key[firsts], api[firsts], size)
+    return out
+
+
+def _add_batch(out: Exact, batch: pa.RecordBatch, k: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """Add one batch of exact records to the sums; returns its CUDA-graph replays (key, correlation id, call ns)."""
+    size = len(out.n)
+    key = _ints(batch.column("idx"), 0) * k + _ints(batch.column("kind"), 0)
+    start, end = _ints(batch.column("s"), 0), _ints(batch.column("end_ns"), 0)
+    graph = _ints(batch.column("graph_id"), 0)
+    a0, a1 = batch.column("api_start_ns"), batch.column("api_end_ns")
+    api = _ints(a1, 0) - _ints(a0, 0)
+    called = api > 0
+    if a0.null_count or a1.null_count:
+        called &= a0.is_valid().to_numpy(zero_copy_only=False) & a1.is_valid().to_numpy(zero_copy_only=False)
+    out.n[:] += np.bincount(key, minlength=size)
+    out.dur[:] += _sums(key, end - start, size)
+    out.bytes[:] += _sums(key, _ints(batch.column("bytes"), 0), size)
+    np.minimum.at(out.first, key, start)
+    np.maximum.at(out.last, key, end)
+    direct = called & (graph == 0)
+    out.calls[:] += np.bincount(key[direct], minlength=size)
+    out.call_ns[:] += _sums(key[direct], api[direct], size)
+    replay = np.flatnonzero(called & (graph != 0))
+    return key[replay], _ints(batch.column("c"), np.iinfo(np.int64).min)[replay], api[replay]
 
 
 def _own(nodes: Nodes, exact: Exact, cands: pa.Table) -> Sums:
@@ -478,7 +489,7 @@ def _sums(key: np.ndarray, weights: np.ndarray, size: int) -> np.ndarray:
     return np.bincount(key, weights=weights.astype(np.float64), minlength=size).astype(np.float64, copy=False)
 
 
-def _ints(col: pa.ChunkedArray, fill: int) -> np.ndarray:
+def _ints(col: pa.ChunkedArray | pa.Array, fill: int) -> np.ndarray:
     arr = col.combine_chunks() if isinstance(col, pa.ChunkedArray) else col
     if arr.null_count:
         arr = arr.fill_null(fill)

@@ -22,6 +22,7 @@ from __future__ import annotations
 import hashlib
 from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass
+from operator import itemgetter
 from typing import TYPE_CHECKING
 
 import numpy as np
@@ -251,13 +252,21 @@ def _intern_exact(bounds: np.ndarray, lengths: np.ndarray, part: np.ndarray) -> 
 
 def _digests(seqs: Interned, words: list[bytes | None]) -> list[str]:
     """The md5 (hex) of each distinct sequence's names joined by :data:`SEPARATOR` (``''`` for a sequence without
-    a name), and one more ``''`` for instances without a sequence."""
-    spelled: list[bytes | None] = list(words)
-    parts = seqs.parts.tolist()
+    a name), and one more ``''`` for instances without a sequence.
+
+    Each sequence is spelled with one C-level gather of its parts (a name, or a nested sequence already spelled) and
+    one join; a part without a name (``None``) makes the join fail and is left out on the slow way."""
+    spelled: list[bytes | None] = [None, *words]  # part p is spelled[p + 1]: -1 (no name) is None
+    shifted = seqs.parts + 1
     for b, n in zip(seqs.starts.tolist(), seqs.lengths.tolist(), strict=True):
-        pieces = [w for w in (spelled[p] if p >= 0 else None for p in parts[b : b + n]) if w is not None]
-        spelled.append(SEPARATOR.join(pieces) if pieces else None)
-    out = [hashlib.md5(s).hexdigest() if s is not None else "" for s in spelled[len(words) :]]
+        items = shifted[b : b + n].tolist()
+        got = itemgetter(*items)(spelled) if n > 1 else (spelled[items[0]],)
+        try:
+            spelled.append(SEPARATOR.join(got))
+        except TypeError:  # a part without a name
+            pieces = [w for w in got if w is not None]
+            spelled.append(SEPARATOR.join(pieces) if pieces else None)
+    out = [hashlib.md5(s).hexdigest() if s is not None else "" for s in spelled[len(words) + 1 :]]
     out.append("")
     return out
 
