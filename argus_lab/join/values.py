@@ -111,19 +111,14 @@ class Values:
 
 
 def _table(columns: list[dict[str, np.ndarray]], first: int) -> pa.Table:
-    """The array series as one table, their series numbered from ``first``."""
+    """The array series as one table (a chunk per series, nothing copied into one array), their series numbered from
+    ``first``."""
     types = {"series": pa.int64(), "instance_id": pa.int64(), "evidence": pa.int64()}
-    out: dict[str, pa.Array] = {}
+    out: dict[str, pa.ChunkedArray] = {}
     for name in ("series", *NUMBERS):
         typ = types.get(name, pa.float64())
-        parts = [np.asarray(c[name]) for c in columns]
-        if not parts:
-            out[name] = pa.array([], type=typ)
-            continue
-        joined = np.concatenate(parts)
-        if name == "series":
-            joined = joined + first
-        out[name] = _array(joined, typ)
+        chunks = [_array(c[name] + first if name == "series" else c[name], typ) for c in columns]
+        out[name] = pa.chunked_array(chunks, type=typ)
     return pa.table(out)
 
 

@@ -61,30 +61,28 @@ SAMPLE_ROWS = (
 # the attribution rows of the samples (run_id, evidence, evidence_id, instance_id, class, weight, reason,
 # target_run_id), from the pieces (registered as _j_sp): the join writes them with its other rows, in one insert
 SAMPLE_ATTRIBUTION_ROWS = """
-WITH tot AS (SELECT sample, sum(len / wlen) AS covered, count(DISTINCT thread) AS threads FROM _j_sp GROUP BY sample)
 SELECT p.run_id, 'sample', p.key, p.inner_id,
-       CASE WHEN t.threads > 1 THEN 'ambiguous' ELSE 'temporal' END,
+       CASE WHEN p.threads > 1 THEN 'ambiguous' ELSE 'temporal' END,
        p.len / p.wlen,
-       CASE WHEN t.threads > 1
+       CASE WHEN p.threads > 1
             THEN printf('%.1f%% of the sample window; region instances of %d threads overlap it', 100 * p.len / p.wlen,
-                        t.threads)
+                        p.threads)
             ELSE printf('%.1f%% of the sample window overlaps this instance', 100 * p.len / p.wlen) END,
        p.run_id
-FROM _j_sp p JOIN tot t USING (sample)
+FROM _j_sp p
 UNION ALL
-SELECT s.run_id, 'sample', s.key, NULL, 'unattributed', greatest(0.0, 1.0 - coalesce(t.covered, 0)),
-       printf('%.1f%% of the sample window lies outside every region',
-              100 * greatest(0.0, 1.0 - coalesce(t.covered, 0))),
-       NULL
-FROM _j_sw s LEFT JOIN tot t USING (sample)
-WHERE coalesce(t.covered, 0) < 1.0 - 1e-9
+SELECT s.run_id, 'sample', s.key, NULL, 'unattributed', greatest(0.0, 1.0 - s.covered),
+       printf('%.1f%% of the sample window lies outside every region', 100 * greatest(0.0, 1.0 - s.covered)), NULL
+FROM _j_sw s
+WHERE s.covered < 1.0 - 1e-9
 """
 
 
 @dataclass(frozen=True)
 class Split:
-    """The samples (``_j_sw``: one row each, ``sample`` its number) and the pieces of their windows (``_j_sp``: per
-    sample, thread and innermost instance), which :data:`SAMPLE_ATTRIBUTION_ROWS` reads."""
+    """The samples (``_j_sw``: one row each, with the share of its window that instances cover) and the pieces of
+    their windows (``_j_sp``: per sample, thread and innermost instance, with the number of threads whose instances
+    the window overlaps), which :data:`SAMPLE_ATTRIBUTION_ROWS` reads."""
 
     samples: pa.Table
     pieces: pa.Table
@@ -99,8 +97,10 @@ def derive(con: duckdb.DuckDBPyConnection, nodes: Nodes, timeline: Timeline, val
         return None
     pieces = _pieces(timeline, samples, nodes.runs)
     _values(con, nodes, pieces, values)
-    numbered = samples.append_column("sample", pa.array(np.arange(samples.num_rows, dtype=np.int64)))
-    return Split(numbered.select(["run_id", "key", "sample"]), pieces)
+    share = ints(pieces.column("len")) / ints(pieces.column("wlen"))
+    covered = np.bincount(ints(pieces.column("sample")), weights=share, minlength=samples.num_rows)
+    kept = samples.select(["run_id", "key"]).append_column("covered", pa.array(covered, type=pa.float64()))
+    return Split(kept, pieces)
 
 
 def _pieces(timeline: Timeline, samples: pa.Table, runs: list[str]) -> pa.Table:
@@ -168,6 +168,7 @@ def _pieces(timeline: Timeline, samples: pa.Table, runs: list[str]) -> pa.Table:
             "sample": pa.array(win, type=pa.int64()),
             "thread": pa.array(thread[seg], type=pa.int64()),
             "run": pa.array(t_run[seg], type=pa.int64()),
+            "threads": pa.array(_threads(win, thread[seg])[win], type=pa.int64()),
         }
     )
 
@@ -187,7 +188,7 @@ def _values(con: duckdb.DuckDBPyConnection, nodes: Nodes, pieces: pa.Table, valu
     length = _floats(pieces.column("len"))
     share = length / _floats(pieces.column("wlen"))
     value = _floats(pieces.column("value"))
-    ambiguous = _ambiguous(pieces)
+    ambiguous = ints(pieces.column("threads")) > 1
     signals = pieces.column("signal").combine_chunks().dictionary_encode()
     signal = signals.indices.to_numpy(zero_copy_only=False)
     units = pieces.column("unit").combine_chunks()
@@ -238,14 +239,14 @@ def _values(con: duckdb.DuckDBPyConnection, nodes: Nodes, pieces: pa.Table, valu
             )
 
 
-def _ambiguous(pieces: pa.Table) -> np.ndarray:
-    """Which pieces belong to a sample whose window instances of several threads overlap."""
-    sample, thread = ints(pieces.column("sample")), ints(pieces.column("thread"))
+def _threads(sample: np.ndarray, thread: np.ndarray) -> np.ndarray:
+    """Per sample (``0 .. sample.max()``): how many threads' instances its window overlaps."""
+    if len(sample) == 0:
+        return np.zeros(0, dtype=np.int64)
     order = np.lexsort((thread, sample))
     s, th = sample[order], thread[order]
     distinct = np.r_[True, (s[1:] != s[:-1]) | (th[1:] != th[:-1])]
-    threads = np.bincount(s[distinct], minlength=int(sample.max()) + 1)
-    return threads[sample] > 1
+    return np.bincount(s[distinct], minlength=int(sample.max()) + 1)
 
 
 def _up(own: np.ndarray, tree: Levels) -> np.ndarray:
