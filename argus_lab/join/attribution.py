@@ -61,6 +61,7 @@ from __future__ import annotations
 
 import contextlib
 import json
+import math
 import time
 from collections.abc import Sequence
 from contextlib import AbstractContextManager
@@ -133,8 +134,11 @@ def attribute_request(store: JoinTarget, run_ids: Sequence[str]) -> JoinSummary:
     t0 = time.perf_counter()
     ids = list(dict.fromkeys(run_ids))
     with store.connect(write=True) as con:
-        limit = con.execute("SELECT current_setting('memory_limit')").fetchone()
+        settings = con.execute("SELECT current_setting('memory_limit'), current_setting('threads')").fetchall()
+        limit, threads = settings[0] if settings else (None, None)
         con.execute(f"SET memory_limit = '{MEMORY_LIMIT}'")
+        if threads and int(threads) > 1:  # a core for the signatures' thread (2 cores: DuckDB's second was idle)
+            con.execute(f"SET threads = {int(threads) - 1}")
         con.execute("BEGIN")
         try:
             ref, cycles = _attribute(con, ids)
@@ -148,8 +152,10 @@ def attribute_request(store: JoinTarget, run_ids: Sequence[str]) -> JoinSummary:
                 con.execute("ROLLBACK")
             raise
         finally:
-            if limit and limit[0]:
-                con.execute(f"SET memory_limit = '{limit[0]}'")
+            if limit:
+                con.execute(f"SET memory_limit = '{_same_limit(str(limit))}'")
+            if threads and int(threads) > 1:
+                con.execute(f"SET threads = {int(threads)}")
     counts: dict[str, dict[str, int]] = {}
     for row in summary:
         if row["class"] == "*":
@@ -157,6 +163,24 @@ def attribute_request(store: JoinTarget, run_ids: Sequence[str]) -> JoinSummary:
         by = counts.setdefault(row["evidence"], {})
         by[row["class"]] = by.get(row["class"], 0) + int(row["items"])
     return JoinSummary(tuple(ids), ref, counts, time.perf_counter() - t0)
+
+
+_SMALLER_UNIT = {"TiB": "GiB", "GiB": "MiB", "MiB": "KiB", "KiB": "B"}
+
+
+def _same_limit(printed: str) -> str:
+    """A memory limit that DuckDB prints back as ``printed`` (``'18.8 GiB'``): DuckDB prints a limit truncated to a
+    tenth of a unit, so setting the printed text itself gives a smaller limit (18.7 GiB) each time; the same amount
+    counted up in the next smaller unit does not."""
+    amount, _, unit = printed.partition(" ")
+    try:
+        value = float(amount)
+    except ValueError:
+        return printed
+    smaller = _SMALLER_UNIT.get(unit)
+    if smaller is None:
+        return printed
+    return f"{math.ceil(value * 1024)}{'B' if smaller == 'B' else ' ' + smaller}"
 
 
 def joined_runs(store: JoinTarget, run_ids: Sequence[str]) -> set[str]:
