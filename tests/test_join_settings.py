@@ -1,5 +1,6 @@
-"""SYNTHETIC: the join bounds DuckDB's memory and leaves a core to its signatures' thread while it runs, and gives
-a connection its caller holds (``Store.connect`` is re-entrant) back with that caller's settings."""
+"""SYNTHETIC: the join bounds DuckDB's memory while it runs, and gives a connection its caller holds
+(``Store.connect`` is re-entrant) back with that caller's settings (DuckDB prints a memory limit truncated: setting
+the printed text back lowered the limit by a tenth of a unit at every join)."""
 
 from __future__ import annotations
 

@@ -134,11 +134,9 @@ def attribute_request(store: JoinTarget, run_ids: Sequence[str]) -> JoinSummary:
     t0 = time.perf_counter()
     ids = list(dict.fromkeys(run_ids))
     with store.connect(write=True) as con:
-        settings = con.execute("SELECT current_setting('memory_limit'), current_setting('threads')").fetchall()
-        limit, threads = settings[0] if settings else (None, None)
+        settings = con.execute("SELECT current_setting('memory_limit')").fetchall()
+        limit = settings[0][0] if settings else None
         con.execute(f"SET memory_limit = '{MEMORY_LIMIT}'")
-        if threads and int(threads) > 1:  # a core for the signatures' thread (2 cores: DuckDB's second was idle)
-            con.execute(f"SET threads = {int(threads) - 1}")
         con.execute("BEGIN")
         try:
             ref, cycles = _attribute(con, ids)
@@ -154,8 +152,6 @@ def attribute_request(store: JoinTarget, run_ids: Sequence[str]) -> JoinSummary:
         finally:
             if limit:
                 con.execute(f"SET memory_limit = '{_same_limit(str(limit))}'")
-            if threads and int(threads) > 1:
-                con.execute(f"SET threads = {int(threads)}")
     counts: dict[str, dict[str, int]] = {}
     for row in summary:
         if row["class"] == "*":
@@ -238,9 +234,8 @@ def _attribute(con: duckdb.DuckDBPyConnection, ids: list[str]) -> tuple[str | No
     # GPU activity records: the exact ones read once, for the signatures and the kernel values
     con.execute(q.KERNELS)
     con.execute(q.KERNEL_EXACT)
-    records = kernel_values.Records.read(con)
-    exact = kernel_values.exact_sums(nodes, records)  # before the second thread starts: both are numpy-heavy
-    pending = signatures.start(con, nodes.parent, records.table, records.of_kind("kernel"))  # on a second thread
+    records, exact = kernel_values.Records.read(con, nodes)  # summed as read, before the second thread starts
+    pending = signatures.start(con, nodes.parent, records.table, records.kernels)  # on a second thread
     timeline = Timeline.of(rows, nodes.runs)
     con.register("_j_kc", candidates.derive(con, timeline, nodes.runs))  # records without a recorded instance
     try:

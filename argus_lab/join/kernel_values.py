@@ -233,17 +233,30 @@ class Records:
 
     table: pa.Table
     kinds: list[str]
+    kernels: np.ndarray
+    """Which records are kernels (not copies or sets)."""
 
     @classmethod
-    def read(cls, con: duckdb.DuckDBPyConnection) -> Records:
-        """Read them (after :meth:`Nodes.of` wrote ``_j_node``)."""
+    def read(cls, con: duckdb.DuckDBPyConnection, nodes: Nodes) -> tuple[Records, Exact]:
+        """Read them batch by batch (after :meth:`Nodes.of` wrote ``_j_node``): each batch is added to the exact
+        sums, and only what the signatures need of it is kept (``idx``, ``c``, ``s``, ``row``, ``name``, and which
+        records are kernels)."""
         kinds = [str(r[0]) for r in con.execute(KINDS_OF_RECORDS).fetchall()]
-        return cls(con.sql(RECORDS, params=[kinds]).to_arrow_table(), kinds)
-
-    def of_kind(self, kind: str) -> np.ndarray:
-        """Which records are of ``kind``."""
-        code = self.kinds.index(kind) if kind in self.kinds else -2
-        return _ints(self.table.column("kind"), -1) == code
+        kernel = kinds.index("kernel") if "kernel" in kinds else -2
+        exact = Exact.empty(kinds, len(nodes.instance))
+        reader = con.sql(RECORDS, params=[kinds]).to_arrow_reader(batch_size=1 << 20)
+        keep = ["idx", "c", "s", "row", "name"]
+        kept: list[pa.RecordBatch] = []
+        kernels: list[np.ndarray] = []
+        replays: list[tuple[np.ndarray, np.ndarray, np.ndarray]] = []
+        for batch in reader:
+            replays.append(_add_batch(exact, batch, len(kinds)))
+            kept.append(batch.select(keep))
+            kernels.append(_ints(batch.column("kind"), -1) == kernel)
+        _add_replays(exact, replays)
+        schema = pa.schema([reader.schema.field(c) for c in keep])
+        mask = np.concatenate(kernels) if kernels else np.zeros(0, dtype=bool)
+        return cls(pa.Table.from_batches(kept, schema=schema), kinds, mask), exact
 
 
 @dataclass(frozen=True)
@@ -258,6 +271,21 @@ class Exact:
     last: np.ndarray
     calls: np.ndarray
     call_ns: np.ndarray
+
+    @classmethod
+    def empty(cls, kinds: list[str], instances: int) -> Exact:
+        """Sums of no record yet."""
+        size = instances * len(kinds)
+        return cls(
+            kinds,
+            np.zeros(size, dtype=np.int64),
+            np.zeros(size),
+            np.zeros(size),
+            np.full(size, _NONE, dtype=np.int64),
+            np.full(size, _NO_END, dtype=np.int64),
+            np.zeros(size, dtype=np.int64),
+            np.zeros(size),
+        )
 
 
 def derive(con: duckdb.DuckDBPyConnection, nodes: Nodes, exact: Exact, values: Values) -> None:
@@ -293,34 +321,18 @@ def derive(con: duckdb.DuckDBPyConnection, nodes: Nodes, exact: Exact, values: V
             values.add(con, (run, "gpu.launch_overhead", "ns", "cupti", prov[run]), _overhead(nodes, own, incl, ran))
 
 
-def exact_sums(nodes: Nodes, records: Records) -> Exact:
-    """Sum the exact records per (instance, kind): count, device time, bytes, first start, last end, and the launch
-    calls behind them with their host time.  Batch by batch, over zero-copy views of the records (no array the size
-    of all records is made)."""
-    size = len(nodes.instance) * len(records.kinds)
-    out = Exact(
-        records.kinds,
-        np.zeros(size, dtype=np.int64),
-        np.zeros(size),
-        np.zeros(size),
-        np.full(size, _NONE, dtype=np.int64),
-        np.full(size, _NO_END, dtype=np.int64),
-        np.zeros(size, dtype=np.int64),
-        np.zeros(size),
-    )
-    replays: list[tuple[np.ndarray, np.ndarray, np.ndarray]] = []
-    for batch in records.table.to_batches():
-        replays.append(_add_batch(out, batch, len(records.kinds)))
+def _add_replays(out: Exact, replays: list[tuple[np.ndarray, np.ndarray, np.ndarray]]) -> None:
+    """The launch calls of CUDA-graph replays: one per (instance, kind, correlation id), over all batches."""
     key = np.concatenate([r[0] for r in replays]) if replays else np.zeros(0, dtype=np.int64)
-    if len(key):  # CUDA-graph replays: one launch call per (instance, kind, correlation id)
-        corr = np.concatenate([r[1] for r in replays])
-        api = np.concatenate([r[2] for r in replays])
-        order = np.lexsort((corr, key))
-        rk, rc = key[order], corr[order]
-        firsts = order[np.r_[True, (rk[1:] != rk[:-1]) | (rc[1:] != rc[:-1])]]
-        out.calls[:] += np.bincount(key[firsts], minlength=size)
-        out.call_ns[:] += _sums(key[firsts], api[firsts], size)
-    return out
+    if len(key) == 0:
+        return
+    corr = np.concatenate([r[1] for r in replays])
+    api = np.concatenate([r[2] for r in replays])
+    order = np.lexsort((corr, key))
+    rk, rc = key[order], corr[order]
+    firsts = order[np.r_[True, (rk[1:] != rk[:-1]) | (rc[1:] != rc[:-1])]]
+    out.calls[:] += np.bincount(key[firsts], minlength=len(out.n))
+    out.call_ns[:] += _sums(key[firsts], api[firsts], len(out.n))
 
 
 def _add_batch(out: Exact, batch: pa.RecordBatch, k: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
@@ -503,4 +515,4 @@ def _floats(col: pa.ChunkedArray) -> np.ndarray:
     return arr.to_numpy(zero_copy_only=False).astype(np.float64, copy=False)
 
 
-__all__ = ["NODE_TABLE", "RECORDS", "SIGNALS", "Exact", "Nodes", "Records", "Sums", "derive", "exact_sums"]
+__all__ = ["NODE_TABLE", "RECORDS", "SIGNALS", "Exact", "Nodes", "Records", "Sums", "derive"]
