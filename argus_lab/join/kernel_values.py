@@ -238,25 +238,21 @@ class Records:
 
     @classmethod
     def read(cls, con: duckdb.DuckDBPyConnection, nodes: Nodes) -> tuple[Records, Exact]:
-        """Read them batch by batch (after :meth:`Nodes.of` wrote ``_j_node``): each batch is added to the exact
-        sums, and only what the signatures need of it is kept (``idx``, ``c``, ``s``, ``row``, ``name``, and which
-        records are kernels)."""
+        """Read them (after :meth:`Nodes.of` wrote ``_j_node``) and sum them, batch by batch over zero-copy views
+        (no array the size of all records is made); the signatures keep ``idx``, ``c``, ``s``, ``row``, ``name``
+        and which records are kernels."""
         kinds = [str(r[0]) for r in con.execute(KINDS_OF_RECORDS).fetchall()]
         kernel = kinds.index("kernel") if "kernel" in kinds else -2
+        table = con.sql(RECORDS, params=[kinds]).to_arrow_table()
         exact = Exact.empty(kinds, len(nodes.instance))
-        reader = con.sql(RECORDS, params=[kinds]).to_arrow_reader(batch_size=1 << 20)
-        keep = ["idx", "c", "s", "row", "name"]
-        kept: list[pa.RecordBatch] = []
         kernels: list[np.ndarray] = []
         replays: list[tuple[np.ndarray, np.ndarray, np.ndarray]] = []
-        for batch in reader:
+        for batch in table.to_batches():
             replays.append(_add_batch(exact, batch, len(kinds)))
-            kept.append(batch.select(keep))
             kernels.append(_ints(batch.column("kind"), -1) == kernel)
         _add_replays(exact, replays)
-        schema = pa.schema([reader.schema.field(c) for c in keep])
         mask = np.concatenate(kernels) if kernels else np.zeros(0, dtype=bool)
-        return cls(pa.Table.from_batches(kept, schema=schema), kinds, mask), exact
+        return cls(table.select(["idx", "c", "s", "row", "name"]), kinds, mask), exact
 
 
 @dataclass(frozen=True)
