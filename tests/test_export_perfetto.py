@@ -98,6 +98,10 @@ def test_parquet_of_every_table(recorded: Store, tmp_path: Path) -> None:
     files = write_parquet(recorded, tmp_path / "pq", ["nested"])
     names = {f.stem for f in files}
     assert {"runs", "region_instances", "kernels", "attributions", "instance_values", "samples"} <= names
+    assert not names & {"attribution_rows", "value_series", "instance_value_rows"}  # read through their views
+    v = pq.read_table(tmp_path / "pq" / "instance_values.parquet")
+    assert set(v.column("run_id").to_pylist()) == {"nested"}
+    assert v.num_rows == recorded.rows("SELECT count(*) FROM instance_values WHERE run_id = 'nested'")[0][0] > 0
     k = pq.read_table(tmp_path / "pq" / "kernels.parquet")
     assert set(k.column("run_id").to_pylist()) == {"nested"}
     assert k.num_rows == recorded.rows("SELECT count(*) FROM kernels WHERE run_id = 'nested'")[0][0]

@@ -255,14 +255,14 @@ def _rows(con: Any, sql: str, run_id: str, batch: int = 65_536) -> Iterator[dict
 def write_parquet(store: Store, folder: str | Path, run_ids: Sequence[str] | None = None) -> list[Path]:
     """Every table of the store as ``<folder>/<table>.parquet`` (only ``run_ids``' rows where a table has runs).
 
-    Views are written under their own name and their stored base table is left out (``attributions.parquet``
-    holds every attribution, stored or derived)."""
-    from argus_lab.store.schema import STORED_AS, TABLES, VIEWS
+    Views are written under their own name and the tables behind them are left out (``attributions.parquet``
+    holds every attribution, stored or derived; ``instance_values.parquet`` every value with its run and signal)."""
+    from argus_lab.store.schema import BEHIND_VIEWS, TABLES, VIEWS
 
     out = Path(folder)
     out.mkdir(parents=True, exist_ok=True)
     files = []
-    hidden = set(STORED_AS.values())
+    hidden = BEHIND_VIEWS
     with store.connect() as con:
         present = {r[0] for r in con.execute("SELECT table_name FROM information_schema.tables").fetchall()}
         for table in [*(t for t in TABLES if t not in hidden), *VIEWS]:
