@@ -117,19 +117,11 @@ def test_columns_added_within_the_schema_version_are_added_to_an_older_store(sto
     ]
 
 
-def test_merge_stores_takes_paths_with_quotes(tmp_path: Path) -> None:
-    """scripts/merge_stores.py: a store path with a quote (and SQL after it) is attached as a path, not run as SQL."""
+def merge_stores(out: Path, sources: list[str]) -> Store:
+    """scripts/merge_stores.py OUT SOURCES..., run as a user runs it; the merged store."""
     import subprocess
     import sys
 
-    folder = tmp_path / "it's'; DROP TABLE runs; --"
-    folder.mkdir()
-    sources = []
-    for n in range(2):
-        st = Store(folder / f"s{n}.duckdb")
-        st.write({"runs": {"run_id": [f"r{n}"], "status": ["ok"]}, "sessions": {"session_id": ["shared"]}})
-        sources.append(str(st.path))
-    out = tmp_path / "merged.duckdb"
     root = Path(__file__).resolve().parent.parent
     done = subprocess.run(
         [sys.executable, str(root / "scripts" / "merge_stores.py"), str(out), *sources],
@@ -139,7 +131,21 @@ def test_merge_stores_takes_paths_with_quotes(tmp_path: Path) -> None:
         timeout=120,
     )
     assert done.returncode == 0, done.stderr
-    merged = Store(out)
+    return Store(out)
+
+
+def test_merge_stores_takes_paths_with_quotes(tmp_path: Path) -> None:
+    """scripts/merge_stores.py: a store path with a quote (and SQL after it) is attached as a path, not run as SQL."""
+
+    folder = tmp_path / "it's'; DROP TABLE runs; --"
+    folder.mkdir()
+    sources = []
+    for n in range(2):
+        st = Store(folder / f"s{n}.duckdb")
+        st.write({"runs": {"run_id": [f"r{n}"], "status": ["ok"]}, "sessions": {"session_id": ["shared"]}})
+        sources.append(str(st.path))
+    out = tmp_path / "merged.duckdb"
+    merged = merge_stores(out, sources)
     assert merged.rows("SELECT run_id FROM runs ORDER BY 1") == [("r0",), ("r1",)]
     assert merged.rows("SELECT count(*) FROM sessions") == [(1,)]  # a shared session is kept once
 

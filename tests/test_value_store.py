@@ -8,8 +8,6 @@ included) so that no two series share a number."""
 from __future__ import annotations
 
 import shutil
-import subprocess
-import sys
 from pathlib import Path
 
 import duckdb
@@ -17,6 +15,7 @@ import duckdb
 from argus_lab.join import attribute_request
 from argus_lab.store import Store
 from argus_lab.store.trim import keep_runs
+from tests.test_store import merge_stores
 
 ROOT = Path(__file__).resolve().parent.parent
 DATA = ROOT / "tests" / "data"
@@ -91,16 +90,7 @@ def test_merging_stores_renumbers_the_series_of_each(tmp_path: Path) -> None:
     new = _copy(tmp_path, "new.duckdb")
     st = Store(new)
     attribute_request(st, _runs(st))  # schema 4: its series numbered from 1
-    out = tmp_path / "merged.duckdb"
-    done = subprocess.run(
-        [sys.executable, str(ROOT / "scripts" / "merge_stores.py"), str(out), str(old), str(new)],
-        capture_output=True,
-        text=True,
-        check=False,
-        timeout=120,
-    )
-    assert done.returncode == 0, done.stderr
-    merged = Store(out)
+    merged = merge_stores(tmp_path / "merged.duckdb", [str(old), str(new)])
     want = sorted(Store(old).rows(VALUES) + st.rows(VALUES), key=repr)
     assert sorted(merged.rows(VALUES), key=repr) == want
     assert merged.rows("SELECT count(*) = count(DISTINCT series) FROM value_series") == [(True,)]
