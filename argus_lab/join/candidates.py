@@ -19,7 +19,8 @@ from typing import TYPE_CHECKING
 import numpy as np
 import pyarrow as pa
 
-from argus_lab.join.timeline import Timeline, ints, run_codes
+from argus_lab.join.arrays import ints, run_codes
+from argus_lab.join.timeline import Timeline
 
 if TYPE_CHECKING:
     import duckdb

@@ -27,8 +27,8 @@ from typing import TYPE_CHECKING
 import numpy as np
 import pyarrow as pa
 
+from argus_lab.join.arrays import floats, ints, run_codes
 from argus_lab.join.signatures import Levels
-from argus_lab.join.timeline import run_codes
 
 if TYPE_CHECKING:
     import duckdb
@@ -130,8 +130,8 @@ class Nodes:
         guarded way, :data:`argus_lab.join.attribution_sql.ANCESTORS_GUARDED`)."""
         runs = sorted({str(r) for r in rows.column("run_id").unique().to_pylist() if r is not None})
         run = run_codes(rows.column("run_id"), runs)
-        inst, parent_id = _ints(rows.column("instance_id"), 0), _ints(rows.column("parent_id"), 0)
-        start = _ints(rows.column("start_ns"), 0)
+        inst, parent_id = ints(rows.column("instance_id"), 0), ints(rows.column("parent_id"), 0)
+        start = ints(rows.column("start_ns"), 0)
         order = np.lexsort((inst, run))
         run, inst, parent_id, start = run[order], inst[order], parent_id[order], start[order]
         first = np.r_[True, (run[1:] != run[:-1]) | (inst[1:] != inst[:-1])] if len(run) else np.zeros(0, bool)
@@ -249,7 +249,7 @@ class Records:
         replays: list[tuple[np.ndarray, np.ndarray, np.ndarray]] = []
         for batch in table.to_batches():
             replays.append(_add_batch(exact, batch, len(kinds)))
-            kernels.append(_ints(batch.column("kind"), -1) == kernel)
+            kernels.append(ints(batch.column("kind"), -1) == kernel)
         _add_replays(exact, replays)
         mask = np.concatenate(kernels) if kernels else np.zeros(0, dtype=bool)
         return cls(table.select(["idx", "c", "s", "row", "name"]), kinds, mask), exact
@@ -334,24 +334,24 @@ def _add_replays(out: Exact, replays: list[tuple[np.ndarray, np.ndarray, np.ndar
 def _add_batch(out: Exact, batch: pa.RecordBatch, k: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """Add one batch of exact records to the sums; returns its CUDA-graph replays (key, correlation id, call ns)."""
     size = len(out.n)
-    key = _ints(batch.column("idx"), 0) * k + _ints(batch.column("kind"), 0)
-    start, end = _ints(batch.column("s"), 0), _ints(batch.column("end_ns"), 0)
-    graph = _ints(batch.column("graph_id"), 0)
+    key = ints(batch.column("idx"), 0) * k + ints(batch.column("kind"), 0)
+    start, end = ints(batch.column("s"), 0), ints(batch.column("end_ns"), 0)
+    graph = ints(batch.column("graph_id"), 0)
     a0, a1 = batch.column("api_start_ns"), batch.column("api_end_ns")
-    api = _ints(a1, 0) - _ints(a0, 0)
+    api = ints(a1, 0) - ints(a0, 0)
     called = api > 0
     if a0.null_count or a1.null_count:
         called &= a0.is_valid().to_numpy(zero_copy_only=False) & a1.is_valid().to_numpy(zero_copy_only=False)
     out.n[:] += np.bincount(key, minlength=size)
     out.dur[:] += _sums(key, end - start, size)
-    out.bytes[:] += _sums(key, _ints(batch.column("bytes"), 0), size)
+    out.bytes[:] += _sums(key, ints(batch.column("bytes"), 0), size)
     np.minimum.at(out.first, key, start)
     np.maximum.at(out.last, key, end)
     direct = called & (graph == 0)
     out.calls[:] += np.bincount(key[direct], minlength=size)
     out.call_ns[:] += _sums(key[direct], api[direct], size)
     replay = np.flatnonzero(called & (graph != 0))
-    return key[replay], _ints(batch.column("c"), np.iinfo(np.int64).min)[replay], api[replay]
+    return key[replay], ints(batch.column("c"), np.iinfo(np.int64).min)[replay], api[replay]
 
 
 def _own(nodes: Nodes, exact: Exact, cands: pa.Table) -> Sums:
@@ -368,21 +368,21 @@ def _own(nodes: Nodes, exact: Exact, cands: pa.Table) -> Sums:
     n_c = np.zeros(size, dtype=np.int64)
     n_t = np.zeros(size, dtype=np.int64)
     if cands.num_rows:
-        ckey = _ints(cands.column("idx"), 0) * k + _ints(cands.column("kind"), 0)
+        ckey = ints(cands.column("idx"), 0) * k + ints(cands.column("kind"), 0)
         cls = cands.column("class").to_pylist()
-        cw = _floats(cands.column("w"))
-        cn = _ints(cands.column("n"), 0)
+        cw = floats(cands.column("w"))
+        cn = ints(cands.column("n"), 0)
         temporal = np.array([c == "temporal" for c in cls], dtype=bool)
         ambiguous = np.array([c == "ambiguous" for c in cls], dtype=bool)
         np.add.at(w_c, ckey, cw)
-        np.add.at(dur_c, ckey, _floats(cands.column("dur")))
-        np.add.at(bytes_c, ckey, _floats(cands.column("bytes")))
+        np.add.at(dur_c, ckey, floats(cands.column("dur")))
+        np.add.at(bytes_c, ckey, floats(cands.column("bytes")))
         np.add.at(n_c, ckey, cn)
         np.add.at(w_t, ckey[temporal], cw[temporal])
         np.add.at(w_a, ckey[ambiguous], cw[ambiguous])
         np.add.at(n_t, ckey[temporal], cn[temporal])
-        np.minimum.at(first, ckey[temporal], _ints(cands.column("first_ns"), _NONE)[temporal])
-        np.maximum.at(last, ckey[temporal], _ints(cands.column("last_ns"), _NO_END)[temporal])
+        np.minimum.at(first, ckey[temporal], ints(cands.column("first_ns"), _NONE)[temporal])
+        np.maximum.at(last, ckey[temporal], ints(cands.column("last_ns"), _NO_END)[temporal])
 
     def shaped(a: np.ndarray) -> np.ndarray:
         return a.reshape(n, k)
@@ -495,20 +495,6 @@ def _columns(
 def _sums(key: np.ndarray, weights: np.ndarray, size: int) -> np.ndarray:
     """``weights`` summed per ``key`` (0 .. size - 1) as float64 (exact for integer sums below 2**53)."""
     return np.bincount(key, weights=weights.astype(np.float64), minlength=size).astype(np.float64, copy=False)
-
-
-def _ints(col: pa.ChunkedArray | pa.Array, fill: int) -> np.ndarray:
-    arr = col.combine_chunks() if isinstance(col, pa.ChunkedArray) else col
-    if arr.null_count:
-        arr = arr.fill_null(fill)
-    return arr.to_numpy(zero_copy_only=False).astype(np.int64, copy=False)
-
-
-def _floats(col: pa.ChunkedArray) -> np.ndarray:
-    arr = col.combine_chunks() if isinstance(col, pa.ChunkedArray) else col
-    if arr.null_count:
-        arr = arr.fill_null(0.0)
-    return arr.to_numpy(zero_copy_only=False).astype(np.float64, copy=False)
 
 
 __all__ = ["NODE_TABLE", "RECORDS", "SIGNALS", "Exact", "Nodes", "Records", "Sums", "derive"]

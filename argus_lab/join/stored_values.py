@@ -14,7 +14,8 @@ from typing import TYPE_CHECKING
 import numpy as np
 import pyarrow as pa
 
-from argus_lab.join.timeline import ints
+from argus_lab.join.arrays import ints
+from argus_lab.join.values import DERIVED_SIGNALS
 
 if TYPE_CHECKING:
     import duckdb
@@ -22,11 +23,11 @@ if TYPE_CHECKING:
     from argus_lab.join.kernel_values import Nodes
     from argus_lab.join.values import Values
 
-ROWS = """
+ROWS = f"""
 SELECT m.run_id, m.instance_id, m.signal, m.value, m.unit, m.backend, m.provenance_id
 FROM metrics m
 WHERE m.run_id IN (SELECT run_id FROM _j_runs) AND m.instance_id IS NOT NULL AND m.kernel_key IS NULL
-  AND (m.run_id, m.signal) NOT IN (SELECT DISTINCT run_id, signal FROM _j_iv UNION SELECT run_id, signal FROM _j_vnp)
+  AND (m.run_id, m.signal) NOT IN ({DERIVED_SIGNALS})
 """
 
 

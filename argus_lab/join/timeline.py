@@ -15,7 +15,8 @@ from dataclasses import dataclass
 
 import numpy as np
 import pyarrow as pa
-import pyarrow.compute as pc
+
+from argus_lab.join.arrays import ints, run_codes
 
 _NEVER = 2**61
 """The end of an instance the run never saw end (later than any clock reading)."""
@@ -64,18 +65,4 @@ class Timeline:
         return np.where(last, np.iinfo(np.int64).max, np.r_[self.t[1:], 0])
 
 
-def run_codes(col: pa.ChunkedArray, runs: list[str]) -> np.ndarray:
-    """The position of each run id in ``runs`` (-1: not there)."""
-    codes = pc.index_in(col.combine_chunks(), value_set=pa.array(runs, type=pa.string()))
-    return codes.fill_null(-1).to_numpy(zero_copy_only=False).astype(np.int64)
-
-
-def ints(col: pa.ChunkedArray | pa.Array, fill: int = 0) -> np.ndarray:
-    """An integer column as int64 (NULL as ``fill``; unsigned values keep their bits)."""
-    arr = col.combine_chunks() if isinstance(col, pa.ChunkedArray) else col
-    if arr.null_count:
-        arr = arr.fill_null(fill)
-    return arr.to_numpy(zero_copy_only=False).astype(np.int64, copy=False)
-
-
-__all__ = ["Timeline", "ints", "run_codes"]
+__all__ = ["Timeline"]

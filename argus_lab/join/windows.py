@@ -20,8 +20,8 @@ from typing import TYPE_CHECKING
 import numpy as np
 import pyarrow as pa
 
+from argus_lab.join.arrays import floats, ints, run_codes
 from argus_lab.join.signatures import Levels
-from argus_lab.join.timeline import ints, run_codes
 
 if TYPE_CHECKING:
     import duckdb
@@ -185,9 +185,9 @@ def _values(con: duckdb.DuckDBPyConnection, nodes: Nodes, pieces: pa.Table, valu
     }
     run = ints(pieces.column("run"))
     node = nodes.locate(run, ints(pieces.column("inner_id")))
-    length = _floats(pieces.column("len"))
-    share = length / _floats(pieces.column("wlen"))
-    value = _floats(pieces.column("value"))
+    length = floats(pieces.column("len"))
+    share = length / floats(pieces.column("wlen"))
+    value = floats(pieces.column("value"))
     ambiguous = ints(pieces.column("threads")) > 1
     signals = pieces.column("signal").combine_chunks().dictionary_encode()
     signal = signals.indices.to_numpy(zero_copy_only=False)
@@ -264,13 +264,6 @@ def _backend(signal: str) -> str:
         if signal.startswith(prefix):
             return backend
     return "nvml"
-
-
-def _floats(col: pa.ChunkedArray) -> np.ndarray:
-    arr = col.combine_chunks()
-    if arr.null_count:
-        arr = arr.fill_null(0.0)
-    return arr.to_numpy(zero_copy_only=False).astype(np.float64, copy=False)
 
 
 __all__ = ["LEVEL_UNITS", "SAMPLE_ATTRIBUTION_ROWS", "SAMPLE_BACKENDS", "Split", "derive"]

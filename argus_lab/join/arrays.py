@@ -1,0 +1,32 @@
+"""Arrow columns as numpy arrays, the way the join's array passes read them."""
+
+from __future__ import annotations
+
+import numpy as np
+import pyarrow as pa
+import pyarrow.compute as pc
+
+
+def ints(col: pa.ChunkedArray | pa.Array, fill: int = 0) -> np.ndarray:
+    """An integer column as int64 (NULL as ``fill``; unsigned values keep their bits)."""
+    arr = col.combine_chunks() if isinstance(col, pa.ChunkedArray) else col
+    if arr.null_count:
+        arr = arr.fill_null(fill)
+    return arr.to_numpy(zero_copy_only=False).astype(np.int64, copy=False)
+
+
+def floats(col: pa.ChunkedArray | pa.Array, fill: float = 0.0) -> np.ndarray:
+    """A numeric column as float64 (NULL as ``fill``)."""
+    arr = col.combine_chunks() if isinstance(col, pa.ChunkedArray) else col
+    if arr.null_count:
+        arr = arr.fill_null(fill)
+    return arr.to_numpy(zero_copy_only=False).astype(np.float64, copy=False)
+
+
+def run_codes(col: pa.ChunkedArray, runs: list[str]) -> np.ndarray:
+    """The position of each run id in ``runs`` (-1: not there)."""
+    codes = pc.index_in(col.combine_chunks(), value_set=pa.array(runs, type=pa.string()))
+    return codes.fill_null(-1).to_numpy(zero_copy_only=False).astype(np.int64)
+
+
+__all__ = ["floats", "ints", "run_codes"]
