@@ -3,8 +3,9 @@
 The join places a record launched without an instance id, and cuts a sample window, by each thread's innermost-
 instance timeline (``argus_lab.join.timeline``).  Guards: when a parent and its child are entered at the same
 nanosecond the child is innermost afterwards; when a child and its parent exit at the same nanosecond the
-grandparent is; an exit comes before an entry of the same nanosecond; and the sample window's split follows the same
-order.  (Before the timeline was read in this order, DuckDB's ASOF join picked any event of the nanosecond.)
+grandparent is; an exit comes before an entry of the same nanosecond; the sample window's split follows the same
+order; and samples whose windows meet no open instance are unattributed (the array pass once failed on them).
+(Before the timeline was read in this order, DuckDB's ASOF join picked any event of the nanosecond.)
 """
 
 from __future__ import annotations
@@ -58,3 +59,15 @@ def test_an_instance_entered_with_its_parent_holds_the_time_from_its_first_nanos
     power = values(store, "r", "sys.power")
     assert power[2] == (pytest.approx(100.0), pytest.approx(100.0))
     assert power[1] == (pytest.approx(100.0), None)  # a's own share is nothing: a level without own time is NULL
+
+
+def test_samples_whose_windows_meet_no_instance_are_unattributed(tmp_path: Path) -> None:
+    # two samples 10 and 20 ms in, long after the only instance ended: no window overlaps an open instance
+    st = Store(tmp_path / "s.duckdb")
+    samples = [("sys.power", 10_000_000, 100.0, "W"), ("sys.power", 20_000_000, 110.0, "W")]
+    write(st, [SynthRun("r", instances=[Inst(1, "a", 0, 100)], kernels=[Kern(1, "k", 10, 20, 1)], samples=samples)])
+    attribute_request(st, ["r"])
+    rows = attributions(st, "r", "sample")
+    assert [(r[1], r[2], float(r[3])) for r in rows] == [(None, "unattributed", 1.0), (None, "unattributed", 1.0)]
+    assert values(st, "r", "sys.power") == {}
+    assert values(st, "r", "gpu.time") == {1: (10.0, 10.0)}

@@ -23,10 +23,23 @@ def floats(col: pa.ChunkedArray | pa.Array, fill: float = 0.0) -> np.ndarray:
     return arr.to_numpy(zero_copy_only=False).astype(np.float64, copy=False)
 
 
+def changes(*keys: np.ndarray) -> np.ndarray:
+    """Over rows sorted by ``keys``: True where a row starts a new group (any key differs from the row before, and
+    the first row); empty for no rows."""
+    n = len(keys[0])
+    if n == 0:
+        return np.zeros(0, dtype=bool)
+    new = np.zeros(n, dtype=bool)
+    new[0] = True
+    for k in keys:
+        new[1:] |= k[1:] != k[:-1]
+    return new
+
+
 def run_codes(col: pa.ChunkedArray, runs: list[str]) -> np.ndarray:
     """The position of each run id in ``runs`` (-1: not there)."""
     codes = pc.index_in(col.combine_chunks(), value_set=pa.array(runs, type=pa.string()))
     return codes.fill_null(-1).to_numpy(zero_copy_only=False).astype(np.int64)
 
 
-__all__ = ["floats", "ints", "run_codes"]
+__all__ = ["changes", "floats", "ints", "run_codes"]

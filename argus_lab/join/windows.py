@@ -20,7 +20,7 @@ from typing import TYPE_CHECKING
 import numpy as np
 import pyarrow as pa
 
-from argus_lab.join.arrays import floats, ints, run_codes
+from argus_lab.join.arrays import changes, floats, ints, run_codes
 from argus_lab.join.signatures import Levels
 
 if TYPE_CHECKING:
@@ -146,10 +146,7 @@ def _pieces(timeline: Timeline, samples: pa.Table, runs: list[str]) -> pa.Table:
     length = np.concatenate(found_len) if found_len else np.zeros(0, np.int64)
     order = np.lexsort((inner[seg], thread[seg], win))
     win, seg, length = win[order], seg[order], length[order]
-    head = np.r_[
-        True, (win[1:] != win[:-1]) | (thread[seg][1:] != thread[seg][:-1]) | (inner[seg][1:] != inner[seg][:-1])
-    ]
-    at = np.flatnonzero(head)
+    at = np.flatnonzero(changes(win, thread[seg], inner[seg]))  # none when no window meets an open instance
     total = np.add.reduceat(length, at) if len(at) else np.zeros(0, np.int64)
     win, seg = win[at], seg[at]
     take = pa.array(win, type=pa.int64())
