@@ -1,10 +1,17 @@
-"""Arrow columns as numpy arrays, the way the join's array passes read them."""
+"""Arrow columns as numpy arrays, the way the join's array passes read them, and Arrow tables handed to its SQL."""
 
 from __future__ import annotations
+
+from collections.abc import Iterator
+from contextlib import contextmanager
+from typing import TYPE_CHECKING
 
 import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
+
+if TYPE_CHECKING:
+    import duckdb
 
 
 def ints(col: pa.ChunkedArray | pa.Array, fill: int = 0) -> np.ndarray:
@@ -42,4 +49,16 @@ def run_codes(col: pa.ChunkedArray, runs: list[str]) -> np.ndarray:
     return codes.fill_null(-1).to_numpy(zero_copy_only=False).astype(np.int64)
 
 
-__all__ = ["changes", "floats", "ints", "run_codes"]
+@contextmanager
+def registered(con: duckdb.DuckDBPyConnection, **tables: pa.Table) -> Iterator[None]:
+    """Arrow tables visible to the connection's SQL under the given names while the block runs."""
+    for name, table in tables.items():
+        con.register(name, table)
+    try:
+        yield
+    finally:
+        for name in tables:
+            con.unregister(name)
+
+
+__all__ = ["changes", "floats", "ints", "registered", "run_codes"]

@@ -75,6 +75,7 @@ import pyarrow.compute as pc
 from argus_lab.join import attribution_sql as q
 from argus_lab.join import candidates, comm, device, kernel_values, signatures, stored_values, windows
 from argus_lab.join import skew as skew_sql
+from argus_lab.join.arrays import registered
 from argus_lab.join.timeline import Timeline
 from argus_lab.join.values import Values
 from argus_lab.join.windows import LEVEL_UNITS
@@ -237,11 +238,8 @@ def _attribute(con: duckdb.DuckDBPyConnection, ids: list[str]) -> tuple[str | No
     records, exact = kernel_values.Records.read(con, nodes)  # summed as read, before the second thread starts
     pending = signatures.start(con, nodes.parent, records.table, records.kernels)  # on a second thread
     timeline = Timeline.of(rows, nodes.runs)
-    con.register("_j_kc", candidates.derive(con, timeline, nodes.runs))  # records without a recorded instance
-    try:
+    with registered(con, _j_kc=candidates.derive(con, timeline, nodes.runs)):  # records without an instance id
         con.execute(q.KERNEL_OTHER)  # their classes and reasons
-    finally:
-        con.unregister("_j_kc")
     del records
     kernel_values.derive(con, nodes, exact, values)
     # compile.*: the static facts of the kernel functions each instance ran (compiler rows, else launch records)
@@ -255,8 +253,7 @@ def _attribute(con: duckdb.DuckDBPyConnection, ids: list[str]) -> tuple[str | No
     _insert_attributions(con, windows.derive(con, nodes, timeline, values))
     traced = {r for (r,) in con.execute("SELECT DISTINCT run_id FROM _j_kinds WHERE kind = 'kernel'").fetchall()}
     keep = np.isin(nodes.run, [k for k, r in enumerate(nodes.runs) if r in traced])
-    run_ids = pa.array(nodes.runs, type=pa.string()).take(pa.array(nodes.run, type=pa.int64()))
-    signatures.finish(con, pending, run_ids, nodes.instance, keep)
+    signatures.finish(con, pending, nodes.run_ids(), nodes.instance, keep)
     # Nsight Compute kernels, across runs
     found = con.execute(q.REFERENCE_RUN).fetchall()
     ref: str | None = found[0][0] if found else None
@@ -293,13 +290,8 @@ def _insert_attributions(con: duckdb.DuckDBPyConnection, split: windows.Split | 
     if split is None:
         con.execute(q.insert_rows(q.KERNEL_ATTRIBUTION_ROWS))
         return
-    con.register("_j_sp", split.pieces)
-    con.register("_j_sw", split.samples)
-    try:
+    with registered(con, _j_sp=split.pieces, _j_sw=split.samples):
         con.execute(q.insert_rows(q.KERNEL_ATTRIBUTION_ROWS, windows.SAMPLE_ATTRIBUTION_ROWS))
-    finally:
-        con.unregister("_j_sp")
-        con.unregister("_j_sw")
 
 
 def _first_run(con: duckdb.DuckDBPyConnection, ids: list[str]) -> str | None:

@@ -26,8 +26,9 @@ from typing import TYPE_CHECKING
 
 import numpy as np
 import pyarrow as pa
+import pyarrow.compute as pc
 
-from argus_lab.join.arrays import floats, ints, run_codes
+from argus_lab.join.arrays import changes, floats, ints, registered, run_codes
 from argus_lab.join.signatures import Levels
 
 if TYPE_CHECKING:
@@ -134,7 +135,7 @@ class Nodes:
         start = ints(rows.column("start_ns"), 0)
         order = np.lexsort((inst, run))
         run, inst, parent_id, start = run[order], inst[order], parent_id[order], start[order]
-        first = np.r_[True, (run[1:] != run[:-1]) | (inst[1:] != inst[:-1])] if len(run) else np.zeros(0, bool)
+        first = changes(run, inst)
         twice = not first.all()
         run, inst, parent_id, start = run[first], inst[first], parent_id[first], start[first]
         found = cls(run, runs, inst, np.full(len(inst), -1, dtype=np.int64), parent_id)
@@ -145,19 +146,20 @@ class Nodes:
         nodes = cls(run, runs, inst, parent, parent_id)
         table = pa.table(
             {
-                "run_id": pa.array(runs, type=pa.string()).take(pa.array(run, type=pa.int64())),
+                "run_id": nodes.run_ids(),
                 "instance_id": pa.array(inst, type=pa.int64()),
                 "idx": pa.array(np.arange(len(inst), dtype=np.int64)),
                 "parent": pa.array(parent, type=pa.int64()),
                 "parent_id": pa.array(parent_id, type=pa.int64()),
             }
         )
-        con.register("_j_node_rows", table)
-        try:
+        with registered(con, _j_node_rows=table):
             con.execute(NODE_TABLE)
-        finally:
-            con.unregister("_j_node_rows")
         return nodes, twice or bool(late.any())
+
+    def run_ids(self) -> pa.Array:
+        """The run id of each instance."""
+        return pa.array(self.runs, type=pa.string()).take(pa.array(self.run, type=pa.int64()))
 
     def locate(self, run: np.ndarray, instance: np.ndarray) -> np.ndarray:
         """The number of each (run position, instance id) (-1: not an instance of the join's runs)."""
@@ -188,10 +190,6 @@ class Sums:
     calls: np.ndarray
     call_ns: np.ndarray
     n_exact: np.ndarray
-    rows: np.ndarray
-    """Records (or candidate rows) behind the sums: 0 where the instance has none."""
-    dur_exact: np.ndarray
-    """The device time of the exact records alone."""
     first: np.ndarray
     last: np.ndarray
 
@@ -199,16 +197,12 @@ class Sums:
         """The inclusive sums: each instance's own plus those of every instance nested in it."""
         added = {name: getattr(self, name).copy() for name in _ADDED}
         first, last = self.first.copy(), self.last.copy()
-        for d in range(int(tree.depth.max(initial=0)), 0, -1):
-            kids = np.flatnonzero((tree.depth == d) & (tree.parent >= 0))
-            if len(kids) == 0:
-                continue
-            up = tree.parent[kids]
+        for kids, parents in tree.upward():
             for arr in added.values():
-                np.add.at(arr, up, arr[kids])
-            np.minimum.at(first, up, first[kids])
-            np.maximum.at(last, up, last[kids])
-        return Sums(**added, dur_exact=self.dur_exact, first=first, last=last)
+                np.add.at(arr, parents, arr[kids])
+            np.minimum.at(first, parents, first[kids])
+            np.maximum.at(last, parents, last[kids])
+        return Sums(**added, first=first, last=last)
 
 
 _ADDED = (
@@ -223,7 +217,6 @@ _ADDED = (
     "calls",
     "call_ns",
     "n_exact",
-    "rows",
 )
 
 
@@ -291,7 +284,7 @@ def derive(con: duckdb.DuckDBPyConnection, nodes: Nodes, exact: Exact, values: V
     kinds = exact.kinds  # every kind of the runs' records: the candidates' too
     cands = con.sql(CANDIDATES, params=[kinds]).to_arrow_table()
     own = _own(nodes, exact, cands)
-    _register_kinds(con, nodes, kinds, own)
+    _register_kinds(con, nodes, exact)
     incl = own.up(Levels.of(nodes.parent))
     prov = {str(r): str(p) for r, p in con.execute(TIMED_RUNS).fetchall()}
     for run, kind, provenance in con.execute(VALUE_KINDS).fetchall():
@@ -309,7 +302,7 @@ def derive(con: duckdb.DuckDBPyConnection, nodes: Nodes, exact: Exact, values: V
         if run not in prov:
             continue
         mine = nodes.run == r
-        spans = np.flatnonzero(mine & (incl.rows[:, kc] > 0) & (incl.first[:, kc] != _NONE))
+        spans = np.flatnonzero(mine & (incl.n[:, kc] > 0) & (incl.first[:, kc] != _NONE))
         if len(spans):
             values.add(con, (run, "gpu.span", "ns", "cupti", prov[run]), _span(nodes, incl, spans, kc))
         ran = np.flatnonzero(mine & (incl.n_exact[:, kc] > 0))
@@ -326,7 +319,7 @@ def _add_replays(out: Exact, replays: list[tuple[np.ndarray, np.ndarray, np.ndar
     api = np.concatenate([r[2] for r in replays])
     order = np.lexsort((corr, key))
     rk, rc = key[order], corr[order]
-    firsts = order[np.r_[True, (rk[1:] != rk[:-1]) | (rc[1:] != rc[:-1])]]
+    firsts = order[changes(rk, rc)]
     out.calls[:] += np.bincount(key[firsts], minlength=len(out.n))
     out.call_ns[:] += _sums(key[firsts], api[firsts], len(out.n))
 
@@ -369,11 +362,10 @@ def _own(nodes: Nodes, exact: Exact, cands: pa.Table) -> Sums:
     n_t = np.zeros(size, dtype=np.int64)
     if cands.num_rows:
         ckey = ints(cands.column("idx"), 0) * k + ints(cands.column("kind"), 0)
-        cls = cands.column("class").to_pylist()
         cw = floats(cands.column("w"))
         cn = ints(cands.column("n"), 0)
-        temporal = np.array([c == "temporal" for c in cls], dtype=bool)
-        ambiguous = np.array([c == "ambiguous" for c in cls], dtype=bool)
+        temporal = pc.equal(cands.column("class"), "temporal").to_numpy(zero_copy_only=False)
+        ambiguous = pc.equal(cands.column("class"), "ambiguous").to_numpy(zero_copy_only=False)
         np.add.at(w_c, ckey, cw)
         np.add.at(dur_c, ckey, floats(cands.column("dur")))
         np.add.at(bytes_c, ckey, floats(cands.column("bytes")))
@@ -399,19 +391,18 @@ def _own(nodes: Nodes, exact: Exact, cands: pa.Table) -> Sums:
         calls=shaped(calls),
         call_ns=shaped(call_ns),
         n_exact=shaped(n_e),
-        rows=shaped(n_e + n_c),
-        dur_exact=shaped(dur_e),
         first=shaped(first),
         last=shaped(last),
     )
 
 
-def _register_kinds(con: duckdb.DuckDBPyConnection, nodes: Nodes, kinds: list[str], own: Sums) -> None:
+def _register_kinds(con: duckdb.DuckDBPyConnection, nodes: Nodes, exact: Exact) -> None:
     """``_j_kinds`` and ``_j_kxs`` (see :func:`derive`)."""
+    kinds = exact.kinds
     n_runs, k = len(nodes.runs), len(kinds)
     run_kind = (nodes.run[:, None] * k + np.arange(k)[None, :]).ravel()
-    count = np.bincount(run_kind, weights=own.n_exact.ravel().astype(np.float64), minlength=n_runs * k)
-    dur = np.bincount(run_kind, weights=own.dur_exact.ravel(), minlength=n_runs * k)
+    count = np.bincount(run_kind, weights=exact.n.astype(np.float64), minlength=n_runs * k)
+    dur = np.bincount(run_kind, weights=exact.dur, minlength=n_runs * k)
     have = np.flatnonzero(count > 0)
     totals = pa.table(
         {
@@ -421,14 +412,9 @@ def _register_kinds(con: duckdb.DuckDBPyConnection, nodes: Nodes, kinds: list[st
             "dur": pa.array(dur[have], type=pa.float64()),
         }
     )
-    con.register("_j_kx_totals", totals)
-    con.register("_j_kx_kinds", totals.select(["run_id", "kind"]))
-    try:
+    with registered(con, _j_kx_totals=totals, _j_kx_kinds=totals.select(["run_id", "kind"])):
         con.execute(EXACT_TOTALS)
         con.execute(KINDS)
-    finally:
-        con.unregister("_j_kx_totals")
-        con.unregister("_j_kx_kinds")
 
 
 def _additive(nodes: Nodes, own: Sums, incl: Sums, sel: np.ndarray, kc: int, col: str) -> dict[str, np.ndarray]:

@@ -20,6 +20,7 @@ thread while the join's next statements run; :func:`finish` writes the rows.
 from __future__ import annotations
 
 import hashlib
+from collections.abc import Iterator
 from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass
 from operator import itemgetter
@@ -27,6 +28,8 @@ from typing import TYPE_CHECKING
 
 import numpy as np
 import pyarrow as pa
+
+from argus_lab.join.arrays import registered
 
 if TYPE_CHECKING:
     import duckdb
@@ -65,6 +68,14 @@ class Levels:
             depth[up] += 1
             cur[up] = parent[cur[up]]
         return cls(parent, depth)
+
+    def upward(self) -> Iterator[tuple[np.ndarray, np.ndarray]]:
+        """(instances, their parents) one nesting level at a time from the deepest: adding each level's values to
+        its parents makes every instance's value inclusive of its nested instances'."""
+        for d in range(int(self.depth.max(initial=0)), 0, -1):
+            kids = np.flatnonzero((self.depth == d) & (self.parent >= 0))
+            if len(kids):
+                yield kids, self.parent[kids]
 
 
 @dataclass(frozen=True)
@@ -118,11 +129,8 @@ def finish(
             "signature": signed.column("signature").take(at),
         }
     )
-    con.register("_j_signed", rows)
-    try:
+    with registered(con, _j_signed=rows):
         con.execute(INSERT)
-    finally:
-        con.unregister("_j_signed")
 
 
 def _signed(parent: np.ndarray, tokens: pa.Table, order: np.ndarray) -> pa.Table:

@@ -14,7 +14,7 @@ from typing import TYPE_CHECKING
 import numpy as np
 import pyarrow as pa
 
-from argus_lab.join.arrays import ints
+from argus_lab.join.arrays import changes, ints
 from argus_lab.join.values import DERIVED_SIGNALS
 
 if TYPE_CHECKING:
@@ -43,7 +43,7 @@ def derive(con: duckdb.DuckDBPyConnection, nodes: Nodes, values: Values, non_add
     value = rows.column("value").combine_chunks().fill_null(0.0).to_numpy(zero_copy_only=False).astype(np.float64)
     order = np.lexsort((inst, signal[0], run[0]))
     r, s, i = run[0][order], signal[0][order], inst[order]
-    head = np.flatnonzero(np.r_[True, (r[1:] != r[:-1]) | (s[1:] != s[:-1]) | (i[1:] != i[:-1])])
+    head = np.flatnonzero(changes(r, s, i))
     total = np.add.reduceat(value[order], head)
     known = np.add.reduceat(valid[order].astype(np.int64), head)
     total = np.where(known > 0, total, np.nan)  # a sum of NULLs is NULL
@@ -111,7 +111,7 @@ def _children(
     node = nodes.locate(np.asarray([where.get(r, -1) for r in runs], dtype=np.int64)[g_run], g_inst)
     parent = np.where(node >= 0, nodes.parent_id[np.maximum(node, 0)], 0)
     out = np.zeros(len(total))
-    block = np.flatnonzero(np.r_[True, (g_run[1:] != g_run[:-1]) | (g_sig[1:] != g_sig[:-1])])
+    block = np.flatnonzero(changes(g_run, g_sig))
     for lo, hi in zip(block.tolist(), np.r_[block[1:], len(g_run)].tolist(), strict=True):  # one (run, signal)
         kids = lo + np.flatnonzero(parent[lo:hi] != 0)
         at = lo + np.searchsorted(g_inst[lo:hi], parent[kids])  # the parent's own value, if it has one

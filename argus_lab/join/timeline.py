@@ -16,7 +16,7 @@ from dataclasses import dataclass
 import numpy as np
 import pyarrow as pa
 
-from argus_lab.join.arrays import ints, run_codes
+from argus_lab.join.arrays import changes, ints, run_codes
 
 _NEVER = 2**61
 """The end of an instance the run never saw end (later than any clock reading)."""
@@ -52,8 +52,8 @@ class Timeline:
         order = np.lexsort((np.where(entry, inner, -inner), key, tid[row], rank[row], run[row]))
         row, key, inner, entry = row[order], key[order], inner[order], entry[order]
         e_run, e_rank, e_tid = run[row], rank[row], tid[row]
-        new = np.r_[True, (e_run[1:] != e_run[:-1]) | (e_rank[1:] != e_rank[:-1]) | (e_tid[1:] != e_tid[:-1])]
-        starts = np.r_[np.flatnonzero(new), len(row)] if len(row) else np.zeros(1, dtype=np.int64)
+        new = changes(e_run, e_rank, e_tid)
+        starts = np.r_[np.flatnonzero(new), len(row)]
         thread_id = rows.column("thread_id").combine_chunks().take(pa.array(row, type=pa.int64()))
         t = np.where(entry, start[row], end[row])
         return cls(e_run, e_rank, thread_id, t, key, inner, np.cumsum(new) - 1, starts)

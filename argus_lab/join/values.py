@@ -16,6 +16,7 @@ from typing import TYPE_CHECKING
 import numpy as np
 import pyarrow as pa
 
+from argus_lab.join.arrays import registered
 from argus_lab.join.attribution_sql import INSTANCE_VALUE_COLUMNS, SERIES_KEY
 
 if TYPE_CHECKING:
@@ -102,12 +103,8 @@ class Values:
         con.execute("UPDATE _j_vnp SET series = series + ?", [first])
         con.execute(SQL_SERIES, [first + len(self.keys)])
         con.execute(INSERT_SERIES)
-        rows = _table(self.columns, first)
-        con.register("_j_vrows", rows)
-        try:
+        with registered(con, _j_vrows=_table(self.columns, first)):
             con.execute(INSERT_ROWS)
-        finally:
-            con.unregister("_j_vrows")
 
 
 def _table(columns: list[dict[str, np.ndarray]], first: int) -> pa.Table:

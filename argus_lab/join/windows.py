@@ -117,13 +117,7 @@ def _pieces(timeline: Timeline, samples: pa.Table, runs: list[str]) -> pa.Table:
     open_ = np.flatnonzero(inner != 0)
     s_run = run_codes(samples.column("run_id"), runs)
     signal = samples.column("signal").combine_chunks().dictionary_encode().indices.to_numpy(zero_copy_only=False)
-    series = np.r_[
-        True,
-        (s_run[1:] != s_run[:-1])
-        | (ints(samples.column("device_id"))[1:] != ints(samples.column("device_id"))[:-1])
-        | (signal[1:] != signal[:-1]),
-    ]
-    bounds = np.r_[np.flatnonzero(series), len(s_run)]
+    bounds = np.r_[np.flatnonzero(changes(s_run, ints(samples.column("device_id")), signal)), len(s_run)]
     w0, w1 = ints(samples.column("w0")), ints(samples.column("w1"))
     found_s: list[np.ndarray] = []
     found_g: list[np.ndarray] = []
@@ -241,17 +235,15 @@ def _threads(sample: np.ndarray, thread: np.ndarray) -> np.ndarray:
     if len(sample) == 0:
         return np.zeros(0, dtype=np.int64)
     order = np.lexsort((thread, sample))
-    s, th = sample[order], thread[order]
-    distinct = np.r_[True, (s[1:] != s[:-1]) | (th[1:] != th[:-1])]
-    return np.bincount(s[distinct], minlength=int(sample.max()) + 1)
+    s = sample[order]
+    return np.bincount(s[changes(s, thread[order])], minlength=int(sample.max()) + 1)
 
 
 def _up(own: np.ndarray, tree: Levels) -> np.ndarray:
     """Each instance's value plus those of every instance nested in it."""
     out = own.copy()
-    for d in range(int(tree.depth.max(initial=0)), 0, -1):
-        kids = np.flatnonzero((tree.depth == d) & (tree.parent >= 0))
-        np.add.at(out, tree.parent[kids], out[kids])
+    for kids, parents in tree.upward():
+        np.add.at(out, parents, out[kids])
     return out
 
 
