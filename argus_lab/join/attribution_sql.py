@@ -63,6 +63,10 @@ SERIES_KEY: tuple[str, ...] = ("run_id", "signal", "unit", "backend", "provenanc
 """What one ``value_series`` row stands for."""
 
 
+LARGEST_SERIES = "(SELECT coalesce(max(series), 0) FROM value_series)"
+"""The store's largest series number (0 for none): new series are numbered after it."""
+
+
 def store_values_sql(source: str, offset: str) -> tuple[str, ...]:
     """Statements storing the wide instance values of ``source`` (a table or view with the columns of
     :data:`INSTANCE_VALUE_COLUMNS`) narrow: a ``value_series`` row per distinct series of ``source``, numbered from

@@ -17,7 +17,7 @@ import numpy as np
 import pyarrow as pa
 
 from argus_lab.join.arrays import registered
-from argus_lab.join.attribution_sql import INSTANCE_VALUE_COLUMNS, SERIES_KEY
+from argus_lab.join.attribution_sql import INSTANCE_VALUE_COLUMNS, LARGEST_SERIES, SERIES_KEY
 
 if TYPE_CHECKING:
     import duckdb
@@ -98,7 +98,7 @@ class Values:
 
     def store(self, con: duckdb.DuckDBPyConnection) -> None:
         """Number every series after the store's largest and write the series and all the values."""
-        rows = con.execute("SELECT coalesce(max(series), 0) FROM value_series").fetchall()
+        rows = con.execute(f"SELECT {LARGEST_SERIES}").fetchall()
         first = int(rows[0][0] if rows else 0) + 1
         con.execute("UPDATE _j_vnp SET series = series + ?", [first])
         con.execute(SQL_SERIES, [first + len(self.keys)])

@@ -15,7 +15,12 @@ since) and read as it is before that.
 
 from __future__ import annotations
 
-from argus_lab.join.attribution_sql import EXACT_ATTRIBUTIONS, INSTANCE_VALUE_COLUMNS, store_values_sql
+from argus_lab.join.attribution_sql import (
+    EXACT_ATTRIBUTIONS,
+    INSTANCE_VALUE_COLUMNS,
+    LARGEST_SERIES,
+    store_values_sql,
+)
 
 SCHEMA_VERSION = 4
 
@@ -183,10 +188,7 @@ MIGRATIONS: dict[int, tuple[tuple[str, str], ...]] = {
             (_OLD_VALUES, f"CREATE TABLE IF NOT EXISTS {t} ({TABLES[t]})")
             for t in ("value_series", "instance_value_rows")
         ),
-        *(
-            (_OLD_VALUES, stmt)
-            for stmt in store_values_sql("instance_values", "(SELECT coalesce(max(series), 0) FROM value_series)")
-        ),
+        *((_OLD_VALUES, stmt) for stmt in store_values_sql("instance_values", LARGEST_SERIES)),
         (_OLD_VALUES, "DROP TABLE instance_values"),
     ),
 }
