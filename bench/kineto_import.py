@@ -103,7 +103,7 @@ def write_trace(path: Path, kernels: int, regions: int, short: float, zero: floa
         c = j + 1
         out.append(
             f'  {{\n    "ph": "X", "cat": "cuda_runtime", "name": "cudaLaunchKernel", "pid": 4242, "tid": 4242,\n'
-            f'    "ts": {l_s[j]}, "dur": 2.000,\n    "args": {{\n      "cbid": 211, "correlation": {c}\n    }}\n  }}'
+            f'    "ts": {l_s[j]}, "dur": 1.000,\n    "args": {{\n      "cbid": 211, "correlation": {c}\n    }}\n  }}'
         )
         out.append(
             f'  {{\n    "ph": "X", "cat": "kernel", "name": "kernel_{j % 7}", "pid": 0, "tid": 7,\n'

@@ -2,24 +2,31 @@
 
 Perfetto's own processor (PyPI ``perfetto``) downloads ``trace_processor_shell`` on first use, which a machine
 without network access cannot do; the structure is therefore validated against the Trace Event Format with a
-JSON schema here, and the round trip through argus_lab's Kineto importer checks every value.
+JSON schema here, the trace is replayed through the rules of Perfetto's JSON importer (``perfetto_rules``: how it
+orders, nests and drops slices and binds flows), and the round trip through argus_lab's Kineto importer checks every
+value.
 """
 
 from __future__ import annotations
 
+import gzip
 import json
+import shutil
 from pathlib import Path
 from typing import Any
 
 import jsonschema
 import pyarrow.parquet as pq
 import pytest
+from perfetto_rules import replay
 from test_join_recorded import CASES, load_case
 
 from argus_lab import join
 from argus_lab.faces.importing import import_trace
 from argus_lab.store import Store
-from argus_lab.views.perfetto import GPU_PID, write_parquet, write_trace
+from argus_lab.views.perfetto import GPU_PID, LANE_TID_STEP, Lanes, write_parquet, write_trace
+
+PGO_STORES = Path(__file__).parent / "data" / "gpu" / "two_ranks" / "pgo" / "stores"
 
 NUM = {"type": "number", "minimum": 0}
 EVENT_SCHEMA: dict[str, Any] = {
@@ -110,3 +117,139 @@ def test_parquet_of_every_table(recorded: Store, tmp_path: Path) -> None:
 def test_unknown_run_is_named(recorded: Store, tmp_path: Path) -> None:
     with pytest.raises(ValueError, match=r"no run 'r-nope'.*latest runs"):
         write_trace(recorded, "r-nope", tmp_path / "x.json")
+
+
+def _flows_link_launch_to_record(doc: dict[str, Any]) -> int:
+    """Replay ``doc`` as Perfetto imports it; every slice must be placed and every flow must go from the launching
+    call to the GPU record of the same correlation id.  Returns the number of flows."""
+    found = replay(doc)
+    assert not found.overlapping, found.overlapping[:3]  # Perfetto would drop them or report an import error
+    assert not found.unbound_flows and not found.out_of_range_ids
+    ev = doc["traceEvents"]
+    assert found.flow_start.keys() == found.flow_end.keys()
+    for fid, end in found.flow_end.items():
+        call, record = ev[found.flow_start[fid]], ev[end]
+        assert call["cat"] == "cuda_runtime" and record["cat"] in ("kernel", "gpu_memcpy", "gpu_memset"), fid
+        assert call["args"]["correlation"] == record["args"]["correlation"], fid
+    return len(found.flow_end)
+
+
+@pytest.mark.parametrize("case", ["nested", "two_streams", "backward"])
+def test_perfetto_places_every_slice_and_binds_every_flow(recorded: Store, tmp_path: Path, case: str) -> None:
+    out = tmp_path / f"{case}.json"
+    counts = write_trace(recorded, case, out)
+    assert _flows_link_launch_to_record(json.loads(out.read_text())) == counts["flows"] > 0
+
+
+def test_kernels_that_overlap_on_their_stream_go_to_an_overlap_lane(tmp_path: Path) -> None:
+    """Recorded on two H200s (the overlap study's ddp-m-b25 store): cuBLASLt's split-K reduce kernel starts about
+    130 ns before the GEMM before it on its stream has ended (programmatic dependent launch), twice in rank 1's run.
+    On the stream's own track Perfetto would drop it (or spill it with an import error) and its flow would bind to
+    the GEMM."""
+    db = tmp_path / "ddp.duckdb"
+    with gzip.open(PGO_STORES / "ddp-m-b25.duckdb.gz") as src, db.open("wb") as dst:
+        shutil.copyfileobj(src, dst)
+    st = Store(db)
+    run = "r-ead2cad0d1"
+    overlapping = st.rows(
+        "SELECT count(*) FROM (SELECT start_ns, lag(end_ns) OVER (PARTITION BY device_id, stream_id "
+        "ORDER BY start_ns, end_ns DESC) AS prev_end, end_ns FROM kernels WHERE run_id = ?) "
+        "WHERE start_ns < prev_end AND end_ns > prev_end",
+        [run],
+    )[0][0]
+    assert overlapping == 2  # the recording does hold the case
+    out = tmp_path / "ddp.json"
+    counts = write_trace(st, run, out)
+    doc = json.loads(out.read_text())
+    assert _flows_link_launch_to_record(doc) == counts["flows"]
+    laned = [e for e in doc["traceEvents"] if e["ph"] == "X" and e["pid"] >= GPU_PID and e["tid"] >= LANE_TID_STEP]
+    assert len(laned) == 2 and all("splitKreduce" in e["name"] for e in laned)
+    assert all(e["tid"] == LANE_TID_STEP + e["args"]["stream"] for e in laned)
+    names = {(e["pid"], e["tid"]): e["args"]["name"] for e in doc["traceEvents"] if e["ph"] == "M"}
+    assert {names[(e["pid"], e["tid"])] for e in laned} == {f"stream {laned[0]['args']['stream']} (overlap lane 1)"}
+    back = import_trace(out, Store(tmp_path / "back.duckdb"))  # the lane is a track, not a stream: same kernels
+    assert back.imported.counts["kernels"] == st.rows("SELECT count(*) FROM kernels WHERE run_id = ? AND kind = "
+                                                      "'kernel'", [run])[0][0]  # fmt: skip
+
+
+ZERO_LENGTH_TRACE = {  # SYNTHETIC: two kernels on one stream, the second of no length, each with its launch
+    "baseTimeNanoseconds": 1_000_000_000,
+    "traceEvents": [
+        {"ph": "X", "cat": "user_annotation", "name": "step", "pid": 7, "tid": 7, "ts": 1.0, "dur": 50.0, "args": {}},
+        {"ph": "X", "cat": "cuda_runtime", "name": "cudaLaunchKernel", "pid": 7, "tid": 7, "ts": 2.0, "dur": 1.0,
+         "args": {"correlation": 11}},
+        {"ph": "X", "cat": "kernel", "name": "gemm", "pid": 0, "tid": 7, "ts": 10.0, "dur": 5.0,
+         "args": {"device": 0, "stream": 7, "correlation": 11}},
+        {"ph": "X", "cat": "cuda_runtime", "name": "cudaLaunchKernel", "pid": 7, "tid": 7, "ts": 4.0, "dur": 1.0,
+         "args": {"correlation": 12}},
+        {"ph": "X", "cat": "kernel", "name": "empty", "pid": 0, "tid": 7, "ts": 16.0, "dur": 0.0,
+         "args": {"device": 0, "stream": 7, "correlation": 12}},
+    ],
+}  # fmt: skip
+
+
+def test_the_flow_of_a_zero_length_kernel_binds_to_it(tmp_path: Path) -> None:
+    """Perfetto reads a zero-length slice after the flow events of its timestamp that precede it in the file; the
+    flow end is therefore written after the record's slice (written before it, it bound to the kernel before)."""
+    src = tmp_path / "zero.json"
+    src.write_text(json.dumps(ZERO_LENGTH_TRACE))
+    st = Store(tmp_path / "zero.duckdb")
+    run = import_trace(src, st).run_id
+    out = tmp_path / "out.json"
+    write_trace(st, run, out)
+    doc = json.loads(out.read_text())
+    assert _flows_link_launch_to_record(doc) == 2
+    ev = doc["traceEvents"]
+    found = replay(doc)
+    assert sorted(ev[i]["name"] for i in found.flow_end.values()) == ["empty", "gemm"]
+
+
+def test_the_replay_reports_what_perfetto_would_drop_or_misbind() -> None:
+    """SYNTHETIC: the replay itself finds a partial overlap and a flow end read before its zero-length slice."""
+    doc = {"traceEvents": [
+        {"ph": "X", "cat": "kernel", "name": "a", "pid": 1, "tid": 2, "ts": 1.0, "dur": 5.0},
+        {"ph": "X", "cat": "kernel", "name": "b", "pid": 1, "tid": 2, "ts": 4.0, "dur": 5.0},  # overlaps a's end
+        {"ph": "f", "cat": "ac2g", "name": "launch", "id": 1, "pid": 1, "tid": 2, "ts": 7.0, "bp": "e"},
+        {"ph": "X", "cat": "kernel", "name": "c", "pid": 1, "tid": 2, "ts": 7.0, "dur": 0.0},
+        {"ph": "X", "cat": "kernel", "name": "d", "pid": 1, "tid": 5_000_000_000, "ts": 8.0, "dur": 1.0},
+    ]}  # fmt: skip
+    found = replay(doc)
+    assert [(e["name"], o["name"]) for e, o in found.overlapping] == [("b", "a")]
+    assert doc["traceEvents"][found.flow_end[("ac2g", "launch", 1)]]["name"] == "a"  # not c: read before it
+    assert [e["name"] for e in found.out_of_range_ids] == ["d"]
+
+
+def test_lanes_keep_nested_events_together_and_move_partial_overlaps() -> None:
+    lanes = Lanes()
+    track = (1, 7)
+    assert lanes.lane(track, 0, 100) == 0
+    assert lanes.lane(track, 10, 20) == 0  # nested inside the first
+    assert lanes.lane(track, 90, 30) == 1  # starts inside the first, ends after it: a lane of its own
+    assert lanes.lane(track, 95, 5) == 0  # nests in the first (ends with it)
+    assert lanes.lane(track, 96, 26) == 2  # outlasts the open slices of lanes 0 and 1
+    assert lanes.lane(track, 100, 0) == 0  # lane 0's slices end at its start: closed, as Perfetto closes them
+    assert lanes.lane(track, 105, 10) == 0
+    assert lanes.lane((1, 8), 95, 50) == 0  # another track has lanes of its own
+
+
+def test_imported_ranges_that_do_not_nest_go_to_an_overlap_lane(tmp_path: Path) -> None:
+    """SYNTHETIC: two annotations of one thread that cross (as NVTX start/end ranges may): the second keeps its
+    times on an overlap lane of the thread instead of being dropped by Perfetto."""
+    trace = {"baseTimeNanoseconds": 1_000_000_000, "traceEvents": [
+        {"ph": "X", "cat": "user_annotation", "name": "load", "pid": 7, "tid": 7, "ts": 1.0, "dur": 9.0, "args": {}},
+        {"ph": "X", "cat": "user_annotation", "name": "decode", "pid": 7, "tid": 7, "ts": 5.0, "dur": 10.0,
+         "args": {}},
+    ]}  # fmt: skip
+    src = tmp_path / "cross.json"
+    src.write_text(json.dumps(trace))
+    st = Store(tmp_path / "cross.duckdb")
+    res = import_trace(src, st)
+    assert res.imported.settings["annotation_nesting_improper"] == 1
+    out = tmp_path / "out.json"
+    assert write_trace(st, res.run_id, out)["instances"] == 2
+    doc = json.loads(out.read_text())
+    assert not replay(doc).overlapping
+    slices = {e["name"]: e for e in doc["traceEvents"] if e["ph"] == "X"}
+    assert (slices["load"]["tid"], slices["decode"]["tid"]) == (7, 7 + LANE_TID_STEP)
+    assert slices["decode"]["args"]["thread"] == 7 and slices["decode"]["dur"] == 10.0
+    assert slices["decode"]["ts"] - slices["load"]["ts"] == 4.0  # times as recorded (relative to the first event)

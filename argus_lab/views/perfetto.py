@@ -7,12 +7,20 @@ argus_lab's own Kineto importer reads it back exactly (the round trip the tests 
   ``baseTimeNanoseconds`` (a double holds such relative values exactly; epoch microseconds it would round);
 * region instances are complete events (``ph: X``, ``cat: user_annotation``) on their process and thread (one
   process per rank: ``pid`` = the recorded pid, or ``rank`` when none was recorded), named after the region, with
-  the path, instance id and index, repetition and the instance's values in ``args``;
+  the path, instance id and index, repetition and the instance's values in ``args``.  The instances of one thread
+  nest; ranges imported from another tool that do not (NVTX start/end ranges, say) go to overlap lanes of the
+  thread, with the thread in ``args``, as GPU records do below;
 * GPU records are complete events (``cat: kernel``, ``gpu_memcpy``, ``gpu_memset``) on a process per device
   (``pid`` = :data:`GPU_PID` + device) and a thread per stream, with the attribution class, weight, reason and the
-  instance path in ``args``;
-* each record's launching call becomes a ``cuda_runtime`` slice on its host thread, and a flow (``ph: s`` at the
-  call, ``ph: f`` at the GPU record; ``cat: ac2g`` as Kineto names it) links the two;
+  instance path in ``args``.  A record that starts before the previous one on its stream has ended and ends after
+  it (programmatic dependent launch lets a kernel start while the one before it finishes) cannot nest on the
+  stream's track: Perfetto would drop it, or move it to an overflow track with an import error.  It goes to an
+  overlap lane of the stream instead, a track of its own named after the stream (:class:`Lanes`);
+* each record's launching call becomes a ``cuda_runtime`` slice on its host thread, and a flow (``ph: s`` after
+  the call's slice, ``ph: f`` with ``bp: e`` after the GPU record's; ``cat: ac2g`` as Kineto names it) links the
+  two.  The order matters: Perfetto binds a flow event to the slice on top of its track when it reads the event,
+  and at one timestamp it reads complete events before flows except zero-length ones, which keep their place in
+  the file; a flow end written before its zero-length kernel would bind to the kernel before it;
 * time samples (NVML, PM sampling) are counter events (``ph: C``) on their device's process, one track per signal;
 * ``process_name`` / ``thread_name`` metadata events name every track;
 * several runs go into one file, run ``k``'s process ids offset by ``k *`` :data:`RUN_PID_STRIDE` and its process
@@ -46,7 +54,7 @@ FROM region_instances i
 LEFT JOIN (SELECT instance_id, map(list(signal), list(inclusive)) AS vals FROM instance_values
            WHERE run_id = $1 GROUP BY instance_id) v ON v.instance_id = i.instance_id
 WHERE i.run_id = $1 AND i.start_ns IS NOT NULL AND i.end_ns IS NOT NULL
-ORDER BY i.start_ns
+ORDER BY i.start_ns, i.end_ns DESC
 """
 
 KERNELS = """
@@ -63,7 +71,7 @@ FROM kernels k
 LEFT JOIN a ON a.evidence_id = k.kernel_key
 LEFT JOIN region_instances i ON i.run_id = k.run_id AND i.instance_id = a.instance_id
 WHERE k.run_id = $1 AND k.start_ns IS NOT NULL
-ORDER BY k.start_ns
+ORDER BY k.start_ns, k.end_ns DESC
 """
 
 SAMPLES = """
@@ -87,6 +95,40 @@ def us(ns: int) -> str:
 
 RUN_PID_STRIDE = 10_000_000
 """Several runs in one trace: run ``k``'s process ids are offset by ``k * RUN_PID_STRIDE`` (run 0's are as stored)."""
+
+LANE_TID_STEP = 100_000_000
+"""Overlap lane ``n`` of a stream is the thread ``stream + n * LANE_TID_STEP`` (Perfetto reads ids as 32-bit)."""
+MAX_LANE = 41
+
+
+class Lanes:
+    """Places complete events, given per track in Perfetto's order (by start, longest first), on lanes where each
+    nests or follows the others as Perfetto's importer requires: lane 0 is the track itself, lane ``n`` the first
+    whose open slices the event neither partially overlaps nor outlasts."""
+
+    def __init__(self) -> None:
+        self._open: dict[tuple[int, int], list[list[tuple[int, int]]]] = {}
+
+    def lane(self, track: tuple[int, int], start: int, dur: int) -> int:
+        """The lane of an event of ``track`` from ``start`` lasting ``dur`` (ns)."""
+        lanes = self._open.setdefault(track, [])
+        for n, stack in enumerate(lanes):
+            while stack:  # Perfetto closes what ended before the start (or at it, unless both have no length)
+                s0, d0 = stack[-1]
+                if s0 + d0 < start or (s0 + d0 == start and not (d0 == 0 and dur == 0)):
+                    stack.pop()
+                    continue
+                break
+            if not stack or start + dur <= stack[-1][0] + stack[-1][1] or n == MAX_LANE:
+                stack.append((start, dur))
+                return n
+        lanes.append([(start, dur)])
+        return len(lanes) - 1
+
+
+def lane_tid(tid: int, lane: int) -> int:
+    """The thread id of ``lane`` of the track of thread ``tid`` (lane 0: ``tid`` itself)."""
+    return tid if lane == 0 else tid % LANE_TID_STEP + lane * LANE_TID_STEP
 
 
 def write_trace(store: Store, run_ids: str | Sequence[str], path: str | Path) -> dict[str, int]:
@@ -132,11 +174,16 @@ def _write_run(con: Any, w: _Writer, run_id: str, base: int, off: int, label: st
     }
     tracks: dict[tuple[int, int], str] = {}
     procs: dict[int, str] = {}
+    lanes = Lanes()
     for r in _rows(con, INSTANCES, run_id):
         pid = (int(r["pid"]) or int(r["rank"])) + off
-        tid = int(r["tid"]) % (1 << 32)
+        thread = int(r["tid"]) % (1 << 32)
+        t0, dur = int(r["start_ns"]) - base, int(r["end_ns"]) - int(r["start_ns"])
+        lane = lanes.lane((pid, thread), t0, max(dur, 0))  # > 0 only for imported ranges that do not nest
+        tid = lane_tid(thread, lane)
         procs.setdefault(pid, f"{label}rank {r['rank']} (pid {r['pid']})")
-        tracks.setdefault((pid, tid), str(r["thread_name"] or f"thread {tid}"))
+        shown = str(r["thread_name"] or f"thread {thread}")
+        tracks.setdefault((pid, tid), shown + (f" (overlap lane {lane})" if lane else ""))
         args: dict[str, Any] = {
             "path": r["path"],
             "instance_id": r["instance_id"],
@@ -147,14 +194,19 @@ def _write_run(con: Any, w: _Writer, run_id: str, base: int, off: int, label: st
             args["error"] = r["error"]
         if r["vals"]:
             args.update({str(k): v for k, v in dict(r["vals"]).items() if v is not None})
-        w.complete("user_annotation", str(r["name"]), pid, tid, r["start_ns"] - base,
-                   r["end_ns"] - r["start_ns"], args)  # fmt: skip
+        if lane:
+            args["thread"] = thread
+        w.complete("user_annotation", str(r["name"]), pid, tid, t0, dur, args)
         counts["instances"] += 1
     for r in _rows(con, KERNELS, run_id):
         dev = GPU_PID + int(r["device"]) + off
         stream = int(r["stream"])
+        t0 = int(r["start_ns"]) - base
+        dur = int(r["end_ns"]) - int(r["start_ns"])
+        lane = lanes.lane((dev, stream), t0, max(dur, 0))
+        gtid = lane_tid(stream % (1 << 32), lane)
         procs.setdefault(dev, f"{label}GPU {r['device']}")
-        tracks.setdefault((dev, stream), f"stream {stream}")
+        tracks.setdefault((dev, gtid), f"stream {stream}" + (f" (overlap lane {lane})" if lane else ""))
         args = {
             "class": r["class"],
             "weight": r["weight"],
@@ -176,8 +228,8 @@ def _write_run(con: Any, w: _Writer, run_id: str, base: int, off: int, label: st
             args["bytes"] = r["bytes"]
         if r["candidates"] and r["candidates"] > 1:
             args["candidates"] = r["candidates"]
-        t0 = int(r["start_ns"]) - base
         api = r["api_start_ns"]
+        flow = 0
         if api and int(r["api_end_ns"] or 0) > int(api):  # a zero-length row is a boundary probe's bound, no call
             hpid = host_pid.get(int(r["rank"]), int(r["rank"])) + off
             htid = int(r["thread_id"] or 0) % (1 << 32)
@@ -188,10 +240,11 @@ def _write_run(con: Any, w: _Writer, run_id: str, base: int, off: int, label: st
             w.complete("cuda_runtime", "launch", hpid, htid, a0, max(a1 - a0, 0),
                        {"correlation": r["correlation_id"]})  # fmt: skip
             counts["flows"] += 1
-            w.flow("s", counts["flows"], hpid, htid, a0)
-            w.flow("f", counts["flows"], dev, stream, t0)
-        w.complete(_CAT.get(str(r["kind"]), "kernel"), shown, dev, stream, t0,
-                   int(r["end_ns"]) - int(r["start_ns"]), args)  # fmt: skip
+            flow = counts["flows"]
+            w.flow("s", flow, hpid, htid, a0)
+        w.complete(_CAT.get(str(r["kind"]), "kernel"), shown, dev, gtid, t0, dur, args)
+        if flow:  # after the record's slice: it binds to the slice on top of the track
+            w.flow("f", flow, dev, gtid, t0)
         counts["kernels"] += 1
     for r in _rows(con, SAMPLES, run_id):
         dev = GPU_PID + int(r["device"]) + off
@@ -290,4 +343,4 @@ def _sql_path(p: Path) -> str:
     return str(p).replace("'", "''")
 
 
-__all__ = ["GPU_PID", "RUN_PID_STRIDE", "write_parquet", "write_trace"]
+__all__ = ["GPU_PID", "LANE_TID_STEP", "RUN_PID_STRIDE", "Lanes", "lane_tid", "write_parquet", "write_trace"]
