@@ -5,7 +5,7 @@ Usage::
 
     .venv/bin/python bench/faults_bench.py [--instances 1000000] [--out DIR] [--timeout 300]
 
-Every figure is taken in a fresh Python process (its own peak RSS, ``ru_maxrss``), with the ``argus_lab`` that this
+Every figure is taken in a fresh Python process (its own peak RSS, ``VmHWM``), with the ``argus_lab`` that this
 interpreter imports (run it with ``PYTHONPATH`` pointing at another checkout to measure that one).  Prints a
 markdown section for docs/benchmarks.md; a case that does not finish within ``--timeout`` seconds is reported as
 such, and one that raises is reported with its exception.
@@ -30,6 +30,8 @@ ROOT = Path(argus_lab.__file__).resolve().parents[1]
 
 PROBE = """
 import json, resource, sys, time, traceback
+def peak_mib():  # this process's own peak (ru_maxrss of a child starts at its parent's peak)
+    return next(int(x.split()[1]) for x in open('/proc/self/status') if x.startswith('VmHWM:')) / 1024
 out = {{}}
 t0 = time.perf_counter()
 try:
@@ -37,7 +39,7 @@ try:
 except BaseException as exc:
     out["error"] = f"{{type(exc).__name__}}: {{str(exc).splitlines()[0][:120] if str(exc) else ''}}"
 out.setdefault("seconds", time.perf_counter() - t0)
-out["peak_rss_mb"] = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
+out["peak_rss_mb"] = peak_mib()
 print("RESULT " + json.dumps(out))
 """
 

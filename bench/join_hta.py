@@ -32,6 +32,8 @@ T0_US = 1_795_938_194_000_000.0  # epoch microseconds
 
 HTA_SCRIPT = """
 import json, sys, time, resource
+def peak_mib():  # this process's own peak (ru_maxrss of a child starts at its parent's peak)
+    return next(int(x.split()[1]) for x in open('/proc/self/status') if x.startswith('VmHWM:')) / 1024
 t = time.perf_counter()
 from hta.trace_analysis import TraceAnalysis
 ta = TraceAnalysis(trace_dir=sys.argv[1])
@@ -43,7 +45,7 @@ print(json.dumps({"load_s": load, "attribute_s": attr, "kernels": int(len(df)),
                   "attributed": int((df["user_annotation"] != -1).sum()),
                   "zero_dur": int((df["dur"] <= 0).sum()),
                   "kernel_us": float(df["dur"].sum()),
-                  "peak_rss_mib": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024}))
+                  "peak_rss_mib": peak_mib()}))
 """
 
 

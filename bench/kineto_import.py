@@ -33,16 +33,20 @@ BASE_NS = 1_795_938_194_000_000_000
 
 HTA_SCRIPT = """
 import json, sys, time, resource
+def peak_mib():  # this process's own peak (ru_maxrss of a child starts at its parent's peak)
+    return next(int(x.split()[1]) for x in open('/proc/self/status') if x.startswith('VmHWM:')) / 1024
 t = time.perf_counter()
 from hta.trace_analysis import TraceAnalysis
 ta = TraceAnalysis(trace_dir=sys.argv[1])
 load = time.perf_counter() - t
 r = resource.getrusage(resource.RUSAGE_SELF)
-print(json.dumps({"load_s": load, "cpu_s": r.ru_utime + r.ru_stime, "peak_rss_mib": r.ru_maxrss / 1024}))
+print(json.dumps({"load_s": load, "cpu_s": r.ru_utime + r.ru_stime, "peak_rss_mib": peak_mib()}))
 """
 
 ARGUS_SCRIPT = """
 import json, sys, time, resource
+def peak_mib():  # this process's own peak (ru_maxrss of a child starts at its parent's peak)
+    return next(int(x.split()[1]) for x in open('/proc/self/status') if x.startswith('VmHWM:')) / 1024
 def cpu():
     r = resource.getrusage(resource.RUSAGE_SELF)
     return r.ru_utime + r.ru_stime
@@ -57,13 +61,13 @@ got = store.rows("SELECT count(*), sum(end_ns - start_ns), count(*) FILTER (WHER
 out = {"import_s": total_s - res.join.seconds, "join_s": res.join.seconds, "total_s": total_s,
        "cpu_s": total_cpu, "kernels": got[0], "kernel_ns": int(got[1]), "zero_length": got[2],
        "sub_us": got[3], "classes": res.join.counts.get("kernel", {}),
-       "peak_rss_mib": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024}
+       "peak_rss_mib": peak_mib()}
 if sys.argv[3]:  # the Perfetto export of the imported run
     from argus_lab.faces.exporting import export
     t = time.perf_counter()
     done = export(store, sys.argv[3], run_ids=[res.run_id])
     out.update({"export_s": time.perf_counter() - t, "export_mib": done.path.stat().st_size / 2**20,
-                "peak_rss_after_export_mib": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024})
+                "peak_rss_after_export_mib": peak_mib()})
 print(json.dumps(out))
 """
 
