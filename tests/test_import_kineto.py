@@ -7,6 +7,8 @@ on the H200 are added by scripts/record_traces.py (see tests/data/README.md).
 from __future__ import annotations
 
 import gzip
+import hashlib
+import mmap
 from pathlib import Path
 from typing import Any
 
@@ -95,6 +97,20 @@ def test_import_is_a_run_with_provenance(tmp_path: Path) -> None:
     assert str(path.resolve()) in prov["import"] and "sha256" in prov["import"]
     art = st.rows("SELECT kind, sha256, bytes FROM artifacts WHERE run_id = ?", [res.run_id])
     assert art[0][0] == "kineto-trace" and art[0][2] == path.stat().st_size
+    assert art[0][1] == hashlib.sha256(path.read_bytes()).hexdigest()
+
+
+def test_the_file_is_hashed_window_by_window(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The digest is the file's sha256 when the mapped window moves along the file (a window of one page here, so
+    that a trace of some ten kB takes several, the last one partial)."""
+    tr = KinetoTrace()
+    for i in range(60):
+        tr.annotation(f"r{i % 3}", B + i * 10_000, B + i * 10_000 + 9_000)
+    path = tr.write(tmp_path / "t.json")
+    monkeypatch.setattr(chrome_json, "HASH_WINDOW", mmap.ALLOCATIONGRANULARITY)
+    assert path.stat().st_size > 2 * chrome_json.HASH_WINDOW
+    with chrome_json.event_parts(path) as src:
+        assert (src.sha256, src.bytes) == (hashlib.sha256(path.read_bytes()).hexdigest(), path.stat().st_size)
 
 
 def test_kernel_of_another_thread_left_to_the_join(tmp_path: Path) -> None:

@@ -8,7 +8,8 @@ object, and one file on one thread.  :func:`event_parts` therefore
 * cuts it at event boundaries into ``parts`` files, each a JSON array of whole events, copied by the kernel
   (``os.copy_file_range``: no Python copy of the bytes),
 * decompresses a gzip file first (to a temporary file),
-* hashes the file as stored (sha256) on a second thread meanwhile, while the parts are cut and parsed.
+* hashes the file as stored (sha256) on a second thread meanwhile, while the parts are cut and parsed (through a
+  memory map moved along the file, so that the process's RSS does not grow with the file).
 
 An event boundary is ``}`` ``,`` and a line break before the next ``{``: a line break cannot occur inside a JSON
 string, and Kineto starts every event on a line of its own.  Should a cut still fall inside an event (an event
@@ -161,15 +162,22 @@ def _unlink_files(folder: Path) -> None:
                 f.unlink()
 
 
+HASH_WINDOW = 64 << 20
+"""The file is hashed through a memory map of this many bytes at a time: no copy of the bytes into Python, and the
+mapped pages, which count in the process's RSS while mapped, stay this few however large the file."""
+
+
 def _hash(p: Path, out: dict[str, Any]) -> None:
     h = hashlib.sha256()
-    n = 0
     with p.open("rb") as f:
-        if os.fstat(f.fileno()).st_size > 0:  # mapped, not read: no copy of the bytes into Python
-            with mmap.mmap(f.fileno(), 0, access=mmap.ACCESS_READ) as mm:
+        size = os.fstat(f.fileno()).st_size
+        at = 0
+        while at < size:
+            n = min(HASH_WINDOW, size - at)
+            with mmap.mmap(f.fileno(), n, offset=at, access=mmap.ACCESS_READ) as mm:
                 h.update(mm)
-                n = len(mm)
-    out["sha256"], out["bytes"] = h.hexdigest(), n
+            at += n
+    out["sha256"], out["bytes"] = h.hexdigest(), size
 
 
 def locate(file: Path, shown: str) -> EventArray:
