@@ -12,6 +12,7 @@ from __future__ import annotations
 import gzip
 import json
 import shutil
+from io import StringIO
 from pathlib import Path
 from typing import Any
 
@@ -24,7 +25,7 @@ from test_join_recorded import CASES, load_case
 from argus_lab import join
 from argus_lab.faces.importing import import_trace
 from argus_lab.store import Store
-from argus_lab.views.perfetto import GPU_PID, LANE_TID_STEP, Lanes, write_parquet, write_trace
+from argus_lab.views.perfetto import GPU_PID, LANE_TID_STEP, Lanes, _Writer, write_parquet, write_trace
 
 PGO_STORES = Path(__file__).parent / "data" / "gpu" / "two_ranks" / "pgo" / "stores"
 
@@ -253,3 +254,33 @@ def test_imported_ranges_that_do_not_nest_go_to_an_overlap_lane(tmp_path: Path) 
     assert (slices["load"]["tid"], slices["decode"]["tid"]) == (7, 7 + LANE_TID_STEP)
     assert slices["decode"]["args"]["thread"] == 7 and slices["decode"]["dur"] == 10.0
     assert slices["decode"]["ts"] - slices["load"]["ts"] == 4.0  # times as recorded (relative to the first event)
+
+
+def _strict(text: str) -> dict[str, Any]:
+    """Parse as strict JSON (Python's parser would accept NaN and Infinity; Perfetto's does not)."""
+
+    def refuse(word: str) -> None:
+        raise ValueError(f"not JSON: {word}")
+
+    doc: dict[str, Any] = json.loads(text, parse_constant=refuse)
+    return doc
+
+
+def test_nan_and_infinite_values_are_left_out_of_the_json(tmp_path: Path) -> None:
+    """SYNTHETIC samples added to a recorded run: a NaN and an infinite power reading, and an instance argument
+    that is NaN; what is written stays JSON."""
+    st = Store(tmp_path / "nan.duckdb")
+    load_case(st, CASES / "nested", "nested")
+    join.attribute_request(st, ["nested"])
+    before = st.rows("SELECT count(*) FROM samples WHERE run_id = 'nested' AND value IS NOT NULL")[0][0]
+    t = st.rows("SELECT min(start_ns) FROM region_instances WHERE run_id = 'nested'")[0][0]
+    st.write({"samples": {"run_id": ["nested"] * 3, "device_id": [0] * 3, "signal": ["sys.power"] * 3,
+                          "t_ns": [t + 1, t + 2, t + 3], "value": [float("nan"), float("inf"), 250.0],
+                          "unit": ["W"] * 3}})  # fmt: skip
+    out = tmp_path / "nan.json"
+    counts = write_trace(st, "nested", out)
+    doc = _strict(out.read_text())
+    assert counts["counters"] == before + 1 == sum(1 for e in doc["traceEvents"] if e["ph"] == "C")
+    buf = StringIO()
+    _Writer(buf).complete("user_annotation", "x", 1, 1, 0, 5, {"gpu.time": float("nan"), "path": "x", "n": 3})
+    assert _strict("[" + buf.getvalue() + "]")[0]["args"] == {"path": "x", "n": 3}

@@ -22,6 +22,7 @@ argus_lab's own Kineto importer reads it back exactly (the round trip the tests 
   and at one timestamp it reads complete events before flows except zero-length ones, which keep their place in
   the file; a flow end written before its zero-length kernel would bind to the kernel before it;
 * time samples (NVML, PM sampling) are counter events (``ph: C``) on their device's process, one track per signal;
+  a NaN or infinite value (a sample or an instance value) is left out, as JSON cannot hold it;
 * ``process_name`` / ``thread_name`` metadata events name every track;
 * several runs go into one file, run ``k``'s process ids offset by ``k *`` :data:`RUN_PID_STRIDE` and its process
   names prefixed with its run id.
@@ -33,6 +34,7 @@ in memory as Python objects.
 from __future__ import annotations
 
 import json
+import math
 from collections.abc import Iterator, Sequence
 from pathlib import Path
 from typing import IO, Any
@@ -250,6 +252,8 @@ def _write_run(con: Any, w: _Writer, run_id: str, base: int, off: int, label: st
         dev = GPU_PID + int(r["device"]) + off
         procs.setdefault(dev, f"{label}GPU {r['device']}")
         name = f"{r['signal']} ({r['unit']})" if r["unit"] else str(r["signal"])
+        if not math.isfinite(float(r["value"])):  # JSON has no NaN: Perfetto would reject the file
+            continue
         w.counter(name, dev, int(r["t_ns"]) - base, float(r["value"]))
         counts["counters"] += 1
     for pid, name in procs.items():
@@ -272,7 +276,7 @@ class _Writer:
         self.f.write("  " + text)
 
     def complete(self, cat: str, name: str, pid: int, tid: int, t: int, d: int, args: dict[str, Any]) -> None:
-        a = json.dumps({k: v for k, v in args.items() if v is not None}, default=str)
+        a = json.dumps({k: v for k, v in args.items() if v is not None and _finite(v)}, default=str)
         self._emit(
             f'{{"ph": "X", "cat": "{cat}", "name": {json.dumps(name)}, "pid": {pid}, "tid": {tid}, '
             f'"ts": {us(max(t, 0))}, "dur": {us(max(d, 0))}, "args": {a}}}'
@@ -295,6 +299,12 @@ class _Writer:
         self._emit(
             f'{{"ph": "M", "name": "{what}", "pid": {pid}, "tid": {tid}, "args": {{"name": {json.dumps(name)}}}}}'
         )
+
+
+def _finite(value: Any) -> bool:
+    """False for a NaN or infinite float: ``json.dumps`` writes them as ``NaN``/``Infinity``, which is not JSON and
+    which Perfetto's parser rejects (such an argument is left out)."""
+    return not isinstance(value, float) or math.isfinite(value)
 
 
 def _rows(con: Any, sql: str, run_id: str, batch: int = 65_536) -> Iterator[dict[str, Any]]:
