@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import signal
 import subprocess
 import sys
 import textwrap
@@ -38,7 +39,10 @@ def python(code: str, *, timeout: float = 120, **extra: str) -> subprocess.Compl
 
 
 def start_python(code: str, **extra: str) -> subprocess.Popen[str]:
-    """Start ``code`` in a new Python process (its own process group, like a command started from a shell)."""
+    """Start ``code`` in a new Python process (its own process group, like a command started from a shell).
+
+    Ctrl-C is restored to its default in it: a test suite started as a background job (``cmd &``) inherits SIGINT
+    ignored, and Python then never turns SIGINT into KeyboardInterrupt, as it does in a terminal."""
     return subprocess.Popen(
         [sys.executable, "-c", textwrap.dedent(code)],
         stdout=subprocess.PIPE,
@@ -46,7 +50,12 @@ def start_python(code: str, **extra: str) -> subprocess.Popen[str]:
         text=True,
         env=env(**extra),
         start_new_session=True,
+        preexec_fn=_default_sigint,
     )
+
+
+def _default_sigint() -> None:
+    signal.signal(signal.SIGINT, signal.SIG_DFL)
 
 
 def cli(*args: str, timeout: float = 120, **extra: str) -> subprocess.CompletedProcess[str]:
