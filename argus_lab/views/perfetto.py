@@ -101,6 +101,8 @@ RUN_PID_STRIDE = 10_000_000
 LANE_TID_STEP = 100_000_000
 """Overlap lane ``n`` of a stream is the thread ``stream + n * LANE_TID_STEP`` (Perfetto reads ids as 32-bit)."""
 MAX_LANE = 41
+"""The last lane (``41 * LANE_TID_STEP`` plus a thread id stays under 2**32); an event that fits no earlier lane goes
+there even if it overlaps (42 records open at once on one stream or thread: not seen in any recording)."""
 
 
 class Lanes:
@@ -131,6 +133,11 @@ class Lanes:
 def lane_tid(tid: int, lane: int) -> int:
     """The thread id of ``lane`` of the track of thread ``tid`` (lane 0: ``tid`` itself)."""
     return tid if lane == 0 else tid % LANE_TID_STEP + lane * LANE_TID_STEP
+
+
+def lane_name(name: str, lane: int) -> str:
+    """The name of ``lane`` of the track called ``name`` (lane 0: ``name`` itself)."""
+    return f"{name} (overlap lane {lane})" if lane else name
 
 
 def write_trace(store: Store, run_ids: str | Sequence[str], path: str | Path) -> dict[str, int]:
@@ -184,8 +191,7 @@ def _write_run(con: Any, w: _Writer, run_id: str, base: int, off: int, label: st
         lane = lanes.lane((pid, thread), t0, max(dur, 0))  # > 0 only for imported ranges that do not nest
         tid = lane_tid(thread, lane)
         procs.setdefault(pid, f"{label}rank {r['rank']} (pid {r['pid']})")
-        shown = str(r["thread_name"] or f"thread {thread}")
-        tracks.setdefault((pid, tid), shown + (f" (overlap lane {lane})" if lane else ""))
+        tracks.setdefault((pid, tid), lane_name(str(r["thread_name"] or f"thread {thread}"), lane))
         args: dict[str, Any] = {
             "path": r["path"],
             "instance_id": r["instance_id"],
@@ -208,7 +214,7 @@ def _write_run(con: Any, w: _Writer, run_id: str, base: int, off: int, label: st
         lane = lanes.lane((dev, stream), t0, max(dur, 0))
         gtid = lane_tid(stream % (1 << 32), lane)
         procs.setdefault(dev, f"{label}GPU {r['device']}")
-        tracks.setdefault((dev, gtid), f"stream {stream}" + (f" (overlap lane {lane})" if lane else ""))
+        tracks.setdefault((dev, gtid), lane_name(f"stream {stream}", lane))
         args = {
             "class": r["class"],
             "weight": r["weight"],
