@@ -1,9 +1,11 @@
 """How Perfetto's trace processor imports a Chrome-trace JSON file, modelled for the export tests.
 
-Perfetto's processor itself cannot run here (its Python package downloads the binary on first use; this machine
-and the H200 machine have no network), so the tests replay an exported trace through the rules its JSON importer
-applies, as its source states them (``src/trace_processor``: ``importers/json/json_trace_tokenizer.cc``,
-``json_trace_parser.cc``, ``importers/common/slice_tracker.cc``, ``flow_tracker.cc``, ``sorter/trace_sorter.h``):
+Perfetto's processor does not run in CI (its Python package downloads the binary on first use; this machine and the
+H200 machine have no network; ``scripts/build-trace-processor`` builds one from source, and
+``tests/test_perfetto_processor.py`` checks this replay against what that binary read), so the tests replay an
+exported trace through the rules its JSON importer applies, as its source states them (``src/trace_processor``:
+``importers/json/json_trace_tokenizer.cc``, ``json_trace_parser.cc``, ``importers/common/slice_tracker.cc``,
+``flow_tracker.cc``, ``sorter/trace_sorter.h``):
 
 * ``pid`` and ``tid`` are read as unsigned 32-bit numbers: a value outside that range becomes 0; a ``tid`` of 0 with
   a non-zero ``pid`` is taken as the ``pid``;

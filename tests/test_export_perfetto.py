@@ -1,10 +1,11 @@
 """Export of a run as a Perfetto-readable trace (Chrome JSON) and as Parquet, on evidence recorded on the H200.
 
 Perfetto's own processor (PyPI ``perfetto``) downloads ``trace_processor_shell`` on first use, which a machine
-without network access cannot do; the structure is therefore validated against the Trace Event Format with a
-JSON schema here, the trace is replayed through the rules of Perfetto's JSON importer (``perfetto_rules``: how it
-orders, nests and drops slices and binds flows), and the round trip through argus_lab's Kineto importer checks every
-value.
+without network access cannot do (``tests/test_perfetto_processor.py`` runs a binary built from source where one is
+given, and otherwise compares with what it read of recorded exports); here the structure is validated against the
+Trace Event Format with a JSON schema, the trace is replayed through the rules of Perfetto's JSON importer
+(``perfetto_rules``: how it orders, nests and drops slices and binds flows), and the round trip through argus_lab's
+Kineto importer checks every value.
 """
 
 from __future__ import annotations
@@ -19,6 +20,7 @@ from typing import Any
 import jsonschema
 import pyarrow.parquet as pq
 import pytest
+from perfetto_facts import ZERO_LENGTH_TRACE
 from perfetto_rules import replay
 from test_join_recorded import CASES, load_case
 
@@ -171,22 +173,6 @@ def test_kernels_that_overlap_on_their_stream_go_to_an_overlap_lane(tmp_path: Pa
     back = import_trace(out, Store(tmp_path / "back.duckdb"))  # the lane is a track, not a stream: same kernels
     assert back.imported.counts["kernels"] == st.rows("SELECT count(*) FROM kernels WHERE run_id = ? AND kind = "
                                                       "'kernel'", [run])[0][0]  # fmt: skip
-
-
-ZERO_LENGTH_TRACE = {  # SYNTHETIC: two kernels on one stream, the second of no length, each with its launch
-    "baseTimeNanoseconds": 1_000_000_000,
-    "traceEvents": [
-        {"ph": "X", "cat": "user_annotation", "name": "step", "pid": 7, "tid": 7, "ts": 1.0, "dur": 50.0, "args": {}},
-        {"ph": "X", "cat": "cuda_runtime", "name": "cudaLaunchKernel", "pid": 7, "tid": 7, "ts": 2.0, "dur": 1.0,
-         "args": {"correlation": 11}},
-        {"ph": "X", "cat": "kernel", "name": "gemm", "pid": 0, "tid": 7, "ts": 10.0, "dur": 5.0,
-         "args": {"device": 0, "stream": 7, "correlation": 11}},
-        {"ph": "X", "cat": "cuda_runtime", "name": "cudaLaunchKernel", "pid": 7, "tid": 7, "ts": 4.0, "dur": 1.0,
-         "args": {"correlation": 12}},
-        {"ph": "X", "cat": "kernel", "name": "empty", "pid": 0, "tid": 7, "ts": 16.0, "dur": 0.0,
-         "args": {"device": 0, "stream": 7, "correlation": 12}},
-    ],
-}  # fmt: skip
 
 
 def test_the_flow_of_a_zero_length_kernel_binds_to_it(tmp_path: Path) -> None:
