@@ -20,13 +20,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "tests"))
 
-from perfetto_facts import BROKEN_TRACE, CASES_BUILT, FACTS_FILE, from_file, from_processor
-
-
-def _processor(shell: str, trace: Path):  # type: ignore[no-untyped-def]
-    from perfetto.trace_processor import TraceProcessor, TraceProcessorConfig
-
-    return TraceProcessor(trace=str(trace), config=TraceProcessorConfig(bin_path=shell, load_timeout=600))
+from perfetto_facts import BROKEN_TRACE, CASES_BUILT, FACTS_FILE, PROBLEMS_SQL, from_file, processor, read_in_processor
 
 
 def main() -> None:
@@ -43,11 +37,7 @@ def main() -> None:
     for name, build in CASES_BUILT.items():
         with tempfile.TemporaryDirectory(prefix=f"argus-pf-{name}-") as tmp:
             out = build(Path(tmp))
-            tp = _processor(args.shell, out)
-            try:
-                facts = from_processor(tp)
-            finally:
-                tp.close()
+            facts = read_in_processor(args.shell, out)
             replayed = from_file(json.loads(out.read_text()))
         agree = facts == replayed
         same &= agree
@@ -62,26 +52,21 @@ def main() -> None:
     with tempfile.TemporaryDirectory(prefix="argus-pf-broken-") as tmp:
         path = Path(tmp) / "broken.json"
         path.write_text(json.dumps(BROKEN_TRACE))
-        tp = _processor(args.shell, path)
-        try:
-            broken = from_processor(tp)
-        finally:
-            tp.close()
+        broken = read_in_processor(args.shell, path)
     agree = broken == from_file(BROKEN_TRACE)
     same &= agree
     print(f"broken (SYNTHETIC): problems {broken['problems']}; replay agrees: {agree}")
     for trace in args.trace:
         t = time.perf_counter()
-        tp = _processor(args.shell, Path(trace))
+        tp = processor(args.shell, Path(trace), load_timeout=600)
         load = time.perf_counter() - t
         try:
             got = {
                 "slices": next(iter(tp.query("SELECT count(*) AS n FROM slice"))).n,
                 "flows": next(iter(tp.query("SELECT count(*) AS n FROM flow"))).n,
                 "counters": next(iter(tp.query("SELECT count(*) AS n FROM counter"))).n,
-                "problems": [(r.name, r.value) for r in tp.query(
-                    "SELECT name, value FROM stats WHERE value > 0 AND severity IN ('error', 'data_loss')")],
-            }  # fmt: skip
+                "problems": [(r.name, r.idx, r.value) for r in tp.query(PROBLEMS_SQL)],
+            }
         finally:
             tp.close()
         print(f"{trace}: loaded in {load:.1f} s; {got}")

@@ -10,15 +10,14 @@ processor cannot run.
 
 The cases are exports of evidence recorded on the H200 (CUPTI runs, the two-GPU study's run with programmatic
 dependent launches, a torch.profiler trace of GPT-2, an Nsight Systems report), imported or joined here, and three
-SYNTHETIC edge cases (a zero-length kernel, crossing host ranges, NaN samples).
+SYNTHETIC edge cases (a zero-length kernel, crossing host ranges, NaN samples); ``BROKEN_TRACE``, SYNTHETIC too, is
+what an export must never be: the processor reports its problems.
 """
 
 from __future__ import annotations
 
-import gzip
 import hashlib
 import json
-import shutil
 from collections import Counter
 from collections.abc import Callable
 from pathlib import Path
@@ -26,6 +25,7 @@ from typing import Any
 
 from perfetto_rules import replay
 from recorded_cases import CASES, DATA, load_case
+from test_pgo_recorded import unpacked
 
 from argus_lab import join
 from argus_lab.faces.importing import import_trace
@@ -108,6 +108,23 @@ def from_processor(tp: Any) -> dict[str, Any]:
         rows(CLASSES_SQL, ("cls", "n")),
         rows(THREADS_SQL, ("pid", "tid", "name")),
     )
+
+
+def processor(shell: str, trace: Path, load_timeout: int = 60) -> Any:
+    """Perfetto's processor (``trace_processor_shell`` at ``shell``, through PyPI's ``perfetto``) with ``trace``
+    loaded; the caller closes it."""
+    from perfetto.trace_processor import TraceProcessor, TraceProcessorConfig
+
+    return TraceProcessor(trace=str(trace), config=TraceProcessorConfig(bin_path=shell, load_timeout=load_timeout))
+
+
+def read_in_processor(shell: str, trace: Path) -> dict[str, Any]:
+    """The facts of the exported file ``trace`` as Perfetto's processor at ``shell`` reads them."""
+    tp = processor(shell, trace)
+    try:
+        return from_processor(tp)
+    finally:
+        tp.close()
 
 
 def _int(v: Any) -> int | None:
@@ -206,11 +223,8 @@ def _recorded(names: list[str]) -> Callable[[Path], Path]:
 
 
 def _pdl(tmp: Path) -> Path:
-    db = tmp / "ddp.duckdb"
-    with gzip.open(DATA / "gpu" / "two_ranks" / "pgo" / "stores" / "ddp-m-b25.duckdb.gz") as src, db.open("wb") as dst:
-        shutil.copyfileobj(src, dst)
     out = tmp / "export.json"
-    write_trace(Store(db), "r-ead2cad0d1", out)
+    write_trace(Store(unpacked("ddp-m-b25", tmp)), "r-ead2cad0d1", out)
     return out
 
 

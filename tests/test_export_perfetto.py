@@ -10,9 +10,7 @@ Kineto importer checks every value.
 
 from __future__ import annotations
 
-import gzip
 import json
-import shutil
 from io import StringIO
 from pathlib import Path
 from typing import Any
@@ -23,13 +21,12 @@ import pytest
 from perfetto_facts import ZERO_LENGTH_TRACE
 from perfetto_rules import replay
 from test_join_recorded import CASES, load_case
+from test_pgo_recorded import unpacked
 
 from argus_lab import join
 from argus_lab.faces.importing import import_trace
 from argus_lab.store import Store
 from argus_lab.views.perfetto import GPU_PID, LANE_TID_STEP, Lanes, _Writer, write_parquet, write_trace
-
-PGO_STORES = Path(__file__).parent / "data" / "gpu" / "two_ranks" / "pgo" / "stores"
 
 NUM = {"type": "number", "minimum": 0}
 EVENT_SCHEMA: dict[str, Any] = {
@@ -149,10 +146,7 @@ def test_kernels_that_overlap_on_their_stream_go_to_an_overlap_lane(tmp_path: Pa
     130 ns before the GEMM before it on its stream has ended (programmatic dependent launch), twice in rank 1's run.
     On the stream's own track Perfetto would drop it (or spill it with an import error) and its flow would bind to
     the GEMM."""
-    db = tmp_path / "ddp.duckdb"
-    with gzip.open(PGO_STORES / "ddp-m-b25.duckdb.gz") as src, db.open("wb") as dst:
-        shutil.copyfileobj(src, dst)
-    st = Store(db)
+    st = Store(unpacked("ddp-m-b25", tmp_path))
     run = "r-ead2cad0d1"
     overlapping = st.rows(
         "SELECT count(*) FROM (SELECT start_ns, lag(end_ns) OVER (PARTITION BY device_id, stream_id "

@@ -1,9 +1,9 @@
 """Exported traces opened by Perfetto's own trace processor (PyPI ``perfetto`` driving ``trace_processor_shell``).
 
 The processor's binary is not on PyPI (the library downloads it on first use, and neither this machine nor CI has
-network); ``scripts/build-trace-processor`` builds it from Perfetto's source with Debian's packages.  With
-``ARGUS_TRACE_PROCESSOR`` pointing at that binary, ``test_perfetto_reads_the_export`` loads every case's export into
-the real processor.  ``scripts/perfetto_record.py`` kept what the processor reported in
+network); ``scripts/build-trace-processor`` builds it from Perfetto's source (Debian's build tools, SQLite from
+npm).  With ``ARGUS_TRACE_PROCESSOR`` pointing at that binary, ``test_perfetto_reads_the_export`` loads every case's
+export into the real processor.  ``scripts/perfetto_record.py`` kept what the processor reported in
 ``tests/data/perfetto/processor_facts.json``; without the binary, the tests below check that report (no import
 problem; every flow from the launching call to its GPU record) and that a fresh export still reads, under the replay
 of the importer's rules, exactly as the processor read the recorded one.
@@ -17,7 +17,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from perfetto_facts import BROKEN_TRACE, CASES_BUILT, FACTS_FILE, SPILLED, UNBOUND, from_file, from_processor
+from perfetto_facts import BROKEN_TRACE, CASES_BUILT, FACTS_FILE, SPILLED, UNBOUND, from_file, read_in_processor
 
 SHELL = os.environ.get("ARGUS_TRACE_PROCESSOR", "")
 WITH_KERNELS = ("nested", "two_streams", "backward", "two_runs", "ddp_pdl", "kineto_gpt2", "nsys_regions",
@@ -77,14 +77,8 @@ def test_the_facts_see_a_change_of_track_or_time(tmp_path: Path) -> None:
 def test_perfetto_reads_the_export(case: str, tmp_path: Path) -> None:
     if not SHELL:
         pytest.skip("set ARGUS_TRACE_PROCESSOR to a trace_processor_shell (scripts/build-trace-processor builds one)")
-    from perfetto.trace_processor import TraceProcessor, TraceProcessorConfig
-
     out = CASES_BUILT[case](tmp_path)
-    tp = TraceProcessor(trace=str(out), config=TraceProcessorConfig(bin_path=SHELL))
-    try:
-        facts = from_processor(tp)
-    finally:
-        tp.close()
+    facts = read_in_processor(SHELL, out)
     assert facts["problems"] == []
     assert facts == from_file(json.loads(out.read_text()))
 
@@ -92,14 +86,8 @@ def test_perfetto_reads_the_export(case: str, tmp_path: Path) -> None:
 def test_perfetto_reports_a_broken_trace(tmp_path: Path) -> None:
     if not SHELL:
         pytest.skip("set ARGUS_TRACE_PROCESSOR to a trace_processor_shell (scripts/build-trace-processor builds one)")
-    from perfetto.trace_processor import TraceProcessor, TraceProcessorConfig
-
     path = tmp_path / "broken.json"
     path.write_text(json.dumps(BROKEN_TRACE))
-    tp = TraceProcessor(trace=str(path), config=TraceProcessorConfig(bin_path=SHELL))
-    try:
-        facts = from_processor(tp)
-    finally:
-        tp.close()
+    facts = read_in_processor(SHELL, path)
     assert [p[0] for p in facts["problems"]] == [UNBOUND, SPILLED]
     assert facts == from_file(BROKEN_TRACE)
