@@ -20,7 +20,16 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "tests"))
 
-from perfetto_facts import BROKEN_TRACE, CASES_BUILT, FACTS_FILE, PROBLEMS_SQL, from_file, processor, read_in_processor
+from perfetto_facts import (
+    BROKEN_TRACE,
+    CASES_BUILT,
+    FACTS_FILE,
+    PROBLEMS_SQL,
+    check_shell,
+    from_file,
+    processor,
+    read_in_processor,
+)
 
 
 def main() -> None:
@@ -29,6 +38,10 @@ def main() -> None:
     ap.add_argument("--trace", action="append", default=[], help="a further exported trace to load and time")
     ap.add_argument("--no-write", action="store_true", help="print only; leave the recorded facts as they are")
     args = ap.parse_args()
+    try:
+        check_shell(args.shell)
+    except FileNotFoundError as e:
+        ap.error(str(e))
     version = subprocess.run([args.shell, "--version"], capture_output=True, text=True, check=True).stdout
     first = next((ln.strip() for ln in version.splitlines() if ln.strip()), "")
     print(first)

@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import os
 from collections import Counter
 from collections.abc import Callable
 from pathlib import Path
@@ -110,11 +111,22 @@ def from_processor(tp: Any) -> dict[str, Any]:
     )
 
 
+def check_shell(shell: str) -> None:
+    """Raise, saying how to get one, unless ``shell`` is an executable file."""
+    if not os.access(shell, os.X_OK) or Path(shell).is_dir():
+        raise FileNotFoundError(
+            f"{shell!r} is not an executable trace_processor_shell: build one with "
+            "`scripts/build-trace-processor PERFETTO_SOURCE` and pass BUILD_DIR/trace_processor_shell "
+            "(--shell, or ARGUS_TRACE_PROCESSOR for the tests)"
+        )
+
+
 def processor(shell: str, trace: Path, load_timeout: int = 60) -> Any:
     """Perfetto's processor (``trace_processor_shell`` at ``shell``, through PyPI's ``perfetto``) with ``trace``
     loaded; the caller closes it."""
     from perfetto.trace_processor import TraceProcessor, TraceProcessorConfig
 
+    check_shell(shell)
     return TraceProcessor(trace=str(trace), config=TraceProcessorConfig(bin_path=shell, load_timeout=load_timeout))
 
 
