@@ -31,6 +31,7 @@ event-loop module, which torch imports anyway, to tell a running event loop).
 
 from __future__ import annotations
 
+import bisect
 import contextvars
 import functools
 import hashlib
@@ -190,18 +191,66 @@ _cpath: list[tuple[Callable[[Any], bool], Callable[[Any], bool]] | None] = [None
 _generations = itertools.count(1)
 
 
-_thread_names: dict[int, str] = {}  # thread id -> name, noted when a thread first enters a region
+class _ThreadNames:
+    """The name of every thread that opened a region, taken when it opened its first one.
+
+    Python reuses a thread id once its thread has ended (per-step threads, pools), so a name is kept with the time
+    it was taken and an instance's thread is named by (thread id, the instance's start): the last name taken for
+    that id at or before the start.  Names are taken at a thread's first region only (one lock per thread).
+    """
+
+    def __init__(self) -> None:
+        self._by_id: dict[int, list[tuple[int, str]]] = {}
+        self._lock = threading.Lock()
+
+    def note(self, ident: int, name: str) -> None:
+        with self._lock:
+            self._by_id.setdefault(ident, []).append((_time_ns(), name))
+
+    def at(self, ident: int, t_ns: int) -> str:
+        """The name of thread ``ident`` at ``t_ns`` (its first name for times before it was taken; "" if unknown)."""
+        taken = self._by_id.get(ident)
+        if not taken:
+            return ""
+        if len(taken) == 1:
+            return taken[0][1]
+        k = bisect.bisect_right(taken, (t_ns, "\U0010ffff")) - 1
+        return taken[max(k, 0)][1]
+
+    def known(self, ident: int) -> bool:
+        return ident in self._by_id
+
+    def latest(self) -> dict[int, str]:
+        """Thread id -> the name taken last for it."""
+        with self._lock:
+            return {ident: taken[-1][1] for ident, taken in self._by_id.items()}
+
+
+_thread_names = _ThreadNames()
+
+
+def thread_names() -> dict[int, str]:
+    """The names of the threads that opened regions (or were noted) in this process, by thread id (the latest name
+    of a reused id)."""
+    return _thread_names.latest()
+
+
+def note_thread_name(ident: int, name: str) -> None:
+    """Take ``name`` as the name of thread ``ident`` from now on (a thread that starts while a run records)."""
+    _thread_names.note(ident, name)
 
 
 class _Stack(list[_Frame]):
-    """A thread's open regions (outside asyncio tasks), innermost last; it also keeps the thread's id."""
+    """A thread's open regions (outside asyncio tasks), innermost last; it also keeps the thread's id.
+
+    A new thread gets a new stack at its first region (``threading.local``), which is when its name is taken."""
 
     __slots__ = ("ident",)
 
     def __init__(self) -> None:
         super().__init__()
         self.ident = threading.get_ident()
-        _thread_names[self.ident] = threading.current_thread().name
+        _thread_names.note(self.ident, threading.current_thread().name)
 
 
 def _stack() -> _Stack:
@@ -438,6 +487,7 @@ class Recorder:
         self.gen = 0  # this activation's generation: frames of other generations are never parents
         self.forked = False  # set in a forked child: this recorder belongs to the parent process
         self._rows: list[int] = []  # finished instances not yet moved into _data, _ROW_WIDTH integers each
+        self._spill_lock = threading.Lock()
         self._data = array("q")  # _ROW_WIDTH integers per finished instance
         self._spilled = 0
         self._errors: dict[int, str] = {}
@@ -512,7 +562,8 @@ class Recorder:
             _publish_region(region)
             next_id, rest = native.boundary_stop()
             _Ids.resume(next_id)
-            self._take(rest)
+            with self._spill_lock:
+                self._take(rest)
         now = _time_ns()
         for frame in _open_frames():
             iid = frame[1]
@@ -534,8 +585,16 @@ class Recorder:
 
     @property
     def thread_names(self) -> dict[int, str]:
-        """Names of the threads that entered regions in this process, by thread id."""
-        return _thread_names
+        """Names of the threads that entered regions in this process, by thread id (the latest name of a reused id;
+        :meth:`thread_names_of` names instances)."""
+        return _thread_names.latest()
+
+    @staticmethod
+    def thread_names_of(thread_ids: Sequence[int], start_ns: Sequence[int]) -> list[str]:
+        """The name of each instance's thread, by its thread id and start (a thread id Python reused names the thread
+        that ran then, see :class:`_ThreadNames`)."""
+        at = _thread_names.at
+        return [at(t, s) for t, s in zip(thread_ids, start_ns, strict=True)]
 
     @property
     def repetition(self) -> int:
@@ -548,16 +607,19 @@ class Recorder:
 
     # -- data -------------------------------------------------------------------------------------
     def _spill(self) -> None:
-        """Move finished rows into the integer columns (safe while other threads append)."""
-        rows = self._rows
-        n = len(rows)  # a multiple of _ROW_WIDTH: a row is added by one list.extend call, atomic under the GIL
-        if n:
-            self._data.fromlist(rows[:n])
-            del rows[:n]
-            self._spilled += n // _ROW_WIDTH
-        native = self._native
-        if native is not None:
-            self._take(native.boundary_take())
+        """Move finished rows into the integer columns (safe while other threads append, and when several threads
+        spill at once: the copy and the deletion of one batch must not interleave with another thread's, which would
+        store its rows twice and lose others, so spills take a lock; appends do not)."""
+        with self._spill_lock:
+            rows = self._rows
+            n = len(rows)  # a multiple of _ROW_WIDTH: a row is added by one list.extend call, atomic under the GIL
+            if n:
+                self._data.fromlist(rows[:n])
+                del rows[:n]
+                self._spilled += n // _ROW_WIDTH
+            native = self._native
+            if native is not None:
+                self._take(native.boundary_take())
 
     def _take(self, rows: bytes) -> None:
         """Append rows handed over by the C boundary buffer (native int64, the same row layout)."""
@@ -750,12 +812,13 @@ class RegionMarker:
         if not iid & 2047:  # every 2,048 instance ids: finished rows move into the integer columns
             rec._spill()
         cpu0 = 0
+        t0 = _time_ns()  # before the boundary work: what a hook records at entry (a probe) lies inside the instance
         if work:
             if work == 1:
                 rec._sink(iid)
             else:
                 cpu0 = self._enter_work(rec, iid, node)
-        stack.append((self, iid, gen, stack.ident, piid, node, _time_ns(), cpu0))
+        stack.append((self, iid, gen, stack.ident, piid, node, t0, cpu0))
         return self
 
     def __exit__(self, exc_type: type[BaseException] | None, exc: BaseException | None, tb: object) -> None:
@@ -831,14 +894,14 @@ class RegionMarker:
             piid, pnode = top[1], top[5]
         else:
             piid = pnode = 0
-            if tid not in _thread_names:
-                _thread_names[tid] = threading.current_thread().name
+            _stack()  # a thread's first region (in a task) takes its name, as on its stack
         node = self._nodes.get(pnode) or _nodes.add(self, pnode)
         iid = next_id()
         if not iid & 2047:
             rec._spill()
+        t0 = _time_ns()
         cpu0 = self._enter_work(rec, iid, node) if work else 0
-        _task_top.set((self, iid, gen, tid, piid, node, _time_ns(), cpu0, top, prev))
+        _task_top.set((self, iid, gen, tid, piid, node, t0, cpu0, top, prev))
         return self
 
     def _exit_task(self) -> _Frame:

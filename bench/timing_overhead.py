@@ -89,6 +89,7 @@ EXTRA = (
     "cupti-kernels+probes",
     "argus-python-boundaries",
     "argus-driver-callbacks",
+    "argus-both-domains",
     "argus-launch-callbacks",
     "argus-probes",
     "argus-clock",
@@ -98,6 +99,7 @@ TOOLS = REQUIRED + EXTRA
 ARGUS_VARIANTS: dict[str, dict[str, Any]] = {
     "argus-python-boundaries": {"boundaries": "python"},
     "argus-driver-callbacks": {"callback_domains": "driver"},
+    "argus-both-domains": {"callback_domains": "both"},
     "argus-launch-callbacks": {"launch_identity": "callbacks"},
     "argus-probes": {"launch_identity": "probes"},
     "argus-clock": {"launch_identity": "clock"},
@@ -118,6 +120,7 @@ TABLE_ORDER = (
     "argus-markers",
     "argus-python-boundaries",
     "argus-driver-callbacks",
+    "argus-both-domains",
     "argus-launch-callbacks",
     "argus-probes",
     "argus-clock",

@@ -70,6 +70,10 @@ class SynthRun:
     repetitions: int = 1
     warmup: int = 0
     signals: Sequence[str] = ("host.wall", "gpu.time")
+    # (thread id, system name, role, rank) of the ``threads`` table, e.g. (3, "pt_autograd_0", "autograd", 0)
+    threads: list[tuple[int, str, str, int]] = field(default_factory=list)
+    # (thread id, start, end, rank) of backward() calls (``host_calls``), times relative to T0
+    backward_calls: list[tuple[int, int, int, int]] = field(default_factory=list)
 
 
 def write(store: Store, runs: Sequence[SynthRun], request_id: str = "q-synth") -> None:
@@ -184,6 +188,26 @@ def write(store: Store, runs: Sequence[SynthRun], request_id: str = "q-synth") -
                 "block_x": [k.block[0] for k in ks],
                 "block_y": [k.block[1] for k in ks],
                 "block_z": [k.block[2] for k in ks],
+            }
+        if r.threads:
+            tables["threads"] = {
+                "run_id": [r.run_id] * len(r.threads),
+                "rank": [t[3] for t in r.threads],
+                "pid": [1] * len(r.threads),
+                "thread_id": [t[0] for t in r.threads],
+                "name": [""] * len(r.threads),
+                "system_name": [t[1] for t in r.threads],
+                "role": [t[2] for t in r.threads],
+            }
+        if r.backward_calls:
+            tables["host_calls"] = {
+                "run_id": [r.run_id] * len(r.backward_calls),
+                "rank": [c[3] for c in r.backward_calls],
+                "pid": [1] * len(r.backward_calls),
+                "thread_id": [c[0] for c in r.backward_calls],
+                "call": ["autograd.backward"] * len(r.backward_calls),
+                "start_ns": [T0 + c[1] for c in r.backward_calls],
+                "end_ns": [T0 + c[2] for c in r.backward_calls],
             }
         if r.samples:
             tables["samples"] = {

@@ -18,11 +18,16 @@ def case_run(run_id: str = "r1") -> SynthRun:
     * thread 1: ``outer`` [0, 10 us] holding ``outer/inner`` [1, 5 us]; k1 and k2 (two streams, overlapping) in
       inner, k3 launched in outer and still running 2 us after outer's host exit; ``idle`` [70, 75 us] runs no
       kernel;
-    * thread 2: ``other`` [20, 30 us]; thread 3 (autograd-style) launches ``bwd`` at 21 us; a CUDA graph
-      launched in ``other`` replays three kernels under one correlation id;
-    * threads 4 and 5: ``a4`` and ``b5`` both open [50, 60 us]; thread 6 launches ``shared`` at 52 us (two
-      candidates), thread 4 launches ``drv`` without an id at 55 us (its own thread wins);
-    * outside every region: ``late`` at 90 us and ``stale`` carrying an id the run never recorded;
+    * thread 2: ``other`` [20, 30 us], inside which it calls backward() [20.5, 29 us]; thread 3, autograd's
+      (``pt_autograd_0``), launches ``bwd`` at 21 us; a CUDA graph launched in ``other`` replays three kernels
+      under one correlation id; thread 7, a side thread with no region, launches ``side`` at 25 us;
+    * threads 4 and 5: ``a4`` and ``b5`` both open [50, 60 us]; a launch whose thread is not known (0, as with
+      boundary probes) ``shared`` at 52 us (two candidates), thread 4 launches ``drv`` without an id at 55 us (its
+      own thread wins);
+    * thread 1: ``solo`` [80, 85 us]; autograd's thread launches ``bwd_nocall`` at 81 us with no backward() call
+      recorded (the only region open then is the candidate);
+    * outside every region: ``late`` at 90 us, ``stale`` carrying an id the run never recorded, and ``bwd_out`` from
+      autograd's thread at 95 us during a backward() call thread 2 makes outside every region [94, 96 us];
     * NVML power samples at 0, 10 and 20 us.
     """
     return SynthRun(
@@ -34,6 +39,7 @@ def case_run(run_id: str = "r1") -> SynthRun:
             Inst(4, "a4", 50_000, 60_000, thread=4),
             Inst(5, "b5", 50_000, 60_000, thread=5),
             Inst(6, "idle", 70_000, 75_000),
+            Inst(7, "solo", 80_000, 85_000),
         ],
         kernels=[
             Kern(10, "k1", 1_500, 2_500, 2, api=1_200),
@@ -41,11 +47,16 @@ def case_run(run_id: str = "r1") -> SynthRun:
             Kern(12, "k3", 6_000, 12_000, 1, api=6_000),
             Kern(13, "bwd", 21_000, 22_000, None, thread=3, api=21_000),
             *(Kern(20, f"node{i}", 22_000 + i * 1_000, 22_500 + i * 1_000, 3, graph=5, n=i) for i in range(3)),
-            Kern(30, "shared", 52_600, 52_900, None, thread=6, api=52_000),
+            Kern(32, "side", 25_100, 25_400, None, thread=7, api=25_000),
+            Kern(30, "shared", 52_600, 52_900, None, thread=0, api=52_000),
             Kern(31, "drv", 55_600, 55_900, None, thread=4, api=55_000),
+            Kern(33, "bwd_nocall", 81_100, 81_400, None, thread=3, api=81_000),
             Kern(40, "late", 90_000, 91_000, None, api=90_000),
             Kern(41, "stale", 92_000, 93_000, 99, api=92_000),
+            Kern(42, "bwd_out", 95_100, 95_400, None, thread=3, api=95_000),
         ],
+        threads=[(3, "pt_autograd_0", "autograd", 0), (7, "python", "", 0)],
+        backward_calls=[(2, 20_500, 29_000, 0), (2, 94_000, 96_000, 0)],
         samples=[("sys.power", 0, 100.0, "W"), ("sys.power", 10_000, 200.0, "W"), ("sys.power", 20_000, 300.0, "W")],
     )
 
@@ -109,10 +120,34 @@ def test_region_without_kernels_reports_zero_not_missing(store: Store, summaries
     assert 6 not in values(store, "r1", "gpu.span")  # no kernel: no span, rather than a made-up 0
 
 
-def test_other_thread_kernel_is_temporal_with_reason(store: Store, summaries: object) -> None:
+def test_autograd_kernel_goes_to_the_region_of_the_thread_in_backward(store: Store, summaries: object) -> None:
     [(_, iid, cls, w, reason)] = kernel_rows(store)["0/1/13/0"]
-    assert (iid, cls, w) == (3, "temporal", 1.0)
-    assert "thread 3" in str(reason) and "thread 2" in str(reason)
+    assert (iid, cls, w) == (3, "temporal", 1.0)  # never exact: another thread launched it
+    assert "pt_autograd_0 (3), autograd's thread," in str(reason) and "backward() called on thread 2" in str(reason)
+
+
+def test_autograd_kernel_without_a_recorded_backward_call_takes_the_only_open_region(
+    store: Store, summaries: object
+) -> None:
+    [(_, iid, cls, w, reason)] = kernel_rows(store)["0/1/33/0"]
+    assert (iid, cls, w) == (7, "temporal", 1.0)
+    assert "no backward() call recorded covers it" in str(reason)
+
+
+def test_autograd_kernel_of_a_backward_call_outside_every_region_is_unattributed(
+    store: Store, summaries: object
+) -> None:
+    [(_, iid, cls, w, reason)] = kernel_rows(store)["0/1/42/0"]
+    assert (iid, cls, w) == (None, "unattributed", 1.0)
+    assert "during backward() called on thread 2 outside every region" in str(reason)
+
+
+def test_a_side_thread_without_a_region_is_never_given_another_threads_region(store: Store, summaries: object) -> None:
+    """Thread 7 has no region of its own; ``other`` of thread 2 was open: the kernel is not ``other``'s."""
+    [(_, iid, cls, w, reason)] = kernel_rows(store)["0/1/32/0"]
+    assert (iid, cls, w) == (None, "unattributed", 1.0)
+    assert "python (7), which had no region open" in str(reason) and "other on thread 2" in str(reason)
+    assert values(store, "r1", "gpu.kernels")[3] == (4.0, 4.0)  # other's own: 3 graph nodes + the backward kernel
 
 
 def test_cuda_graph_replay_shares_correlation_id(store: Store, summaries: object) -> None:
@@ -126,6 +161,7 @@ def test_cuda_graph_replay_shares_correlation_id(store: Store, summaries: object
 def test_kernel_serving_two_regions_is_ambiguous_with_all_candidates(store: Store, summaries: object) -> None:
     rows = kernel_rows(store)["0/1/30/0"]
     assert [(r[1], r[2], r[3]) for r in rows] == [(4, "ambiguous", 0.5), (5, "ambiguous", 0.5)]
+    assert all("the launching thread is not known" in str(r[4]) for r in rows)
     assert all("2 region instances were open" in str(r[4]) for r in rows)
     # the weights carry into the values, and the ambiguity stays visible on them
     vals = store.rows(
@@ -154,6 +190,7 @@ def test_a_kernel_has_candidates_only_on_its_own_rank(tmp_path: object) -> None:
             Kern(50, "ncclDevKernel_AllReduce", 3_000, 4_000, None, thread=2, api=2_000, device=1, rank=1),
             Kern(51, "ncclDevKernel_AllReduce", 3_000, 4_000, None, thread=2, api=2_000, device=0, rank=0),
         ],
+        threads=[(2, "pt_autograd_0", "autograd", 0), (2, "pt_autograd_1", "autograd", 1)],
     )
     write(st, [run])
     join.attribute_request(st, ["rr"])
@@ -176,9 +213,9 @@ def test_kernels_outside_every_region(store: Store, summaries: object) -> None:
     assert n[0][0] == len(case_run().kernels)
     assert summaries["r1"].counts["kernel"] == {  # type: ignore[index]
         "exact": 6,
-        "temporal": 2,
+        "temporal": 3,
         "ambiguous": 1,
-        "unattributed": 2,
+        "unattributed": 4,
     }
 
 

@@ -105,6 +105,12 @@ def build_parser() -> argparse.ArgumentParser:
         "e.g. --launch 'torchrun --nproc-per-node 2'",
     )
     run.add_argument(
+        "--isolate",
+        action="store_true",
+        help="run every run in a fresh process (the CUPTI timing run included), e.g. when another profiler "
+        "already holds CUPTI in this one",
+    )
+    run.add_argument(
         "--allow-skipped",
         action="store_true",
         help="exit 0 even when every run was skipped (e.g. GPU signals on a machine without a GPU); "
@@ -269,7 +275,13 @@ def _run(args: argparse.Namespace) -> int:
     the_plan = plan(args.signals, scope=args.scope, repeat=args.repeat, warmup=args.warmup, census=census)
     print(the_plan.explain(), end="\n\n")
     done = run_plan(
-        the_plan, workload, args.store, on_error=args.on_error, progress=terminal_progress(), launch=args.launch
+        the_plan,
+        workload,
+        args.store,
+        on_error=args.on_error,
+        progress=terminal_progress(),
+        launch=args.launch,
+        isolate=args.isolate,
     )
     report = done.report
     print(report.text())

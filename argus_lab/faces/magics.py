@@ -94,6 +94,11 @@ def measure_parser() -> MagicArgumentParser:
     p.add_argument("--store", default=None, help="evidence store (default: %%argus store, $ARGUS_STORE, argus.duckdb)")
     p.add_argument("--setup", default="marked", choices=SETUP_MODES, help="setup cells for replays in child runs")
     p.add_argument("--on-error", default="continue", choices=("continue", "stop"), help="after a failed run")
+    p.add_argument(
+        "--isolate",
+        action="store_true",
+        help="replay the cell in a fresh process for every run (with the setup cells), e.g. after torch.profiler",
+    )
     p.add_argument("-o", "--out", default=None, metavar="VAR", help="also store the Report in this variable")
     p.add_argument("--title", default="", help="title of the displayed report")
     p.add_argument(
@@ -418,7 +423,7 @@ class ArgusMagics(Magics):
                 raise
 
         setup, notes = self._setup_sources(args.setup)
-        needs_child = any(r.launcher is not None for r in the_plan.runs)
+        needs_child = args.isolate or any(r.launcher is not None for r in the_plan.runs)
         if needs_child and "get_ipython()" in source:
             notes.append("this cell uses IPython syntax, which a replay in a child process cannot run")
         if needs_child and not setup and args.setup == "marked":
@@ -449,7 +454,9 @@ class ArgusMagics(Magics):
         progress = _NotebookProgress(len(the_plan.runs))
         for note in notes:
             print(f"argus: {note}")
-        measured = run_plan(the_plan, workload, self._store(args.store), on_error=args.on_error, progress=progress)
+        measured = run_plan(
+            the_plan, workload, self._store(args.store), on_error=args.on_error, progress=progress, isolate=args.isolate
+        )
         report = measured.report
         self.last_report = report
         if {r.path for r in report.regions} | {f[0] for f in report.finished} == {implicit}:

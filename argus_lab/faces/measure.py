@@ -116,12 +116,21 @@ def run_plan(
     progress: ProgressFn | None = None,
     launch: str | Sequence[str] = (),
     timeout_s: float | None = None,
+    isolate: bool = False,
 ) -> Measurement:
-    """Execute ``the_plan`` on ``workload`` into ``store``, join the runs' evidence, and read the report."""
+    """Execute ``the_plan`` on ``workload`` into ``store``, join the runs' evidence, and read the report
+    (``isolate``: every run in a fresh process, :func:`argus_lab.run.runtime.execute`)."""
     st = open_store(store)
     prefix = tuple(shlex.split(launch)) if isinstance(launch, str) else tuple(launch)
     execution = execute(
-        the_plan, workload, StoreSink(st), on_error=on_error, progress=progress, timeout_s=timeout_s, launch=prefix
+        the_plan,
+        workload,
+        StoreSink(st),
+        on_error=on_error,
+        progress=progress,
+        timeout_s=timeout_s,
+        launch=prefix,
+        isolate=isolate,
     )
     attribute_request(st, execution.run_ids)  # the join runs where the runs end: attributions + instance values
     return Measurement(execution, Report(st, execution.run_ids))
@@ -138,6 +147,7 @@ def measure(
     args: tuple[str, ...] = (),
     on_error: OnError = "continue",
     launch: str | tuple[str, ...] = (),
+    isolate: bool = False,
 ) -> Report:
     """Plan and run a measurement of ``target``; return its :class:`~argus_lab.report.Report`.
 
@@ -158,12 +168,17 @@ def measure(
     launch
         A multi-process launcher prefix, e.g. ``"torchrun --nproc-per-node 2"``: every rank is measured and
         the ranks' evidence merges into one store with the rank in each region instance.
+    isolate
+        Run every run in a fresh process (``target`` a script path or ``"module:function"``): nothing this
+        process holds (torch.profiler's CUPTI subscriber, state left by earlier code) touches the numbers.
     """
     workload = Workload.from_target(target, args)
     st = open_store(store)
     census = kernel_census(st, workload.describe())
     the_plan = plan(signals, scope=scope, repeat=repeat, warmup=warmup, census=census)
-    return run_plan(the_plan, workload, st, on_error=on_error, progress=terminal_progress(), launch=launch).report
+    return run_plan(
+        the_plan, workload, st, on_error=on_error, progress=terminal_progress(), launch=launch, isolate=isolate
+    ).report
 
 
 __all__ = ["Measurement", "Recovery", "join_runs", "measure", "open_store", "plan", "recover_runs", "run_plan"]

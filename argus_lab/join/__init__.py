@@ -9,6 +9,7 @@ caller hands it anything with ``connect(write=...)`` and ``rows(...)``.
 """
 
 from argus_lab.join.attribution import (
+    CLASS_MEANINGS,
     CLASSES,
     LEVEL_UNITS,
     NON_ADDITIVE,
@@ -18,4 +19,13 @@ from argus_lab.join.attribution import (
     joined_runs,
 )
 
-__all__ = ["CLASSES", "LEVEL_UNITS", "NON_ADDITIVE", "JoinSummary", "JoinTarget", "attribute_request", "joined_runs"]
+__all__ = [
+    "CLASSES",
+    "CLASS_MEANINGS",
+    "LEVEL_UNITS",
+    "NON_ADDITIVE",
+    "JoinSummary",
+    "JoinTarget",
+    "attribute_request",
+    "joined_runs",
+]

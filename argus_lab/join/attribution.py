@@ -98,6 +98,20 @@ class JoinTarget(Protocol):
 CLASSES: tuple[str, ...] = ("exact", "ordinal", "temporal", "ambiguous", "unattributed", "mismatch")
 """The attribution classes, most certain first."""
 
+CLASS_MEANINGS: dict[str, str] = {
+    "exact": "the evidence carries the instance's own identity: a kernel launched by the thread that opened the "
+    "instance, while it was open (its launch carried the instance id); an NVTX range of the instance in ncu",
+    "ordinal": "an ncu kernel matched to the timing run's kernel by region path, instance index, ordinal and name",
+    "temporal": "placed by time, never by identity: the only candidate open then; kernels of autograd's thread go "
+    "to the region of the thread in backward() (the reason says so); samples split over the instances they overlap",
+    "ambiguous": "several instances remain (e.g. the launching thread is not known and regions were open on several "
+    "threads): all are kept, with weights that add up to 1",
+    "unattributed": "outside every region, or launched by a thread with no region of its own (a thread is never "
+    "given another thread's region); the reason names what was open elsewhere",
+    "mismatch": "the runs disagree about the instance (another kernel sequence): kept and flagged, not forced",
+}
+"""What each class means (docs/join.md), shown with the Report's attribution tables."""
+
 MEMORY_LIMIT = "3GB"
 """DuckDB's memory limit while the join runs (its hash tables spill to disk beyond it), so that joining ten million
 records stays within a bounded amount of memory; the connection's own limit is restored afterwards."""
@@ -239,6 +253,7 @@ def _attribute(con: duckdb.DuckDBPyConnection, ids: list[str]) -> tuple[str | No
     pending = signatures.start(con, nodes.parent, records.table, records.kernels)  # on a second thread
     timeline = Timeline.of(rows, nodes.runs)
     with registered(con, _j_kc=candidates.derive(con, timeline, nodes.runs)):  # records without an instance id
+        con.execute(q.THREAD_NAMES)
         con.execute(q.KERNEL_OTHER)  # their classes and reasons
     del records
     kernel_values.derive(con, nodes, exact, values)

@@ -30,12 +30,14 @@ _DERIVED_RUNS = f"""(SELECT run_id FROM provenance
 # stored rows UNION ALL these).  A record that carried the id of an instance its run recorded is ``exact``; so is
 # each region instance for its own host clocks.  The same rules as the join's (KERNEL_EXACT), computed when read:
 # a million exact rows cost a second to write and nothing to derive.
+_EXACT_LAUNCH = "external correlation id"  # the text stored rows of earlier joins carry (the view must equal them)
+
 EXACT_ATTRIBUTIONS = f"""
 SELECT k.run_id, coalesce(k.kind, 'kernel') AS evidence,
        coalesce(k.kernel_key, concat_ws('/', k.device_id, k.context_id, k.correlation_id, k.start_ns)) AS evidence_id,
        k.instance_id, 'exact' AS class, 1.0::DOUBLE AS weight,
-       CASE WHEN coalesce(k.graph_id, 0) = 0 AND k.end_ns <= i.end_ns THEN 'external correlation id'
-            ELSE concat_ws('; ', 'external correlation id',
+       CASE WHEN coalesce(k.graph_id, 0) = 0 AND k.end_ns <= i.end_ns THEN '{_EXACT_LAUNCH}'
+            ELSE concat_ws('; ', '{_EXACT_LAUNCH}',
                            CASE WHEN coalesce(k.graph_id, 0) <> 0
                                 THEN 'CUDA graph ' || k.graph_id || ' replay (shares the launch''s correlation id)' END,
                            CASE WHEN k.end_ns > i.end_ns
@@ -92,7 +94,7 @@ INSTANCES = """
 CREATE OR REPLACE TEMP TABLE _j_inst AS
 SELECT i.run_id, i.instance_id, i.region_id, i.path, coalesce(i.parent_instance_id, 0) AS parent_id, i.repetition,
        coalesce(i.rank, 0) AS rank, i.thread_id, i.start_ns, i.end_ns, coalesce(i.warmup, false) AS warmup,
-       i.instance_index
+       i.instance_index, coalesce(nullif(i.thread_name, ''), 'thread ' || i.thread_id) AS thread_name
 FROM region_instances i
 WHERE i.run_id IN (SELECT run_id FROM _j_runs)
 """
@@ -205,33 +207,98 @@ SELECT k.run_id, k.kind, k.key, k.name, k.correlation_id, i.instance_id, 'exact'
 FROM _j_k k JOIN _j_inst i ON i.run_id = k.run_id AND i.instance_id = k.carried
 """
 
-# Kernels without a recorded instance: their candidates (``_j_kc``: argus_lab.join.candidates) become one
-# attribution each, temporal when only one thread (or the launching thread) had an instance open, else ambiguous.
+# Kernels without a recorded instance: their candidates (``_j_kc``: argus_lab.join.candidates, where the rules are
+# stated) become one attribution each: temporal when one candidate is left (or the launching thread's own), ambiguous
+# among several, unattributed with none; the reason says which rule decided and names the threads.
+# The name of a launching thread: what the run noted of it (``threads``), else the name its regions carry.
+THREAD_NAMES = """
+CREATE OR REPLACE TEMP TABLE _j_tname AS
+SELECT run_id, rank, thread_id % 4294967296 AS tid32, min(name) AS name
+FROM (
+    SELECT run_id, coalesce(rank, 0) AS rank, thread_id, coalesce(nullif(name, ''), nullif(system_name, '')) AS name
+    FROM threads WHERE run_id IN (SELECT run_id FROM _j_runs)
+    UNION ALL
+    SELECT run_id, rank, thread_id, thread_name FROM _j_inst
+)
+WHERE name IS NOT NULL
+GROUP BY ALL
+"""
+
 KERNEL_OTHER = """
 CREATE OR REPLACE TEMP TABLE _j_ka AS
-SELECT c.run_id, c.kind, c.key,
-       CASE WHEN c.n_cand = 0 THEN NULL ELSE c.inner_id END AS instance_id,
-       CASE WHEN c.n_cand = 0 THEN 'unattributed'
-            WHEN c.n_same > 0 OR c.n_cand = 1 THEN 'temporal'
+WITH c AS (
+    SELECT c.*,
+           CASE WHEN ln.name IS NULL THEN 'thread ' || c.thread_id
+                WHEN contains(ln.name, CAST(c.thread_id AS VARCHAR)) THEN ln.name
+                ELSE ln.name || ' (' || c.thread_id || ')' END AS launcher,
+           coalesce(cn.name, 'thread ' || c.caller_tid) AS caller, i.path AS inner_path, i.thread_name AS inner_thread,
+           e.path AS ex_path, e.thread_name AS ex_thread
+    FROM _j_kc c
+    LEFT JOIN _j_inst i ON i.run_id = c.run_id AND i.instance_id = c.inner_id
+    LEFT JOIN _j_inst e ON e.run_id = c.run_id AND e.instance_id = c.ex_id
+    LEFT JOIN _j_tname ln ON ln.run_id = c.run_id AND ln.rank = c.rank AND ln.tid32 = c.thread_id % 4294967296
+    LEFT JOIN _j_tname cn ON cn.run_id = c.run_id AND cn.rank = c.rank AND cn.tid32 = c.caller_tid % 4294967296
+    WHERE c.n_cand = 0 OR c.rule NOT IN ('unknown', 'unnamed') OR c.n_same = 0
+       OR c.r_tid % 4294967296 = c.thread_id % 4294967296
+)
+SELECT run_id, kind, key,
+       CASE WHEN n_cand = 0 THEN NULL ELSE inner_id END AS instance_id,
+       CASE WHEN n_cand = 0 THEN 'unattributed'
+            WHEN n_same > 0 OR n_cand = 1 THEN 'temporal'
             ELSE 'ambiguous' END AS class,
-       CASE WHEN c.n_cand = 0 OR c.n_same > 0 OR c.n_cand = 1 THEN 1.0 ELSE 1.0 / c.n_cand END AS weight,
-       CASE WHEN c.n_cand = 0 AND c.carried IS NOT NULL
-                THEN 'carried instance id ' || c.carried || ', which the run did not record'
-            WHEN c.n_cand = 0
-                THEN 'launched outside every region (thread ' || c.thread_id || ', no region open on any thread)'
-            WHEN c.n_same > 0
+       CASE WHEN n_cand = 0 OR n_same > 0 OR n_cand = 1 THEN 1.0 ELSE 1.0 / n_cand END AS weight,
+       CASE WHEN n_cand = 0 AND carried IS NOT NULL
+                THEN 'carried instance id ' || carried || ', which the run did not record'
+            WHEN rule = 'own'
                 THEN 'no external correlation id; launched on the thread of this instance while it was open'
-            WHEN c.n_cand = 1
-                THEN 'no external correlation id; launched by thread ' || c.thread_id
-                     || ' while this instance was the only region open (on thread ' || c.r_tid
-                     || ', e.g. autograd backward)'
-            ELSE 'no external correlation id; launched by thread ' || c.thread_id || ' while ' || c.n_cand
-                 || ' region instances were open on other threads (' || i.path || ' on thread ' || c.r_tid
+            WHEN rule = 'other' AND n_seen = 0
+                THEN 'launched outside every region (by ' || launcher || ', no region open on any thread)'
+            WHEN rule = 'other'
+                THEN 'launched by ' || launcher || ', which had no region open; a thread is never attributed to '
+                     || 'another thread''s region (' || n_seen || ' instance(s) were open on other threads, e.g. '
+                     || coalesce(ex_path, '?') || ' on ' || coalesce(ex_thread, '?') || ')'
+            WHEN rule = 'backward' AND n_cand = 0
+                THEN 'launched by ' || launcher || ', autograd''s thread, during backward() called on ' || caller
+                     || ' outside every region'
+            WHEN rule = 'backward' AND n_cand = 1
+                THEN 'launched by ' || launcher || ', autograd''s thread, during backward() called on '
+                     || inner_thread || ' inside this instance'
+            WHEN rule = 'backward'
+                THEN 'launched by ' || launcher || ', autograd''s thread, while ' || n_cand || ' threads were in '
+                     || 'backward() inside a region (' || inner_path || ' on ' || inner_thread || ' is one of them)'
+            WHEN rule = 'autograd' AND n_cand = 0
+                THEN 'launched by ' || launcher || ', autograd''s thread, outside every region (no backward() call '
+                     || 'recorded covers it)'
+            WHEN rule = 'autograd' AND n_cand = 1
+                THEN 'launched by ' || launcher || ', autograd''s thread; no backward() call recorded covers it, '
+                     || 'and this was the only region open (on ' || inner_thread || ')'
+            WHEN rule = 'autograd'
+                THEN 'launched by ' || launcher || ', autograd''s thread; no backward() call recorded covers it, '
+                     || 'and ' || n_cand || ' region instances were open (' || inner_path || ' on ' || inner_thread
+                     || ' is one of them)'
+            WHEN rule = 'unnamed' AND n_cand = 0
+                THEN 'launched outside every region (thread ' || thread_id || ', no region open on any thread)'
+            WHEN rule = 'unnamed' AND n_cand = 1
+                THEN 'no external correlation id; launched by thread ' || thread_id || ', which the run did not '
+                     || 'name (it may be autograd''s), while this instance was the only region open (on '
+                     || inner_thread || ')'
+            WHEN rule = 'unnamed'
+                THEN 'no external correlation id; launched by thread ' || thread_id || ', which the run did not '
+                     || 'name, while ' || n_cand || ' region instances were open on other threads (' || inner_path
+                     || ' on ' || inner_thread || ' is one of them)'
+            WHEN n_cand = 0
+                THEN 'launched outside every region (launching thread not known, no region open on any thread)'
+            WHEN n_same > 0
+                THEN 'no external correlation id; launched on the thread of this instance while it was open'
+            WHEN n_cand = 1
+                THEN 'the launching thread is not known (the launch identity gives none); this instance was the '
+                     || 'only region open then (on ' || inner_thread || ')'
+            ELSE 'the launching thread is not known (the launch identity gives none); ' || n_cand
+                 || ' region instances were open then (' || inner_path || ' on ' || inner_thread
                  || ' is one of them)'
        END AS reason,
-       c.start_ns, c.end_ns, c.bytes
-FROM _j_kc c LEFT JOIN _j_inst i ON i.run_id = c.run_id AND i.instance_id = c.inner_id
-WHERE c.n_cand = 0 OR c.n_same = 0 OR c.r_tid % 4294967296 = c.thread_id % 4294967296
+       start_ns, end_ns, bytes
+FROM c
 """
 
 # Exact records are not copied into the attribution rows: the store's ``attributions`` view derives them from the

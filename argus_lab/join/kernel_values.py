@@ -103,6 +103,14 @@ SELECT t.run_id, p.provenance_id FROM _j_timed t JOIN _j_prov p ON p.run_id = t.
 ORDER BY t.run_id
 """
 
+# timing runs that did not ask for gpu.launch_overhead (a value nobody asked for is not shown, even where the launch
+# records would give it: API records of a fallback path, the callbacks of the default launch identity)
+UNASKED_OVERHEAD = """
+SELECT run_id FROM runs
+WHERE run_id IN (SELECT run_id FROM _j_timed) AND list_contains(coalesce(backends, []), 'cupti')
+  AND len(coalesce(signals, [])) > 0 AND NOT list_contains(signals, 'gpu.launch_overhead')
+"""
+
 # what the join's summary says of the exact records: per (run, kind) how many and their device time
 EXACT_TOTALS = "CREATE OR REPLACE TEMP TABLE _j_kxs AS SELECT run_id, kind, w, dur FROM _j_kx_totals"
 
@@ -298,6 +306,7 @@ def derive(con: duckdb.DuckDBPyConnection, nodes: Nodes, exact: Exact, values: V
         return
     kc = kinds.index("kernel")
     calls_by_run = np.bincount(nodes.run, weights=own.calls.sum(axis=1), minlength=len(nodes.runs))
+    unasked = {str(r) for (r,) in con.execute(UNASKED_OVERHEAD).fetchall()}
     for r, run in enumerate(nodes.runs):
         if run not in prov:
             continue
@@ -306,7 +315,7 @@ def derive(con: duckdb.DuckDBPyConnection, nodes: Nodes, exact: Exact, values: V
         if len(spans):
             values.add(con, (run, "gpu.span", "ns", "cupti", prov[run]), _span(nodes, incl, spans, kc))
         ran = np.flatnonzero(mine & (incl.n_exact[:, kc] > 0))
-        if calls_by_run[r] > 0 and len(ran):
+        if calls_by_run[r] > 0 and len(ran) and run not in unasked:
             values.add(con, (run, "gpu.launch_overhead", "ns", "cupti", prov[run]), _overhead(nodes, own, incl, ran))
 
 

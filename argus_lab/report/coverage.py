@@ -76,6 +76,15 @@ def parent_cycles(provenance: Sequence[ProvenanceRow]) -> list[str]:
     return out
 
 
+def other_cupti_clients(provenance: Sequence[ProvenanceRow]) -> list[str]:
+    """Timing runs that found another CUPTI client in their process (what it does to the numbers, and the fix)."""
+    return [
+        f"run {p.run_id}: {p.settings['other_cupti_client']}"
+        for p in provenance
+        if p.backend == "cupti" and p.settings.get("other_cupti_client")
+    ]
+
+
 def matches(rows: Sequence[MatchRow]) -> list[str]:
     """Instances that did not match the reference run (and which instances of the same path did)."""
     out = []

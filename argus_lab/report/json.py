@@ -10,6 +10,7 @@ import dataclasses
 import math
 from typing import TYPE_CHECKING, Any
 
+from argus_lab.join.attribution import CLASS_MEANINGS
 from argus_lab.report.diff import RULE
 from argus_lab.report.sql import TRACE
 
@@ -60,5 +61,6 @@ def build(report: Report) -> dict[str, Any]:
             "names": "kernel `name` fields are as recorded (mangled C++ symbols); `display_name` is demangled and "
             "shortened for reading",
             "trace_query": " ".join(TRACE.split()),
+            "classes": dict(CLASS_MEANINGS),
         },
     }

@@ -35,6 +35,7 @@ import json
 from typing import TYPE_CHECKING, Any, Literal, get_args
 
 from argus_lab.errors import StoreError
+from argus_lab.join.attribution import CLASS_MEANINGS
 from argus_lab.plan.scope import Scope
 from argus_lab.report import coverage
 from argus_lab.report import device as dev
@@ -178,6 +179,7 @@ class Report:
             return
         self.provenance = rt.read_provenance(self.store, ids)
         self.notes.extend(coverage.parent_cycles(self.provenance))
+        self.notes.extend(coverage.other_cupti_clients(self.provenance))
         self.clock_offsets = rt.clock_offsets(self.provenance)
         requested = rt.read_scope_map(self.store, ids)
         self.scopes = {r: str(s) for r, s in requested.items()}
@@ -362,6 +364,8 @@ class Report:
         ):
             if rows:
                 parts += ["", f"{title}:", render()]
+                if title == "attribution":
+                    parts += ["classes:", *(f"  {c}: {m}" for c, m in CLASS_MEANINGS.items())]
         matching = self.matching_lines()
         if matching:
             parts += ["", "instance matching (replay runs against the timing run):", *(f"  {m}" for m in matching)]

@@ -74,7 +74,7 @@ def drive(
 
     def hand_over(rep: int, rows: dict[str, list[Any]]) -> None:
         assert after_repetition is not None
-        cols = _columns(rows, run_id, warmup, recorder.rank, recorder.thread_names)
+        cols = _columns(rows, run_id, warmup, recorder.rank, recorder.thread_names_of)
         after_repetition(rep, merge_evidence([{"region_instances": cols}, *(c.evidence(cols) for c in per_rep)]))
 
     try:
@@ -115,7 +115,7 @@ def drive(
                 cause += f"\n{c.info.name} failed to stop: {exc}"
     if gate is not None:
         _write_scope_state(out_dir, gate)
-    instances = _columns(recorder.columns(), run_id, warmup, recorder.rank, recorder.thread_names)
+    instances = _columns(recorder.columns(), run_id, warmup, recorder.rank, recorder.thread_names_of)
     parts: list[Evidence] = [{"region_instances": instances, "regions": regions_columns(recorder.regions.values())}]
     for c in started:
         if c in per_rep:  # already handed over with each repetition
@@ -248,12 +248,16 @@ def _internal(filename: str) -> bool:
 
 
 def _columns(
-    cols: dict[str, list[Any]], run_id: str, warmup: int, rank: int = 0, names: Mapping[int, str] | None = None
+    cols: dict[str, list[Any]],
+    run_id: str,
+    warmup: int,
+    rank: int = 0,
+    names: Callable[[Sequence[int], Sequence[int]], list[str]] | None = None,
 ) -> dict[str, list[Any]]:
     n = len(cols["instance_id"])
     cols["run_id"] = [run_id] * n
     cols["rank"] = [rank] * n
-    cols["thread_name"] = [(names or {}).get(t, "") for t in cols["thread_id"]]
+    cols["thread_name"] = names(cols["thread_id"], cols["start_ns"]) if names is not None else [""] * n
     cols["warmup"] = [rep < warmup for rep in cols["repetition"]]
     return cols
 

@@ -30,7 +30,7 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any, Literal
 
-from argus_lab.errors import ArgusError, PlanError
+from argus_lab.errors import ArgusError, PlanError, WorkloadError
 from argus_lab.plan.backends import BACKENDS
 from argus_lab.plan.catalog import lookup
 from argus_lab.plan.model import Plan, PlannedRun
@@ -112,16 +112,26 @@ def execute(
     progress: ProgressFn | None = None,
     timeout_s: float | None = None,
     launch: Sequence[str] = (),
+    isolate: bool = False,
 ) -> Execution:
     """Execute every run of ``plan`` on ``workload``, handing each run's evidence to ``sink`` as soon as it ends.
 
     ``launch`` is a command prefix that starts several processes (e.g. ``torchrun --nproc-per-node 2``); every
     run is then a child run started through it, each rank writes its own shards, and they are merged here.
+    ``isolate``: every run is a child run in a fresh process (``python -m argus_lab.run.child``), so that nothing
+    this process holds (another CUPTI client such as torch.profiler, state left by earlier code) touches the
+    measurement; the workload must be one a child can run (a script, ``module:function``, a notebook cell).
     The join is left to the caller (it runs where the runs end: :func:`argus_lab.faces.measure.run_plan`).
     """
     if on_error not in ("continue", "stop"):
         msg = f"on_error must be 'continue' or 'stop', got {on_error!r}"
         raise PlanError(msg)
+    if isolate and not workload.can_run_in_child:
+        msg = (
+            f"isolate=True runs every run in a fresh process, which cannot call {workload.describe()!r} (a callable "
+            "defined in this process); pass the workload as a script path or as 'module:function'"
+        )
+        raise WorkloadError(msg)
     sessions = session_columns()
     session_id = sessions["session_id"][0]
     request_id = f"q-{uuid.uuid4().hex[:10]}"
@@ -158,7 +168,7 @@ def execute(
                     sink, run_id, run.index, "not run", "an earlier run failed and on_error='stop'", 0, 0.0
                 )
             else:
-                result = _execute_run(run, run_id, workload, sink, timeout_s, tuple(launch))
+                result = _execute_run(run, run_id, workload, sink, timeout_s, tuple(launch), isolate)
         finally:
             ACTIVE_RUNS.discard(run_id)
         results.append(result)
@@ -258,6 +268,7 @@ def _execute_run(
     sink: Sink,
     timeout_s: float | None,
     launch: tuple[str, ...] = (),
+    isolate: bool = False,
 ) -> RunResult:
     t0 = time.monotonic()
     if run.needs_gpu and not gpu_available():
@@ -269,11 +280,11 @@ def _execute_run(
             return _finish(sink, run_id, run.index, "skipped", cause, 0, 0.0)
         kept = tuple(s for s in run.signals if s not in lost)
         part = replace(run, backends=rest, signals=kept, attached=tuple(b for b in run.attached if b in rest))
-        result = _execute_run(part, run_id, workload, sink, timeout_s, launch)
+        result = _execute_run(part, run_id, workload, sink, timeout_s, launch, isolate)
         if result.status != "ok":
             return result
         return _finish(sink, run_id, run.index, "partial", cause, result.reps_done, result.seconds)
-    forced = os.environ.get("ARGUS_FORCE_CHILD") == "1" and workload.can_run_in_child
+    forced = (isolate or os.environ.get("ARGUS_FORCE_CHILD") == "1") and workload.can_run_in_child
     if run.launcher is not None or launch or forced:
         return _child_run(run, run_id, workload, sink, timeout_s, t0, launch)
     return _in_process_run(run, run_id, workload, sink, t0)

@@ -1046,6 +1046,9 @@
           fmt: function (v) { return v == null ? '' : Number(v).toPrecision(4); }}],
       T.evidence_classes || [], {maxRows: maxRows, onRowClick: function (r) { drill(r.path); },
         empty: 'no attribution records (host-only runs attribute every value exactly)'}));
+      pane.appendChild(b.el('h4', 'argus-h', 'what each class means'));
+      pane.appendChild(table(b, [{key: 'class', label: 'class'}, {key: 'meaning', label: 'meaning'}],
+        T.class_meanings || [], {maxRows: maxRows}));
       pane.appendChild(b.el('h4', 'argus-h', 'ambiguous, mismatched and unattributed items'));
       pane.appendChild(table(b, [{key: 'class', label: 'class'}, {key: 'evidence', label: 'evidence'},
         {key: 'evidence_id', label: 'item'},

@@ -67,6 +67,17 @@ TABLES: dict[str, str] = {
         "run_id VARCHAR, kernel_key VARCHAR, path VARCHAR, instance_index INTEGER, instance_inferred BOOLEAN, "
         "ordinal INTEGER, name VARCHAR, demangled VARCHAR"
     ),
+    # The threads of a timing run that launched work or opened regions: the name Python gave a thread (``name``), the
+    # one the system gave it (``system_name``, e.g. ``pt_autograd_0``) and what the run knows it to be (``role``:
+    # ``autograd`` for autograd's device threads, else empty); the join links a launch to a region by them.
+    "threads": (
+        "run_id VARCHAR, rank INTEGER, pid INTEGER, thread_id UBIGINT, name VARCHAR, system_name VARCHAR, role VARCHAR"
+    ),
+    # Host calls that hand one thread's work to another, with the calling thread and its host clocks:
+    # ``autograd.backward`` (a backward() or autograd.grad() call, whose kernels autograd's thread launches).
+    "host_calls": (
+        "run_id VARCHAR, rank INTEGER, pid INTEGER, thread_id UBIGINT, call VARCHAR, start_ns BIGINT, end_ns BIGINT"
+    ),
     # Compiled-kernel facts (Triton metadata + SASS mix, or what CUPTI activity records tell).
     "kernel_facts": (
         "run_id VARCHAR, name VARCHAR, binary_hash VARCHAR, source VARCHAR, registers INTEGER, "

@@ -33,6 +33,7 @@ import time
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
+from argus_lab.join.attribution import CLASS_MEANINGS
 from argus_lab.views import device, evidence
 from argus_lab.views.escape import jsonable
 from argus_lab.views.timeline import TimelineLimits, timeline_data
@@ -97,6 +98,7 @@ def build(report: Report, limits: BundleLimits = NOTEBOOK, title: str = "") -> d
             "counters": evidence.counters(store, ids, limits.counters),
             "attribution": evidence.attribution_summary(store, ids, limits.attribution),
             "evidence_classes": evidence.evidence_classes(store, ids, limits.attribution),
+            "class_meanings": evidence.Table(("class", "meaning"), tuple(CLASS_MEANINGS.items()), len(CLASS_MEANINGS)),
             "ambiguous": evidence.ambiguous_items(store, ids, limits.ambiguous),
             "provenance": evidence.provenance(store, ids, limits.provenance),
         }

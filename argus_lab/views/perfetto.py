@@ -181,6 +181,7 @@ def _write_run(con: Any, w: _Writer, run_id: str, base: int, off: int, label: st
             "SELECT coalesce(rank, 0), any_value(pid) FROM region_instances WHERE run_id = ? GROUP BY ALL", [run_id]
         ).fetchall()
     }
+    launchers = _launch_thread_names(con, run_id)
     tracks: dict[tuple[int, int], str] = {}
     procs: dict[int, str] = {}
     lanes = Lanes()
@@ -242,7 +243,7 @@ def _write_run(con: Any, w: _Writer, run_id: str, base: int, off: int, label: st
             hpid = host_pid.get(int(r["rank"]), int(r["rank"])) + off
             htid = int(r["thread_id"] or 0) % (1 << 32)
             procs.setdefault(hpid, f"{label}rank {r['rank']} (pid {hpid - off})")
-            tracks.setdefault((hpid, htid), f"thread {htid}")
+            tracks.setdefault((hpid, htid), launchers.get((int(r["rank"]), htid), f"thread {htid}"))
             a0 = int(api) - base
             a1 = int(r["api_end_ns"] or api) - base
             w.complete("cuda_runtime", "launch", hpid, htid, a0, max(a1 - a0, 0),
@@ -266,6 +267,22 @@ def _write_run(con: Any, w: _Writer, run_id: str, base: int, off: int, label: st
         w.meta("process_name", pid, 0, name)
     for (pid, tid), name in tracks.items():
         w.meta("thread_name", pid, tid, name)
+
+
+def _launch_thread_names(con: Any, run_id: str) -> dict[tuple[int, int], str]:
+    """(rank, 32-bit thread id) -> the name the run noted for a launching thread (its ``threads`` rows; stores
+    written before that table have none): autograd's threads keep their system name, so an import of the export
+    still knows them."""
+    have = con.execute("SELECT count(*) FROM information_schema.tables WHERE table_name = 'threads'").fetchone()
+    if not have or not have[0]:
+        return {}
+    rows = con.execute(
+        "SELECT coalesce(rank, 0), thread_id % 4294967296, "
+        "CASE WHEN coalesce(role, '') <> '' THEN coalesce(nullif(system_name, ''), name) "
+        "ELSE coalesce(nullif(name, ''), system_name) END FROM threads WHERE run_id = ?",
+        [run_id],
+    ).fetchall()
+    return {(int(rk), int(t)): str(n) for rk, t, n in rows if n}
 
 
 class _Writer:

@@ -24,11 +24,12 @@ from typing import Any
 
 import numpy as np
 
+from argus_lab.backends import threads as thr
 from argus_lab.backends.cupti import decode as dec
 from argus_lab.backends.cupti import native as nat
 from argus_lab.errors import BackendUnavailableError, CollectorBusyError
 from argus_lab.plan.backends import BACKENDS
-from argus_lab.regions import BoundaryHook, env_rank
+from argus_lab.regions import BoundaryHook, env_rank, thread_names
 from argus_lab.run.machine import package_version
 from argus_lab.run.protocols import Columns, Evidence, RunContext
 
@@ -298,14 +299,16 @@ def _layouts(cupti: Any, kinds: Sequence[int]) -> dict[int, np.dtype]:
 _API_KEEP = re.compile(r"Launch|Memcpy|Memset|Synchronize|StreamWaitEvent|EventRecord")
 
 
-def filter_api_records(cupti: Any) -> int:
+def filter_api_records(cupti: Any) -> list[tuple[Any, int]]:
     """Keep runtime/driver API records only for launches, copies, sets and synchronization.
 
     Every other API call (``cudaGetDevice``, ``cudaStreamIsCapturing`` ...) would add an API record and one
     external-correlation record per call while a region is open: about twenty records per kernel in PyTorch
-    code, which is what slows a launch-bound loop down.  Returns how many API kinds were switched off.
+    code, which is what slows a launch-bound loop down.  Returns the (enable function, callback id) of each API
+    record switched off, for :func:`restore_api_records` at stop: the switch is process-wide, and another CUPTI
+    client (torch.profiler) must find its records as it left them.
     """
-    off = 0
+    off: list[tuple[Any, int]] = []
     for enum, enable in (
         (cupti.runtime_api_trace_cbid, cupti.activity_enable_runtime_api),
         (cupti.driver_api_trace_cbid, cupti.activity_enable_driver_api),
@@ -316,10 +319,39 @@ def filter_api_records(cupti: Any) -> int:
                 continue
             try:
                 enable(v, 0)
-                off += 1
             except (cupti.cuptiError, RuntimeError, ValueError):
                 continue
+            off.append((enable, v))
     return off
+
+
+def restore_api_records(off: Sequence[tuple[Any, int]], notes: list[str]) -> None:
+    """Switch the API records :func:`filter_api_records` switched off on again (the process's default)."""
+    failed = 0
+    for enable, cbid in off:
+        try:
+            enable(cbid, 1)
+        except Exception:  # a failed restore is reported, never raised from stop()
+            failed += 1
+    if failed:
+        notes.append(f"{failed} API record kinds could not be switched on again at stop")
+
+
+OTHER_CLIENT = (
+    "another CUPTI client holds this process's one callback subscriber (torch.profiler's Kineto keeps it after its "
+    "first profile; Proton, ncu or nsys too): launches were tagged by external correlation ids with CUPTI's API "
+    "records instead of argus_lab's launch callback, and that client's own callbacks still run at every launch, "
+    "so kernels and launches may take longer than in a process without it; measure in a fresh process for clean "
+    "numbers (`%%argus --isolate`, `argus_lab.measure(..., isolate=True)`, `argus-lab run --isolate`)"
+)
+
+
+def other_client_note(launch_path: str, notes: Sequence[str]) -> str:
+    """:data:`OTHER_CLIENT` when the launch path fell back because CUPTI refused a subscriber, else ``""``."""
+    refused = any("cuptiSubscribe" in n and ("MULTIPLE_SUBSCRIBERS" in n or "error 39" in n) for n in notes)
+    if launch_path in ("native external correlation", "python") and refused:
+        return OTHER_CLIENT
+    return ""
 
 
 class CuptiCollector:
@@ -359,6 +391,12 @@ class CuptiCollector:
         self.boundaries = "native"  # the `boundaries` setting: region boundaries in C with the native launch path
         self.launch_order: dict[str, int] = {}  # how the probes or the clock placed the launches
         self._latency = False  # latency timestamps enabled (launch path "native clock")
+        self._backward = thr.BackwardCalls()  # backward() calls and their threads (the join links autograd's kernels)
+        self._starts = thr.ThreadStarts()  # names of the threads started during the run, taken at their start
+        self.launch_threads: list[tuple[int, str]] = []  # (pthread id, system name) of the launching threads
+        self.other_client = ""  # another CUPTI client seen in this process: what it is and what it does to the numbers
+        # (enable function, cbid) of the API records switched off, switched on again at stop
+        self._api_off: list[tuple[Any, int]] = []
 
     # -- Collector protocol ---------------------------------------------------------------------
     def hooks(self) -> Sequence[BoundaryHook]:
@@ -391,6 +429,8 @@ class CuptiCollector:
         self.detached = False
         self.kernel_names = {}
         self.launch_order = {}
+        self.launch_threads = []
+        self.other_client = ""
         self.boundaries = boundaries_setting(settings)
         try:
             cupti.get_timestamp()  # loads libcupti
@@ -418,7 +458,9 @@ class CuptiCollector:
                 cupti.activity_enable(kind)
                 self._kinds.append(kind)
             if api_records and settings.get("api_records", "launch") == "launch":
-                self.api_kinds_off = filter_api_records(cupti)
+                self._api_off = filter_api_records(cupti)
+                self.api_kinds_off = len(self._api_off)
+            self.other_client = other_client_note(self.launch_path, choice.notes)
         except cupti.cuptiError as exc:
             self._disable(cupti)
             raise _busy_or_unavailable(exc) from None
@@ -436,6 +478,9 @@ class CuptiCollector:
             self._hook.native_boundary = None
             self._hook.bind(cupti.activity_push_external_correlation_id, cupti.activity_pop_external_correlation_id)
         _ACTIVE[0] = self
+        if settings.get("backward_calls", True):
+            self._backward.install()
+        self._starts.install()
         self.started_ns = time.time_ns()
 
     def stop(self) -> None:
@@ -446,6 +491,8 @@ class CuptiCollector:
         self._hook.bind(None, None)
         self._hook.current_instance = None
         self._hook.native_boundary = None
+        self._backward.remove()
+        self._starts.remove()
         # no other CUPTI subscriber here
         subscribed = self.launch_path in ("native", "native probes", "native clock", "native empty callbacks")
         detach = self.detach == "always" or (self.detach == "auto" and subscribed)
@@ -539,6 +586,9 @@ class CuptiCollector:
             "native_launch_records": self.native_launches,
             "native_dropped_launches": self.native_dropped,
             "launch_order": self.launch_order,
+            "launching_threads": len(self.launch_threads),
+            "backward_calls": {"timed": len(self._backward.calls), "how": self._backward.note},
+            "other_cupti_client": self.other_client,
             "external_correlation_kind": "CUSTOM2",
             "records": {f: dec.count(c) for f, c in self.raw.items()},
             "dropped_records": self.dropped,
@@ -568,9 +618,13 @@ class CuptiCollector:
         }
         rows = dec.store_kernels(kernels)
         rows["rank"] = [env_rank()] * len(rows["name"])  # ranks of a multi-rank run may share device numbers
+        rank, pid = env_rank(), os.getpid()
+        named = {**thr.python_thread_names(), **thread_names()}
         ev: Evidence = {
             "kernels": rows,
             "provenance": prov,
+            "threads": thr.threads_table(run_id, rank, pid, self.launch_threads, named),
+            "host_calls": self._backward.table(run_id, rank, pid),
         }
         if ctx is not None and ctx.settings.get("keep_raw", False):
             folder = Path(ctx.out_dir) / "cupti-raw"
@@ -599,13 +653,17 @@ class CuptiCollector:
         if native is None:
             return None
         try:
-            return native.stop()
+            records = native.stop()
         except RuntimeError as exc:
             self.notes.append(f"native launch path did not stop cleanly: {exc}")
             return None
+        self.launch_threads = list(native.threads)
+        return records
 
     def _disable(self, cupti: Any) -> None:
         self._native_stop()
+        restore_api_records(self._api_off, self.notes)  # what another client of CUPTI gets is as it was
+        self._api_off = []
         if self._latency:
             self._latency = False
             try:

@@ -118,6 +118,7 @@ typedef struct {
     int pushed;      /* MODE_EXTERNAL: an id is pushed on this thread */
     int generation;  /* the run the nesting below belongs to */
     int depth;       /* subscribed API calls open on this thread (a runtime launch calls the driver) */
+    int named;       /* the generation in which this thread's name was noted (launching threads, TH) */
     int64_t slot[NEST_MAX];
     /* region boundaries: borrowed references, valid for the boundary run `stack_run` (the thread's _Stack lives
      * as long as the thread, held by regions._local; its `ident` slot holds the id object) */
@@ -127,6 +128,31 @@ typedef struct {
 } thread_state_t;
 
 static __thread thread_state_t T;
+
+/* The launching threads of a run, each noted at its first recorded launch: its pthread id and its system name
+ * (pthread_getname_np: "pt_autograd_0" for autograd's device threads; a Python thread keeps the process's name).
+ * Python names its own threads after the run (native.py); what only the system knows is read here, while the
+ * thread lives. */
+#define THREADS_MAX 4096
+#define THREAD_NAME 16
+static struct {
+    uint64_t id[THREADS_MAX];
+    char name[THREADS_MAX][THREAD_NAME];
+    int64_t count;
+} TH;
+
+static inline void note_thread(thread_state_t *t) {
+    if (t->named == S.generation)
+        return;
+    t->named = S.generation;
+    int64_t k = __atomic_fetch_add(&TH.count, 1, __ATOMIC_RELAXED);
+    if (k >= THREADS_MAX)
+        return;
+    TH.id[k] = (uint64_t)pthread_self();
+    if (pthread_getname_np(pthread_self(), TH.name[k], THREAD_NAME) != 0)
+        TH.name[k][0] = 0;
+    TH.name[k][THREAD_NAME - 1] = 0;
+}
 
 static inline int64_t now_ns(void) {
     struct timespec ts;
@@ -167,8 +193,10 @@ static void on_api_call(void *userdata, int domain, uint32_t cbid, const void *r
     }
     if (data->callback_site == SITE_ENTER) {
         int64_t slot = -1;
-        if (t->depth == 0) /* an outermost launch call: record it (a nested one shares its kernel) */
+        if (t->depth == 0) { /* an outermost launch call: record it (a nested one shares its kernel) */
             slot = put_row(data->correlation_id, t->current, now_ns(), cbid, domain);
+            note_thread(t);
+        }
         if (t->depth < NEST_MAX)
             t->slot[t->depth] = slot;
         t->depth++;
@@ -241,6 +269,7 @@ static int allocate_arrays(int64_t capacity) {
     S.count = 0;
     S.dropped = 0;
     S.generation++;
+    TH.count = 0;
     return 0;
 }
 
@@ -647,6 +676,28 @@ static PyObject *export_records(PyObject *self, PyObject *unused) {
 #undef BYTES
 }
 
+PyDoc_STRVAR(threads_doc,
+             "threads() -> [(pthread id, system name)]: the threads that made a recorded launch since the arrays were "
+             "allocated, each once, with the name the system gave it then (at most 4096 threads).");
+static PyObject *threads(PyObject *self, PyObject *unused) {
+    (void)self;
+    (void)unused;
+    int64_t n = __atomic_load_n(&TH.count, __ATOMIC_RELAXED);
+    if (n > THREADS_MAX)
+        n = THREADS_MAX;
+    PyObject *out = PyList_New(0);
+    for (int64_t k = 0; out != NULL && k < n; k++) {
+        PyObject *item = Py_BuildValue("(Ky)", (unsigned long long)TH.id[k], TH.name[k]);
+        if (item == NULL || PyList_Append(out, item) != 0) {
+            Py_XDECREF(item);
+            Py_CLEAR(out);
+            break;
+        }
+        Py_DECREF(item);
+    }
+    return out;
+}
+
 PyDoc_STRVAR(release_doc, "release(): free the launch arrays.");
 static PyObject *release(PyObject *self, PyObject *unused) {
     (void)self;
@@ -815,15 +866,17 @@ static thread_state_t *boundary_here(int *declined) {
 }
 
 static int append_row(const int64_t *row) {
-    if (B.n_rows == B.cap_rows) { /* the recorder takes the rows (boundary_take) */
+    /* Full: the recorder takes the rows (boundary_take).  The spill is Python code, so other threads run meanwhile
+     * and may fill the buffer again before this thread is back here: take again until there is room. */
+    for (int tries = 0; B.n_rows == B.cap_rows; tries++) {
+        if (tries == 1000) {
+            PyErr_SetString(PyExc_RuntimeError, "the recorder did not take the boundary rows (boundary_take)");
+            return -1;
+        }
         PyObject *r = PyObject_CallNoArgs(B.spill);
         if (r == NULL)
             return -1;
         Py_DECREF(r);
-        if (B.n_rows == B.cap_rows) {
-            PyErr_SetString(PyExc_RuntimeError, "the recorder did not take the boundary rows (boundary_take)");
-            return -1;
-        }
     }
     memcpy(B.rows + B.n_rows * ROW_WIDTH, row, ROW_WIDTH * sizeof(int64_t));
     B.n_rows++;
@@ -1301,6 +1354,7 @@ static PyMethodDef methods[] = {
     {"allocate", allocate, METH_O, allocate_doc},
     {"simulate", simulate, METH_VARARGS, simulate_doc},
     {"export", export_records, METH_NOARGS, export_doc},
+    {"threads", threads, METH_NOARGS, threads_doc},
     {"release", release, METH_NOARGS, release_doc},
     {"boundary_start", boundary_start, METH_VARARGS, boundary_start_doc},
     {"boundary_stop", boundary_stop, METH_NOARGS, boundary_stop_doc},

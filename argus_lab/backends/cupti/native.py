@@ -12,22 +12,24 @@ extension module ``_argus_cupti_native``.  While a timing run records:
   call's correlation id; CUPTI's activity API does not record such nested calls either);
 * CUPTI's activity API records only kernels (plus copies, sets, synchronization when asked).
 
-That is the ``callbacks`` launch identity.  The default, ``probes``, subscribes no launch call: each
-``set_current`` calls one cheap driver function (:data:`PROBES`, e.g. ``cuDriverGetVersion``) whose callback,
-the only one subscribed, records (its correlation id, the thread's new current instance, thread, time).  CUPTI
-numbers every API call from one process-wide counter, so after the run :func:`probe_families` gives each kernel
-the instance that was current when its launch call got its correlation id: the instance of the thread whose region
-was open then, when exactly one thread had one open (``external`` rows: the join's ``exact``).  Kernels launched
-while no region was open on any thread, or while regions were open on several threads, get an ``api`` row at the
-last probe's time instead, from which the join finds the same candidates (``unattributed`` or ``ambiguous``).
-What the probes cannot tell is which thread launched: a kernel launched by a thread with no region (an autograd
-worker during ``loss.backward()``) while one other thread's region is open goes to that region.  The per-launch
-cost is CUPTI's kernel record alone; ``gpu.launch_overhead`` (the launch calls' host time) needs the callbacks.
+That is the ``callbacks`` launch identity, the default of a timing run: every launch is recorded on the thread
+that made it, with that thread's own innermost instance, so ``exact`` means what the join says it means (launched
+by the thread that opened the instance, while it was open), and every launching thread is named (:func:`threads`
+of the extension: its pthread id and the name the system gave it, e.g. ``pt_autograd_0``).
+
+The ``probes`` identity (asked by the setting) subscribes no launch call: each ``set_current`` calls one cheap
+driver function (:data:`PROBES`, e.g. ``cuDriverGetVersion``) whose callback, the only one subscribed, records (its
+correlation id, the thread's new current instance, thread, time).  CUPTI numbers every API call from one
+process-wide counter, so after the run :func:`probe_families` knows which instances were open on which threads when
+a kernel's launch call got its correlation id, but not which thread launched: each launch gets an ``api`` row at
+the last probe's time on no thread, and the join places it among the instances open then (``temporal`` when one
+was, ``ambiguous`` among several, never ``exact``).  The per-launch cost is CUPTI's kernel record alone;
+``gpu.launch_overhead`` (the launch calls' host time) needs the callbacks.
 
 The ``clock`` identity (asked by the setting, never picked by the planner) makes no call at a boundary: each
 ``set_current`` appends (the thread's new current instance, thread, ``cuptiGetTimestamp()``), CUPTI's latency
 timestamps stamp every kernel record with ``queued`` (read inside the launch call, on the same clock), and
-:func:`clock_families` places each kernel by that stamp, with the same rules as the probes; graph launches, whose
+:func:`clock_families` places each kernel by that stamp, as the probes do (never ``exact``); graph launches, whose
 kernels carry no stamp, are subscribed with the launch callback.  On the H200 its rows cost 89 ns a region against
 349 ns for two probes, but the latency timestamps cost more per launch than that saves (docs/benchmarks.md round 6).
 
@@ -354,22 +356,22 @@ def _order(rows: LaunchRecords, key: np.ndarray, points: np.ndarray, side: Liter
 def probe_families(
     probes: LaunchRecords, correlation_ids: np.ndarray, pid: int
 ) -> tuple[dict[str, dict[str, np.ndarray]], dict[str, int]]:
-    """The ``external`` and ``api`` raw families for the launches of ``correlation_ids`` (kernels, copies, sets),
-    from the boundary probes, and counts of how each launch was placed.
+    """The ``api`` raw family for the launches of ``correlation_ids`` (kernels, copies, sets), from the boundary
+    probes, and counts of how each launch was placed.
 
-    ``external``: a ``CUSTOM2`` row where exactly one thread had an instance open at the launch.  ``api``: for the
-    others, a zero-length row at the last probe's time on no thread (0), so that the join finds the instances open
-    then: none (``unattributed``) or several (``ambiguous``).  Launches before the first probe get no row, nor do
-    launches after the last recorded probe when probes were dropped (the arrays filled): the join places those by
-    their GPU time, never as ``exact``.
+    Each launch gets a zero-length ``api`` row at the time of the last probe before it on no thread (0): the probes
+    cannot tell which thread launched, so the join finds the instances open then and never calls one ``exact``
+    (``exact`` needs the launching thread): one open (``temporal``), several (``ambiguous``), none
+    (``unattributed``).  Launches before the first probe get no row, nor do launches after the last recorded probe
+    when probes were dropped (the arrays filled): the join places those by their GPU time.
     """
     q = np.unique(np.asarray(correlation_ids, dtype=np.int64))
     placed = launch_order(probes, q)
     # the probes after the arrays filled are lost: what a thread had open after the last recorded one is unknown
     beyond = q > int(probes.correlation.max()) if probes.dropped and len(probes) else np.zeros(len(q), dtype=bool)
     one = (placed.open_threads == 1) & ~beyond
-    rest = ~one & ~beyond & (placed.probe_ns > 0)
-    families = _placed_families(placed.instance[one], q[one], q[rest], placed.probe_ns[rest], pid)
+    placed_at = ~beyond & (placed.probe_ns > 0)
+    families = _placed_families(q[placed_at], placed.probe_ns[placed_at], pid)
     counts = {
         "probes": len(probes),
         "launches": len(q),
@@ -383,18 +385,16 @@ def probe_families(
     return families, counts
 
 
-def _placed_families(
-    instance: np.ndarray, exact: np.ndarray, other: np.ndarray, other_ns: np.ndarray, pid: int
-) -> dict[str, dict[str, np.ndarray]]:
-    """The families of launches placed without a launch callback: an ``external`` row (``CUSTOM2``, ``instance``)
-    for each correlation id of ``exact``, and a zero-length ``api`` row at ``other_ns`` on no thread (0) for each of
-    ``other``, from which the join finds the instances open then."""
+def _placed_families(other: np.ndarray, other_ns: np.ndarray, pid: int) -> dict[str, dict[str, np.ndarray]]:
+    """The families of launches placed without a launch callback: a zero-length ``api`` row at ``other_ns`` on no
+    thread (0) for each correlation id of ``other``, from which the join finds the instances open then (no
+    ``external`` row: without its launching thread a launch is never ``exact``)."""
     m = len(other)
     return {
         "external": {
-            "external_kind": np.full(len(exact), CUSTOM2, dtype=np.int64),
-            "external_id": np.asarray(instance, dtype=np.int64),
-            "correlation_id": np.asarray(exact, dtype=np.int64),
+            "external_kind": np.zeros(0, dtype=np.int64),
+            "external_id": np.zeros(0, dtype=np.int64),
+            "correlation_id": np.zeros(0, dtype=np.int64),
         },
         "api": {
             "kind": np.full(m, KIND_OF_DOMAIN[1], dtype=np.int64),
@@ -417,9 +417,9 @@ def clock_families(
     counts of how each kernel was placed.
 
     A kernel launched by a subscribed graph launch takes that call's rows (:func:`raw_families`: its thread's
-    instance, ``exact``).  Any other kernel with a stamp: an ``external`` row where exactly one thread had an
-    instance open at the stamp, else a zero-length ``api`` row at the stamp on no thread (0), from which the join
-    finds the instances open then (``unattributed`` or ``ambiguous``).  Kernels with no stamp and no graph launch,
+    instance, ``exact``).  Any other kernel with a stamp: a zero-length ``api`` row at the stamp on no thread (0),
+    from which the join finds the instances open then (``temporal`` when one was, never ``exact``: the stamp does
+    not say which thread launched).  Kernels with no stamp and no graph launch,
     stamps before the first boundary row, and stamps after the last recorded row when rows were dropped get no row:
     the join places those by their GPU time, never as ``exact``.
     """
@@ -436,8 +436,7 @@ def clock_families(
     beyond = q > last if rows.dropped else np.zeros(len(q), dtype=bool)
     seen = placed.probe_ns > 0
     one = (placed.open_threads == 1) & ~beyond
-    rest = ~one & ~beyond & seen
-    by_stamp = _placed_families(placed.instance[one], c[one], c[rest], q[rest], pid)
+    by_stamp = _placed_families(c[~beyond & seen], q[~beyond & seen], pid)
     by_call = raw_families(graphs, pid)
     families = {f: {k: np.concatenate([by_call[f][k], v]) for k, v in cols.items()} for f, cols in by_stamp.items()}
     counts = {
@@ -470,6 +469,7 @@ class NativeLaunchPath:
         self.callbacks = (0, 0)  # runtime, driver callback ids enabled
         self.refused: list[tuple[int, ...]] = []  # (domain, cbid, CUPTI result) of ids CUPTI did not enable
         self.graph_note = ""  # mode "clock": why graph launches are not subscribed ("" when they are)
+        self.threads: list[tuple[int, str]] = []  # (pthread id, system name) of the threads that launched (stop())
 
     @property
     def set_current(self) -> Any:
@@ -490,7 +490,8 @@ class NativeLaunchPath:
         """Subscribe the launch callback; raises :class:`NativeUnavailable` with CUPTI's answer if it cannot.
 
         ``record=False`` (benchmarks only) subscribes a callback that returns at once and records nothing: what
-        CUPTI's callback dispatch costs by itself.  ``domains="driver"`` (experiments) subscribes the driver launch
+        CUPTI's callback dispatch costs by itself.  ``domains="driver"`` (the default of :func:`choose` unless
+        gpu.launch_overhead is asked) subscribes the driver launch
         calls only: half the callback invocations of a runtime launch, correct only if the driver call a runtime
         launch makes carries the kernel's correlation id (the benchmark's kernels-in-a-region count tells).
         """
@@ -565,6 +566,7 @@ class NativeLaunchPath:
         if mode not in ("callbacks", "probes", "clock"):
             return None
         records = LaunchRecords.from_export(self.module.export(), probes=mode == "probes", clock=mode == "clock")
+        self.threads = [(int(t), n.decode("utf-8", "replace")) for t, n in self.module.threads()]
         self.module.release()
         return records
 
@@ -590,13 +592,13 @@ def choose(cupti: Any, settings: Any, signals: Sequence[str], libcupti: str) -> 
     """Start the native launch path if it can run here (called by the CUPTI collector after libcupti loaded).
 
     ``settings["launch_path"]``: ``"native"`` (the default) or ``"python"`` (external correlation ids pushed from
-    Python).  On the native path ``settings["launch_identity"]`` picks ``"probes"`` (the default: boundary probes,
-    no per-launch callback), ``"clock"`` (boundary rows on CUPTI's clock against each kernel's ``queued`` stamp: no
-    call at a boundary, but CUPTI's latency timestamps cost more per launch than the probes save; copies and sets
-    carry no such stamp, so a run that records them takes ``"probes"``) or ``"callbacks"`` (the launch callback,
-    which also times each launch call and knows
-    its thread; chosen by itself when ``gpu.launch_overhead`` is asked); if CUPTI refuses a subscriber, external
-    correlation ids are pushed from C.
+    Python).  On the native path ``settings["launch_identity"]`` picks ``"callbacks"`` (the default: the launch
+    callback, which knows each launch's thread and times each launch call), ``"probes"`` (boundary probes, no
+    per-launch callback; the launching thread is not known, so nothing it places is ``exact``) or ``"clock"``
+    (boundary rows on CUPTI's clock against each kernel's ``queued`` stamp: no call at a boundary, but CUPTI's
+    latency timestamps cost more per launch than the probes save; copies and sets carry no such stamp, so a run that
+    records them takes ``"probes"``); if CUPTI refuses a subscriber (another client holds it), external correlation
+    ids are pushed from C.
     An explicit ``settings["kinds"]`` list (experiments) keeps the Python path.  ``settings["native_callback"]``
     ``"empty"`` (benchmarks only) subscribes a callback that records nothing: kernels then carry no region.
     """
@@ -610,11 +612,16 @@ def choose(cupti: Any, settings: Any, signals: Sequence[str], libcupti: str) -> 
     if callback not in ("record", "empty"):
         msg = f"the cupti setting native_callback must be 'record' or 'empty' (benchmarks), got {callback!r}"
         raise BackendUnavailableError(msg)
-    domains = str(settings.get("callback_domains", "both"))
+    asked_domains = settings.get("callback_domains")
+    timed = any(s in TIMED_LAUNCH_SIGNALS for s in signals)
+    # the driver calls alone by default: every runtime launch makes one, and the kernel carries its correlation id,
+    # so each launch costs two callback invocations instead of four; with gpu.launch_overhead asked both domains, so
+    # that it times the runtime call the user made
+    domains = str(asked_domains) if asked_domains is not None else ("both" if timed else "driver")
     if domains not in ("both", "driver"):
-        msg = f"the cupti setting callback_domains must be 'both' or 'driver' (experiments), got {domains!r}"
+        msg = f"the cupti setting callback_domains must be 'both' or 'driver', got {domains!r}"
         raise BackendUnavailableError(msg)
-    identity = str(settings.get("launch_identity", "probes"))
+    identity = str(settings.get("launch_identity", "callbacks"))
     if identity not in IDENTITIES:
         msg = f"the cupti setting launch_identity must be 'clock', 'probes' or 'callbacks', got {identity!r}"
         raise BackendUnavailableError(msg)
@@ -626,7 +633,7 @@ def choose(cupti: Any, settings: Any, signals: Sequence[str], libcupti: str) -> 
         for why, yes in (
             *((f"{s} times each launch call", s in wants) for s in TIMED_LAUNCH_SIGNALS),
             ("native_callback 'empty'", callback != "record"),
-            ("callback_domains 'driver'", domains != "both"),
+            ("callback_domains 'driver'", asked_domains == "driver"),
         )
         if yes
     ]

@@ -15,6 +15,7 @@ An importer stages its events in a DuckDB table ``ev`` with the columns ``kind``
 
 from __future__ import annotations
 
+import re
 from typing import Any
 
 import numpy as np
@@ -29,6 +30,7 @@ from argus_lab.backends.imported.common import (
     provenance_rows,
     region_rows,
 )
+from argus_lab.backends.threads import role_of
 
 INSTANCES_SQL = """
 SELECT pid, tid, t, t + d AS e, name FROM ev WHERE kind = 'annotation' AND t IS NOT NULL ORDER BY pid, tid, t
@@ -133,12 +135,32 @@ def build(
     group = _group_ids(pid, tid)
     nst = nest(group, start, end, [str(x) for x in names_arr.tolist()], instance_id_base(rank))
     ids, region_cols = region_rows(nst.region_of, module)
-    thread_names = dict(
-        ((int(a), int(b)), str(c))
+    named = [
+        (int(a), int(b), [str(x) for x in c if x])
         for a, b, c in con.execute(
-            "SELECT pid, tid, any_value(arg_name) FROM ev WHERE kind = 'meta' AND tid IS NOT NULL GROUP BY ALL"
+            "SELECT pid, tid, list(DISTINCT arg_name ORDER BY arg_name) FROM ev "
+            "WHERE kind = 'meta' AND tid IS NOT NULL AND pid IS NOT NULL GROUP BY ALL"
         ).fetchall()
-        if a is not None
+    ]
+    # a trace may name a thread twice (Kineto: "thread 804 (python3)" and "thread 804 (pt_autograd_0)"): the name
+    # that says what it is wins; "thread 804" alone (a placeholder, e.g. argus_lab's own export of an unnamed
+    # thread) names nothing
+    thread_names = {
+        (p, t): max(real, key=lambda x: (role_of(x) != "", x))
+        for p, t, names in named
+        if (real := [x for x in names if not _PLACEHOLDER.fullmatch(x)])
+    }
+    named_ids = list(thread_names)
+    threads = pa.table(
+        {
+            "run_id": pa.array([run_id] * len(named_ids), pa.string()),
+            "rank": pa.array([rank] * len(named_ids), pa.int32()),
+            "pid": pa.array([p for p, _ in named_ids], pa.int32()),
+            "thread_id": pa.array([t for _, t in named_ids], pa.uint64()),
+            "name": pa.array([thread_names[k] for k in named_ids], pa.string()),
+            "system_name": pa.array([""] * len(named_ids), pa.string()),
+            "role": pa.array([role_of(thread_names[k]) for k in named_ids], pa.string()),
+        }
     )
     n = len(start)
     inst = pa.table(
@@ -218,6 +240,7 @@ def build(
     tables = {
         "regions": pa.table(region_cols),
         "region_instances": inst,
+        "threads": threads,
         "kernels": kernels,
         "provenance": pa.table(
             provenance_rows(
@@ -241,6 +264,10 @@ def build(
         settings=settings,
         staged=("kern", "launch", "inst", "inst_names", "ev") if keep_on_connection else (),
     )
+
+
+_PLACEHOLDER = re.compile(r"thread \d+")
+"""A thread name that only repeats the thread id."""
 
 
 def _distinct(con: Any, sql: str) -> bool:
