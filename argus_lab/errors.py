@@ -19,6 +19,10 @@ class ScopeSyntaxError(ArgusError, ValueError):
     """A scope string could not be parsed."""
 
 
+class ScopeError(ArgusError, ValueError):
+    """A well-formed scope that matched none of the regions a measurement recorded (the message names them)."""
+
+
 class RegionMisuseError(ArgusError, RuntimeError):
     """A region marker was used wrongly (exit without enter, unbalanced nesting)."""
 

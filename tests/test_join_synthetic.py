@@ -302,7 +302,10 @@ def test_ncu_kernels_join_timing_run_by_ordinal(store: Store, summaries: dict[st
     assert dram[2] == (2_000 + 3_000, 2_000 + 3_000)
     assert dram[1] == (15_000, 1_000)  # gemm's own bytes + both inner instances
     pct = values(store, "rt", "hw:sm__x.avg.pct")
-    assert pct[1][0] == pytest.approx(52.0)  # a percentage averages over kernels instead of adding up
+    # a percentage is the mean over the instance's kernels weighted by their duration (the timing run's kernel at the
+    # same ordinal: gemm 800 ns at 50 %, relu 1,000 at 51, add 6,000 at 52, relu 1,000 at 53, add 6,000 at 54)
+    assert pct[1][0] == pytest.approx((50 * 800 + 51 * 1_000 + 52 * 6_000 + 53 * 1_000 + 54 * 6_000) / 14_800)
+    assert pct[2] == (pytest.approx((51 * 1_000 + 52 * 6_000) / 7_000),) * 2  # inner: its own kernels alone
     matches = store.rows("SELECT status, count(*) FROM instance_matches WHERE run_id = 'rn' GROUP BY 1")
     assert matches == [("match", 6)]
 

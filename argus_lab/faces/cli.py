@@ -37,6 +37,11 @@ def _common(p: argparse.ArgumentParser) -> None:
 
 def _request_args(p: argparse.ArgumentParser) -> None:
     p.add_argument(
+        "--allow-unknown-counters",
+        action="store_true",
+        help="plan hw: counters the chip's recorded metric names do not know (else: stop with the closest names)",
+    )
+    p.add_argument(
         "--signals",
         "-s",
         default="host.wall,host.cpu",
@@ -131,7 +136,16 @@ def build_parser() -> argparse.ArgumentParser:
         metavar="RUN_ID",
         help="report these runs (repeatable); default: the latest request's runs",
     )
-    show.add_argument("--all", action="store_true", help="report every run in the store")
+    show.add_argument(
+        "--all",
+        action="store_true",
+        help="report every run in the store, one report per request (a request's runs belong together: its plan)",
+    )
+    show.add_argument(
+        "--pool",
+        action="store_true",
+        help="with --all: one report over every run, pooling instances of the same region path across requests",
+    )
     show.add_argument("--provenance", action="store_true", help="also print each run's command, versions, settings")
 
     plan = sub.add_parser(
@@ -272,7 +286,14 @@ def _run(args: argparse.Namespace) -> int:
     script_args = tuple(args.script_args)
     workload = Workload.from_target(args.script, script_args)
     census = kernel_census(open_store(args.store), workload.describe())  # an earlier timing run costs ncu runs
-    the_plan = plan(args.signals, scope=args.scope, repeat=args.repeat, warmup=args.warmup, census=census)
+    the_plan = plan(
+        args.signals,
+        scope=args.scope,
+        repeat=args.repeat,
+        warmup=args.warmup,
+        census=census,
+        allow_unknown_counters=args.allow_unknown_counters,
+    )
     print(the_plan.explain(), end="\n\n")
     done = run_plan(
         the_plan,
@@ -320,8 +341,26 @@ def _show(args: argparse.Namespace) -> int:
 
     store = Store(args.store)
     run_ids = None
+    if args.pool and not args.all:
+        print("argus-lab: error: --pool pools the runs of --all; pass both (`show --all --pool`)", file=sys.stderr)
+        return 2
+    if args.all and not args.pool:  # one report per request: unrelated workloads are never pooled under one name
+        requests = store.rows(
+            "SELECT coalesce(request_id, run_id), list(run_id ORDER BY plan_index, started_ns), any_value(workload) "
+            "FROM runs GROUP BY 1 ORDER BY min(started_ns)"
+        )
+        for k, (request, ids, workload) in enumerate(requests):
+            print(f"{'' if k == 0 else chr(10)}== request {request} ({len(ids)} run(s)): {workload or '?'}")
+            report = Report(store, list(ids))
+            print(report.text())
+            if args.provenance:
+                print("\nprovenance:\n" + report.provenance_text())
+        if not requests:
+            print(f"(no runs in {store.path})")
+        return 0
     if args.all:
         run_ids = [r[0] for r in store.rows("SELECT run_id FROM runs ORDER BY started_ns")]
+        print("(every run of the store pooled: instances of one region path from different requests are combined)")
     elif args.run:
         known = {r[0] for r in store.rows("SELECT run_id FROM runs")}
         missing = [r for r in args.run if r not in known]
@@ -393,9 +432,9 @@ def _recover(args: argparse.Namespace) -> int:
 
 
 def _plan(args: argparse.Namespace) -> int:
-    from argus_lab.faces.measure import plan
+    from argus_lab.faces.measure import plan_from_options
 
-    the_plan = plan(args.signals, scope=args.scope, repeat=args.repeat, warmup=args.warmup)
+    the_plan = plan_from_options(args)
     print(the_plan.to_json() if args.json else the_plan.explain())
     return 0
 

@@ -80,6 +80,9 @@ def _parser(prog: str, description: str) -> MagicArgumentParser:
 
 def _request_options(p: MagicArgumentParser, repeat: int = DEFAULT_REPEAT) -> None:
     p.add_argument("-s", "--signals", default="host.wall,host.cpu", help="comma-separated signals")
+    p.add_argument(
+        "--allow-unknown-counters", action="store_true", help="plan hw: counters the chip's metric list lacks"
+    )
     p.add_argument("--scope", default="", help="which region instances, e.g. 'decode/**; instances=2:'")
     p.add_argument("-n", "--repeat", type=int, default=repeat, help=f"measured repetitions (default {repeat})")
     p.add_argument(
@@ -398,13 +401,13 @@ class ArgusMagics(Magics):
         return tuple(out), notes
 
     def _measure(self, line: str, cell: str) -> Any:
-        from argus_lab.faces.measure import plan, run_plan
+        from argus_lab.faces.measure import plan_from_options, run_plan
 
         args = measure_parser().parse_args(split_line(line, "%%argus"))
         _check_out_name(args.out)
         if args.store:
             checked_store(args.store)
-        the_plan = plan(args.signals, scope=args.scope, repeat=args.repeat, warmup=args.warmup)
+        the_plan = plan_from_options(args)
         shell: Any = self.shell
         source = shell.transform_cell(cell)
         number = prompt_number(shell)  # before this cell's body is cached under the same number
@@ -511,12 +514,12 @@ class ArgusMagics(Magics):
         print(to_json(checks) if args.json else render(checks))
 
     def _plan(self, rest: list[str]) -> None:
-        from argus_lab.faces.measure import plan
+        from argus_lab.faces.measure import plan_from_options
 
         p = _parser("%argus plan", "Show the plan of a request without running it.")
         _request_options(p)
         args = p.parse_args(rest)
-        the_plan = plan(args.signals, scope=args.scope, repeat=args.repeat, warmup=args.warmup)
+        the_plan = plan_from_options(args)
         self.last_plan = the_plan
         print(the_plan.explain())
 

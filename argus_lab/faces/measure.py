@@ -7,14 +7,15 @@ a :class:`~argus_lab.report.Report` only ever reads.
 
 from __future__ import annotations
 
+import difflib
 import shlex
 from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from argus_lab.errors import StoreError
+from argus_lab.errors import ScopeError, StoreError
 from argus_lab.join import JoinSummary, attribute_request
-from argus_lab.plan import DEFAULT_SIGNALS, Plan, Request, plan_signals
+from argus_lab.plan import DEFAULT_SIGNALS, Plan, Request
 from argus_lab.plan.ncu_settings import KernelCensus
 from argus_lab.plan.planner import plan as plan_request
 from argus_lab.report import Report
@@ -32,12 +33,27 @@ def plan(
     repeat: int = 5,
     warmup: int = 1,
     census: KernelCensus | None = None,
+    allow_unknown_counters: bool = False,
 ) -> Plan:
     """Plan a measurement of ``signals`` without running it; with a ``census`` of an earlier timing run of the
-    workload (:func:`argus_lab.report.census.kernel_census`), ncu runs are costed by the kernels they replay."""
-    if census is None:
-        return plan_signals(signals, scope=scope, repeat=repeat, warmup=warmup)
-    return plan_request(Request.build(signals, scope=scope, repeat=repeat, warmup=warmup), census=census)
+    workload (:func:`argus_lab.report.census.kernel_census`), ncu runs are costed by the kernels they replay.
+    ``allow_unknown_counters``: plan ``hw:`` counters the chip's recorded metric names do not know."""
+    request = Request.build(
+        signals, scope=scope, repeat=repeat, warmup=warmup, allow_unknown_counters=allow_unknown_counters
+    )
+    return plan_request(request, census=census)
+
+
+def plan_from_options(options: Any) -> Plan:
+    """The plan of parsed command-line options (``signals``, ``scope``, ``repeat``, ``warmup``,
+    ``allow_unknown_counters``: the request options the CLI and the magics share)."""
+    return plan(
+        options.signals,
+        scope=options.scope,
+        repeat=options.repeat,
+        warmup=options.warmup,
+        allow_unknown_counters=options.allow_unknown_counters,
+    )
 
 
 @dataclass(frozen=True)
@@ -133,7 +149,41 @@ def run_plan(
         isolate=isolate,
     )
     attribute_request(st, execution.run_ids)  # the join runs where the runs end: attributions + instance values
+    check_scope_matched(st, the_plan, execution.run_ids)
     return Measurement(execution, Report(st, execution.run_ids))
+
+
+def check_scope_matched(store: Store, the_plan: Plan, run_ids: Sequence[str]) -> None:
+    """Raise :class:`~argus_lab.errors.ScopeError` when the request's region globs matched none of the region paths
+    the runs recorded (a typo such as ``decod/**``): the message lists the paths seen and the closest ones.  The runs
+    stay stored; a scope that matched something, and runs that recorded no region at all, pass."""
+    scope = the_plan.request.scope
+    if not scope.globs or not run_ids:
+        return
+    paths = sorted(
+        {
+            str(p)
+            for (p,) in store.rows(
+                "SELECT DISTINCT path FROM region_instances WHERE run_id IN (SELECT unnest(?::VARCHAR[]))",
+                [list(run_ids)],
+            )
+        }
+    )
+    if not paths or any(scope.matches_path(p) for p in paths):
+        return
+    close: list[str] = []
+    for glob in scope.globs:
+        literal = glob.replace("**", "").replace("*", "").strip("/")
+        for hit in difflib.get_close_matches(literal, paths, n=2, cutoff=0.6):
+            close.append(glob.replace(literal, hit, 1) if literal and literal in glob else hit)
+    hint = f"; did you mean {', '.join(repr(c) for c in dict.fromkeys(close))}" if close else ""
+    shown = ", ".join(paths[:12]) + (f" and {len(paths) - 12} more" if len(paths) > 12 else "")
+    msg = (
+        f"the scope {str(scope)!r} matched none of the {len(paths)} region path(s) the run(s) recorded "
+        f"({shown}){hint}. The runs are stored ({', '.join(run_ids)}) but their report is empty: "
+        "measure again with a scope that names these regions"
+    )
+    raise ScopeError(msg)
 
 
 def measure(
@@ -148,6 +198,7 @@ def measure(
     on_error: OnError = "continue",
     launch: str | tuple[str, ...] = (),
     isolate: bool = False,
+    allow_unknown_counters: bool = False,
 ) -> Report:
     """Plan and run a measurement of ``target``; return its :class:`~argus_lab.report.Report`.
 
@@ -171,11 +222,16 @@ def measure(
     isolate
         Run every run in a fresh process (``target`` a script path or ``"module:function"``): nothing this
         process holds (torch.profiler's CUPTI subscriber, state left by earlier code) touches the numbers.
+    allow_unknown_counters
+        Measure ``hw:`` counters the chip's recorded metric names do not know (else the plan stops with the closest
+        names).
     """
     workload = Workload.from_target(target, args)
     st = open_store(store)
     census = kernel_census(st, workload.describe())
-    the_plan = plan(signals, scope=scope, repeat=repeat, warmup=warmup, census=census)
+    the_plan = plan(
+        signals, scope=scope, repeat=repeat, warmup=warmup, census=census, allow_unknown_counters=allow_unknown_counters
+    )
     return run_plan(
         the_plan, workload, st, on_error=on_error, progress=terminal_progress(), launch=launch, isolate=isolate
     ).report

@@ -79,6 +79,7 @@ from argus_lab.join.arrays import registered
 from argus_lab.join.timeline import Timeline
 from argus_lab.join.values import Values
 from argus_lab.join.windows import LEVEL_UNITS
+from argus_lab.plan.catalog import CATALOG, aggregation
 
 if TYPE_CHECKING:
     import duckdb
@@ -116,10 +117,9 @@ MEMORY_LIMIT = "3GB"
 """DuckDB's memory limit while the join runs (its hash tables spill to disk beyond it), so that joining ten million
 records stays within a bounded amount of memory; the connection's own limit is restored afterwards."""
 
-NON_ADDITIVE: tuple[str, ...] = ("gpu.span", *skew_sql.SIGNALS, *(sig for sig, _, _ in q.COMPILE_FACTS))
-"""Instance signals that do not add up over instances: a span or a lag (whose exclusive value is undefined: it does
-not subtract), and the ``compile.*`` facts (the largest over the kernel functions an instance ran; exclusive: over
-its own launches).  A repetition's value of them is the mean over its instances, not the sum."""
+NON_ADDITIVE: tuple[str, ...] = tuple(name for name, sig in CATALOG.items() if sig.agg != "sum")
+"""The catalog's signals that do not add up (their aggregation rule, ``plan.catalog.aggregation``, is not ``sum``):
+spans, lags, levels, per-kernel facts.  The open families (``hw:``, ``pm:``) follow their metric's rollup."""
 
 
 @dataclass(frozen=True)
@@ -282,7 +282,10 @@ def _attribute(con: duckdb.DuckDBPyConnection, ids: list[str]) -> tuple[str | No
             con.execute(q.NCU_OWN)
         con.execute(q.NCU_ATTRIBUTIONS)
         con.execute(q.ANCESTORS_IF_MISSING)
-        con.execute(q.NCU_VALUES)
+        signals = [str(r[0]) for r in con.execute(q.NCU_SIGNALS).fetchall()]
+        rules = pa.table({"signal": signals, "agg": [aggregation(sig) for sig in signals]})
+        with registered(con, _j_agg=rules):
+            con.execute(q.NCU_VALUES)
     else:
         con.execute(q.NCU_NONE)
     if ref is None and ids:
@@ -292,7 +295,7 @@ def _attribute(con: duckdb.DuckDBPyConnection, ids: list[str]) -> tuple[str | No
     if _count(con, q.HAS_FACTS):
         con.execute(q.COMPILER_ATTRIBUTIONS)
     # per-instance values the backends stored, for signals not derived above; the instances themselves
-    stored_values.derive(con, nodes, values, NON_ADDITIVE)
+    stored_values.derive(con, nodes, values)
     if pc.count_distinct(rows.column("rank")).as_py() > 1:  # multi-rank runs: lags on rank 0's clock
         skew_sql.derive(con)
     device.derive(con)  # instrumented runs: device regions under their kernel and host instance; the overhead

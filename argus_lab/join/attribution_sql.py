@@ -419,7 +419,7 @@ ORDER BY bool_or(c.run_id NOT IN (SELECT run_id FROM _j_timed)), sum(c.n) DESC, 
 
 TIMING_SEQUENCE = """
 CREATE OR REPLACE TEMP TABLE _j_tseq AS
-SELECT k.run_id, i.path, k.instance_id, i.repetition, i.rep_index, k.name, k.key,
+SELECT k.run_id, i.path, k.instance_id, i.repetition, i.rep_index, k.name, k.key, k.end_ns - k.start_ns AS dur,
        (row_number() OVER (PARTITION BY k.instance_id ORDER BY k.correlation_id, k.start_ns, k.key) - 1)::INTEGER
            AS ordinal,
        row_number() OVER (PARTITION BY i.path ORDER BY i.start_ns, i.instance_id, k.correlation_id, k.start_ns, k.key)
@@ -454,7 +454,7 @@ WITH n AS (
     FROM n LEFT JOIN _j_tseq t ON t.path = n.path AND t.seq = n.seq
     WHERE n.inferred
 ), m AS (
-    SELECT p.*, t.name AS ref_name
+    SELECT p.*, t.name AS ref_name, t.dur AS ref_dur
     FROM placed p LEFT JOIN _j_tseq t ON t.instance_id = p.instance_id AND t.ordinal = p.ordinal
 ), ref_n AS (SELECT instance_id, count(*) AS n_ref FROM _j_tseq GROUP BY instance_id),
 inst AS (  -- per (ncu run, reference instance): does its kernel sequence agree with the timing run's?
@@ -483,7 +483,7 @@ inst AS (  -- per (ncu run, reference instance): does its kernel sequence agree 
     GROUP BY i.run_id, i.instance_id, i.first_diff, i.path, i.instance_index, i.repetition, i.n_ncu, i.n_ref
 ), paths AS (SELECT path, count(*) AS n_ref FROM _j_tseq GROUP BY path)
 SELECT m.run_id, m.kernel_key, m.path, m.seq, m.name, m.ref_run_id, m.instance_id, m.ordinal, m.repetition,
-       m.rep_index,
+       m.rep_index, m.ref_dur,
        CASE WHEN m.instance_id IS NULL AND coalesce(p.n_ref, 0) = 0 THEN 'unattributed'
             WHEN m.instance_id IS NULL OR d.difference IS NOT NULL THEN 'mismatch'
             ELSE 'ordinal' END AS class,
@@ -509,7 +509,7 @@ LEFT JOIN paths p ON p.path = m.path
 NCU_OWN = """
 CREATE OR REPLACE TEMP TABLE _j_nm AS
 SELECT n.run_id, n.kernel_key, n.path, NULL::BIGINT AS seq, n.name, i.run_id AS ref_run_id, i.instance_id,
-       n.ordinal, i.repetition, i.rep_index,
+       n.ordinal, i.repetition, i.rep_index, NULL::BIGINT AS ref_dur,
        CASE WHEN i.instance_id IS NULL THEN 'unattributed' WHEN n.instance_inferred THEN 'ordinal'
             ELSE 'exact' END AS class,
        CASE WHEN i.instance_id IS NULL
@@ -529,33 +529,50 @@ INSERT INTO attribution_rows (run_id, evidence, evidence_id, instance_id, class,
 SELECT run_id, 'ncu_kernel', kernel_key, instance_id, class, 1.0, reason, ref_run_id FROM _j_nm
 """
 
-# hw:<metric>.sum adds up over kernels; other rollups (avg, pct, per_second, ratio) average over them
+# The ncu counters of each instance, combined by each signal's aggregation rule (``_j_agg``, from the signal catalog:
+# plan.catalog.aggregation): ``sum`` adds; ``mean`` is the mean over the instance's kernels weighted by each kernel's
+# duration (the timing run's kernel matched at the same ordinal, else ncu's own gpu__time_duration, else equal
+# weights), so a percentage never grows by combining; ``max``/``min`` as such; ``fact`` (launch attributes) the
+# largest kernel's.  Inclusive over nested instances, exclusive over the instance's own kernels.
 NCU_VALUES = """
 INSERT INTO _j_iv (run_id, instance_id, signal, inclusive, exclusive, unit, evidence, w_exact, w_ordinal,
                  w_temporal, w_ambiguous, w_mismatch, backend, provenance_id)
 WITH v AS (
     SELECT nm.ref_run_id AS run_id, nm.instance_id, m.signal, m.value, m.unit, m.provenance_id, nm.class,
-           regexp_matches(m.signal, '\\.sum$') AS additive
+           coalesce(g.agg, 'mean') AS agg, greatest(coalesce(nm.ref_dur, d.value, 1), 1) AS w
     FROM _j_nm nm JOIN metrics m ON m.run_id = nm.run_id AND m.kernel_key = nm.kernel_key
+    LEFT JOIN _j_agg g ON g.signal = m.signal
+    LEFT JOIN metrics d ON d.run_id = nm.run_id AND d.kernel_key = nm.kernel_key
+                       AND d.signal = 'hw:gpu__time_duration.sum' AND d.value > 0
     WHERE nm.class IN ('ordinal', 'exact', 'mismatch') AND nm.instance_id IS NOT NULL AND m.value IS NOT NULL
 ), x AS (  -- mismatched kernels count as evidence but give no value
-    SELECT run_id, instance_id, signal, any_value(unit) AS unit, any_value(additive) AS additive,
+    SELECT run_id, instance_id, signal, any_value(unit) AS unit, any_value(agg) AS agg,
            any_value(provenance_id) AS provenance_id, sum(value) FILTER (WHERE class <> 'mismatch') AS s,
+           sum(value * w) FILTER (WHERE class <> 'mismatch') AS sw, sum(w) FILTER (WHERE class <> 'mismatch') AS ww,
+           max(value) FILTER (WHERE class <> 'mismatch') AS hi, min(value) FILTER (WHERE class <> 'mismatch') AS lo,
            count(*) FILTER (WHERE class <> 'mismatch') AS n, count(*) FILTER (WHERE class = 'exact') AS n_exact,
            count(*) FILTER (WHERE class = 'mismatch') AS n_mis
     FROM v GROUP BY run_id, instance_id, signal
 ), inc AS (
-    SELECT a.run_id, a.ancestor_id AS instance_id, x.signal, any_value(x.unit) AS unit,
-           any_value(x.additive) AS additive, any_value(x.provenance_id) AS provenance_id, sum(x.s) AS s,
-           sum(x.n) AS n, sum(x.n_exact) AS n_exact, sum(x.n_mis) AS n_mis
+    SELECT a.run_id, a.ancestor_id AS instance_id, x.signal, any_value(x.unit) AS unit, any_value(x.agg) AS agg,
+           any_value(x.provenance_id) AS provenance_id, sum(x.s) AS s, sum(x.sw) AS sw, sum(x.ww) AS ww,
+           max(x.hi) AS hi, min(x.lo) AS lo, sum(x.n) AS n, sum(x.n_exact) AS n_exact, sum(x.n_mis) AS n_mis
     FROM x JOIN _j_anc a ON a.run_id = x.run_id AND a.instance_id = x.instance_id GROUP BY ALL
 )
 SELECT inc.run_id, inc.instance_id, inc.signal,
-       CASE WHEN inc.n = 0 THEN NULL WHEN inc.additive THEN inc.s ELSE inc.s / inc.n END,
-       CASE WHEN coalesce(x.n, 0) = 0 THEN (CASE WHEN inc.additive AND inc.n_mis = 0 THEN 0 END)
-            WHEN inc.additive THEN x.s ELSE x.s / x.n END,
+       CASE WHEN inc.n = 0 THEN NULL WHEN inc.agg = 'sum' THEN inc.s WHEN inc.agg IN ('max', 'fact') THEN inc.hi
+            WHEN inc.agg = 'min' THEN inc.lo ELSE inc.sw / inc.ww END,
+       CASE WHEN coalesce(x.n, 0) = 0 THEN (CASE WHEN inc.agg = 'sum' AND inc.n_mis = 0 THEN 0 END)
+            WHEN inc.agg = 'sum' THEN x.s WHEN inc.agg IN ('max', 'fact') THEN x.hi WHEN inc.agg = 'min' THEN x.lo
+            ELSE x.sw / x.ww END,
        inc.unit, inc.n + inc.n_mis, inc.n_exact, inc.n - inc.n_exact, 0, 0, inc.n_mis, 'ncu', inc.provenance_id
 FROM inc LEFT JOIN x USING (run_id, instance_id, signal)
+"""
+
+# the hw: signals of the join's ncu kernels, whose aggregation rules the join registers as ``_j_agg``
+NCU_SIGNALS = """
+SELECT DISTINCT m.signal FROM metrics m
+WHERE m.run_id IN (SELECT run_id FROM _j_runs) AND m.kernel_key IS NOT NULL AND m.signal LIKE 'hw:%'
 """
 
 INSTANCE_MATCHES = """

@@ -8,7 +8,6 @@ Computed over numpy arrays, after the join's other values (run by :mod:`argus_la
 
 from __future__ import annotations
 
-from collections.abc import Sequence
 from typing import TYPE_CHECKING
 
 import numpy as np
@@ -16,6 +15,7 @@ import pyarrow as pa
 
 from argus_lab.join.arrays import changes, ints
 from argus_lab.join.values import DERIVED_SIGNALS
+from argus_lab.plan.catalog import aggregation
 
 if TYPE_CHECKING:
     import duckdb
@@ -31,7 +31,7 @@ WHERE m.run_id IN (SELECT run_id FROM _j_runs) AND m.instance_id IS NOT NULL AND
 """
 
 
-def derive(con: duckdb.DuckDBPyConnection, nodes: Nodes, values: Values, non_additive: Sequence[str]) -> None:
+def derive(con: duckdb.DuckDBPyConnection, nodes: Nodes, values: Values) -> None:
     """Hand the stored values of the join's instances to ``values`` (see the module docstring)."""
     rows = con.sql(ROWS).to_arrow_table()
     if rows.num_rows == 0:
@@ -58,9 +58,9 @@ def derive(con: duckdb.DuckDBPyConnection, nodes: Nodes, values: Values, non_add
     for k, (rc, sc, uc, bc, pc_) in enumerate(distinct):
         names = (run[1][rc], signal[1][sc], labels[0][1][uc], labels[1][1][bc], labels[2][1][pc_])
         keys[names] = np.flatnonzero(which == k)
-    skip = set(non_additive)
-    for key, sel in keys.items():
-        exclusive = np.full(len(sel), np.nan) if key[1] in skip else total[sel] - kids[sel]
+    for key, sel in keys.items():  # a signal that does not add up has no exclusive value (it does not subtract)
+        additive = aggregation(key[1]) == "sum"
+        exclusive = total[sel] - kids[sel] if additive else np.full(len(sel), np.nan)
         zero = np.zeros(len(sel))
         values.add(
             con,

@@ -22,6 +22,7 @@ import pyarrow as pa
 
 from argus_lab.join.arrays import changes, floats, ints, run_codes
 from argus_lab.join.signatures import Levels
+from argus_lab.plan.catalog import aggregation
 
 if TYPE_CHECKING:
     import duckdb
@@ -197,7 +198,9 @@ def _values(con: duckdb.DuckDBPyConnection, nodes: Nodes, pieces: pa.Table, valu
         }
         inc = {k: _up(v, tree) for k, v in own.items()}
         at = np.flatnonzero(mine)
-        level = len(at) > 0 and str(units[int(at[0])].as_py()) in LEVEL_UNITS
+        # a level (W, MHz, a percentage, an average: the signal's aggregation rule, or a level unit) is the
+        # time-weighted mean over the instance; anything else the share of the windows it overlapped
+        level = len(at) > 0 and (aggregation(str(sig)) == "mean" or str(units[int(at[0])].as_py()) in LEVEL_UNITS)
         backend = _backend(sig)
         for code in sorted(set(run[mine].tolist())):
             r = nodes.runs[code]

@@ -32,19 +32,36 @@ DEFAULT_SIGNALS = "host.wall,host.cpu"
 
 
 def plan_signals(
-    signals: str | list[str] = DEFAULT_SIGNALS, *, scope: str = "", repeat: int = 5, warmup: int = 1
+    signals: str | list[str] = DEFAULT_SIGNALS,
+    *,
+    scope: str = "",
+    repeat: int = 5,
+    warmup: int = 1,
+    allow_unknown_counters: bool = False,
 ) -> Plan:
-    """Plan a measurement of ``signals`` without running it (what ``argus_lab.plan(...)`` calls)."""
-    return plan(Request.build(signals, scope=scope, repeat=repeat, warmup=warmup))
+    """Plan a measurement of ``signals`` without running it (what ``argus_lab.plan(...)`` calls);
+    ``allow_unknown_counters`` plans ``hw:`` counters the chip's recorded metric names do not know."""
+    request = Request.build(
+        signals, scope=scope, repeat=repeat, warmup=warmup, allow_unknown_counters=allow_unknown_counters
+    )
+    return plan(request)
 
 
 class _CallablePackage(types.ModuleType):
     """The ``argus_lab.plan`` package, callable as :func:`plan_signals`."""
 
     def __call__(
-        self, signals: str | list[str] = DEFAULT_SIGNALS, *, scope: str = "", repeat: int = 5, warmup: int = 1
+        self,
+        signals: str | list[str] = DEFAULT_SIGNALS,
+        *,
+        scope: str = "",
+        repeat: int = 5,
+        warmup: int = 1,
+        allow_unknown_counters: bool = False,
     ) -> Plan:
-        return plan_signals(signals, scope=scope, repeat=repeat, warmup=warmup)
+        return plan_signals(
+            signals, scope=scope, repeat=repeat, warmup=warmup, allow_unknown_counters=allow_unknown_counters
+        )
 
     def __repr__(self) -> str:
         return "<argus_lab.plan: call it to plan a measurement, e.g. argus_lab.plan('host.wall,gpu.time')>"

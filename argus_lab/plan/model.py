@@ -7,11 +7,12 @@
 from __future__ import annotations
 
 import json
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from typing import Any, Literal
 
-from argus_lab.errors import PlanError
+from argus_lab.errors import PlanError, UnknownSignalError
+from argus_lab.plan import metric_names
 from argus_lab.plan.backends import BACKENDS
 from argus_lab.plan.catalog import Signal, resolve
 from argus_lab.plan.explain import explain_plan
@@ -26,6 +27,26 @@ DEFAULT_MAX_PASSES_PER_RUN = 16
 
 PERTURBATION_ORDER = {"light": 0, "sampling": 1, "replay": 2, "instrumenting": 3, "static": 4}
 """Perturbation classes from the least to the most disturbing (static last: it has no run of its own)."""
+
+
+def _check_counters(signals: Sequence[Signal]) -> None:
+    """Raise :class:`UnknownSignalError` for ``hw:`` counters the chip's recorded metric names do not know."""
+    bad = metric_names.unknown([s.name[3:] for s in signals if s.name.startswith("hw:")])
+    if not bad:
+        return
+    parts = []
+    for metric, close in bad[:5]:
+        hint = f" (did you mean {', '.join(repr('hw:' + c) for c in close)}?)" if close else ""
+        parts.append(f"'hw:{metric}'{hint}")
+    known = metric_names.names()
+    source = known.source if known is not None else "the recorded metric names"
+    if len(bad) > 5:
+        parts.append(f"and {len(bad) - 5} more")
+    msg = (
+        f"unknown Nsight Compute metric(s): {'; '.join(parts)}: not among the metric names of {source}; fix the "
+        "name, or pass --allow-unknown-counters (allow_unknown_counters=True) to measure it anyway"
+    )
+    raise UnknownSignalError(msg)
 
 
 @dataclass(frozen=True)
@@ -55,6 +76,9 @@ class PlanSettings:
     replay_mode: ReplayMode = "kernel"
     clock_control: ClockControl = "base"
     cache_control: CacheControl = "all"
+    allow_unknown_counters: bool = False
+    """Plan ``hw:`` counters the recorded metric names of the chip do not know (``plan.metric_names``) instead of
+    stopping with the closest names (a metric of a newer ncu, say)."""
 
     def validate(self) -> PlanSettings:
         """Return ``self`` or raise :class:`PlanError` saying which setting is wrong and how to fix it."""
@@ -118,7 +142,10 @@ class Request:
             msg = f"unknown plan setting(s) {', '.join(unknown)}; known: {', '.join(PlanSettings.__dataclass_fields__)}"
             raise PlanError(msg)
         final = replace(base, **setting_overrides).validate()
-        return cls(resolve(signals), Scope.parse(scope), repeat, warmup, final)
+        resolved = resolve(signals)
+        if not final.allow_unknown_counters:
+            _check_counters(resolved)
+        return cls(resolved, Scope.parse(scope), repeat, warmup, final)
 
     @property
     def executions(self) -> int:

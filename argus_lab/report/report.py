@@ -262,6 +262,12 @@ class Report:
         """The region table as text: path, signal, instances, median, spread, exclusive, attribution, run.
 
         Without measured instances it lists the instances that finished anyway (warm-up, or before a failure)."""
+        if not self.regions and self.counters:
+            paths = sorted({c.path for c in self.counters})
+            return (
+                f"(these runs measured hardware counters only, for {len(paths)} region path(s): they are in the "
+                "counters table; add gpu.time or host.wall to the request for times)"
+            )
         if not self.regions and self.finished and not self.pending:
             return txt.finished(self.finished)
         return txt.regions(self.regions)
@@ -349,8 +355,8 @@ class Report:
         if differ:
             parts += [
                 "",
-                "instances that ran a different kernel sequence (left in the medians above; Report.groups has "
-                "per-group values):",
+                "instances that ran a different kernel sequence (left out of the medians above, which are each "
+                "region's main group; Report.groups has every group's values):",
                 *(f"  {d}" for d in differ),
             ]
         for title, rows, render in (

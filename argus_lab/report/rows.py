@@ -12,9 +12,12 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from argus_lab.join import CLASSES, LEVEL_UNITS, NON_ADDITIVE
+import pyarrow as pa
+
+from argus_lab.join import CLASSES
 from argus_lab.join.skew import RANKS
 from argus_lab.plan.backends import BACKENDS
+from argus_lab.plan.catalog import aggregation
 from argus_lab.plan.scope import Scope
 from argus_lab.report import sql as q
 from argus_lab.report.scope_sql import ScopeFilter, predicate, scoped
@@ -56,6 +59,8 @@ class RegionRow:
     shares: Shares = field(default_factory=dict)
     backend: str = ""
     provenance: tuple[str, ...] = ()
+    agg: str = "sum"
+    """How the signal combines over kernels and instances (``plan.catalog.Aggregation``): ``rep_*`` follow it."""
 
     @property
     def spread(self) -> float:
@@ -110,6 +115,9 @@ class KernelRow:
     display_name: str = ""
     """The name as tables show it (demangled, shortened: :func:`argus_lab.report.names.display_name`); ``name`` is
     the name exactly as recorded (mangled for C++ kernels)."""
+    main_group: bool = True
+    """False for launches of instances outside their path's main kernel-sequence group (``Report.groups``: e.g. a
+    first call that autotuned): tables show them collapsed, apart from the main group's."""
 
 
 @dataclass(frozen=True)
@@ -129,6 +137,11 @@ class CounterRow:
     provenance: tuple[str, ...]
     settings: str
     """The measuring backend's settings that change what the counter reads (replay, clocks, caches)."""
+    agg: str = "sum"
+    """How the counter combines over kernels and instances (``plan.catalog.Aggregation``)."""
+    kernel_range: tuple[float, float] | None = None
+    """For a per-kernel fact (``agg == "fact"``: a launch attribute): its smallest and largest value over the path's
+    measured kernels."""
 
 
 @dataclass(frozen=True)
@@ -398,7 +411,11 @@ def read_summary(store: Store, ids: list[str], scope: ScopeFilter | None = None)
         try:
             values_sql, bound = scoped(q.VALUES, scope)
             cur.execute(f"CREATE OR REPLACE TEMP TABLE _r_values AS {values_sql}", [*bound, ids, REPLAY_BACKENDS])
-            rows = _records(cur, q.REGIONS, [list(NON_ADDITIVE), list(LEVEL_UNITS)])
+            minor_instances(cur, ids)  # the main kernel-sequence group of each path alone makes its statistics
+            cur.execute(MAIN_GROUP_ONLY)
+            signals = [str(r[0]) for r in cur.execute("SELECT DISTINCT signal FROM _r_values").fetchall()]
+            cur.register("_r_agg", pa.table({"signal": signals, "agg": [aggregation(g) for g in signals]}))
+            rows = _records(cur, q.REGIONS)
             # the values of each (path, signal), fetched as one float array (no Python object per value)
             lists = _records(
                 cur,
@@ -430,6 +447,8 @@ def read_summary(store: Store, ids: list[str], scope: ScopeFilter | None = None)
                     runs=r["runs"],
                     provenance=provenance,
                     settings="",
+                    agg=r["agg"],
+                    kernel_range=None if r["k_lo"] is None else (float(r["k_lo"]), float(r["k_hi"])),
                 )
             )
             continue
@@ -457,6 +476,7 @@ def read_summary(store: Store, ids: list[str], scope: ScopeFilter | None = None)
                 shares=sh,
                 backend=r["backends"] or "",
                 provenance=provenance,
+                agg=r["agg"],
             )
         )
     flat = np.asarray(flat, dtype=np.float64)
@@ -468,6 +488,27 @@ def read_summary(store: Store, ids: list[str], scope: ScopeFilter | None = None)
         at += n
     units = {(r["path"], r["signal"]): r["unit"] or "" for r in lists}
     return RegionSummary(tuple(regions), tuple(counters), values, units)
+
+
+MAIN_GROUP_ONLY = """
+DELETE FROM _r_values v
+WHERE (v.run_id, v.instance_id) IN (SELECT run_id, instance_id FROM _r_minor)
+  AND EXISTS (SELECT 1 FROM _r_values w WHERE w.path = v.path AND w.signal = v.signal
+              AND (w.run_id, w.instance_id) NOT IN (SELECT run_id, instance_id FROM _r_minor))
+"""
+"""The values of instances outside their path's main group leave the summary of a signal the main group has too (a
+signal only another group has, e.g. the kernels of the one instance that launched any, stays)."""
+
+
+def minor_instances(cur: Any, ids: list[str]) -> None:
+    """``_r_minor`` on the cursor's connection: the measured instances outside their path's main kernel-sequence
+    group (:data:`argus_lab.report.sql.MINOR_INSTANCES`; empty for a store without instance signatures)."""
+    import duckdb
+
+    try:
+        cur.execute(f"CREATE OR REPLACE TEMP TABLE _r_minor AS {q.MINOR_INSTANCES}", [ids])
+    except duckdb.CatalogException:  # joined by an older argus_lab: no instance_signatures table
+        cur.execute("CREATE OR REPLACE TEMP TABLE _r_minor (run_id VARCHAR, instance_id BIGINT, path VARCHAR)")
 
 
 def _records(cur: Any, sql: str, params: Sequence[Any] = ()) -> list[dict[str, Any]]:
@@ -499,14 +540,30 @@ def read_kernels(store: Store, ids: list[str], scope: ScopeFilter | None = None)
     from argus_lab.report.names import display_name
 
     counters: dict[tuple[str, str, int, str], dict[str, tuple[float, str]]] = {}
+    anywhere: dict[tuple[str, str, int, str], dict[str, tuple[float, str]]] = {}  # by (path, ordinal, name)
     for c in store.records(q.KERNEL_COUNTERS, [ids]):
         where = (c["run_id"], c["path"], int(c["ordinal"]), c["name"])
-        counters.setdefault(where, {})[c["signal"]] = (float(c["value"]), c["unit"] or "")
+        value = (float(c["value"]), c["unit"] or "")
+        counters.setdefault(where, {})[c["signal"]] = value
+        anywhere.setdefault(("", *where[1:]), {}).setdefault(c["signal"], value)
     kernels_sql, bound = scoped(q.KERNELS, scope)
+    with store.connect() as con:
+        cur = con.cursor()
+        try:
+            minor_instances(cur, ids)  # instances of another kernel-sequence group: in Report.groups, not here
+            records = _records(cur, kernels_sql, [*bound, ids, ids])
+        finally:
+            cur.close()
     out = []
-    for r in store.records(kernels_sql, [*bound, ids, ids]):
+    for r in records:
         ordinal = None if r["ordinal"] is None else int(r["ordinal"])
-        found = counters.get((r["run_id"], r["path"], ordinal, r["name"]), {}) if ordinal is not None else {}
+        # the ncu run matched to this timing run, else (a timing run and an ncu run of separate requests, each
+        # joined on its own) an ncu kernel of the report at the same path, ordinal and name
+        found = {}
+        if ordinal is not None:
+            found = counters.get((r["run_id"], r["path"], ordinal, r["name"])) or anywhere.get(
+                ("", r["path"], ordinal, r["name"]), {}
+            )
         out.append(
             KernelRow(
                 run_id=r["run_id"],
@@ -526,6 +583,7 @@ def read_kernels(store: Store, ids: list[str], scope: ScopeFilter | None = None)
                 classes=r["classes"] or "",
                 counters=found,
                 display_name=display_name(r["name"]),
+                main_group=bool(r["main_group"]),
             )
         )
     return tuple(out)

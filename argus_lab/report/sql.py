@@ -41,13 +41,31 @@ WITH v AS (
 SELECT v.* FROM v SEMI JOIN pick USING (path, signal, run_id)
 """
 
+# Instances outside their path's main group: a path whose measured instances ran different kernel sequences
+# (instance_signatures; first-call autotuning, compilation) is summarised over its main group (the most instances; on
+# a tie, the group that ran last, as Report.groups orders them), and the other groups are shown beside it
+# (Report.groups, the heterogeneity sentences), never mixed into its median.  Empty for stores without signatures.
+MINOR_INSTANCES = f"""
+WITH s AS (
+    SELECT i.run_id, i.path, i.instance_id, g.signature, i.start_ns
+    FROM instance_signatures g JOIN region_instances i ON i.run_id = g.run_id AND i.instance_id = g.instance_id
+    WHERE g.run_id {IN_RUNS} AND NOT coalesce(i.warmup, false)
+), grp AS (
+    SELECT run_id, path, signature, count(*) AS n, max(start_ns) AS last_ns FROM s GROUP BY ALL
+), major AS (
+    SELECT run_id, path, list(signature ORDER BY n DESC, last_ns DESC)[1] AS sig FROM grp
+    GROUP BY run_id, path HAVING count(*) > 1
+)
+SELECT s.run_id, s.instance_id, s.path FROM s JOIN major m USING (run_id, path) WHERE s.signature <> m.sig
+"""
+
 # over _r_values (VALUES as a temporary table); the few DISTINCT lists come from a small pre-aggregate
 REGIONS = """
-WITH reps AS (
-    SELECT path, signal, run_id, repetition,
-           CASE WHEN list_contains(?::VARCHAR[], signal) OR list_contains(?::VARCHAR[], any_value(unit))
-                THEN avg(inclusive) ELSE sum(inclusive) END AS total
-    FROM _r_values GROUP BY path, signal, run_id, repetition
+WITH reps AS (  -- a repetition's value of a path: its instances combined by the signal's rule (_r_agg)
+    SELECT v.path, v.signal, v.run_id, v.repetition,
+           CASE any_value(coalesce(g.agg, 'sum')) WHEN 'sum' THEN sum(v.inclusive) WHEN 'max' THEN max(v.inclusive)
+                WHEN 'fact' THEN max(v.inclusive) WHEN 'min' THEN min(v.inclusive) ELSE avg(v.inclusive) END AS total
+    FROM _r_values v LEFT JOIN _r_agg g USING (signal) GROUP BY v.path, v.signal, v.run_id, v.repetition
 ), rs AS (
     SELECT path, signal, count(total) AS reps, quantile_cont(total, [0.5, 0.25, 0.75]) AS q
     FROM reps GROUP BY path, signal
@@ -63,13 +81,23 @@ WITH reps AS (
            sum(w_exact) AS we, sum(w_ordinal) AS wo, sum(w_temporal) AS wt, sum(w_ambiguous) AS wa,
            sum(w_mismatch) AS wm, min(start_ns) AS first_ns
     FROM _r_values GROUP BY path, signal
+), krange AS (  -- per-kernel facts (launch attributes): their range over the path's measured kernels
+    SELECT i.path, m.signal, min(m.value) AS k_lo, max(m.value) AS k_hi
+    FROM attributions a JOIN ncu_kernels n ON n.run_id = a.run_id AND n.kernel_key = a.evidence_id
+    JOIN metrics m ON m.run_id = n.run_id AND m.kernel_key = n.kernel_key
+    JOIN region_instances i ON i.run_id = a.target_run_id AND i.instance_id = a.instance_id
+    JOIN _r_agg g ON g.signal = m.signal AND g.agg = 'fact'
+    WHERE a.evidence = 'ncu_kernel' AND a.class IN ('ordinal', 'exact') AND NOT coalesce(i.warmup, false)
+      AND a.target_run_id IN (SELECT DISTINCT run_id FROM _r_values)
+    GROUP BY ALL
 )
 SELECT a.path, a.signal, a.n, a.instances, a.q[1] AS median, a.q[2] AS p25, a.q[3] AS p75, a.lo AS min,
        a.hi AS max, a.unit, src.runs, a.xq[1] AS exclusive_median, a.xq[2] AS exclusive_p25,
        a.xq[3] AS exclusive_p75, rs.reps, rs.q[1] AS rep_median, rs.q[2] AS rep_p25, rs.q[3] AS rep_p75,
        a.we AS w_exact, a.wo AS w_ordinal, a.wt AS w_temporal, a.wa AS w_ambiguous, a.wm AS w_mismatch,
-       src.backends, src.prov AS provenance
-FROM agg a LEFT JOIN rs USING (path, signal) LEFT JOIN src USING (path, signal)
+       src.backends, src.prov AS provenance, coalesce(g.agg, 'sum') AS agg, kr.k_lo, kr.k_hi
+FROM agg a LEFT JOIN rs USING (path, signal) LEFT JOIN src USING (path, signal) LEFT JOIN _r_agg g USING (signal)
+LEFT JOIN krange kr USING (path, signal)
 ORDER BY a.first_ns, a.path, a.signal
 """
 
@@ -83,7 +111,9 @@ WITH ex AS (
                PARTITION BY k.run_id, k.instance_id ORDER BY k.correlation_id, k.start_ns, k.kernel_key) - 1)::INTEGER
                AS ordinal,
            k.name, k.end_ns - k.start_ns AS dur, 1.0 AS weight, k.kernel_key, k.start_ns, 'exact' AS class,
-           k.grid_x, k.grid_y, k.grid_z, k.block_x, k.block_y, k.block_z, k.registers, coalesce(i.warmup, false) AS warm
+           k.grid_x, k.grid_y, k.grid_z, k.block_x, k.block_y, k.block_z, k.registers,
+           coalesce(i.warmup, false) AS warm,
+           (k.run_id, k.instance_id) IN (SELECT run_id, instance_id FROM _r_minor) AS minor
     FROM kernels k JOIN region_instances i ON i.run_id = k.run_id AND i.instance_id = k.instance_id
     WHERE k.run_id {IN_RUNS} AND k.kind = 'kernel' /*SCOPE*/
 ), other_k AS (  -- kernels without a recorded instance (an integer anti join, before any string key is touched)
@@ -94,7 +124,8 @@ WITH ex AS (
            CASE WHEN a.class = 'temporal' THEN i.path WHEN a.class = 'ambiguous' THEN '(ambiguous)'
                 ELSE '(outside regions)' END,
            NULL::INTEGER, k.name, k.end_ns - k.start_ns, a.weight, k.kernel_key, k.start_ns, a.class,
-           k.grid_x, k.grid_y, k.grid_z, k.block_x, k.block_y, k.block_z, k.registers, coalesce(i.warmup, false)
+           k.grid_x, k.grid_y, k.grid_z, k.block_x, k.block_y, k.block_z, k.registers, coalesce(i.warmup, false),
+           false
     FROM other_k k
     JOIN attributions a ON a.run_id = k.run_id AND a.evidence_id = k.kernel_key
     LEFT JOIN region_instances i ON i.run_id = a.run_id AND i.instance_id = a.instance_id
@@ -105,15 +136,17 @@ g AS (  -- an ambiguous kernel has n rows of weight 1/n: launches = sum of weigh
            quantile_cont(dur, [0.5, 0.25, 0.75]) AS q, min(dur) AS lo, max(dur) AS hi, sum(dur * weight) AS total,
            any_value(grid_x) AS gx, any_value(grid_y) AS gy, any_value(grid_z) AS gz, any_value(block_x) AS bx,
            any_value(block_y) AS b_y, any_value(block_z) AS bz, max(registers) AS regs,
-           class AS classes, min(start_ns) AS first_ns
+           class AS classes, min(start_ns) AS first_ns, minor
     FROM o WHERE NOT warm
-    GROUP BY run_id, path, ordinal, name, class  -- one class per group: exact rows have an ordinal, others not
+    -- one class per group: exact rows have an ordinal, others not; kernels of instances outside their path's main
+    -- kernel-sequence group (_r_minor) apart from the main group's
+    GROUP BY run_id, path, ordinal, name, class, minor
 )
 SELECT run_id, path, ordinal, name, launches, q[1] AS median_ns, q[2] AS p25_ns, q[3] AS p75_ns, lo AS min_ns,
        hi AS max_ns, total AS total_ns, gx || 'x' || gy || 'x' || gz AS grid, bx || 'x' || b_y || 'x' || bz AS block,
-       regs AS registers, classes, first_ns
+       regs AS registers, classes, first_ns, NOT minor AS main_group
 FROM g
-ORDER BY run_id, first_ns, ordinal
+ORDER BY run_id, NOT minor DESC, first_ns, ordinal
 """
 
 
@@ -125,8 +158,8 @@ WITH a AS (
     WHERE run_id {IN_RUNS} AND evidence = 'ncu_kernel' AND class IN ('ordinal', 'exact') AND instance_id IS NOT NULL
 ), n AS (
     SELECT a.target_run_id, i.path, n.name, n.run_id, n.kernel_key, coalesce(i.warmup, false) AS warmup,
-           row_number() OVER (PARTITION BY a.target_run_id, a.instance_id ORDER BY n.instance_index, n.ordinal) - 1
-               AS ordinal
+           row_number() OVER (PARTITION BY n.run_id, a.target_run_id, a.instance_id
+                              ORDER BY n.instance_index, n.ordinal) - 1 AS ordinal
     FROM ncu_kernels n
     JOIN a ON a.run_id = n.run_id AND a.evidence_id = n.kernel_key
     JOIN region_instances i ON i.run_id = a.target_run_id AND i.instance_id = a.instance_id

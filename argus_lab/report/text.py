@@ -12,6 +12,7 @@ from __future__ import annotations
 import re
 from collections.abc import Sequence
 
+from argus_lab.plan.catalog import AGGREGATION_TEXT
 from argus_lab.report.rows import (
     AttributionRow,
     ClockOffsetRow,
@@ -114,20 +115,30 @@ def table(header: Sequence[str], rows: Sequence[Sequence[str]], *, max_rows: int
     return "\n".join(out)
 
 
+def value_range(lo: float, hi: float, unit: str) -> str:
+    """``lo..hi`` with the unit once (one value when both are equal)."""
+    if lo == hi:
+        return fmt(hi, unit)
+    if unit in ("ns", "byte"):  # scaled units print their own scale on each side
+        return f"{fmt(lo, unit)}..{fmt(hi, unit)}"
+    return f"{fmt(lo, '')}..{fmt(hi, unit)}"
+
+
 def _short(name: str, width: int = 60) -> str:
     return elide(escape(name), width)
 
 
 def regions(rows: Sequence[RegionRow]) -> str:
-    """Path, signal, instances, median (inclusive), IQR, spread, exclusive median, attribution, origin run."""
+    """Path, signal (with how it combines when it does not add up), instances, median (inclusive), IQR, spread,
+    exclusive median, attribution, origin run."""
     header = ("region", "signal", "instances", "median", "p25..p75", "spread", "exclusive", "attribution", "origin run")
     body = [
         (
             elide_path(r.path),
-            r.signal,
+            r.signal if r.agg in ("sum", "span") else f"{r.signal} ({AGGREGATION_TEXT.get(r.agg, r.agg)})",
             str(r.instances),
             fmt(r.median, r.unit),
-            f"{fmt(r.p25, r.unit)}..{fmt(r.p75, r.unit)}",
+            value_range(r.p25, r.p75, r.unit),
             f"{100 * r.spread:.1f}%",
             fmt(r.exclusive_median, r.unit),
             r.attribution,
@@ -151,8 +162,14 @@ def finished(rows: Sequence[tuple[str, int, int, float, int]]) -> str:
 
 
 def kernels(rows: Sequence[KernelRow], limit: int = 40) -> str:
-    """Per-kernel launches: place, name, launches, median duration, IQR, counters matched by ordinal."""
+    """Per-kernel launches: place, name, launches, median duration, IQR, counters matched by ordinal.  Launches of
+    instances outside their path's main kernel-sequence group are collapsed into one line per path."""
     header = ("region", "#", "kernel", "launches", "median", "p25..p75", "class", "counters (ncu, by ordinal)")
+    other: dict[str, list[KernelRow]] = {}
+    for r in rows:
+        if not r.main_group:
+            other.setdefault(r.path, []).append(r)
+    rows = [r for r in rows if r.main_group]
     body = [
         (
             r.path,
@@ -167,18 +184,26 @@ def kernels(rows: Sequence[KernelRow], limit: int = 40) -> str:
         for r in rows[:limit]
     ]
     more = f"\n({len(rows) - limit} more kernel rows; see Report.to_polars('kernels'))" if len(rows) > limit else ""
+    for path, ks in other.items():
+        launches = sum(k.launches for k in ks)
+        more += (
+            f"\n({escape(path)}: {launches} launch(es) of {len({k.name for k in ks})} kernel(s) in instances of "
+            "another kernel-sequence group, collapsed; see Report.groups and Report.kernels)"
+        )
     return table(header, body) + more
 
 
 def counters(rows: Sequence[CounterRow]) -> str:
-    """Counters per region: median inclusive/exclusive, attribution, the settings they were read under."""
-    header = ("region", "counter", "instances", "median", "exclusive", "attribution", "measured with")
+    """Counters per region: how they combine over kernels, median inclusive/exclusive (for a per-kernel fact: its
+    range over the region's kernels), attribution, the settings they were read under."""
+    header = ("region", "counter", "combined as", "instances", "median", "exclusive", "attribution", "measured with")
     body = [
         (
             elide_path(r.path),
             r.signal,
+            AGGREGATION_TEXT.get(r.agg, r.agg),
             str(r.instances),
-            fmt(r.median, r.unit),
+            fmt(r.median, r.unit) if r.kernel_range is None else f"{value_range(*r.kernel_range, r.unit)} per kernel",
             fmt(r.exclusive_median, r.unit),
             describe(r.shares),
             r.settings,

@@ -39,6 +39,9 @@
   var VERSION = 'argus.report/1';
   var PALETTE = ['#1f77b4', '#ff7f0e', '#2ca02c', '#d62728', '#9467bd', '#8c564b', '#e377c2', '#7f7f7f',
     '#bcbd22', '#17becf'];
+  // how a signal's values combine (plan/catalog.py AGGREGATION_TEXT)
+  var AGG_TEXT = {sum: 'sum', mean: 'mean (weighted by time)', max: 'max', min: 'min', fact: 'largest per kernel',
+    span: 'span'};
   var CLASS_COLORS = {exact: '#2ca02c', ordinal: '#1f77b4', temporal: '#17becf', ambiguous: '#ff7f0e',
     mismatch: '#d62728', unattributed: '#7f7f7f', binary: '#9467bd'};
 
@@ -330,7 +333,8 @@
         }
         var kg = (T.kernel_groups || []).filter(function (r) { return r.path === path; });
         section(drillEl, 'kernels', table(b, [
-          kernelCol(), {key: 'kind', label: 'kind'}, {key: 'count', label: 'count'},
+          kernelCol(), {key: 'kind', label: 'kind'}, {key: 'count', label: 'launches'},
+          {key: 'warmup', label: 'warm-up launches (apart)'},
           {key: 'total_ns', label: 'total', unit: 'ns'}, {key: 'mean_ns', label: 'mean', unit: 'ns'},
           {key: 'registers', label: 'registers'}, {key: 'grid', label: 'grid'}, {key: 'block', label: 'block'},
           {key: 'runs', label: 'origin run'}], kg, {maxRows: maxRows, sortKey: 'total_ns', sortDir: -1,
@@ -408,8 +412,19 @@
         {key: 'attribution', label: 'attribution'}, {key: 'run_id', label: 'run'}];
     }
     function regionCounterCols() {
-      return [{key: 'path', label: 'region'}, {key: 'signal', label: 'counter'}, {key: 'instances', label: 'instances'},
-        {key: 'median', label: 'median', unit: function (r) { return r.unit; }},
+      return [{key: 'path', label: 'region'}, {key: 'signal', label: 'counter'},
+        {key: 'agg', label: 'combined as', fmt: function (v) { return AGG_TEXT[v] || v || 'sum'; }},
+        {key: 'instances', label: 'instances'},
+        {key: 'median', label: 'median', fmt: function (v, r) {
+          // a per-kernel fact reads as its range over the region's kernels, never as a sum or a mean
+          if (r.kernel_range && r.kernel_range.length === 2) {
+            var lo = r.kernel_range[0], hi = r.kernel_range[1];
+            var scaled = r.unit === 'ns' || r.unit === 'byte';  // scaled units print their scale on each side
+            return (lo === hi ? fmt(hi, r.unit) : fmt(lo, scaled ? r.unit : '') + '..' + fmt(hi, r.unit))
+              + ' per kernel';
+          }
+          return fmt(v, r.unit);
+        }},
         {key: 'exclusive_median', label: 'exclusive', unit: function (r) { return r.unit; }},
         {key: 'shares', label: 'attribution', fmt: shares}, {key: 'settings', label: 'measured with'},
         {key: 'runs', label: 'origin run'}];
@@ -458,9 +473,10 @@
       }).join(', ');
     }
     function counterCols() {
-      return [{key: 'path', label: 'region'}, {key: 'instance_index', label: '#'},
-        {key: 'kernel_key', label: 'kernel'}, {key: 'signal', label: 'signal'},
-        {key: 'value', label: 'value', unit: function (r) { return r.unit; }}, {key: 'unit', label: 'unit'},
+      return [{key: 'path', label: 'region'}, {key: 'instance_index', label: 'instance'},
+        {key: 'ordinal', label: 'ordinal'}, kernelCol(), {key: 'signal', label: 'signal'},
+        {key: 'value', label: 'value', unit: function (r) { return r.unit; }},
+        {key: 'warmup', label: 'warm-up', fmt: function (v) { return v ? 'warm-up' : ''; }},
         {key: 'attribution', label: 'attribution'}, {key: 'backend', label: 'backend'},
         {key: 'run_id', label: 'origin run'}];
     }
@@ -476,17 +492,21 @@
 
     // -- regions --------------------------------------------------------------------------------------------
     tab('Regions', function (pane) {
+      // every value is printed with its own unit (scaled: ms, us, MB), so there is no separate unit column to disagree
       pane.appendChild(table(b, [
-        {key: 'path', label: 'region'}, {key: 'signal', label: 'signal'}, {key: 'instances', label: 'instances'},
+        {key: 'path', label: 'region'}, {key: 'signal', label: 'signal'},
+        {key: 'agg', label: 'combined as', fmt: function (v) { return AGG_TEXT[v] || v || 'sum'; }},
+        {key: 'instances', label: 'instances'},
         {key: 'median', label: 'median', unit: function (r) { return r.unit; }},
         {key: 'p25', label: 'p25', unit: function (r) { return r.unit; }},
         {key: 'p75', label: 'p75', unit: function (r) { return r.unit; }},
-        {key: 'unit', label: 'unit'}, {key: 'attribution', label: 'attribution'},
+        {key: 'attribution', label: 'attribution'},
         {key: 'runs', label: 'origin run'}], bundle.regions || [],
       {maxRows: maxRows, onRowClick: function (r) { drill(r.path); },
-        empty: (bundle.finished || []).length ? 'no measured repetition finished (see below)'
-          : 'no region instances were recorded'}));
-      if (!(bundle.regions || []).length && (bundle.finished || []).length) {
+        empty: (J.counters || []).length ? 'these runs measured hardware counters only: see the counters below'
+          : (bundle.finished || []).length ? 'no measured repetition finished (see below)'
+            : 'no region instances were recorded'}));
+      if (!(bundle.regions || []).length && !(J.counters || []).length && (bundle.finished || []).length) {
         pane.appendChild(b.el('h4', 'argus-h', 'instances that finished before the run ended (warm-up, or before '
           + 'the workload failed): they stay in the store'));
         pane.appendChild(table(b, [{key: 'path', label: 'region'}, {key: 'instances', label: 'finished instances'},
@@ -686,7 +706,8 @@
         return byRegion[key] || (byRegion[key] = {type: 'bar', orientation: 'h', y: [], base: [], x: [],
           hovertext: [], customdata: [], hoverinfo: 'text', name: label, showlegend: r < 0,
           legendgroup: 'r' + r, width: 0.8,
-          marker: {color: r < 0 ? '#999999' : PALETTE[r % PALETTE.length], line: {width: 0}}});
+          marker: {color: r < 0 ? '#999999' : PALETTE[r % PALETTE.length], line: {width: 0},
+            opacity: d.exact ? [] : 1}});
       }
       var lo = range ? range[0] * 1e6 : -Infinity, hi = range ? range[1] * 1e6 : Infinity;
       if (d.exact) {
@@ -697,11 +718,13 @@
           t.y.push(d.lane[i]);
           t.base.push(d.start[i] / 1e6);
           t.x.push(Math.max((d.end[i] - d.start[i]) / 1e6, 1e-6));
+          var cls = d['class'] ? d['class'][i] : 'exact';
           t.hovertext.push(esc(d.names[d.name[i]]) + '<br>' + fmt(d.end[i] - d.start[i], 'ns') + ' \u00b7 '
-            + (r < 0 ? 'outside every region' : 'region ' + esc(tl.regions[r])) + '<br>'
+            + (r < 0 ? 'outside every region' : 'region ' + esc(tl.regions[r])) + ' (' + esc(cls) + ')<br>'
             + esc((tl.lanes[d.lane[i]] || {}).label || '') + ', run ' + esc(tl.run_id)
-            + ', CUPTI activity record, measured');
-          t.customdata.push([r < 0 ? null : tl.regions[r], d.iid ? d.iid[i] : null]);
+            + ', CUPTI activity record, measured; click for this kernel');
+          t.marker.opacity.push(cls === 'exact' ? 1 : 0.55);  // placed by time, not by identity: lighter
+          t.customdata.push([r < 0 ? null : tl.regions[r], d.iid ? d.iid[i] : null, i]);
         }
         return {traces: values(byRegion), note: d.total + ' kernel record(s), every one drawn'};
       }
@@ -733,6 +756,27 @@
     }
 
     function values(o) { return Object.keys(o).map(function (k) { return o[k]; }); }
+
+    // the kernel clicked in a timeline, from what the timeline itself embeds (every kernel it draws one by one)
+    function showKernel(tl, k, alone) {
+      var d = tl.device;
+      if (alone) {
+        while (drillEl.firstChild) drillEl.removeChild(drillEl.firstChild);
+        drillEl.appendChild(b.el('div', 'argus-drill-title', 'a kernel outside every region'));
+      }
+      var region = d.region[k] < 0 ? '(outside every region)' : tl.regions[d.region[k]];
+      var row = {name: d.names[d.name[k]], display_name: d.names[d.name[k]], region: region,
+        'class': d['class'] ? d['class'][k] : 'exact', start_us: d.start[k] / 1e3,
+        duration_ns: d.end[k] - d.start[k], lane: (tl.lanes[d.lane[k]] || {}).label || '', run_id: tl.run_id};
+      var node = table(b, [kernelCol(), {key: 'region', label: 'region'}, {key: 'class', label: 'class'},
+        {key: 'start_us', label: 'start (\u00b5s after the run\u2019s first event)',
+          fmt: function (v) { return Number(v).toFixed(1); }},
+        {key: 'duration_ns', label: 'duration', unit: 'ns'}, {key: 'lane', label: 'stream'},
+        {key: 'run_id', label: 'run'}], [row], {maxRows: 1});
+      var title = b.el('h4', 'argus-h argus-clicked-kernel', 'the kernel clicked');
+      drillEl.insertBefore(node, drillEl.children[1] || null);
+      drillEl.insertBefore(title, node);
+    }
 
     function drawTimeline(plot, info, tl) {
       if (!plotly()) {
@@ -779,7 +823,10 @@
       var busy = false;
       plot.on('plotly_click', function (ev) {
         var pt = ev && ev.points && ev.points[0];
-        if (pt && pt.customdata && pt.customdata[0] != null) drill(pt.customdata[0], pt.customdata[1]);
+        if (!pt || !pt.customdata) return;
+        var cd = pt.customdata, k = cd.length > 2 ? cd[2] : null;
+        if (cd[0] != null) drill(cd[0], cd[1]);
+        if (k != null && tl.device && tl.device.exact) showKernel(tl, k, cd[0] == null);
       });
       if ((tl.device && tl.device.total && !tl.device.exact) || tl.host.start.length > HOST_EXACT_MAX) {
         plot.on('plotly_relayout', function (ev) {
@@ -977,7 +1024,7 @@
       function fill() {
         var q = filt.value.toLowerCase();
         var rows = (T.counters || []).filter(function (r) {
-          return !q || [r.path, r.kernel_key, r.signal].join(' ').toLowerCase().indexOf(q) >= 0;
+          return !q || [r.path, r.display_name || r.name, r.signal].join(' ').toLowerCase().indexOf(q) >= 0;
         });
         while (holder.firstChild) holder.removeChild(holder.firstChild);
         holder.appendChild(table(b, counterCols(), rows, {maxRows: maxRows, total: q ? rows.length : total('counters'),
@@ -988,7 +1035,8 @@
       fill();
       pane.appendChild(b.el('h4', 'argus-h', 'kernels by region'));
       pane.appendChild(table(b, [{key: 'path', label: 'region'}, kernelCol(),
-        {key: 'count', label: 'count'}, {key: 'total_ns', label: 'total', unit: 'ns'},
+        {key: 'count', label: 'launches'}, {key: 'warmup', label: 'warm-up launches (apart)'},
+        {key: 'total_ns', label: 'total', unit: 'ns'},
         {key: 'mean_ns', label: 'mean', unit: 'ns'}, {key: 'registers', label: 'registers'},
         {key: 'runs', label: 'origin run'}], T.kernel_groups || [], {maxRows: maxRows,
         total: total('kernel_groups'), onRowClick: function (r) { drill(r.path); }, empty: 'no kernel records'}));
@@ -1025,7 +1073,8 @@
       }
       pane.appendChild(table(b, [{key: 'path', label: 'region'}, {key: 'signal', label: 'signal'},
         {key: 'class', label: 'class'}, {key: 'n', label: 'values'},
-        {key: 'total', label: 'sum', unit: function (r) { return r.unit; }}], rows,
+        {key: 'total', label: 'combined', unit: function (r) { return r.unit; }},
+        {key: 'agg', label: 'combined as', fmt: function (v) { return AGG_TEXT[v] || v || 'sum'; }}], rows,
       {maxRows: maxRows, onRowClick: function (r) { drill(r.path); }, empty: 'no attributed values'}));
       if ((J.attribution || []).length) {
         pane.appendChild(b.el('h4', 'argus-h', 'attribution by evidence kind'));

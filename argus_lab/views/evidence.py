@@ -7,6 +7,7 @@ store of an older layout lacks are read as empty, so views keep working while th
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
@@ -89,20 +90,54 @@ def instances(store: Store, ids: list[str], limit: int) -> Table:
     sql = f"""
         SELECT i.run_id, i.instance_id, i.path, i.instance_index, i.parent_instance_id, i.repetition, i.pid,
                i.thread_id, {_col(have, "thread_name", prefix="i.")}, {_col(have, "rank", prefix="i.")},
-               i.start_ns, i.end_ns, i.end_ns - i.start_ns AS wall_ns, i.cpu_ns, i.error, i.warmup,
-               r.kind, r.module, r.file, r.line
+               i.start_ns, i.end_ns, i.end_ns - i.start_ns AS wall_ns,
+               CASE WHEN i.cpu_ns >= 0 THEN i.cpu_ns END AS cpu_ns, i.error, i.warmup,
+               r.kind, r.module, r.file, r.line, s.cwd
         FROM region_instances i LEFT JOIN regions r ON r.region_id = i.region_id
+        LEFT JOIN runs u ON u.run_id = i.run_id LEFT JOIN sessions s ON s.session_id = u.session_id
         WHERE i.{IN_RUNS} ORDER BY i.run_id, i.start_ns LIMIT ?"""
-    return query(store, sql, ids, limit)
+    return with_source_names(query(store, sql, ids, limit))
+
+
+def with_source_names(table: Table) -> Table:
+    """``table`` (columns ``file`` and ``cwd``) with ``file`` as people know it (:func:`source_display`: relative to
+    the folder the run was started in, an IPython input as such) and without ``cwd``."""
+    cols = table.columns
+    fi, ci = cols.index("file"), cols.index("cwd")
+    rows = tuple(
+        tuple(source_display(str(r[fi] or ""), str(r[ci] or "")) if k == fi else v for k, v in enumerate(r) if k != ci)
+        for r in table.rows
+    )
+    return Table(tuple(c for c in cols if c != "cwd"), rows, table.total)
+
+
+_IPYTHON_INPUT = re.compile(r"^<ipython-input-(\d+)-[0-9a-f]+>$")
+
+
+def source_display(file: str, cwd: str) -> str:
+    """Where a region was declared, for people: a file under the folder the run started in relative to it (the
+    recording machine's absolute paths mean nothing elsewhere), an IPython input as ``IPython input [N]``, a notebook
+    cell already named by the magics (``cell [3] of quickstart.ipynb``) as it is."""
+    hit = _IPYTHON_INPUT.match(file)
+    if hit:
+        return f"IPython input [{hit.group(1)}]"
+    if cwd and file.startswith(cwd.rstrip("/") + "/"):
+        return file[len(cwd.rstrip("/")) + 1 :]
+    return file
 
 
 def kernel_groups(store: Store, ids: list[str], limit: int) -> Table:
-    """Per region path and kernel name: count, total and mean device time, launch shape (from CUPTI records)."""
+    """Per region path and kernel name: launches of measured instances (``count``) and of warm-up ones (``warmup``,
+    kept apart, as every table does), total and mean device time of the measured ones, launch shape (from CUPTI
+    records)."""
     have = table_columns(store, "kernels")
     kind = "coalesce(k.kind, 'kernel')" if "kind" in have else "'kernel'"
+    warm = "coalesce(i.warmup, false)"
     sql = f"""
-        SELECT coalesce(i.path, '(outside every region)') AS path, k.name, {kind} AS kind, count(*) AS count,
-               sum(k.end_ns - k.start_ns) AS total_ns, avg(k.end_ns - k.start_ns) AS mean_ns,
+        SELECT coalesce(i.path, '(outside every region)') AS path, k.name, {kind} AS kind,
+               count(*) FILTER (WHERE NOT {warm}) AS count, count(*) FILTER (WHERE {warm}) AS warmup,
+               sum(k.end_ns - k.start_ns) FILTER (WHERE NOT {warm}) AS total_ns,
+               avg(k.end_ns - k.start_ns) FILTER (WHERE NOT {warm}) AS mean_ns,
                any_value(k.registers) AS registers,
                any_value(k.grid_x || 'x' || k.grid_y || 'x' || k.grid_z) AS grid,
                any_value(k.block_x || 'x' || k.block_y || 'x' || k.block_z) AS block,
@@ -118,7 +153,7 @@ def kernel_rows(store: Store, ids: list[str], limit: int) -> Table:
     sql = f"""
         SELECT k.run_id, {_col(have, "kernel_key", prefix="k.")}, k.correlation_id, k.instance_id, i.path,
                i.instance_index, k.name, k.start_ns, k.end_ns - k.start_ns AS duration_ns, k.device_id, k.stream_id,
-               k.registers, {_col(have, "kind", prefix="k.")}
+               k.registers, {_col(have, "kind", prefix="k.")}, coalesce(i.warmup, false) AS warmup
         FROM kernels k LEFT JOIN region_instances i ON i.run_id = k.run_id AND i.instance_id = k.instance_id
         WHERE k.{IN_RUNS} ORDER BY k.run_id, k.start_ns LIMIT ?"""
     return query(store, sql, ids, limit)
@@ -126,19 +161,26 @@ def kernel_rows(store: Store, ids: list[str], limit: int) -> Table:
 
 def counters(store: Store, ids: list[str], limit: int) -> Table:
     """Per-kernel and per-binary values (hardware counters, compiler facts) with the join's attribution of them:
-    the class, and the region instance (of the timing run, for an ncu kernel matched to it) they went to."""
+    the class, the region instance (of the timing run, for an ncu kernel matched to it) they went to, the kernel's
+    name (demangled in ``display_name``) and its ordinal within the instance, in region, instance and ordinal order
+    (numbers, not text).  The store's internal key stays in ``kernel_key`` for links, not for reading."""
     sql = f"""
-        SELECT coalesce(i.path, '') AS path, i.instance_index, m.kernel_key, m.signal, m.value, m.unit,
-               coalesce(a.class, '') AS attribution, m.backend, m.run_id, m.provenance_id
+        SELECT coalesce(i.path, '') AS path, i.instance_index, n.ordinal,
+               coalesce(n.name, f.name, regexp_extract(m.kernel_key, '^bin:(.*):[^:]*$', 1), m.kernel_key) AS name,
+               m.signal, m.value, m.unit, coalesce(a.class, '') AS attribution, m.backend, m.run_id,
+               coalesce(i.warmup, false) AS warmup, m.kernel_key, m.provenance_id
         FROM metrics m
         LEFT JOIN attributions a ON a.run_id = m.run_id AND a.evidence_id = m.kernel_key
                                 AND a.evidence IN ('ncu_kernel', 'compiler')
         LEFT JOIN region_instances i ON i.run_id = coalesce(a.target_run_id, m.run_id)
                                     AND i.instance_id = coalesce(a.instance_id, m.instance_id)
+        LEFT JOIN ncu_kernels n ON n.run_id = m.run_id AND n.kernel_key = m.kernel_key
+        LEFT JOIN (SELECT DISTINCT run_id, name, 'bin:' || name || ':' || coalesce(binary_hash, '') AS key
+                   FROM kernel_facts) f ON f.run_id = m.run_id AND f.key = m.kernel_key
         WHERE m.{IN_RUNS} AND m.kernel_key IS NOT NULL
         ORDER BY CASE WHEN m.signal LIKE 'hw:%' THEN 0 WHEN m.signal LIKE 'compile.%' THEN 1 ELSE 2 END,
-                 m.signal, path, m.kernel_key LIMIT ?"""
-    return query(store, sql, ids, limit)
+                 m.signal, path, i.instance_index NULLS LAST, n.ordinal NULLS LAST, name LIMIT ?"""
+    return with_display_names(query(store, sql, ids, limit))
 
 
 _CLASSES_OF_VALUE = """concat_ws(',', CASE WHEN v.w_exact > 0 THEN 'exact' END,
@@ -161,7 +203,9 @@ def instance_values(store: Store, ids: list[str], limit: int) -> Table:
 
 def attribution_summary(store: Store, ids: list[str], limit: int) -> Table:
     """For each region path and signal, how many of the join's values draw on each attribution class (a value
-    counts once per class behind it; ``total`` is its share of the values' sum), warm-up left out."""
+    counts once per class behind it), warm-up left out.  ``total`` combines the values by the signal's rule
+    (``agg``: the share of the values' sum for a signal that adds up, their mean for a percentage, a level or a
+    rate, the largest for a maximum or a per-kernel fact): a percentage never grows by adding."""
     sql = f"""
         WITH v AS (
             SELECT i.path, v.signal, v.inclusive, v.unit, v.w_exact AS exact, v.w_ordinal AS ordinal,
@@ -172,12 +216,32 @@ def attribution_summary(store: Store, ids: list[str], limit: int) -> Table:
         ), c AS (
             UNPIVOT v ON exact, ordinal, temporal, ambiguous, mismatch INTO NAME class VALUE wc
         )
-        SELECT path, signal, class, count(*) AS n, sum(inclusive * wc / w) AS total, any_value(unit) AS unit
+        SELECT path, signal, class, count(*) AS n, sum(inclusive * wc / w) AS total, avg(inclusive) AS mean,
+               max(inclusive) AS hi, min(inclusive) AS lo, any_value(unit) AS unit
         FROM c WHERE wc > 0 GROUP BY ALL
         UNION ALL
-        SELECT path, signal, 'no evidence', count(*), sum(inclusive), any_value(unit) FROM v WHERE w = 0 GROUP BY ALL
+        SELECT path, signal, 'no evidence', count(*), sum(inclusive), avg(inclusive), max(inclusive), min(inclusive),
+               any_value(unit)
+        FROM v WHERE w = 0 GROUP BY ALL
         ORDER BY path, signal, class LIMIT ?"""
-    return query(store, sql, ids, limit)
+    return by_rule(query(store, sql, ids, limit))
+
+
+def by_rule(table: Table) -> Table:
+    """``table`` (columns ``signal``, ``total`` (a sum), ``mean``, ``hi``, ``lo``) with ``total`` taken by each signal's
+    aggregation rule (``plan.catalog.aggregation``) and the rule in an ``agg`` column."""
+    from argus_lab.plan.catalog import aggregation
+
+    cols = table.columns
+    at = {c: cols.index(c) for c in ("signal", "total", "mean", "hi", "lo")}
+    pick = {"sum": "total", "max": "hi", "fact": "hi", "min": "lo"}
+    keep = [i for i, c in enumerate(cols) if c not in ("mean", "hi", "lo")]
+    rows = []
+    for r in table.rows:
+        rule = aggregation(str(r[at["signal"]]))
+        chosen = r[at[pick.get(rule, "mean")]]
+        rows.append((*(chosen if i == at["total"] else r[i] for i in keep), rule))
+    return Table((*(cols[i] for i in keep), "agg"), tuple(rows), table.total)
 
 
 def evidence_classes(store: Store, ids: list[str], limit: int) -> Table:
@@ -280,14 +344,26 @@ def timeline_columns(
     kind = "k.kind" if "kind" in have else "'kernel' AS kind"
     rank_k = "coalesce(k.rank, 0)" if "rank" in have else "0"
     where = f" AND {kernel_scope.sql}" if kernel_scope is not None else ""
+    key = "coalesce(k.kernel_key, concat_ws('/', k.device_id, k.context_id, k.correlation_id, k.start_ns))"
+    if "kernel_key" not in have:
+        key = "concat_ws('/', k.device_id, k.context_id, k.correlation_id, k.start_ns)"
+    stored = "attribution_rows" if table_columns(store, "attribution_rows") else "attributions"  # older stores
+    # a kernel the join placed by time (temporal, ambiguous: its heaviest candidate) is drawn in the region the region
+    # table counts it in, with its class; the stored rows hold only such (exact ones are derived, never stored)
     kern = _fetch_columns(
         store,
-        f"""WITH o AS ({OFFSETS_OF_RUNS})
-        SELECT k.instance_id, k.name, k.start_ns, k.end_ns, k.device_id, k.stream_id, {kind}, {rank_k} AS rank,
-               coalesce(o.offset_ns, 0) AS offset_ns
+        f"""WITH o AS ({OFFSETS_OF_RUNS}), a AS (
+            SELECT evidence_id, arg_max(instance_id, weight) AS iid, arg_max(class, weight) AS class
+            FROM {stored} WHERE run_id = ? AND evidence IN ('kernel', 'memcpy', 'memset') AND class <> 'exact'
+            GROUP BY evidence_id
+        )
+        SELECT CASE WHEN a.class IS NOT NULL THEN coalesce(a.iid, 0) ELSE k.instance_id END AS instance_id,
+               coalesce(a.class, 'exact') AS class, k.name, k.start_ns, k.end_ns, k.device_id, k.stream_id, {kind},
+               {rank_k} AS rank, coalesce(o.offset_ns, 0) AS offset_ns
         FROM kernels k LEFT JOIN o ON o.run_id = k.run_id AND o.rank = {rank_k}
+        LEFT JOIN a ON a.evidence_id = {key}
         WHERE k.run_id = ?{where} ORDER BY k.start_ns""",
-        [[run_id], run_id, *(kernel_scope.params if kernel_scope is not None else ())],
+        [[run_id], run_id, run_id, *(kernel_scope.params if kernel_scope is not None else ())],
     )
     return inst, kern
 

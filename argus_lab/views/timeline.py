@@ -293,6 +293,7 @@ def _device_rows(
             "names": [display_name(str(n)) for n in names.tolist()],
             "region": region.tolist(),
             "iid": iid.tolist(),
+            "class": [str(c) for c in _arr(kernels, "class", object, "exact").tolist()],
         }
     return lanes, {"total": n, "exact": False, "levels": pyramid(start, end, lane, region, span, n_regions, limits)}
 

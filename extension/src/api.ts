@@ -89,11 +89,18 @@ export interface IRegionInfo {
   kind: string | null;
   file?: string | null;
   line?: number | null;
+  /** measured instances of the latest run that timed the region (`share_run`) */
   instances: number;
+  /** its warm-up instances, kept apart */
+  warmup?: number;
+  /** instances in every run of the store, warm-up included */
+  all_instances?: number;
   runs: number;
   share: number | null;
   share_signal: string | null;
   share_run: string | null;
+  /** median time of the measured instances of `share_run`, as the report of that run shows it */
+  median?: number | null;
   mean: number | null;
 }
 

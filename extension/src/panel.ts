@@ -495,7 +495,7 @@ export class ArgusPanel extends Widget {
     const cols: IColumn[] = [
       { title: 'region', value: r => String(r.path), node: r => pathNode(String(r.path)) },
       { title: 'share', value: r => formatShare(r.share as number | null), numeric: true },
-      { title: 'mean', value: r => formatNs(r.mean), numeric: true },
+      { title: 'median', value: r => formatNs((r.median ?? r.mean) as number | null), numeric: true },
       { title: 'n', value: r => String(r.instances), numeric: true }
     ];
     const t = table(
@@ -510,9 +510,11 @@ export class ArgusPanel extends Widget {
         tr.classList.add('jp-ArgusPanel-region');
         tr.setAttribute('data-path', r.path);
         const where = r.file ? `declared in ${r.file}${r.line ? `, line ${r.line}` : ''}; ` : '';
+        const warm = r.warmup ? ` (+${r.warmup} warm-up, apart)` : '';
         (tr as HTMLElement).title =
-          `${where}${r.instances} instance(s) in ${r.runs} run(s); share of its latest run's ` +
-          `${r.share_signal ?? 'time'}; click for its drill-down`;
+          `${where}${r.instances} measured instance(s)${warm} in its latest run ${r.share_run ?? ''}, whose ` +
+          `${r.share_signal ?? 'time'} the share, median and n are; ${r.all_instances ?? r.instances} ` +
+          `instance(s) in ${r.runs} run(s) of the store (never pooled); click for its drill-down`;
       }
     });
     this._regions.body.appendChild(t);

@@ -129,25 +129,30 @@ def run_detail(store: Store, run_id: str) -> dict[str, Any] | None:
 
 _PATH_TOTALS = """
 WITH inst AS (
-    SELECT i.run_id, i.path, coalesce(i.parent_instance_id, 0) = 0 AS is_root, v.signal, v.inclusive AS value
+    SELECT i.run_id, i.path, coalesce(i.parent_instance_id, 0) = 0 AS is_root, v.signal, v.inclusive AS value,
+           coalesce(i.warmup, false) AS warm
     FROM region_instances i
     JOIN instance_values v ON v.run_id = i.run_id AND v.instance_id = i.instance_id
-    WHERE v.signal IN (SELECT unnest(?::VARCHAR[])) AND v.inclusive IS NOT NULL AND NOT coalesce(i.warmup, false)
+    WHERE v.signal IN (SELECT unnest(?::VARCHAR[])) AND v.inclusive IS NOT NULL
 )
-SELECT inst.run_id, inst.path, inst.signal, sum(inst.value) AS total, count(*) AS n,
-       any_value(r.started_ns) AS started_ns,
-       (SELECT sum(value) FROM inst j WHERE j.run_id = inst.run_id AND j.signal = inst.signal AND j.is_root) AS root
+SELECT inst.run_id, inst.path, inst.signal, sum(inst.value) FILTER (WHERE NOT warm) AS total,
+       count(*) FILTER (WHERE NOT warm) AS n, count(*) FILTER (WHERE warm) AS warmup,
+       quantile_cont(inst.value, 0.5) FILTER (WHERE NOT warm) AS median, any_value(r.started_ns) AS started_ns,
+       (SELECT sum(value) FROM inst j WHERE j.run_id = inst.run_id AND j.signal = inst.signal AND j.is_root
+                                        AND NOT j.warm) AS root
 FROM inst JOIN runs r ON r.run_id = inst.run_id
 GROUP BY inst.run_id, inst.path, inst.signal
 """
 
 
 def regions(store: Store, session: str | None = None) -> list[dict[str, Any]]:
-    """Every region path seen, with instance counts and its latest measured share of time.
+    """Every region path seen, with its numbers from the latest run that timed it, as the report of that run shows
+    them (runs are never pooled: a path measured by unrelated workloads would mix them).
 
-    The share is the region's summed time (``gpu.time`` where the run measured it, else ``host.wall``) over the
-    non-warm-up instances of the latest run that timed it, divided by the summed time of that run's top-level
-    instances.
+    ``instances``, ``warmup`` and ``median`` are that run's measured instances, its warm-up instances (kept apart)
+    and the median of their time (``gpu.time`` where the run measured it, else ``host.wall``); ``share`` is their
+    summed time over that of the run's top-level instances; ``all_instances`` and ``runs`` count every run of the
+    store (warm-up included).  ``mean`` (the same run's mean) stays for older clients.
     """
     where = "WHERE r.session_id = ?" if session else ""
     params: list[Any] = [session] if session else []
@@ -155,7 +160,7 @@ def regions(store: Store, session: str | None = None) -> list[dict[str, Any]]:
         store,
         f"""
         SELECT i.path, any_value(g.name) AS name, any_value(g.kind) AS kind, any_value(g.file) AS file,
-               any_value(g.line) AS line, count(*) AS instances, count(DISTINCT i.run_id) AS runs,
+               any_value(g.line) AS line, count(*) AS all_instances, count(DISTINCT i.run_id) AS runs,
                max(r.started_ns) AS last_ns
         FROM region_instances i JOIN runs r ON r.run_id = i.run_id
         LEFT JOIN regions g ON g.region_id = i.region_id
@@ -166,6 +171,8 @@ def regions(store: Store, session: str | None = None) -> list[dict[str, Any]]:
     totals = _records(store, _PATH_TOTALS, [list(TIME_SIGNALS)])
     best: dict[str, tuple[int, int, dict[str, Any]]] = {}
     for t in totals:
+        if not t["n"]:
+            continue
         rank = (t["started_ns"] or 0, -TIME_SIGNALS.index(t["signal"]))
         if t["path"] not in best or rank > best[t["path"]][:2]:
             best[t["path"]] = (*rank, t)
@@ -175,6 +182,9 @@ def regions(store: Store, session: str | None = None) -> list[dict[str, Any]]:
         rec["share"] = (top["total"] / top["root"]) if top and top["root"] else None
         rec["share_signal"] = top["signal"] if top else None
         rec["share_run"] = top["run_id"] if top else None
+        rec["instances"] = int(top["n"]) if top else 0
+        rec["warmup"] = int(top["warmup"]) if top else 0
+        rec["median"] = top["median"] if top else None
         rec["mean"] = (top["total"] / top["n"]) if top and top["n"] else None
     return seen
 
@@ -197,7 +207,8 @@ def region_detail(store: Store, path: str, run_id: str | None = None) -> dict[st
         store,
         f"""
         SELECT i.run_id, i.instance_id, i.instance_index, i.parent_instance_id, i.repetition, i.warmup,
-               i.pid, coalesce(i.rank, 0) AS rank, {thread_name}, i.end_ns - i.start_ns AS duration_ns, i.cpu_ns,
+               i.pid, coalesce(i.rank, 0) AS rank, {thread_name}, i.end_ns - i.start_ns AS duration_ns,
+               CASE WHEN i.cpu_ns >= 0 THEN i.cpu_ns END AS cpu_ns,
                i.error
         FROM region_instances i JOIN runs r ON r.run_id = i.run_id
         WHERE {inst_filter} ORDER BY r.started_ns DESC, i.instance_id LIMIT ?
