@@ -7,6 +7,7 @@ Public API::
     report = argus_lab.measure(step, signals="host.wall,gpu.time", repeat=5)
     print(argus_lab.plan("host.wall,hw:dram__bytes_read.sum").explain())
     store = argus_lab.open_store("argus.duckdb")
+    argus_lab.sql("SELECT path, count(*) FROM region_instances GROUP BY path")  # a polars DataFrame
     argus_lab.import_trace("trace.json.gz", "argus.duckdb")  # torch.profiler, Nsight Systems, .ncu-rep
     session = argus_lab.optimize.Session(target, budget=argus_lab.optimize.Budget(candidates=8))
 
@@ -26,6 +27,7 @@ if TYPE_CHECKING:
     from argus_lab.faces.importing import import_trace as import_trace
     from argus_lab.faces.measure import measure as measure
     from argus_lab.faces.measure import open_store as open_store
+    from argus_lab.faces.query import sql as sql
     from argus_lab.plan import DEFAULT_SIGNALS as DEFAULT_SIGNALS
     from argus_lab.regions import Region as Region
     from argus_lab.regions import current_path as current_path
@@ -43,6 +45,7 @@ _PUBLIC: dict[str, tuple[str, str | None]] = {
     "measure": ("argus_lab.faces.measure", "measure"),
     "open_store": ("argus_lab.faces.measure", "open_store"),
     "import_trace": ("argus_lab.faces.importing", "import_trace"),
+    "sql": ("argus_lab.faces.query", "sql"),
     "optimize": ("argus_lab.faces.optimize", None),  # the optimisation loop (docs/optimize.md)
     "Report": ("argus_lab.report", "Report"),
 }

@@ -35,6 +35,10 @@ class StoreError(ArgusError, RuntimeError):
     """The evidence store cannot be opened or written."""
 
 
+class QueryError(StoreError, ValueError):
+    """A query the user sent to the store (``argus_lab.sql``, ``Store.sql``, ``%argus sql``) that DuckDB refused."""
+
+
 class SchemaVersionError(StoreError):
     """The store was written with a schema this version of argus_lab does not know."""
 

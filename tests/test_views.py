@@ -266,7 +266,8 @@ def test_panel_runs_its_target(store_path: Path) -> None:
     p.repeat.value = 2
     report = p.run()
     assert report is not None
-    assert p.progress.value == 1 == p.progress.max
+    assert p.progress.value == 3 == p.progress.max  # the bar counts repetitions: 1 warm-up + 2
+    assert p.progress_label.value.startswith("run 1/1 [host] ok after")
     assert {r.path for r in report.regions} == {"job"}
 
 

@@ -116,6 +116,12 @@ def build_parser() -> argparse.ArgumentParser:
         "already holds CUPTI in this one",
     )
     run.add_argument(
+        "-q",
+        "--quiet",
+        action="store_true",
+        help="no progress (by default a bar per run on a terminal, a line per run start and end otherwise)",
+    )
+    run.add_argument(
         "--allow-skipped",
         action="store_true",
         help="exit 0 even when every run was skipped (e.g. GPU signals on a machine without a GPU); "
@@ -280,6 +286,7 @@ def main(argv: Sequence[str] | None = None) -> int:
 def _run(args: argparse.Namespace) -> int:
     from argus_lab.faces.measure import open_store, plan, run_plan
     from argus_lab.report.census import kernel_census
+    from argus_lab.run.progress import lines
     from argus_lab.run.runtime import summarize, terminal_progress
     from argus_lab.run.workload import Workload
 
@@ -300,7 +307,7 @@ def _run(args: argparse.Namespace) -> int:
         workload,
         args.store,
         on_error=args.on_error,
-        progress=terminal_progress(),
+        progress=None if args.quiet else (terminal_progress() or lines()),
         launch=args.launch,
         isolate=args.isolate,
     )

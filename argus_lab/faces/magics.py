@@ -4,10 +4,12 @@
     Run the cell as one instance of region ``NAME`` (inside whatever measurement is active; the last expression
     is still displayed and the cell's own exceptions keep their traceback).
 ``%%argus [-s SIGNALS] [--scope SCOPE] [-n REPEAT] [-w WARMUP] [--store PATH] [--setup marked|history|none]
-[--on-error continue|stop] [-o VAR] [--title TEXT] [--region NAME] [--no-show]``
+[--on-error continue|stop] [-o VAR] [--title TEXT] [--region NAME] [--quiet] [--no-show]``
     Plan and run a measurement of the cell and display its report.  In-process runs execute the cell in the
     notebook's namespace.  A cell that enters no region is measured as one region, ``cell_N`` after its prompt
-    ``[N]`` (or ``--region NAME``), like ``%%timeit``; regions it does enter are measured as they are.
+    ``[N]`` (or ``--region NAME``), like ``%%timeit``; regions it does enter are measured as they are.  One output
+    line shows the progress (run, repetition, ncu's kernels, the time left) and is updated in place (``--quiet``:
+    none).
     Child-process runs (Nsight Compute) replay the cell in a fresh Python process, after the *setup cells*: by
     default the cells run with ``%%argus_setup`` (``--setup marked``), or every earlier input of this session
     (``--setup history``; inputs that use IPython magics are left out and reported).
@@ -19,6 +21,9 @@
     standalone HTML file (``x.html``); import a torch.profiler trace, an Nsight Systems report or an ``.ncu-rep``
     as a run; show or set the kernel's store (its folder must exist); list or forget setup cells; open the signal
     panel; check what this kernel's machine can measure (``doctor``: one line per part, each ok or the fix).
+``%argus sql [--store PATH] QUERY`` / ``%%argus sql [--store PATH]`` (the query in the cell)
+    Query the store (a polars DataFrame), through argus_lab's own access: nothing is held open between queries,
+    so measurements in this kernel still write (``argus_lab.sql`` in code).
 ``%argus help``
     This help.
 
@@ -49,6 +54,8 @@ from IPython.core.magic_arguments import MagicArgumentParser
 
 from argus_lab.errors import ArgusError
 from argus_lab.faces.cell_code import DEFAULT_REPEAT, DEFAULT_WARMUP, SETUP_MODES, measure_line
+from argus_lab.faces.progress_view import NotebookLine
+from argus_lab.run.progress import throttled
 from argus_lab.run.workload import Workload
 
 if TYPE_CHECKING:
@@ -56,9 +63,8 @@ if TYPE_CHECKING:
 
     from IPython.core.interactiveshell import InteractiveShell
 
-    from argus_lab.plan import Plan, PlannedRun
+    from argus_lab.plan import Plan
     from argus_lab.report import Report
-    from argus_lab.run.runtime import RunResult
 
 
 @dataclass(frozen=True)
@@ -108,12 +114,9 @@ def measure_parser() -> MagicArgumentParser:
         "--region", default="", metavar="NAME", help="name of the region a cell without regions is measured as"
     )
     p.add_argument("--no-show", action="store_true", help="do not display the report")
+    p.add_argument("-q", "--quiet", action="store_true", help="show no progress line while the runs run")
     p.add_argument("--origin", default="", help=argparse.SUPPRESS)  # set by the JupyterLab panel: its cells
     return p
-
-
-PROGRESS_MIME = "application/vnd.argus.progress+json"
-"""The MIME type of the progress lines of a measurement (the JupyterLab panel shows these, not the cells' output)."""
 
 
 def notebook_path(shell: Any) -> str:
@@ -372,6 +375,8 @@ class ArgusMagics(Magics):
     def argus(self, line: str, cell: str | None = None) -> Any:
         """``%%argus [options]`` measures the cell; ``%argus help`` lists the line commands."""
         try:
+            if line.split(maxsplit=1)[:1] == ["sql"]:
+                return self._sql(line.split(maxsplit=1)[1] if len(line.split(maxsplit=1)) > 1 else "", cell)
             if cell is not None:
                 return self._measure(line, cell)
             return self._command(line)
@@ -454,7 +459,7 @@ class ArgusMagics(Magics):
             label=label,
             origin=origin,
         )
-        progress = _NotebookProgress(len(the_plan.runs))
+        progress = None if args.quiet else throttled(NotebookLine())
         for note in notes:
             print(f"argus: {note}")
         measured = run_plan(
@@ -498,11 +503,31 @@ class ArgusMagics(Magics):
             "setup": self._setup_cmd,
             "panel": self._panel,
             "doctor": self._doctor,
+            "sql": lambda rest: self._sql(" ".join(rest), None),  # reached by the line's raw text (argus())
         }
         if cmd not in handlers:
             msg = f"unknown %argus command {cmd!r}; use one of: {', '.join(handlers)} (`%argus help` explains them)"
             raise UsageError(msg)
         return handlers[cmd](rest)
+
+    def _sql(self, rest: str, cell: str | None) -> Any:
+        """``%argus sql [--store P] QUERY`` or ``%%argus sql [--store P]`` with the query as the cell."""
+        from argus_lab.store import Store
+
+        store = None
+        words = rest.split(maxsplit=2)
+        if words[:1] == ["--store"]:
+            if len(words) < 2:
+                raise UsageError("%argus sql --store needs a store path, e.g. %argus sql --store argus.duckdb SELECT 1")
+            store, rest = words[1], words[2] if len(words) > 2 else ""
+        query = (cell if cell is not None else rest).strip()
+        if cell is not None and rest.strip():
+            raise UsageError("%%argus sql takes the query from the cell; put only --store PATH on the magic's line")
+        if not query:
+            raise UsageError(
+                "%argus sql needs a query, e.g. %argus sql SELECT path, count(*) FROM region_instances GROUP BY path"
+            )
+        return Store(self._store(store)).sql(query)
 
     def _doctor(self, rest: list[str]) -> None:
         from argus_lab.faces.doctor import diagnose, render, to_json
@@ -649,30 +674,6 @@ class ArgusMagics(Magics):
                 raise UsageError(msg)
             target = shell.user_ns[rest[0]]
         return SignalPanel(target=target, store=self.store_path)
-
-
-class _NotebookProgress:
-    """Progress of a plan as one updating line of output (works without widgets and in nbconvert)."""
-
-    def __init__(self, total: int) -> None:
-        self.total = total
-        self.done = 0
-        self.handle: Any = None
-
-    def __call__(self, event: str, run: PlannedRun, result: RunResult | None) -> None:
-        from IPython.display import display
-
-        if event == "start":
-            text = f"argus: run {run.index + 1}/{self.total} [{', '.join(run.backends)}] running..."
-        else:
-            self.done += 1
-            status = result.status if result is not None else "?"
-            text = f"argus: run {run.index + 1}/{self.total} [{', '.join(run.backends)}] {status}"
-        bundle = {"text/plain": text, PROGRESS_MIME: {"text": text, "event": event, "run": run.index}}
-        if self.handle is None:
-            self.handle = display(bundle, raw=True, display_id=True)  # type: ignore[no-untyped-call]
-        else:
-            self.handle.update(bundle, raw=True)
 
 
 class _CellNamer:

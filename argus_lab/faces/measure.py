@@ -14,13 +14,15 @@ from dataclasses import dataclass
 from typing import Any
 
 from argus_lab.errors import ScopeError, StoreError
+from argus_lab.faces.progress_view import choose as choose_progress
 from argus_lab.join import JoinSummary, attribute_request
 from argus_lab.plan import DEFAULT_SIGNALS, Plan, Request
 from argus_lab.plan.ncu_settings import KernelCensus
 from argus_lab.plan.planner import plan as plan_request
 from argus_lab.report import Report
 from argus_lab.report.census import kernel_census
-from argus_lab.run.runtime import Execution, OnError, ProgressFn, execute, terminal_progress
+from argus_lab.run.progress import ProgressFn
+from argus_lab.run.runtime import Execution, OnError, execute
 from argus_lab.run.workload import Workload
 from argus_lab.store import Store, StoreSink, queries
 from argus_lab.store.recovery import Recovered, recover_stale, unknown_folders
@@ -199,6 +201,7 @@ def measure(
     launch: str | tuple[str, ...] = (),
     isolate: bool = False,
     allow_unknown_counters: bool = False,
+    progress: bool | ProgressFn = True,
 ) -> Report:
     """Plan and run a measurement of ``target``; return its :class:`~argus_lab.report.Report`.
 
@@ -225,6 +228,9 @@ def measure(
     allow_unknown_counters
         Measure ``hw:`` counters the chip's recorded metric names do not know (else the plan stops with the closest
         names).
+    progress
+        ``True``: one updating line in a notebook, a bar per run on a terminal (repetitions, ncu's kernels, the time
+        left); ``False``: quiet; or a callable given each :class:`argus_lab.run.progress.Tick`.
     """
     workload = Workload.from_target(target, args)
     st = open_store(store)
@@ -232,9 +238,8 @@ def measure(
     the_plan = plan(
         signals, scope=scope, repeat=repeat, warmup=warmup, census=census, allow_unknown_counters=allow_unknown_counters
     )
-    return run_plan(
-        the_plan, workload, st, on_error=on_error, progress=terminal_progress(), launch=launch, isolate=isolate
-    ).report
+    shown = choose_progress(progress)
+    return run_plan(the_plan, workload, st, on_error=on_error, progress=shown, launch=launch, isolate=isolate).report
 
 
 __all__ = ["Measurement", "Recovery", "join_runs", "measure", "open_store", "plan", "recover_runs", "run_plan"]

@@ -18,9 +18,9 @@ from argus_lab.run.machine import gpu_available
 from argus_lab.views.escape import html_text
 
 if TYPE_CHECKING:
-    from argus_lab.plan import Plan, PlannedRun
+    from argus_lab.plan import Plan
     from argus_lab.report import Report
-    from argus_lab.run.runtime import RunResult
+    from argus_lab.run.progress import Tick
 
 FAMILY_BACKENDS = {"ncu": "hw:", "pm": "pm:"}
 
@@ -209,18 +209,18 @@ class SignalPanel:
             with self.output:
                 print(f"argus: {exc}")
             return None
-        self.progress.max = len(the_plan.runs)
+        before = [0]  # repetitions of the runs before the current one
+        for r in the_plan.runs:
+            before.append(before[-1] + r.repeat + r.warmup)
+        self.progress.max = max(before[-1], 1)
         self.progress.value = 0
         self.progress.layout.visibility = "visible"
         self.run_button.disabled = True
 
-        def progress(event: str, run: PlannedRun, result: RunResult | None) -> None:
-            if event == "start":
-                self.progress_label.value = f"run {run.index + 1}/{len(the_plan.runs)} [{', '.join(run.backends)}]"
-            else:
-                self.progress.value += 1
-                status = result.status if result is not None else "?"
-                self.progress_label.value = f"run {run.index + 1}/{len(the_plan.runs)}: {status}"
+        def progress(tick: Tick) -> None:
+            done = tick.reps_total if tick.event == "end" else tick.reps_done
+            self.progress.value = before[tick.run.index] + done
+            self.progress_label.value = tick.text().removeprefix("argus: ")
 
         try:
             self.report = run_plan(the_plan, workload, self.store_box.value or None, progress=progress).report

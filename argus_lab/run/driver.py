@@ -48,6 +48,7 @@ def drive(
     warmup: int,
     out_dir: Path,
     after_repetition: AfterRepetition | None = None,
+    on_repetition: Callable[[int], None] | None = None,
 ) -> RunOutcome:
     """Run ``warmup + repeat`` repetitions and gather the evidence of every collector.
 
@@ -55,8 +56,9 @@ def drive(
     shard there, so it survives if the process dies later): the instances, and the values of the collectors that
     derive them from the instances alone (``per_repetition = True``, the host backend), which are then not given
     again at the end.  A workload that raises ends the run as ``failed`` with the exception as cause; what was
-    measured before is kept.  A process forked by the workload that returns into this loop exits here
-    (:func:`_leave_forked_child`): it never records into, nor reports, the parent's run.
+    measured before is kept.  ``on_repetition(done)`` is told after each repetition (progress).  A process
+    forked by the workload that returns into this loop exits here (:func:`_leave_forked_child`): it never records
+    into, nor reports, the parent's run.
     """
     hooks = [h for c in collectors for h in c.hooks()]
     gate = None
@@ -98,6 +100,8 @@ def drive(
                     rows = recorder.columns(sent)
                     sent += len(rows["instance_id"])
                     hand_over(rep, rows)
+                if on_repetition is not None:
+                    on_repetition(done)
     except KeyboardInterrupt as exc:
         how = "by SIGTERM" if exc.args and exc.args[0] == "SIGTERM" else "by the user"
         status, cause = "interrupted", f"interrupted {how} after {done} of {warmup + repeat} repetitions"

@@ -25,7 +25,7 @@ import subprocess
 import sys
 import time
 import uuid
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any, Literal
@@ -38,6 +38,7 @@ from argus_lab.run import recovery, shards
 from argus_lab.run.driver import drive
 from argus_lab.run.loader import load_backend
 from argus_lab.run.machine import environment, gpu_available, hostname, no_gpu_reason, versions
+from argus_lab.run.progress import ChildWatch, ProgressFn, RunClock, terminal
 from argus_lab.run.protocols import RunContext
 from argus_lab.run.recovery import ACTIVE_RUNS
 from argus_lab.run.sink import Sink
@@ -75,9 +76,6 @@ class Execution:
     def ok(self) -> bool:
         """Whether every executed run finished ok (skipped runs do not count as failures)."""
         return all(r.status in ("ok", "skipped", "partial") for r in self.results)
-
-
-ProgressFn = Callable[[str, PlannedRun, RunResult | None], None]
 
 
 @functools.cache
@@ -158,8 +156,8 @@ def execute(
     stop = False
     for run in plan.runs:
         run_id = f"r-{uuid.uuid4().hex[:10]}"
-        if progress is not None:
-            progress("start", run, None)
+        clock = RunClock(run, len(plan.runs), progress)
+        clock.start()
         ACTIVE_RUNS.add(run_id)  # recovery (by another thread's store) never takes a run this process executes
         try:
             _insert_run(sink, run, run_id, session_id, request_id, plan_id, workload)
@@ -168,12 +166,11 @@ def execute(
                     sink, run_id, run.index, "not run", "an earlier run failed and on_error='stop'", 0, 0.0
                 )
             else:
-                result = _execute_run(run, run_id, workload, sink, timeout_s, tuple(launch), isolate)
+                result = _execute_run(run, run_id, workload, sink, timeout_s, tuple(launch), isolate, clock)
         finally:
             ACTIVE_RUNS.discard(run_id)
         results.append(result)
-        if progress is not None:
-            progress("end", run, result)
+        clock.end(result.status)
         if result.status == "interrupted":
             raise KeyboardInterrupt
         if result.status in ("failed", "died") and on_error == "stop":
@@ -269,6 +266,7 @@ def _execute_run(
     timeout_s: float | None,
     launch: tuple[str, ...] = (),
     isolate: bool = False,
+    clock: RunClock | None = None,
 ) -> RunResult:
     t0 = time.monotonic()
     if run.needs_gpu and not gpu_available():
@@ -280,23 +278,35 @@ def _execute_run(
             return _finish(sink, run_id, run.index, "skipped", cause, 0, 0.0)
         kept = tuple(s for s in run.signals if s not in lost)
         part = replace(run, backends=rest, signals=kept, attached=tuple(b for b in run.attached if b in rest))
-        result = _execute_run(part, run_id, workload, sink, timeout_s, launch, isolate)
+        result = _execute_run(part, run_id, workload, sink, timeout_s, launch, isolate, clock)
         if result.status != "ok":
             return result
         return _finish(sink, run_id, run.index, "partial", cause, result.reps_done, result.seconds)
     forced = (isolate or os.environ.get("ARGUS_FORCE_CHILD") == "1") and workload.can_run_in_child
     if run.launcher is not None or launch or forced:
-        return _child_run(run, run_id, workload, sink, timeout_s, t0, launch)
-    return _in_process_run(run, run_id, workload, sink, t0)
+        return _child_run(run, run_id, workload, sink, timeout_s, t0, launch, clock)
+    return _in_process_run(run, run_id, workload, sink, t0, clock)
 
 
-def _in_process_run(run: PlannedRun, run_id: str, workload: Workload, sink: Sink, t0: float) -> RunResult:
+def _in_process_run(
+    run: PlannedRun, run_id: str, workload: Workload, sink: Sink, t0: float, clock: RunClock | None = None
+) -> RunResult:
     folder = sink.run_folder(run_id)
     try:
         collectors = [load_backend(b) for b in run.backends]
     except ArgusError as exc:
         return _finish(sink, run_id, run.index, "failed", str(exc), 0, time.monotonic() - t0)
-    outcome = drive(run_id, workload, collectors, run.signals, run.settings, run.repeat, run.warmup, folder)
+    outcome = drive(
+        run_id,
+        workload,
+        collectors,
+        run.signals,
+        run.settings,
+        run.repeat,
+        run.warmup,
+        folder,
+        on_repetition=None if clock is None else clock.repetitions,
+    )
     return _finish(
         sink,
         run_id,
@@ -323,6 +333,7 @@ def _child_run(
     timeout_s: float | None,
     t0: float,
     launch: tuple[str, ...] = (),
+    clock: RunClock | None = None,
 ) -> RunResult:
     folder = sink.run_folder(run_id)
     folder.mkdir(parents=True, exist_ok=True)
@@ -375,7 +386,7 @@ def _child_run(
             return _finish(sink, run_id, run.index, "failed", msg, 0, time.monotonic() - t0)
         try:
             shards.write_proc(folder, proc.pid, hostname(), time.time_ns())
-            code = _wait(proc, timeout_s)
+            code = _wait(proc, timeout_s, None if clock is None else ChildWatch(folder, clock))
         except KeyboardInterrupt:
             interrupted = True
             code = _stop(proc)
@@ -399,14 +410,30 @@ STOP_GRACE_S = 20.0
 """How long a child stopped by Ctrl-C may take to write its shards and status before it is killed."""
 
 
-def _wait(proc: subprocess.Popen[bytes], timeout_s: float | None) -> int:
-    """The child's exit status; past ``timeout_s`` its process group is killed (status ``-SIGKILL``)."""
-    try:
-        return proc.wait(timeout=timeout_s)
-    except subprocess.TimeoutExpired:
-        _signal_group(proc, signal.SIGKILL)
-        proc.wait()
-        return -int(signal.SIGKILL)
+POLL_S = 0.25
+"""How often a child run's folder is looked at for progress while it runs."""
+
+
+def _wait(proc: subprocess.Popen[bytes], timeout_s: float | None, watch: ChildWatch | None = None) -> int:
+    """The child's exit status; past ``timeout_s`` its process group is killed (status ``-SIGKILL``).  With a
+    ``watch``, the child's folder is looked at every :data:`POLL_S` for progress."""
+    deadline = None if timeout_s is None else time.monotonic() + timeout_s
+    while True:
+        left = None if deadline is None else deadline - time.monotonic()
+        step = left if watch is None else (POLL_S if left is None else min(POLL_S, left))
+        try:
+            code = proc.wait(timeout=None if step is None else max(step, 0.0))
+        except subprocess.TimeoutExpired:
+            if deadline is not None and time.monotonic() >= deadline:
+                _signal_group(proc, signal.SIGKILL)
+                proc.wait()
+                return -int(signal.SIGKILL)
+            if watch is not None:
+                watch.poll()
+            continue
+        if watch is not None:
+            watch.poll()
+        return code
 
 
 def _stop(proc: subprocess.Popen[bytes]) -> int:
@@ -444,23 +471,8 @@ def launch_command(launch: Sequence[str], child: list[str]) -> list[str]:
 
 
 def terminal_progress() -> ProgressFn | None:
-    """A tqdm bar on a terminal, nothing elsewhere."""
-    if not sys.stderr.isatty():
-        return None
-    from tqdm import tqdm
-
-    bars: dict[int, Any] = {}
-
-    def show(event: str, run: PlannedRun, result: RunResult | None) -> None:
-        if event == "start":
-            bars[run.index] = tqdm(total=1, desc=f"run {run.index} [{', '.join(run.backends)}]", leave=True)
-        elif result is not None:
-            bar = bars.pop(run.index)
-            bar.set_postfix_str(result.status)
-            bar.update(1)
-            bar.close()
-
-    return show
+    """A tqdm bar per run on a terminal (:func:`argus_lab.run.progress.terminal`), nothing elsewhere."""
+    return terminal() if sys.stderr.isatty() else None
 
 
 def summarize(results: Sequence[RunResult]) -> str:

@@ -25,15 +25,17 @@ import contextlib
 import errno
 import fcntl
 import os
+import re
 import shutil
 import threading
 import time
+import warnings
 from collections.abc import Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from argus_lab.errors import SchemaVersionError, StoreError
+from argus_lab.errors import QueryError, SchemaVersionError, StoreError
 from argus_lab.run.columns import jsonable_columns
 from argus_lab.store.schema import DDL, MIGRATIONS, SCHEMA_VERSION, STORED_AS, TABLES, VIEW_DDL, column_types
 
@@ -48,8 +50,12 @@ RETRY_S = 0.02
 Columns = Mapping[str, Sequence[Any]]
 _SHARED_ROWS = frozenset({"regions", "sessions", "provenance"})  # rows written again (by ranks): first stays
 
-_BUSY = ("Could not set lock on file", "Conflicting lock is held", "different configuration than existing")
-"""DuckDB's words for "another connection holds this file" (another process, or this one with another mode)."""
+_BUSY = ("Could not set lock on file", "Conflicting lock is held")
+"""DuckDB's words for "another process holds this file"."""
+_SAME_PROCESS = "different configuration than existing"
+"""DuckDB's words for "this process already has the file open with other settings" (e.g. the user's own
+``duckdb.connect(path, read_only=True)`` in the notebook that measures): waiting never helps."""
+_PID = re.compile(r"\(PID (\d+)\)")
 _DAMAGED = (
     "not a valid DuckDB database file",
     "Could not read enough bytes",
@@ -197,9 +203,10 @@ class Store:
                 return
             if not write:
                 self._check_readable()
-            lock_fd = self._writer_lock() if write else -1
+            deadline = time.monotonic() + LOCK_TIMEOUT_S  # one wait for the lock and the file together
+            lock_fd = self._writer_lock(deadline) if write else -1
             try:
-                con = self._open(write)
+                con = self._open(write, deadline)
                 self._con, self._read_only, self._depth = con, not write, 1
                 try:
                     try:
@@ -246,7 +253,7 @@ class Store:
             )
             raise StoreError(msg)
 
-    def _writer_lock(self) -> int:
+    def _writer_lock(self, deadline: float) -> int:
         """An exclusive ``flock`` on ``<store>.lock``: writers of one store queue here (readers never take it)."""
         lock_path = self.path.with_name(self.path.name + ".lock")
         try:
@@ -266,7 +273,6 @@ class Store:
                 "choose a writable location with --store PATH (or the ARGUS_STORE variable)"
             )
             raise StoreError(msg) from exc
-        deadline = time.monotonic() + LOCK_TIMEOUT_S
         while True:
             try:
                 fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
@@ -274,17 +280,41 @@ class Store:
             except BlockingIOError:
                 if time.monotonic() > deadline:
                     os.close(fd)
-                    raise StoreError(self._locked_message()) from None
+                    raise StoreError(self._locked_message("another argus_lab measurement writes it")) from None
                 time.sleep(RETRY_S)
 
     def _locked_message(self, detail: str = "") -> str:
         return (
             f"the evidence store {str(self.path)!r} stayed locked by another process for {LOCK_TIMEOUT_S:.0f} s"
             + (f" ({detail})" if detail else "")
-            + "; wait for that measurement to finish or use another --store"
+            + "; wait for that process to finish (or close its connection to the store), or use another --store"
         )
 
-    def _open(self, write: bool) -> duckdb.DuckDBPyConnection:
+    def _same_process_message(self, write: bool) -> str:
+        what = "write to" if write else "read"
+        return (
+            f"cannot {what} the evidence store {str(self.path)!r}: this process already has it open through another "
+            "DuckDB connection with other settings (e.g. `con = duckdb.connect(...)` in this notebook). Close that "
+            "connection (`con.close()`) and run this again; to query the store next to your measurements use "
+            '`argus_lab.sql("SELECT ...")` (or `%argus sql`), which shares argus_lab\'s access and never holds '
+            "the file between queries"
+        )
+
+    def _reuse(self, write: bool) -> duckdb.DuckDBPyConnection | None:
+        """For a read, a connection with the settings a connection this process already holds may have (DuckDB
+        refuses a second connection with other settings, and reuses its database with the same ones)."""
+        import duckdb
+
+        if write:
+            return None
+        for read_only in (True, False):
+            try:
+                return duckdb.connect(str(self.path), read_only=read_only)
+            except duckdb.Error:
+                continue
+        return None
+
+    def _open(self, write: bool, deadline: float) -> duckdb.DuckDBPyConnection:
         """Open the file, retrying while another connection holds DuckDB's lock on it."""
         import duckdb
 
@@ -294,12 +324,17 @@ class Store:
                 "or pass another --store"
             )
             raise StoreError(msg)
-        deadline = time.monotonic() + LOCK_TIMEOUT_S
         config: dict[str, str | bool | int | float | list[str]] = {} if write else reader_config()
         while True:
             try:
                 return duckdb.connect(str(self.path), read_only=not write, config=config)
             except duckdb.Error as exc:
+                held = _PID.search(str(exc))
+                if _SAME_PROCESS in str(exc) or (held is not None and int(held.group(1)) == os.getpid()):
+                    con = self._reuse(write)
+                    if con is not None:
+                        return con
+                    raise StoreError(self._same_process_message(write)) from None
                 if _busy(exc):
                     if time.monotonic() > deadline:
                         raise StoreError(self._locked_message(str(exc).splitlines()[0][:200])) from exc
@@ -452,8 +487,33 @@ class Store:
         """A query's result as an Arrow table."""
         with self.connect() as con:
             res: Any = con.execute(sql, list(params))
-            tbl = res.fetch_arrow_table() if hasattr(res, "fetch_arrow_table") else res.arrow()
+            fetch = next(getattr(res, n) for n in ("to_arrow_table", "fetch_arrow_table", "arrow") if hasattr(res, n))
+            with warnings.catch_warnings():  # DuckDB 2 warns that this copies the rows once: a query's answer is small
+                warnings.simplefilter("ignore", UserWarning)
+                tbl = fetch()  # DuckDB 2 names it to_arrow_table; 1.x fetch_arrow_table
             return tbl.read_all() if hasattr(tbl, "read_all") else tbl
+
+    def sql(self, query: str, params: Sequence[Any] = ()) -> Any:
+        """The answer to ``query`` as a polars DataFrame, read through argus_lab's own access to the store: it
+        opens the file read-only for the query alone (never held between queries, so measurements in this process
+        can write in between).  A query DuckDB refuses raises :class:`~argus_lab.errors.QueryError` with its words
+        and where to find the tables; a statement that would change the store is refused the same way."""
+        import duckdb
+        import polars as pl
+
+        try:
+            return pl.from_arrow(self.arrow(query, params))
+        except duckdb.Error as exc:
+            first = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
+            if "read-only" in str(exc) or "read only" in str(exc):
+                hint = "queries read the store; only argus_lab writes it (measure, import, join)"
+            else:
+                hint = (
+                    "`SHOW TABLES` lists the store's tables and `DESCRIBE <table>` their columns; "
+                    "docs/report-json.md and docs/join.md say what they hold"
+                )
+            msg = f"the store {str(self.path)!r} refused the query: {first}; {hint}"
+            raise QueryError(msg) from None
 
 
 def rollback(con: duckdb.DuckDBPyConnection) -> None:
