@@ -141,7 +141,8 @@ def run_case(name: str, out: Path) -> None:
     folder = out / "data" / "cases" / name
     folder.mkdir(parents=True, exist_ok=True)
     cupti, nvml, comp = CuptiCollector(), NvmlSampler(), CompilerCollector()
-    settings = {"cupti": {"memcpy": True, "memset": True, "sync": True}, "nvml": {"interval_s": 0.005}}
+    cupti_settings = {"memcpy": True, "memset": True, "sync": True, "keep_buffers": True}  # buffers saved below
+    settings = {"cupti": cupti_settings, "nvml": {"interval_s": 0.005}}
     run_id = f"rec-{name}"
     t0 = time.perf_counter()
     outcome = drive(

@@ -26,6 +26,13 @@ JUPYTER_EXTRA = ("polars", "plotly", "ipywidgets", "IPython", "jupyterlab", "jup
 """Modules of the `jupyter` extra (views, export, notebooks), which a plain `pip install argus_lab` lacks."""
 
 
+def _shown(text: str) -> str:
+    """``text`` safe for a terminal: control and bidi characters escaped line by line (newlines kept)."""
+    from argus_lab.report.text import escape
+
+    return "\n".join(escape(line) for line in text.split("\n"))
+
+
 def _common(p: argparse.ArgumentParser) -> None:
     p.add_argument(
         "--store",
@@ -262,16 +269,17 @@ def main(argv: Sequence[str] | None = None) -> int:
             return _import(args)
         return _signals()
     except ArgusError as exc:
-        print(f"argus-lab: error: {exc}", file=sys.stderr)
+        print(f"argus-lab: error: {_shown(str(exc))}", file=sys.stderr)
         return 2
-    except KeyboardInterrupt:
-        where = f" in {args.store}" if getattr(args, "store", None) else ""
+    except KeyboardInterrupt as exc:
+        where = f" in {_shown(str(args.store))}" if getattr(args, "store", None) else ""
+        how = "terminated (SIGTERM)" if exc.args and exc.args[0] == "SIGTERM" else "interrupted"
         print(
-            f"argus-lab: interrupted; the runs that ended are stored{where}, the interrupted one with the "
+            f"argus-lab: {how}; the runs that ended are stored{where}, the interrupted one with the "
             "repetitions it finished (`argus-lab show` lists them, `argus-lab join` joins them)",
             file=sys.stderr,
         )
-        return 130
+        return 143 if how != "interrupted" else 130
     except ModuleNotFoundError as exc:
         if (exc.name or "").split(".")[0] not in JUPYTER_EXTRA:
             raise
@@ -313,7 +321,7 @@ def _run(args: argparse.Namespace) -> int:
     )
     report = done.report
     print(report.text())
-    print(f"\nstored in {report.store.path}\n{summarize(done.execution.results)}")
+    print(f"\nstored in {_shown(str(report.store.path))}\n{summarize(done.execution.results)}")
     for r in done.execution.results:  # the workload's own traceback (file and line), after the one-line summary
         detail = r.cause.split("\n", 1)[1].strip() if r.status in ("failed", "died") and "\n" in r.cause else ""
         if detail:
@@ -363,7 +371,7 @@ def _show(args: argparse.Namespace) -> int:
             if args.provenance:
                 print("\nprovenance:\n" + report.provenance_text())
         if not requests:
-            print(f"(no runs in {store.path})")
+            print(f"(no runs in {_shown(str(store.path))})")
         return 0
     if args.all:
         run_ids = [r[0] for r in store.rows("SELECT run_id FROM runs ORDER BY started_ns")]
@@ -373,8 +381,8 @@ def _show(args: argparse.Namespace) -> int:
         missing = [r for r in args.run if r not in known]
         if missing:
             print(
-                f"argus-lab: error: no run {missing[0]!r} in {store.path}; list runs with "
-                f"`argus-lab show --all --store {store.path}`",
+                f"argus-lab: error: no run {missing[0]!r} in {_shown(str(store.path))}; list runs with "
+                f"`argus-lab show --all --store {_shown(str(store.path))}`",
                 file=sys.stderr,
             )
             return 2
@@ -393,7 +401,7 @@ def _join(args: argparse.Namespace) -> int:
     summaries = join_runs(store, args.run, every=args.all)
     for summary in summaries:
         print(summary.text())
-    print(f"joined {sum(len(s.run_ids) for s in summaries)} run(s) in {store.path}")
+    print(f"joined {sum(len(s.run_ids) for s in summaries)} run(s) in {_shown(str(store.path))}")
     return 0
 
 

@@ -43,6 +43,7 @@ import hashlib
 import json
 import keyword
 import os
+import re
 import shlex
 from dataclasses import dataclass
 from pathlib import Path
@@ -239,12 +240,25 @@ def split_line(line: str, magic: str) -> list[str]:
         raise UsageError(msg) from None
 
 
-def _check_out_name(name: str | None) -> None:
-    """``-o VAR`` must be a Python name that hides nothing of Python's own (a keyword or a builtin)."""
+_IPYTHON_NAMES = re.compile(r"_+|_i+|_[ido]h|_i?\d+|In|Out|get_ipython|exit|quit")
+"""Names IPython keeps in a notebook's namespace (output history ``_``, ``__``, ``_7``; input history ``_i``,
+``_i7``, ``In``, ``Out``; ``_oh``, ``_ih``, ``_dh``) or that it needs itself."""
+
+
+def _check_out_name(name: str | None, shell: Any = None) -> None:
+    """``-o VAR`` must be a Python name that hides nothing of Python's own (a keyword, a builtin, a dunder name such
+    as ``__builtins__``) or of IPython's (``In``, ``Out``, ``_``, ``_i3``, ...)."""
     if name is None:
         return
     if not name.isidentifier() or keyword.iskeyword(name):
         msg = f"-o {name!r} is not a Python variable name; use letters, digits and _, e.g. `-o report`"
+        raise UsageError(msg)
+    hidden = getattr(shell, "user_ns_hidden", None) or {}
+    if (name.startswith("__") and name.endswith("__")) or _IPYTHON_NAMES.fullmatch(name) or name in hidden:
+        msg = (
+            f"-o {name} would replace {name!r}, which Python or IPython keeps in the notebook's namespace (later "
+            f"cells would break); choose another name, e.g. `-o report`"
+        )
         raise UsageError(msg)
     if hasattr(builtins, name):
         msg = (
@@ -409,7 +423,7 @@ class ArgusMagics(Magics):
         from argus_lab.faces.measure import plan_from_options, run_plan
 
         args = measure_parser().parse_args(split_line(line, "%%argus"))
-        _check_out_name(args.out)
+        _check_out_name(args.out, self.shell)
         if args.store:
             checked_store(args.store)
         the_plan = plan_from_options(args)

@@ -2,7 +2,9 @@
 
 For every signal the join did not derive itself (kernels, samples and ncu counters take precedence), each instance
 gets the value its run stored (summed where a backend stored several rows of one signal for it): inclusive as
-stored, exclusive minus the values its children stored (none for a signal that does not add up, such as a lag).
+stored, exclusive minus the values its children stored (none for a signal that does not add up, such as a lag);
+where an instance's children overlap in time (``asyncio.gather`` of child regions), ``host.wall`` exclusive is its
+time less the union of its children's intervals and ``host.cpu`` exclusive is left empty.
 Computed over numpy arrays, after the join's other values (run by :mod:`argus_lab.join.attribution`).
 """
 
@@ -29,6 +31,36 @@ FROM metrics m
 WHERE m.run_id IN (SELECT run_id FROM _j_runs) AND m.instance_id IS NOT NULL AND m.kernel_key IS NULL
   AND (m.run_id, m.signal) NOT IN ({DERIVED_SIGNALS})
 """
+
+# parents whose direct children overlap in time (asyncio.gather of child regions, threads' children of one parent):
+# the part of the parent the children cover, as the union of their intervals clipped to the parent
+OVERLAPPED = """
+WITH kids AS (
+    SELECT k.run_id, k.parent_instance_id AS parent, greatest(k.start_ns, p.start_ns) AS s,
+           least(k.end_ns, p.end_ns) AS e
+    FROM region_instances k
+    JOIN region_instances p ON p.run_id = k.run_id AND p.instance_id = k.parent_instance_id
+    WHERE k.run_id IN (SELECT run_id FROM _j_runs) AND k.parent_instance_id <> 0 AND k.end_ns > k.start_ns
+), ordered AS (
+    SELECT *, max(e) OVER (PARTITION BY run_id, parent ORDER BY s, e ROWS BETWEEN UNBOUNDED PRECEDING AND 1 PRECEDING)
+              AS prev_end
+    FROM kids
+), islands AS (
+    SELECT *, sum(CASE WHEN prev_end IS NULL OR s > prev_end THEN 1 ELSE 0 END)
+                  OVER (PARTITION BY run_id, parent ORDER BY s, e ROWS UNBOUNDED PRECEDING) AS island,
+           bool_or(prev_end IS NOT NULL AND s < prev_end) OVER (PARTITION BY run_id, parent) AS has_overlap
+    FROM ordered
+), spans AS (
+    SELECT run_id, parent, island, greatest(max(e) - min(s), 0) AS len FROM islands WHERE has_overlap GROUP BY ALL
+)
+SELECT run_id, parent, sum(len)::DOUBLE AS covered FROM spans GROUP BY ALL
+"""
+
+
+def _overlapped(con: duckdb.DuckDBPyConnection) -> dict[tuple[str, int], float]:
+    """(run, parent instance) -> the time its overlapping direct children cover (only parents whose children
+    overlap: elsewhere the children's sum is that time)."""
+    return {(str(r), int(p)): float(c) for r, p, c in con.execute(OVERLAPPED).fetchall()}
 
 
 def derive(con: duckdb.DuckDBPyConnection, nodes: Nodes, values: Values) -> None:
@@ -58,9 +90,12 @@ def derive(con: duckdb.DuckDBPyConnection, nodes: Nodes, values: Values) -> None
     for k, (rc, sc, uc, bc, pc_) in enumerate(distinct):
         names = (run[1][rc], signal[1][sc], labels[0][1][uc], labels[1][1][bc], labels[2][1][pc_])
         keys[names] = np.flatnonzero(which == k)
+    overlapped = _overlapped(con) if keys else {}
     for key, sel in keys.items():  # a signal that does not add up has no exclusive value (it does not subtract)
         additive = aggregation(key[1]) == "sum"
         exclusive = total[sel] - kids[sel] if additive else np.full(len(sel), np.nan)
+        if additive and overlapped and key[1] in ("host.wall", "host.cpu"):
+            _fix_overlaps(key, g_inst[sel], total[sel], exclusive, overlapped)
         zero = np.zeros(len(sel))
         values.add(
             con,
@@ -77,6 +112,24 @@ def derive(con: duckdb.DuckDBPyConnection, nodes: Nodes, values: Values) -> None
                 "w_mismatch": zero,
             },
         )
+
+
+def _fix_overlaps(
+    key: tuple[str, ...],
+    inst: np.ndarray,
+    total: np.ndarray,
+    exclusive: np.ndarray,
+    overlapped: dict[tuple[str, int], float],
+) -> None:
+    """Where an instance's direct children overlap in time, the children's sum counts the overlap twice (the
+    exclusive time went negative): ``host.wall`` exclusive is the instance's time less the union of its children's,
+    and ``host.cpu`` exclusive is not known (the children's CPU times overlap as well), so it is left empty."""
+    mine = {p: c for (r, p), c in overlapped.items() if r == key[0]}
+    if not mine:
+        return
+    for k in np.flatnonzero(np.isin(inst, np.fromiter(mine, dtype=np.int64, count=len(mine)))).tolist():
+        covered = mine[int(inst[k])]
+        exclusive[k] = max(total[k] - covered, 0.0) if key[1] == "host.wall" else np.nan
 
 
 def _codes(col: pa.ChunkedArray | pa.Array) -> tuple[np.ndarray, list[str]]:

@@ -49,6 +49,11 @@ def _check_counters(signals: Sequence[Signal]) -> None:
     raise UnknownSignalError(msg)
 
 
+MAX_REPETITIONS = 10_000_000
+"""The most repetitions a run may have: repetition numbers are stored as 32-bit integers, and a run of more than
+ten million repetitions is a mistake (a missing ``warmup=`` or a unit typo) rather than a plan."""
+
+
 @dataclass(frozen=True)
 class PlanSettings:
     """Measurement settings of a request that shape the plan.
@@ -135,6 +140,12 @@ class Request:
             raise PlanError(msg)
         if isinstance(warmup, bool) or not isinstance(warmup, int) or warmup < 0:
             msg = f"warmup must be an integer >= 0 (unmeasured repetitions before each run), got {warmup!r}"
+            raise PlanError(msg)
+        if repeat + warmup > MAX_REPETITIONS:
+            msg = (
+                f"repeat + warmup = {repeat + warmup:,} repetitions is more than one run can record "
+                f"(at most {MAX_REPETITIONS:,}); measure fewer repetitions, e.g. repeat=100"
+            )
             raise PlanError(msg)
         base = settings or PlanSettings()
         unknown = sorted(set(setting_overrides) - set(PlanSettings.__dataclass_fields__))

@@ -406,7 +406,7 @@ def read_summary(store: Store, ids: list[str], scope: ScopeFilter | None = None)
     """
     import numpy as np
 
-    with store.connect() as con:
+    def summarise(con: Any) -> tuple[list[dict[str, Any]], list[dict[str, Any]], Any]:
         cur = con.cursor()
         try:
             values_sql, bound = scoped(q.VALUES, scope)
@@ -427,6 +427,9 @@ def read_summary(store: Store, ids: list[str], scope: ScopeFilter | None = None)
             ).fetchnumpy()["inclusive"]
         finally:
             cur.close()
+        return rows, lists, flat
+
+    rows, lists, flat = store.read(summarise)  # taken again with more memory if DuckDB runs out
     regions: list[RegionRow] = []
     counters: list[CounterRow] = []
     for r in rows:
@@ -547,13 +550,16 @@ def read_kernels(store: Store, ids: list[str], scope: ScopeFilter | None = None)
         counters.setdefault(where, {})[c["signal"]] = value
         anywhere.setdefault(("", *where[1:]), {}).setdefault(c["signal"], value)
     kernels_sql, bound = scoped(q.KERNELS, scope)
-    with store.connect() as con:
+
+    def kernel_rows(con: Any) -> list[dict[str, Any]]:
         cur = con.cursor()
         try:
             minor_instances(cur, ids)  # instances of another kernel-sequence group: in Report.groups, not here
-            records = _records(cur, kernels_sql, [*bound, ids, ids])
+            return _records(cur, kernels_sql, [*bound, ids, ids])
         finally:
             cur.close()
+
+    records = store.read(kernel_rows)  # taken again with more memory if DuckDB runs out
     out = []
     for r in records:
         ordinal = None if r["ordinal"] is None else int(r["ordinal"])

@@ -21,7 +21,12 @@ def jsonable_columns(data: Mapping[str, Sequence[Any]]) -> dict[str, Sequence[An
     """
     out: dict[str, Sequence[Any]] = {}
     for key, col in data.items():
-        if col and (isinstance(col[0], dict | list) or key in JSON_COLUMNS) and key not in {"backends", "signals"}:
+        if (
+            len(col) > 0
+            and isinstance(col, list | tuple)  # arrays (numpy, Arrow) hold no dicts: they go to Arrow as they are
+            and (isinstance(col[0], dict | list) or key in JSON_COLUMNS)
+            and key not in {"backends", "signals"}
+        ):
             out[key] = [json.dumps(v) if isinstance(v, dict | list) else v for v in col]
         else:
             out[key] = col

@@ -280,21 +280,42 @@ def regions_columns(regions: Any) -> dict[str, list[Any]]:
 
 
 def merge_evidence(parts: Sequence[Evidence]) -> Evidence:
-    """Concatenate evidence tables of several collectors (columns absent in a part become ``None``)."""
-    out: dict[str, dict[str, list[Any]]] = {}
+    """Concatenate evidence tables of several collectors (columns absent in a part become ``None``).  A table only
+    one part gives is passed on as it is (its columns may be numpy or Arrow arrays: the kernel records of a long run
+    are never turned into a Python object per value)."""
+    givers: dict[str, int] = {}
+    for part in parts:
+        for table, cols in part.items():
+            if _nrows(cols):
+                givers[table] = givers.get(table, 0) + 1
+    out: dict[str, Any] = {}
+    lists: dict[str, dict[str, list[Any]]] = {}
     sizes: dict[str, int] = {}
     for part in parts:
         for table, cols in part.items():
             n = _nrows(cols)
             if n == 0:
                 continue
-            dest = out.setdefault(table, {})
+            if givers[table] == 1:
+                out[table] = cols
+                continue
+            dest = lists.setdefault(table, {})
             have = sizes.get(table, 0)
             for name in set(dest) | set(cols):
                 col = dest.setdefault(name, [None] * have)
-                col.extend(cols[name] if name in cols else [None] * n)
+                col.extend(_as_list(cols[name]) if name in cols else [None] * n)
             sizes[table] = have + n
-    return dict(out)
+    out.update(lists)
+    return out
+
+
+def _as_list(values: Any) -> list[Any]:
+    """A column as a list of Python values (numpy and Arrow arrays converted, lists as they are)."""
+    if hasattr(values, "to_pylist"):
+        return list(values.to_pylist())
+    if hasattr(values, "tolist"):
+        return list(values.tolist())
+    return list(values)
 
 
 def _nrows(cols: Columns) -> int:

@@ -23,9 +23,10 @@ import shlex
 import signal
 import subprocess
 import sys
+import threading
 import time
 import uuid
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any, Literal
@@ -153,6 +154,53 @@ def execute(
         }
     )
     results: list[RunResult] = []
+    with sigterm_as_interrupt():
+        _execute_runs(plan, workload, sink, results, session_id, request_id, plan_id, on_error, progress, timeout_s,
+                      tuple(launch), isolate)  # fmt: skip
+    return Execution(session_id, request_id, tuple(results))
+
+
+@contextlib.contextmanager
+def sigterm_as_interrupt() -> Iterator[None]:
+    """While a plan runs in this process's main thread, SIGTERM (a scheduler's or ``timeout``'s stop) ends it as
+    Ctrl-C does: the current run stops ``interrupted`` with the repetitions it finished stored, then
+    ``KeyboardInterrupt("SIGTERM")`` is raised.  A SIGTERM handler of the program's own is left in place."""
+    installed = False
+    try:
+        if threading.current_thread() is threading.main_thread() and signal.getsignal(signal.SIGTERM) in (
+            signal.SIG_DFL,
+            None,
+        ):
+            signal.signal(signal.SIGTERM, _raise_sigterm)
+            installed = True
+    except (ValueError, OSError):  # not the main interpreter, or no signals here
+        installed = False
+    try:
+        yield
+    finally:
+        if installed:
+            signal.signal(signal.SIGTERM, signal.SIG_DFL)
+
+
+def _raise_sigterm(signum: int, _frame: object) -> None:
+    signal.signal(signal.SIGTERM, signal.SIG_IGN)  # once: storing what was measured is not cut short
+    raise KeyboardInterrupt("SIGTERM")
+
+
+def _execute_runs(
+    plan: Plan,
+    workload: Workload,
+    sink: Sink,
+    results: list[RunResult],
+    session_id: str,
+    request_id: str,
+    plan_id: str,
+    on_error: OnError,
+    progress: ProgressFn | None,
+    timeout_s: float | None,
+    launch: tuple[str, ...],
+    isolate: bool,
+) -> None:
     stop = False
     for run in plan.runs:
         run_id = f"r-{uuid.uuid4().hex[:10]}"
@@ -166,16 +214,15 @@ def execute(
                     sink, run_id, run.index, "not run", "an earlier run failed and on_error='stop'", 0, 0.0
                 )
             else:
-                result = _execute_run(run, run_id, workload, sink, timeout_s, tuple(launch), isolate, clock)
+                result = _execute_run(run, run_id, workload, sink, timeout_s, launch, isolate, clock)
         finally:
             ACTIVE_RUNS.discard(run_id)
         results.append(result)
         clock.end(result.status)
         if result.status == "interrupted":
-            raise KeyboardInterrupt
+            raise KeyboardInterrupt("SIGTERM" if "SIGTERM" in result.cause else "")
         if result.status in ("failed", "died") and on_error == "stop":
             stop = True
-    return Execution(session_id, request_id, tuple(results))
 
 
 def _request_text(plan: Plan) -> str:

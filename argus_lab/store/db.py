@@ -27,17 +27,27 @@ import fcntl
 import os
 import re
 import shutil
+import stat
 import threading
 import time
 import warnings
-from collections.abc import Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, TypeVar
 
 from argus_lab.errors import QueryError, SchemaVersionError, StoreError
 from argus_lab.run.columns import jsonable_columns
-from argus_lab.store.schema import DDL, MIGRATIONS, SCHEMA_VERSION, STORED_AS, TABLES, VIEW_DDL, column_types
+from argus_lab.store.schema import (
+    DDL,
+    MIGRATIONS,
+    REQUIRED,
+    SCHEMA_VERSION,
+    STORED_AS,
+    TABLES,
+    VIEW_DDL,
+    column_types,
+)
 
 if TYPE_CHECKING:
     import duckdb
@@ -48,6 +58,7 @@ LOCK_TIMEOUT_S = 120.0
 RETRY_S = 0.02
 
 Columns = Mapping[str, Sequence[Any]]
+T = TypeVar("T")
 _SHARED_ROWS = frozenset({"regions", "sessions", "provenance"})  # rows written again (by ranks): first stays
 
 _BUSY = ("Could not set lock on file", "Conflicting lock is held")
@@ -140,16 +151,61 @@ def _folder_mb(folder: Path, limit: int = 20_000) -> float:
 
 READ_MEMORY = "256MB"
 """DuckDB's memory limit for a read (``$ARGUS_READ_MEMORY`` overrides it): a report over millions of instances
-spills to a private temporary folder instead of growing without bound."""
+spills to a private temporary folder instead of growing without bound.  A read that still runs out of it is taken
+again with a larger limit (:func:`read_memory_steps`), so no store is too large for a fixed limit."""
 
 
-def reader_config() -> dict[str, str | bool | int | float | list[str]]:
-    """The DuckDB settings of a read-only connection: bounded memory, and a temporary folder of the user's own
-    (never beside the store: a reader creates nothing there)."""
+def read_memory_steps() -> list[str]:
+    """The memory limits a read tries in turn: ``$ARGUS_READ_MEMORY`` alone when set, else 256 MB, then 1 GB and
+    4 GB while they stay within half of this machine's memory."""
+    given = os.environ.get("ARGUS_READ_MEMORY")
+    if given:
+        return [given]
+    try:
+        half = os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES") // 2
+    except (ValueError, OSError, AttributeError):
+        half = 1 << 30
+    steps = [READ_MEMORY]
+    for mb in (1024, 4096):
+        if mb << 20 <= half:
+            steps.append(f"{mb}MB")
+    return steps
+
+
+def reader_config(memory: str | None = None) -> dict[str, str | bool | int | float | list[str]]:
+    """The DuckDB settings of a read-only connection: bounded memory (``memory``, else the first of
+    :func:`read_memory_steps`), a temporary folder of the user's own (never beside the store: a reader creates
+    nothing there).  (DuckDB's own progress bar is turned off on each connection: :meth:`Store._open`.)"""
     # $TMPDIR as it is: tempfile.gettempdir() would probe by writing a file, and fail on a full disk
     base = os.environ.get("TMPDIR") or ("/tmp" if os.name == "posix" else os.environ.get("TEMP", "."))
     tmp = Path(base) / f"argus-duckdb-{os.getuid() if hasattr(os, 'getuid') else 'user'}"
-    return {"memory_limit": os.environ.get("ARGUS_READ_MEMORY", READ_MEMORY), "temp_directory": str(tmp)}
+    limit = memory or read_memory_steps()[0]
+    return {"memory_limit": limit, "temp_directory": str(tmp)}
+
+
+_OWN: dict[str, int] = {}
+"""Connections argus_lab holds open in this process, per store file: another connection with other settings is then
+argus_lab's own (a read on another thread), which ends soon, rather than the user's."""
+_OWN_LOCK = threading.Lock()
+
+
+def _own(path: Path, step: int) -> None:
+    with _OWN_LOCK:
+        key = str(path)
+        _OWN[key] = _OWN.get(key, 0) + step
+        if _OWN[key] <= 0:
+            del _OWN[key]
+
+
+def one_file(path: Path) -> Path:
+    """The path a store is known by: ``path`` itself, or the file it leads to when a symbolic link is on the way
+    (``lk.duckdb -> real.duckdb``), so that run folders, the writers' lock and recovery belong to the file whatever
+    name opened it.  A path that cannot be resolved (a loop of links) stays as given; opening it then says why."""
+    try:
+        real = path.resolve()
+    except (OSError, RuntimeError):
+        return path
+    return real if real != Path(os.path.abspath(path)) else path
 
 
 def run_root(path: Path) -> Path:
@@ -161,7 +217,7 @@ class Store:
     """A DuckDB evidence store at ``path`` (created with the current schema on first write)."""
 
     def __init__(self, path: str | os.PathLike[str] | None = None, *, recover: bool = True) -> None:
-        self.path = Path(path) if path is not None else default_store_path()
+        self.path = one_file(Path(path) if path is not None else default_store_path())
         self._tlock = threading.RLock()
         self._con: duckdb.DuckDBPyConnection | None = None
         self._depth = 0
@@ -169,6 +225,7 @@ class Store:
         self._checked = False
         self._migrated = False  # tables and columns of this schema version added (done by the first write)
         self._recover = recover  # the first write recovers runs left behind by dead processes
+        self._read_memory: str | None = None  # the limit of this thread's read (read() raises it on OOM)
         self.recovered: list[Any] = []
         """What the first write recovered (:class:`argus_lab.store.recovery.Recovered` values)."""
 
@@ -201,6 +258,7 @@ class Store:
                 finally:
                     self._depth -= 1
                 return
+            self._check_kind()
             if not write:
                 self._check_readable()
             deadline = time.monotonic() + LOCK_TIMEOUT_S  # one wait for the lock and the file together
@@ -208,6 +266,7 @@ class Store:
             try:
                 con = self._open(write, deadline)
                 self._con, self._read_only, self._depth = con, not write, 1
+                _own(self.path, 1)
                 try:
                     try:
                         if not self._checked or (write and not self._migrated):
@@ -220,6 +279,7 @@ class Store:
                         yield con
                     finally:
                         self._con = None
+                        _own(self.path, -1)
                         con.close()
                 except (duckdb.Error, OSError) as exc:
                     mapped = explain_error(self.path, exc, write=write)
@@ -230,6 +290,27 @@ class Store:
                 if lock_fd >= 0:
                     fcntl.flock(lock_fd, fcntl.LOCK_UN)
                     os.close(lock_fd)
+
+    def _check_kind(self) -> None:
+        """Refuse a path that is there but is no regular file (a FIFO would block the open forever, a device or a
+        socket is no store)."""
+        try:
+            mode = self.path.stat().st_mode
+        except OSError:
+            return  # absent (a write creates it) or unreadable: the open says which
+        if stat.S_ISREG(mode):
+            return
+        kind = (
+            "a folder"
+            if stat.S_ISDIR(mode)
+            else "a named pipe (FIFO)"
+            if stat.S_ISFIFO(mode)
+            else "a socket"
+            if stat.S_ISSOCK(mode)
+            else "a device"
+        )
+        msg = f"{str(self.path)!r} is {kind}, not an evidence store file; pass the path of a .duckdb file with --store"
+        raise StoreError(msg)
 
     def _check_readable(self) -> None:
         try:
@@ -324,16 +405,21 @@ class Store:
                 "or pass another --store"
             )
             raise StoreError(msg)
-        config: dict[str, str | bool | int | float | list[str]] = {} if write else reader_config()
+        config: dict[str, str | bool | int | float | list[str]] = {} if write else reader_config(self._read_memory)
         while True:
             try:
-                return duckdb.connect(str(self.path), read_only=not write, config=config)
+                con = duckdb.connect(str(self.path), read_only=not write, config=config)
+                con.execute("SET enable_progress_bar = false")  # no bar of DuckDB's own in the user's terminal
+                return con
             except duckdb.Error as exc:
                 held = _PID.search(str(exc))
                 if _SAME_PROCESS in str(exc) or (held is not None and int(held.group(1)) == os.getpid()):
-                    con = self._reuse(write)
-                    if con is not None:
-                        return con
+                    if _OWN.get(str(self.path)) and time.monotonic() < deadline:
+                        time.sleep(RETRY_S)  # argus_lab's own connection on another thread: it ends soon
+                        continue
+                    shared = self._reuse(write)
+                    if shared is not None:
+                        return shared
                     raise StoreError(self._same_process_message(write)) from None
                 if _busy(exc):
                     if time.monotonic() > deadline:
@@ -395,6 +481,7 @@ class Store:
                 "it was not written by argus_lab, or its meta table was edited: pass another --store path"
             )
             raise SchemaVersionError(msg)
+        self._check_required(con)
         if write:  # migrate an older store, then add the tables and columns of later versions and within this one
             con.execute("BEGIN")  # all of a migration or none of it (a store half moved would lose or double rows)
             try:
@@ -423,6 +510,23 @@ class Store:
                 con.execute(stmt)
             self._migrated = True
         self._checked = True
+
+    def _check_required(self, con: duckdb.DuckDBPyConnection) -> None:
+        """Refuse a store that lacks a table or column every store has (:data:`argus_lab.store.schema.REQUIRED`)."""
+        have = {
+            (t, c) for t, c in con.execute("SELECT table_name, column_name FROM information_schema.columns").fetchall()
+        }
+        tables = {t for t, _ in have}
+        missing = [t for t in REQUIRED if t not in tables]
+        missing += [f"{t}.{c}" for t, cols in REQUIRED.items() if t in tables for c in cols if (t, c) not in have]
+        if missing:
+            msg = (
+                f"the store {str(self.path)!r} lacks {', '.join(missing[:6])}"
+                f"{f' and {len(missing) - 6} more' if len(missing) > 6 else ''}, which every argus_lab store has: it "
+                "was changed outside argus_lab (a DROP or ALTER TABLE), so the rows they held are gone and argus_lab "
+                "will not recreate them empty; restore the file from a copy, or measure into another --store"
+            )
+            raise SchemaVersionError(msg)
 
     # -- writing ----------------------------------------------------------------------------------
     def write(
@@ -471,27 +575,60 @@ class Store:
             con.execute(sql, list(params))
 
     # -- reading ----------------------------------------------------------------------------------
+    def read(self, fn: Callable[[duckdb.DuckDBPyConnection], T]) -> T:
+        """``fn`` on a read connection; when DuckDB runs out of the read's memory limit, ``fn`` runs again on a
+        connection with the next limit of :func:`read_memory_steps` (a store of millions of kernels reads on a
+        small machine too), and past the last one a :class:`StoreError` says how to raise it.  Inside an open
+        connection ``fn`` runs on that one."""
+        import duckdb
+
+        with self._tlock:  # this thread's open connection (another thread's is waited for by connect())
+            if self._con is not None:
+                return fn(self._con)
+        steps = read_memory_steps()
+        for k, limit in enumerate(steps):
+            self._read_memory = limit
+            try:
+                with self.connect() as con:
+                    return fn(con)
+            except duckdb.OutOfMemoryException as exc:
+                if k + 1 < len(steps):
+                    continue
+                msg = (
+                    f"reading the evidence store {str(self.path)!r} needed more memory than DuckDB's limit for reads "
+                    f"({limit}; {str(exc).splitlines()[0][:160]}); set ARGUS_READ_MEMORY to more (e.g. "
+                    "ARGUS_READ_MEMORY=8GB), or report a smaller scope (--scope, --run)"
+                )
+                raise StoreError(msg) from None
+            finally:
+                self._read_memory = None
+        raise AssertionError("unreachable")  # pragma: no cover
+
     def rows(self, sql: str, params: Sequence[Any] = ()) -> list[tuple[Any, ...]]:
         """Rows of a query, as tuples."""
-        with self.connect() as con:
-            return con.execute(sql, list(params)).fetchall()
+        return self.read(lambda con: con.execute(sql, list(params)).fetchall())
 
     def records(self, sql: str, params: Sequence[Any] = ()) -> list[dict[str, Any]]:
         """Rows of a query as dicts keyed by column name (read rows by name, never by position)."""
-        with self.connect() as con:
+
+        def fetch(con: duckdb.DuckDBPyConnection) -> list[dict[str, Any]]:
             cur = con.execute(sql, list(params))
             names = [d[0] for d in cur.description or ()]
             return [dict(zip(names, row, strict=True)) for row in cur.fetchall()]
 
+        return self.read(fetch)
+
     def arrow(self, sql: str, params: Sequence[Any] = ()) -> pa.Table:
         """A query's result as an Arrow table."""
-        with self.connect() as con:
-            res: Any = con.execute(sql, list(params))
-            fetch = next(getattr(res, n) for n in ("to_arrow_table", "fetch_arrow_table", "arrow") if hasattr(res, n))
-            with warnings.catch_warnings():  # DuckDB 2 warns that this copies the rows once: a query's answer is small
-                warnings.simplefilter("ignore", UserWarning)
-                tbl = fetch()  # DuckDB 2 names it to_arrow_table; 1.x fetch_arrow_table
-            return tbl.read_all() if hasattr(tbl, "read_all") else tbl
+        return self.read(lambda con: self._arrow(con, sql, params))
+
+    def _arrow(self, con: duckdb.DuckDBPyConnection, sql: str, params: Sequence[Any]) -> pa.Table:
+        res: Any = con.execute(sql, list(params))
+        fetch = next(getattr(res, n) for n in ("to_arrow_table", "fetch_arrow_table", "arrow") if hasattr(res, n))
+        with warnings.catch_warnings():  # DuckDB 2 warns that this copies the rows once: a query's answer is small
+            warnings.simplefilter("ignore", UserWarning)
+            tbl = fetch()  # DuckDB 2 names it to_arrow_table; 1.x fetch_arrow_table
+        return tbl.read_all() if hasattr(tbl, "read_all") else tbl
 
     def sql(self, query: str, params: Sequence[Any] = ()) -> Any:
         """The answer to ``query`` as a polars DataFrame, read through argus_lab's own access to the store: it

@@ -158,6 +158,19 @@ TABLES: dict[str, str] = {
     "artifacts": "run_id VARCHAR, kind VARCHAR, path VARCHAR, sha256 VARCHAR, bytes BIGINT, note VARCHAR",
 }
 
+REQUIRED: dict[str, tuple[str, ...]] = {
+    "meta": ("key", "value"),
+    "sessions": ("session_id",),
+    "requests": ("request_id",),
+    "runs": ("run_id", "session_id", "request_id", "plan_index", "backends", "signals", "status"),
+    "regions": ("region_id", "name"),
+    "region_instances": ("run_id", "instance_id", "path", "parent_instance_id", "repetition", "start_ns", "end_ns",
+                         "warmup"),
+}  # fmt: skip
+"""The tables and columns every argus_lab store has had since its first schema version: a store without one was
+changed outside argus_lab (a ``DROP TABLE`` or ``ALTER TABLE``), and recreating it empty would hide that its rows are
+gone.  Tables and columns added later are created by the first write of an older store."""
+
 DDL: tuple[str, ...] = tuple(f"CREATE TABLE IF NOT EXISTS {name} ({cols})" for name, cols in TABLES.items())
 
 VIEWS: dict[str, str] = {

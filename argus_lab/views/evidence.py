@@ -60,12 +60,15 @@ def query(store: Store, sql: str, ids: list[str], limit: int) -> Table:
     if not body.endswith("LIMIT ?"):
         msg = "internal: a detail query must end in `LIMIT ?`"
         raise ValueError(msg)
-    with store.connect() as con:
+
+    def fetch(con: Any) -> Table:
         res = con.execute(sql, [ids, limit])
         cols = tuple(d[0] for d in res.description)
         rows = tuple(tuple(r) for r in res.fetchall())
         total_row = con.execute(f"SELECT count(*) FROM ({body[: -len('LIMIT ?')]})", [ids]).fetchone()
-    return Table(cols, rows, int(total_row[0]) if total_row else len(rows))
+        return Table(cols, rows, int(total_row[0]) if total_row else len(rows))
+
+    return store.read(fetch)
 
 
 IN_RUNS = "run_id IN (SELECT unnest(?::VARCHAR[]))"
@@ -281,12 +284,15 @@ def run_list(store: Store, limit: int = 200) -> Table:
                (r.ended_ns - r.started_ns) / 1e9 AS seconds, q.text AS request, r.request_id
         FROM runs r LEFT JOIN requests q ON q.request_id = r.request_id
         ORDER BY r.started_ns DESC LIMIT ?"""
-    with store.connect() as con:
+
+    def fetch(con: Any) -> Table:
         res = con.execute(sql, [limit])
         cols = tuple(d[0] for d in res.description)
         rows = tuple(tuple(r) for r in res.fetchall())
         total = con.execute("SELECT count(*) FROM runs").fetchone()
-    return Table(cols, rows, int(total[0]) if total else len(rows))
+        return Table(cols, rows, int(total[0]) if total else len(rows))
+
+    return store.read(fetch)
 
 
 def flame(store: Store, ids: list[str]) -> list[dict[str, Any]]:
@@ -372,8 +378,7 @@ def _fetch_columns(store: Store, sql: str, params: list[Any]) -> dict[str, Any]:
     """A query's result as numpy columns; NULL numbers read as 0 ("none"), NULL text as ``None``."""
     import numpy as np
 
-    with store.connect() as con:
-        raw = con.execute(sql, params).fetchnumpy()
+    raw = store.read(lambda con: con.execute(sql, params).fetchnumpy())
     out: dict[str, Any] = {}
     for name, value in raw.items():
         col: Any = value

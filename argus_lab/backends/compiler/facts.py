@@ -197,7 +197,9 @@ def activity_facts(kernels: Mapping[str, Sequence[Any]], known: Iterable[str] = 
     """
     skip = set(known)
     seen: dict[tuple[str, int, int], KernelFacts] = {}
-    kinds = kernels.get("kind") or ["kernel"] * len(kernels["name"])
+    kinds = kernels.get("kind")
+    if kinds is None or len(kinds) == 0:
+        kinds = ["kernel"] * len(kernels["name"])
     for kind, name, regs, ssm, dsm, lmem in zip(
         kinds,
         kernels["name"],

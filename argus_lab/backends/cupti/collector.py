@@ -31,6 +31,7 @@ from argus_lab.errors import BackendUnavailableError, CollectorBusyError
 from argus_lab.plan.backends import BACKENDS
 from argus_lab.regions import BoundaryHook, env_rank, thread_names
 from argus_lab.run.machine import package_version
+from argus_lab.run.memory import release_freed_memory
 from argus_lab.run.protocols import Columns, Evidence, RunContext
 
 DEFAULT_BUFFER_BYTES = 512 << 20
@@ -617,7 +618,11 @@ class CuptiCollector:
             "timestamps": ["measured (CUPTI, CLOCK_REALTIME ns)"],
         }
         rows = dec.store_kernels(kernels)
-        rows["rank"] = [env_rank()] * len(rows["name"])  # ranks of a multi-rank run may share device numbers
+        del kernels
+        if ctx is None or not ctx.settings.get("keep_buffers", False):
+            self.buffers = []  # decoded: CUPTI's records (~200 B each) need not stay while the evidence is stored
+        release_freed_memory()
+        rows["rank"] = np.full(len(rows["name"]), env_rank(), dtype=np.int64)  # ranks may share device numbers
         rank, pid = env_rank(), os.getpid()
         named = {**thr.python_thread_names(), **thread_names()}
         ev: Evidence = {

@@ -380,6 +380,21 @@ def launch_api(api: Mapping[str, np.ndarray], correlation_ids: np.ndarray) -> di
     }
 
 
+_TEXT = np.dtypes.StringDType()
+"""numpy's variable-width strings: a short key is kept inline in its 16-byte slot, never as a Python object."""
+
+
+_OBJECT_COLUMNS = ("run_id", "kind", "name")
+
+
+def _joined_keys(parts: Sequence[np.ndarray]) -> np.ndarray:
+    """``a/b/c/d`` per row of integer columns, built by numpy's string functions (no Python object per row)."""
+    out = parts[0].astype(_TEXT)
+    for part in parts[1:]:
+        out = np.strings.add(np.strings.add(out, "/"), part.astype(_TEXT))
+    return out
+
+
 def kernel_table(raw: Raw, run_id: str) -> dict[str, np.ndarray]:
     """Rows of the ``kernels`` store table: kernels, memcpy and memset operations (``kind`` column).
 
@@ -438,7 +453,7 @@ def kernel_table(raw: Raw, run_id: str) -> dict[str, np.ndarray]:
         )
     if not parts:
         return {
-            c: np.zeros(0, dtype=object if c in ("run_id", "kind", "name", "kernel_key") else np.int64)
+            c: np.zeros(0, dtype=_TEXT if c == "kernel_key" else object if c in _OBJECT_COLUMNS else np.int64)
             for c in KERNEL_COLUMNS
         }
     cols = {key: np.concatenate([p[key] for p in parts]) for key in parts[0]}
@@ -457,15 +472,7 @@ def kernel_table(raw: Raw, run_id: str) -> dict[str, np.ndarray]:
         starts = np.flatnonzero(grp)
         group_start = starts[np.cumsum(grp) - 1]
         same = np.arange(n) - group_start
-    keys = np.asarray(
-        [
-            f"{d}/{c}/{r}/{s}"
-            for d, c, r, s in zip(
-                cols["device_id"].tolist(), cols["context_id"].tolist(), corr.tolist(), same.tolist(), strict=True
-            )
-        ],
-        dtype=object,
-    )
+    keys = _joined_keys((cols["device_id"], cols["context_id"], corr, same))
     ordinal = np.full(n, -1, dtype=np.int64)
     is_k = cols["kind"] == "kernel"
     if is_k.any():
@@ -519,22 +526,29 @@ def widen_thread_ids(kernels: dict[str, np.ndarray], instance_threads: Sequence[
     full value.  Threads that opened no region (autograd workers) keep CUPTI's value.
     """
     full = {int(t) & 0xFFFFFFFF: int(t) for t in instance_threads}
-    tid = kernels["thread_id"]
+    tid = np.asarray(kernels["thread_id"]).astype(np.uint64)
     out = dict(kernels)
-    out["thread_id"] = np.asarray([full.get(int(t) & 0xFFFFFFFF, int(t)) for t in tid.tolist()], dtype=np.uint64)
+    uniq, inv = np.unique(tid, return_inverse=True)  # a few launching threads: map each once
+    mapped = np.asarray([full.get(int(t) & 0xFFFFFFFF, int(t)) for t in uniq.tolist()], dtype=np.uint64)
+    out["thread_id"] = mapped[inv.ravel()] if len(tid) else tid
     return out
 
 
-def store_kernels(kernels: Mapping[str, np.ndarray]) -> dict[str, list[Any]]:
-    """The kernel table as plain lists for :meth:`argus_lab.store.Store.write` (instance 0 becomes NULL)."""
-    out: dict[str, list[Any]] = {}
+def store_kernels(kernels: Mapping[str, np.ndarray]) -> dict[str, Any]:
+    """The kernel table's columns for :meth:`argus_lab.store.Store.write`, as the numpy arrays they are (instance 0
+    becomes NULL through an Arrow mask): never a Python object per value, so a run of millions of kernels costs
+    its records' bytes, not a few kilobytes each (docs/benchmarks.md, "memory per kernel record")."""
+    import pyarrow as pa
+
+    out: dict[str, Any] = {}
     for key, col in kernels.items():
         if key == "api_kind":
             continue
-        vals = col.tolist()
         if key == "instance_id":
-            vals = [v if v else None for v in vals]
-        out[key] = vals
+            iid = np.asarray(col, dtype=np.int64)
+            out[key] = pa.array(iid, type=pa.int64(), mask=iid == 0)
+        else:
+            out[key] = col
     return out
 
 

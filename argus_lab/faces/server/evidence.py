@@ -27,10 +27,11 @@ _JSON_COLUMNS = frozenset({"settings", "env", "versions", "spec", "clocks", "ori
 
 
 def _records(store: Store, sql: str, params: Sequence[Any] = ()) -> list[dict[str, Any]]:
-    with store.connect() as con:
+    def fetch(con: Any) -> tuple[list[str], list[tuple[Any, ...]]]:
         cur = con.execute(sql, list(params))
-        names = [d[0] for d in cur.description or ()]
-        rows = cur.fetchall()
+        return [d[0] for d in cur.description or ()], cur.fetchall()
+
+    names, rows = store.read(fetch)
     out = []
     for row in rows:
         rec = dict(zip(names, row, strict=True))

@@ -1,0 +1,207 @@
+"""A long run read back: a store of ~3 M kernel records (the shape of 3,000 repetitions of a decode step), and the
+bytes per kernel record the measured process spends turning its records into evidence.
+
+Usage::
+
+    .venv/bin/python bench/scale_bench.py [--kernels 3000000] [--records 1000000] [--repeats 3] [--out DIR]
+
+Part 1, SYNTHETIC store (``bench/join_bench.py``'s generator; kernel names as long as C++ kernels' mangled names):
+one process generates and joins it, then each reader runs in a fresh process of its own (its peak RSS is its
+``VmHWM``): ``Report.text()``, an HTML export, a Perfetto export, and the JupyterLab panel's REST reads
+(``regions``, a region's drill-down, ``runs``), each under DuckDB's default limit for reads.
+
+Part 2, the measured process's memory per kernel record: SYNTHETIC raw CUPTI columns of ``--records`` kernels (what
+the collector decodes its activity buffer into) go the collector's way to the store (``CuptiCollector.evidence``,
+``merge_evidence``, ``Store.write``) in a fresh process; bytes per record = (peak RSS - RSS
+before) / records, median over ``--repeats`` processes, with the code of this checkout and, side by side, of
+another checkout (``--baseline PATH``: e.g. a worktree of main before the change).  CUPTI's own activity record
+(about 200 bytes, in its buffer while the run lasts) comes on top and is not measured here (no GPU).
+
+Prints a markdown section for docs/benchmarks.md.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import statistics
+import subprocess
+import sys
+import tempfile
+import textwrap
+import time
+from pathlib import Path
+from typing import Any
+
+HERE = Path(__file__).resolve().parent
+ROOT = HERE.parent
+
+PROBE = """
+import json, sys, time, traceback
+sys.path.insert(0, {bench!r})
+def rss_mib(key="VmHWM:"):
+    return next(int(x.split()[1]) for x in open('/proc/self/status') if x.startswith(key)) / 1024
+out = {{}}
+t0 = time.perf_counter()
+try:
+{body}
+except BaseException as exc:
+    out["error"] = f"{{type(exc).__name__}}: {{str(exc).splitlines()[0][:160] if str(exc) else ''}}"
+out.setdefault("seconds", time.perf_counter() - t0)
+out["peak_rss_mb"] = rss_mib()
+print("RESULT " + json.dumps(out))
+"""
+
+
+def probe(body: str, root: Path, timeout: float = 1800) -> dict[str, Any]:
+    """``body`` in a fresh process importing the argus_lab of ``root``: its result, seconds and peak RSS."""
+    code = PROBE.format(bench=str(HERE), body=textwrap.indent(textwrap.dedent(body), "    "))
+    env = dict(os.environ, PYTHONPATH=str(root))
+    env.pop("ARGUS_READ_MEMORY", None)
+    try:
+        proc = subprocess.run(  # cwd: `python -c` puts the working folder first on sys.path
+            [sys.executable, "-c", code], capture_output=True, text=True, timeout=timeout, env=env, cwd=str(root)
+        )
+    except subprocess.TimeoutExpired:
+        return {"error": f"did not finish in {timeout:.0f} s"}
+    line = next((ln for ln in proc.stdout.splitlines() if ln.startswith("RESULT ")), None)
+    if line is None:
+        return {"error": (proc.stderr.strip().splitlines() or ["no result"])[-1][:160]}
+    return json.loads(line[len("RESULT ") :])
+
+
+BUILD = """
+from argus_lab import join
+from argus_lab.store import Store
+from join_bench import generate
+st = Store({path!r})
+out["counts"] = generate(st, {kernels}, 3000, 1, 0.02, 0.01, samples=False)
+with st.connect(write=True) as con:  # C++-length names, ~460 distinct ones (a decode step's kernels)
+    con.execute("UPDATE kernels SET name = '_ZN2at6native29vectorized_elementwise_kernelILi4ENS0_11FillFunctorIN3c10'"
+                " || (correlation_id % 463) || 'EEESt5arrayIPcLm1EEEEvT_T0_T1_'")
+join.attribute_request(st, ["r-bench"])
+"""
+
+READERS = {
+    "Report(store).text()": """
+from argus_lab.report import Report
+from argus_lab.store import Store
+out["chars"] = len(Report(Store({path!r}), ["r-bench"]).text())
+""",
+    "HTML export": """
+from argus_lab.report import Report
+from argus_lab.store import Store
+from argus_lab.views.html import export
+p = export(Report(Store({path!r}), ["r-bench"]), {tmp!r} + "/r.html")
+out["bytes"] = p.stat().st_size
+""",
+    "Perfetto export": """
+from argus_lab.faces.exporting import export
+from argus_lab.store import Store
+export(Store({path!r}), {tmp!r} + "/t.json", fmt="perfetto", run_ids=["r-bench"])
+out["bytes"] = __import__("os").path.getsize({tmp!r} + "/t.json")
+""",
+    "REST: regions, a region's drill-down, runs": """
+from argus_lab.faces.server import evidence as ev
+from argus_lab.store import Store
+st = Store({path!r})
+out["regions"] = len(ev.regions(st))
+d = ev.region_detail(st, "step/layer/attn")
+out["drill_down_kernels"] = len(d["kernels"]) if d else -1
+out["runs"] = len(ev.runs(st))
+""",
+}
+
+RECORDS = """
+import numpy as np
+from argus_lab.backends.cupti import decode as dec
+from argus_lab.run.driver import merge_evidence
+from argus_lab.store import Store
+n = {records}
+rng = np.random.default_rng(1)
+k = {{f: np.zeros(n, dtype=np.int64) for f in dec.FAMILY_FIELDS["kernel"]}}
+k["start"] = 1_800_000_000_000_000_000 + np.arange(n, dtype=np.int64) * 2000
+k["end"] = k["start"] + 1500
+k["correlation_id"] = np.arange(1, n + 1, dtype=np.int64)
+k["grid_x"][:] = 132; k["block_x"][:] = 128; k["registers_per_thread"][:] = 64
+k["name"] = np.asarray([f"_ZN2at6native18elementwise_kernel{{i}}" for i in range(463)], dtype=object)[
+    np.arange(n) % 463]
+ext = {{"external_kind": np.full(n, 5, dtype=np.int64), "correlation_id": k["correlation_id"].copy(),
+        "external_id": 1 + np.arange(n, dtype=np.int64) // 925}}  # 925 kernels an instance
+raw = {{f: dec.empty_family(f) for f in dec.FAMILY_FIELDS}}
+raw["kernel"] = k
+raw["external"] = ext
+del k, ext
+from argus_lab.backends.cupti.collector import CuptiCollector
+coll = CuptiCollector()  # the collector's own way from its decoded records to evidence, as after a run
+coll.raw = raw
+del raw
+base = rss_mib("VmRSS:")
+instances = {{"thread_id": [1]}}
+ev = merge_evidence([coll.evidence(instances), {{"region_instances": {{"run_id": ["r-mem"], "instance_id": [1]}}}}])
+Store({path!r}).write(ev)
+out["peak_over_base_mb"] = rss_mib() - base
+out["bytes_per_record"] = (rss_mib() - base) * 2**20 / n
+"""
+
+
+def _fmt(r: dict[str, Any], extra: str = "") -> str:
+    if "error" in r:
+        return f"| {r['error']} | - | - |"
+    return f"| {r['seconds']:.1f} s | {r['peak_rss_mb']:.0f} MB | {extra} |"
+
+
+def main(argv: list[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--kernels", type=int, default=3_000_000)
+    ap.add_argument("--records", type=int, default=1_000_000)
+    ap.add_argument("--repeats", type=int, default=3)
+    ap.add_argument("--baseline", type=Path, default=None, help="another checkout, measured side by side")
+    ap.add_argument("--out", type=Path, default=None)
+    ap.add_argument("--skip-store", action="store_true", help="part 2 only")
+    args = ap.parse_args(argv)
+    tmp = Path(tempfile.mkdtemp(prefix="argus-scale-"))
+    lines = [f"## A long run read back: {args.kernels:,} kernel records (bench/scale_bench.py)", ""]
+    lines.append(f"{os.cpu_count()} CPUs; `{' '.join(['bench/scale_bench.py', *(argv or sys.argv[1:])])}`.")
+    if not args.skip_store:
+        path = str(tmp / "long.duckdb")
+        t0 = time.perf_counter()
+        built = probe(BUILD.format(path=path, kernels=args.kernels), ROOT)
+        lines += ["", f"Store: {built.get('counts')} generated and joined in {time.perf_counter() - t0:.0f} s "
+                  f"(peak {built.get('peak_rss_mb', 0):.0f} MB); {Path(path).stat().st_size / 2**20:.0f} MB on disk.",
+                  "", "| reader (fresh process, default read limit) | time | peak RSS | result |",
+                  "| --- | --- | --- | --- |"]  # fmt: skip
+        for name, body in READERS.items():
+            r = probe(body.format(path=path, tmp=str(tmp)), ROOT)
+            shown = {k: v for k, v in r.items() if k not in ("seconds", "peak_rss_mb")}
+            lines.append(f"| {name} " + _fmt(r, json.dumps(shown)))
+            print(lines[-1], flush=True)
+    lines += ["", f"Memory per kernel record, {args.records:,} records, median of {args.repeats} processes:", "",
+              "| checkout | bytes per record beyond the decoded records | peak over base |",
+              "| --- | --- | --- |"]  # fmt: skip
+    for label, root in (("this checkout", ROOT), ("baseline", args.baseline)):
+        if root is None:
+            continue
+        got = []
+        for k in range(args.repeats):
+            store = str(tmp / f"mem-{label[:4]}-{k}.duckdb")
+            got.append(probe(RECORDS.format(records=args.records, path=store), Path(root)))
+        ok = [g for g in got if "bytes_per_record" in g]
+        if not ok:
+            lines.append(f"| {label} ({root}) | {got[0].get('error')} | - |")
+            continue
+        per = statistics.median(g["bytes_per_record"] for g in ok)
+        over = statistics.median(g["peak_over_base_mb"] for g in ok)
+        lines.append(f"| {label} (`{root}`) | {per:.0f} B | {over:.0f} MB |")
+        print(lines[-1], flush=True)
+    text = "\n".join(lines) + "\n"
+    print(text)
+    if args.out is not None:
+        args.out.mkdir(parents=True, exist_ok=True)
+        (args.out / "scale_bench.md").write_text(text)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
