@@ -62,10 +62,11 @@ ext: $(STAMP)
 	cd extension && $(JLPM) build
 	cd extension && $(JLPM) test
 
-# Tests: lint + type check + extension build and jest + unit/integration/server/browser tests + notebooks.
+# Tests: lint + type check + extension build and jest + unit/integration/server/browser tests + notebooks (their store
+# in a temporary folder, not the demo's ./argus.duckdb).
 test: lint ext $(TEST_STAMP)
 	$(BIN)/python -m pytest -q tests
-	$(BIN)/python -m pytest -q --nbval-lax --nbval-current-env -p no:cacheprovider notebooks
+	ARGUS_STORE="$$(mktemp -d)/argus.duckdb" $(BIN)/python -m pytest -q --nbval-lax --nbval-current-env -p no:cacheprovider notebooks
 
 bench: $(STAMP)
 	$(BIN)/python bench/region_bench.py
