@@ -106,6 +106,21 @@ def test_setup_cells_and_history_for_replays(ip: Any, magics: ArgusMagics) -> No
     assert all("get_ipython()" not in s for s in srcs)
 
 
+def test_a_setup_cell_that_raises_fails_the_magic_and_is_forgotten(
+    ip: Any, magics: ArgusMagics, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """A failed setup cell must fail its cell (Run All stops there: the kernel answers "error") and must not be
+    replayed; an earlier good version of the same name is forgotten too (it no longer matches the namespace)."""
+    assert ip.run_cell("%%argus_setup weights\nW = [1]\n").success
+    res = ip.run_cell("%%argus_setup weights\nW = load_weights()\n")
+    assert not res.success
+    err = capsys.readouterr()
+    assert "NameError" in err.out + err.err  # the cell's own traceback
+    assert "UsageError: the setup cell 'weights' raised NameError (its traceback is above)" in err.err
+    assert "fix the cell and run it again" in err.err
+    assert "weights" not in magics.setup_cells
+
+
 def test_child_replay_runs_setup_then_cell(ip: Any, magics: ArgusMagics, monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("ARGUS_FORCE_CHILD", "1")  # replay in a child process even though host runs in-process
     ip.run_cell("%%argus_setup\nimport argus_lab\nN = 500\n")

@@ -14,7 +14,11 @@
     default the cells run with ``%%argus_setup`` (``--setup marked``), or every earlier input of this session
     (``--setup history``; inputs that use IPython magics are left out and reported).
 ``%%argus_setup [NAME]``
-    Run the cell normally and remember its source as a setup cell for replays (re-running replaces it).
+    Run the cell normally and remember its source as a setup cell for replays (re-running replaces it).  A setup
+    cell that raises is not remembered and fails the magic, so *Run All* stops there.
+``%%argus_needs_gpu WHAT``
+    Run the rest of the cell only on a machine with an NVIDIA GPU; elsewhere print one line with ``WHAT`` (what the
+    cell does and where the recorded result is shown) and go on (``argus_lab.faces.gpu_cells``).
 ``%argus plan|show [--latest]|runs|export PATH|import FILE|store [PATH]|setup [list|clear]|panel [CALLABLE]|doctor``
     Show a plan without running it, the last report of this kernel (``--latest``: the store's newest request),
     the store's runs; write the last report's runs as a Perfetto trace (``x.json``), Parquet files (a folder) or a
@@ -377,12 +381,25 @@ class ArgusMagics(Magics):
     # -- %%argus_setup ----------------------------------------------------------------------------------------
     @cell_magic
     def argus_setup(self, line: str, cell: str) -> None:
-        """Run the cell and remember it as a setup cell for replays: ``%%argus_setup [NAME]``."""
+        """Run the cell and remember it as a setup cell for replays: ``%%argus_setup [NAME]``.
+
+        A cell that raises is not remembered (an earlier version of the same name is forgotten) and the magic raises
+        too, so that *Run All* stops here instead of running cells that need what this one failed to build.
+        """
         name = line.strip() or "cell-" + hashlib.sha1(cell.encode(), usedforsecurity=False).hexdigest()[:8]
         shell: Any = self.shell
         result = shell.run_cell(cell, store_history=False)
         if result.success:
             self.setup_cells[name] = cell
+            return
+        self.setup_cells.pop(name, None)
+        error = result.error_in_exec or result.error_before_exec
+        what = type(error).__name__ if error is not None else "an error"
+        msg = (
+            f"the setup cell {name!r} raised {what} (its traceback is above), so replays will not run it: fix the "
+            "cell and run it again before the cells that use what it defines"
+        )
+        raise UsageError(msg)
 
     # -- %%argus / %argus -------------------------------------------------------------------------------------
     @line_cell_magic
@@ -740,7 +757,10 @@ def region_check(name: str) -> None:
 
 def load(ipython: InteractiveShell) -> None:
     """Register the magics and make plotly figures survive nbconvert (its ``notebook`` renderer)."""
+    from argus_lab.faces.gpu_cells import GpuCellMagics
+
     ipython.register_magics(ArgusMagics)
+    ipython.register_magics(GpuCellMagics)
     from argus_lab.views import init_notebook
 
     init_notebook()
