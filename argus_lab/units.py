@@ -20,3 +20,18 @@ def fmt(value: float | None, unit: str) -> str:
         if abs(value) >= scale or scale == 1.0:
             return f"{value / scale:.3g} {name}"
     return f"{value} {unit}"
+
+
+def percent(fraction: float | None) -> str:
+    """A fraction as a percentage people read: ``55%``, ``1.3%``, ``0.2%`` (two significant digits below 10 %)."""
+    if fraction is None or (isinstance(fraction, float) and not math.isfinite(fraction)):
+        return "-"
+    value = 100 * fraction
+    return f"{value:.0f}%" if abs(value) >= 10 or value == 0 else f"{value:.2g}%"
+
+
+def times(ratio: float | None) -> str:
+    """A ratio such as a speed-up: ``x1.22`` (three decimals below x10)."""
+    if ratio is None or (isinstance(ratio, float) and not math.isfinite(ratio)):
+        return "-"
+    return f"x{ratio:.3f}" if abs(ratio) < 10 else f"x{ratio:.1f}"

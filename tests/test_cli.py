@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 import subprocess
 import sys
 from pathlib import Path
@@ -125,3 +126,36 @@ def test_runs_stored_without_the_join_are_reported_pending_until_joined(store_pa
     assert "join has not run" not in after.stdout
     unknown = _cli("join", "--store", str(store_path), "--run", "r-nope")
     assert unknown.returncode == 2 and "no run 'r-nope'" in unknown.stderr
+
+
+def test_signals_prints_a_header_row_over_its_columns() -> None:
+    out = _cli("signals")
+    assert out.returncode == 0, out.stderr
+    head, rule, *rows = out.stdout.splitlines()
+    assert head.split() == ["signal", "unit", "backend", "what", "it", "measures"]
+    assert set(rule.replace(" ", "")) == {"-"}
+
+    # every cell starts where its column's header starts (cells are apart by two spaces or more)
+    def starts(line: str) -> list[int]:
+        return [m.start() for m in re.finditer(r"\S+(?: \S+)*", line)]
+
+    wall = next(r for r in rows if r.startswith("host.wall "))
+    assert len(starts(head)) == 4 and starts(head) == starts(wall)
+    assert any(r.startswith("hw:<metric> ") for r in rows)
+
+
+def test_signals_piped_into_a_reader_that_leaves_early_ends_quietly() -> None:
+    """`argus-lab signals | head -2`: the reader closes the pipe; no traceback, exit status 0."""
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "argus_lab.faces.cli", "signals"],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        cwd=ROOT,
+        bufsize=0,
+    )
+    assert proc.stdout is not None and proc.stderr is not None
+    assert proc.stdout.read(10)
+    proc.stdout.close()
+    err = proc.stderr.read().decode()
+    assert proc.wait(timeout=60) == 0, err
+    assert "Traceback" not in err

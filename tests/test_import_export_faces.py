@@ -16,6 +16,7 @@ from kineto_synth import KinetoTrace
 import argus_lab
 from argus_lab.faces.cli import main
 from argus_lab.faces.exporting import ExportError, export, format_of
+from argus_lab.run.machine import gpu_available
 from argus_lab.store import Store
 
 E = 1_795_938_194_000_000_000
@@ -148,3 +149,90 @@ def test_magic_import_and_export(tmp_path: Path, capsys: pytest.CaptureFixture[s
     with pytest.raises(UsageError, match="cannot tell the export format"):
         ip.run_line_magic("argus", f"export {tmp_path / 'x.pdf'}")
     magics.last_report = last
+
+
+def _cli(*args: str, cwd: Path) -> Any:
+    """``argus-lab`` as a real process in ``cwd``, with no ``$ARGUS_STORE`` (the default store is ./argus.duckdb)."""
+    import os
+    import subprocess
+    import sys
+
+    env = {k: v for k, v in os.environ.items() if k != "ARGUS_STORE"}
+    env["PYTHONPATH"] = os.pathsep.join([str(ROOT), env.get("PYTHONPATH", "")])
+    argv = [sys.executable, "-m", "argus_lab.faces.cli", *args]
+    return subprocess.run(argv, capture_output=True, text=True, cwd=cwd, env=env, check=False, timeout=120)
+
+
+ROOT = Path(__file__).resolve().parent.parent
+
+
+def _printed_command(out: str) -> list[str]:
+    """The command between backticks after "see it with", as the shell would split it."""
+    import shlex
+
+    return shlex.split(out.split("see it with `", 1)[1].split("`", 1)[0])
+
+
+@pytest.mark.parametrize("where", ["another store", "the default store"])
+def test_cli_import_ends_with_a_show_command_that_works_as_printed(tmp_path: Path, where: str) -> None:
+    """The printed `argus-lab show` names the store unless it is ./argus.duckdb of the directory it ran in, and,
+    pasted into a shell in that directory, shows the imported run."""
+    here = tmp_path / "work"
+    here.mkdir()
+    store = tmp_path / "elsewhere" / "imports.duckdb" if where == "another store" else here / "argus.duckdb"
+    imported = _cli("import", str(trace(tmp_path)), *(["--store", str(store)] if where == "another store" else []),
+                    cwd=here)  # fmt: skip
+    assert imported.returncode == 0, imported.stderr
+    (run,) = Store(store).rows("SELECT run_id FROM runs")[0]
+    argv = _printed_command(imported.stdout)
+    assert argv[:4] == ["argus-lab", "show", "--run", run]
+    assert argv[4:] == (["--store", str(store)] if where == "another store" else [])
+    shown = _cli(*argv[1:], cwd=here)
+    assert shown.returncode == 0, shown.stderr
+    assert "step" in shown.stdout and run in shown.stdout
+
+
+def _measure(store: Path, signals: str) -> None:
+    """``argus-lab run examples/nested.py`` with ``signals`` into ``store`` (GPU signals are skipped here)."""
+    done = _cli("run", str(ROOT / "examples" / "nested.py"), "--signals", signals, "--repeat", "1", "--store",
+                str(store), cwd=store.parent)  # fmt: skip
+    assert done.returncode in (0, 3), done.stderr  # 3: every run skipped
+
+
+def _runs(store: Path) -> dict[str, str]:
+    return dict(Store(store).rows("SELECT status, run_id FROM runs ORDER BY started_ns"))
+
+
+@pytest.mark.skipif(gpu_available(), reason="needs a machine without a GPU, where gpu.time runs are skipped")
+def test_cli_export_passes_over_a_latest_request_that_was_skipped_and_says_so(tmp_path: Path) -> None:
+    """A demanding user's `argus-lab export report.html` after a GPU request was skipped on a CPU machine: the
+    report of the latest request that measured something, and a note naming the skipped request, its run, why,
+    and the `--run` that exports it anyway."""
+    store = tmp_path / "s.duckdb"
+    _measure(store, "host.wall")
+    _measure(store, "gpu.time")
+    runs = _runs(store)
+    out = _cli("export", str(tmp_path / "report.html"), "--store", str(store), cwd=tmp_path)
+    assert out.returncode == 0, out.stderr
+    wrote, note = out.stdout.splitlines()
+    assert runs["ok"] in wrote and runs["skipped"] not in wrote
+    assert note.startswith("note: request q-") and "measured nothing" in note
+    assert f"run {runs['skipped']} was skipped (not collected: gpu.time" in note
+    assert f"To export the skipped one anyway, name its runs: --run {runs['skipped']}" in note
+    page = (tmp_path / "report.html").read_text()
+    assert runs["ok"] in page
+    # the skipped run, asked for by name: exported, no note
+    again = _cli("export", str(tmp_path / "skipped.html"), "--store", str(store), "--run", runs["skipped"],
+                 cwd=tmp_path)  # fmt: skip
+    assert again.returncode == 0 and "note:" not in again.stdout and runs["skipped"] in again.stdout
+
+
+@pytest.mark.skipif(gpu_available(), reason="needs a machine without a GPU, where gpu.time runs are skipped")
+def test_export_of_a_store_whose_every_request_was_skipped_exports_the_latest_and_says_why(tmp_path: Path) -> None:
+    store = tmp_path / "s.duckdb"
+    _measure(store, "gpu.time")
+    res = export(store, tmp_path / "t.json")
+    assert res.run_ids == (_runs(store)["skipped"],)
+    (note,) = res.notes
+    assert "measured nothing" in note and "No request of this store measured anything" in note
+    assert res.text().splitlines()[1] == f"note: {note}"

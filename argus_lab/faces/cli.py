@@ -3,10 +3,14 @@
 from __future__ import annotations
 
 import argparse
+import os
+import shlex
 import sys
 from collections.abc import Sequence
+from pathlib import Path
 
 from argus_lab.errors import ArgusError
+from argus_lab.store.db import DEFAULT_STORE, default_store_path
 
 EPILOG = """examples:
   argus-lab run examples/nested.py --signals host.wall,host.cpu --repeat 5 --store argus.duckdb
@@ -190,7 +194,7 @@ def build_parser() -> argparse.ArgumentParser:
     _common(recover)
     recover.add_argument("--no-join", action="store_true", help="store the recovered runs without joining them")
 
-    sub.add_parser("signals", help="list every known signal with its unit and backend")
+    sub.add_parser("signals", help="list every known signal: its unit, backend and what it measures")
     doctor = sub.add_parser(
         "doctor",
         help="check what this machine can measure (GPU, driver, CUDA, CUPTI, ncu, NVML, PM sampling, torch, Triton, "
@@ -211,7 +215,14 @@ def build_parser() -> argparse.ArgumentParser:
     export.add_argument(
         "--format", choices=("perfetto", "parquet", "html"), default=None, help="the format (default: from OUT's name)"
     )
-    export.add_argument("--run", action="append", default=None, metavar="RUN_ID", help="runs (default: latest request)")
+    export.add_argument(
+        "--run",
+        action="append",
+        default=None,
+        metavar="RUN_ID",
+        help="runs (repeatable; default: the latest request that measured something: a newer request whose runs "
+        "were all skipped is passed over, and the export says so)",
+    )
     export.add_argument("--title", default="", help="the report's title (html)")
 
     imp = sub.add_parser(
@@ -271,12 +282,16 @@ def main(argv: Sequence[str] | None = None) -> int:
     except ArgusError as exc:
         print(f"argus-lab: error: {_shown(str(exc))}", file=sys.stderr)
         return 2
+    except BrokenPipeError:  # the reader left early (`argus-lab signals | head`): stop quietly, no traceback
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())  # nothing more to flush at exit
+        return 0
     except KeyboardInterrupt as exc:
-        where = f" in {_shown(str(args.store))}" if getattr(args, "store", None) else ""
+        store = Path(args.store) if getattr(args, "store", None) else default_store_path()
         how = "terminated (SIGTERM)" if exc.args and exc.args[0] == "SIGTERM" else "interrupted"
         print(
-            f"argus-lab: {how}; the runs that ended are stored{where}, the interrupted one with the "
-            "repetitions it finished (`argus-lab show` lists them, `argus-lab join` joins them)",
+            f"argus-lab: {how}; the runs that ended are stored in {_shown(str(store))}, the interrupted one with the "
+            f"repetitions it finished (`{_shown(command('show', store=store))}` lists them, "
+            f"`{_shown(command('join', store=store))}` joins them)",
             file=sys.stderr,
         )
         return 143 if how != "interrupted" else 130
@@ -427,7 +442,8 @@ def _import(args: argparse.Namespace) -> int:
     options = {"domain": args.domain} if args.domain else {}
     result = import_trace(args.file, args.store, fmt=fmt, **options)
     print(result.text())
-    print(f"stored as run {result.run_id} in {result.store_path}; see it with `argus-lab show --run {result.run_id}`")
+    show = command("show", "--run", result.run_id, store=result.store_path)
+    print(f"stored as run {result.run_id} in {_shown(str(result.store_path))}; see it with `{_shown(show)}`")
     return 0
 
 
@@ -456,13 +472,23 @@ def _plan(args: argparse.Namespace) -> int:
 
 def _signals() -> int:
     from argus_lab.plan.catalog import CATALOG, FAMILIES
+    from argus_lab.report.text import table
 
-    width = max(len(n) for n in CATALOG)
-    for name, sig in CATALOG.items():
-        print(f"{name.ljust(width)}  {sig.unit:16} {sig.backend:9} {sig.description}")
-    for prefix, (backend, description) in FAMILIES.items():
-        print(f"{(prefix + '<metric>').ljust(width)}  {'':16} {backend:9} {description}")
+    rows = [(name, sig.unit, sig.backend, sig.description) for name, sig in CATALOG.items()]
+    rows += [(prefix + "<metric>", "(the metric's)", backend, description) for prefix, (backend, description) in
+             FAMILIES.items()]  # fmt: skip
+    print(table(("signal", "unit", "backend", "what it measures"), rows, max_rows=len(rows)))
     return 0
+
+
+def command(*words: str | Path, store: Path) -> str:
+    """An ``argus-lab`` command line that works as printed: with ``--store`` unless ``store`` is the one a plain
+    ``argus-lab`` in this directory opens (``./argus.duckdb``, with no ``$ARGUS_STORE`` pointing elsewhere)."""
+    default = Path(DEFAULT_STORE).resolve()
+    argv = ["argus-lab", *map(str, words)]
+    if not (Path(store).resolve() == default and default_store_path().resolve() == default):
+        argv += ["--store", str(store)]
+    return shlex.join(argv)
 
 
 if __name__ == "__main__":

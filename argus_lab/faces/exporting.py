@@ -8,6 +8,11 @@ button (the server's ``GET argus-lab/export``).  The format is given, or read fr
 * ``parquet``: a folder (a name without a suffix, or ``*.parquet``), one Parquet file per table of the store,
   only the report's rows (:func:`argus_lab.views.perfetto.write_parquet`);
 * ``html``: ``*.html``, the report as one page that opens offline (:func:`argus_lab.views.html.export`).
+
+Without run ids it exports the runs of the store's *latest request that measured something*: a request whose
+every run was skipped (GPU signals on a machine without a GPU) is passed over, and the export says so in a note
+naming the skipped request, its runs and why they were skipped, and how to export it anyway (``--run RUN_ID``).
+When every request was skipped, the latest one is exported, with the same note.
 """
 
 from __future__ import annotations
@@ -18,6 +23,7 @@ import tempfile
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
 from argus_lab.errors import ArgusError
 from argus_lab.store import Store
@@ -39,9 +45,11 @@ class ExportResult:
     run_ids: tuple[str, ...]
     files: tuple[Path, ...]
     counts: dict[str, int] = field(default_factory=dict)
+    notes: tuple[str, ...] = ()
+    """What the reader should know about the runs chosen (a newer request that measured nothing, passed over)."""
 
     def text(self) -> str:
-        """One line for a terminal or a notebook."""
+        """One line for a terminal or a notebook, then a line per note."""
         size = sum(f.stat().st_size for f in self.files if f.exists())
         what = {
             "perfetto": "open it in https://ui.perfetto.dev (or chrome://tracing)",
@@ -49,7 +57,10 @@ class ExportResult:
             "html": "it opens offline in any browser",
         }[self.format]
         runs = ", ".join(self.run_ids) if len(self.run_ids) <= 3 else f"{len(self.run_ids)} runs"
-        return f"wrote {self.path} ({size / 1e6:.1f} MB, {self.format}, {runs}); {what}"
+        return "\n".join(
+            [f"wrote {self.path} ({size / 1e6:.1f} MB, {self.format}, {runs}); {what}"]
+            + [f"note: {n}" for n in self.notes]
+        )
 
 
 def format_of(out: str | Path, fmt: str | None = None) -> str:
@@ -88,18 +99,19 @@ def export(
     st = store if isinstance(store, Store) else Store(store)
     kind = format_of(out, fmt)
     path = Path(out)
-    runs = resolve_runs(st, run_ids)
+    choice = choose_runs(st, run_ids)
+    runs, notes = choice.run_ids, choice.notes
     if kind == "html":
         from argus_lab.report import Report
         from argus_lab.views.html import export as export_html
 
         written = export_html(Report(st, list(runs)), path, title=title)
-        return ExportResult(written, kind, runs, (written,))
+        return ExportResult(written, kind, runs, (written,), notes=notes)
     if kind == "parquet":
         from argus_lab.views.perfetto import write_parquet
 
         files = write_parquet(st, path, runs)
-        return ExportResult(path, kind, runs, tuple(files))
+        return ExportResult(path, kind, runs, tuple(files), notes=notes)
     from argus_lab.views.perfetto import write_trace
 
     if path.name.lower().endswith(".gz"):
@@ -112,11 +124,25 @@ def export(
     else:
         path.parent.mkdir(parents=True, exist_ok=True)
         counts = write_trace(st, runs, path)
-    return ExportResult(path, kind, runs, (path,), counts)
+    return ExportResult(path, kind, runs, (path,), counts, notes)
+
+
+@dataclass(frozen=True)
+class RunChoice:
+    """The runs an export takes, and what the reader should know about the choice."""
+
+    run_ids: tuple[str, ...]
+    notes: tuple[str, ...] = ()
 
 
 def resolve_runs(store: Store, run_ids: Sequence[str] | None) -> tuple[str, ...]:
-    """``run_ids`` checked against the store, or the runs of its latest request."""
+    """``run_ids`` checked against the store, or the runs of its latest request that measured something."""
+    return choose_runs(store, run_ids).run_ids
+
+
+def choose_runs(store: Store, run_ids: Sequence[str] | None) -> RunChoice:
+    """``run_ids`` checked against the store; without them, the runs of the latest request that measured something,
+    with a note for each newer request that was skipped (see the module docstring)."""
     from argus_lab.store import queries
 
     if run_ids:
@@ -128,13 +154,33 @@ def resolve_runs(store: Store, run_ids: Sequence[str] | None) -> tuple[str, ...]
                 f"{store.path}` (or `%argus runs`)"
             )
             raise ExportError(msg)
-        return tuple(dict.fromkeys(run_ids))
-    latest = store.rows(queries.LATEST_REQUEST)
-    runs = tuple(r[0] for r in store.rows(queries.RUNS_OF_REQUEST, [latest[0][0]])) if latest else ()
-    if not runs:
+        return RunChoice(tuple(dict.fromkeys(run_ids)))
+    requests = store.records(queries.REQUESTS_NEWEST_FIRST)  # a missing store says so (StoreError)
+    if not requests:
         msg = f"the store {store.path} has no runs to export; measure or import something first"
         raise ExportError(msg)
-    return runs
+    measured = next((q for q in requests if any(s != "skipped" for s in q["statuses"])), None)
+    chosen = measured or requests[0]
+    passed_over = requests[: requests.index(chosen)] if measured else [chosen]
+    notes = tuple(_skipped_note(q, measured) for q in passed_over)
+    return RunChoice(tuple(chosen["run_ids"]), notes)
 
 
-__all__ = ["FORMATS", "ExportError", "ExportResult", "export", "format_of", "resolve_runs"]
+def _skipped_note(request: dict[str, Any], measured: dict[str, Any] | None) -> str:
+    """A request whose every run was skipped: what it asked, why it was skipped, what was exported instead."""
+    ids = list(request["run_ids"])
+    asked = "; ".join(x for x in (request["workload"], request["text"]) if x)
+    why = "; ".join(request["causes"] or []) or "no cause recorded"
+    runs = f"run {ids[0]} was" if len(ids) == 1 else f"runs {', '.join(ids)} were"
+    head = f"request {request['request_id']} ({asked}) measured nothing: {runs} skipped ({why}). "
+    if measured is None:
+        return head + "No request of this store measured anything, so this one is exported: its report says why."
+    pick = " ".join(f"--run {r}" for r in ids)
+    return (
+        head + f"Exported the latest request that measured something instead: {measured['request_id']} "
+        f"(run(s) {', '.join(measured['run_ids'])}). To export the skipped one anyway, name its runs: {pick} "
+        "(run_ids= in Python)"
+    )
+
+
+__all__ = ["FORMATS", "ExportError", "ExportResult", "RunChoice", "choose_runs", "export", "format_of", "resolve_runs"]

@@ -37,13 +37,9 @@
   'use strict';
 
   var VERSION = 'argus.report/1';
-  var PALETTE = ['#1f77b4', '#ff7f0e', '#2ca02c', '#d62728', '#9467bd', '#8c564b', '#e377c2', '#7f7f7f',
-    '#bcbd22', '#17becf'];
   // how a signal's values combine (plan/catalog.py AGGREGATION_TEXT)
   var AGG_TEXT = {sum: 'sum', mean: 'mean (weighted by time)', max: 'max', min: 'min', fact: 'largest per kernel',
     span: 'span'};
-  var CLASS_COLORS = {exact: '#2ca02c', ordinal: '#1f77b4', temporal: '#17becf', ambiguous: '#ff7f0e',
-    mismatch: '#d62728', unattributed: '#7f7f7f', binary: '#9467bd'};
 
   // -- small helpers ----------------------------------------------------------------------------------------
   function esc(s) {
@@ -130,7 +126,11 @@
   };
 
   // -- sortable table ----------------------------------------------------------------------------------------
-  // cols: [{key, label, unit?: string | (row) => unit, fmt?: (v, row) => string, title?: (row) => string}]
+  // cols: [{key, label, unit?: string | (row) => unit, fmt?: (v, row) => string, title?: (row) => string,
+  //         nowrap?: true, prose?: true | 'clamp'}]: a prose column (a sentence per row) is never squeezed to a
+  //         sliver a word wide; 'clamp' also shows only its first lines (all of it on hover).
+  // opts: {maxRows, sortKey, sortDir, onRowClick, empty, total, reasons?: {key, label, one, many}: the distinct
+  //         values of that column listed once under the table}
   function table(b, cols, rows, opts) {
     opts = opts || {};
     var max = opts.maxRows || 200;
@@ -177,9 +177,11 @@
           var v = r[c.key];
           var text = c.fmt ? c.fmt(v, r) : unit !== undefined ? fmt(v, unit) : v == null ? '' : String(v);
           var td = b.el('td', typeof v === 'number' ? 'argus-num'
-            : c.key === 'run_id' || c.key === 'runs' || c.key === 'ref_run_id' ? 'argus-nowrap'
-              : c.key === 'cause' ? 'argus-pre' : null, text);
-          var hover = c.title ? c.title(r) : '';
+            : c.key === 'run_id' || c.key === 'runs' || c.key === 'ref_run_id' || c.nowrap ? 'argus-nowrap'
+              : c.key === 'cause' ? 'argus-pre' : c.prose ? 'argus-prose' : null, c.prose === 'clamp' ? null : text);
+          // a clamped sentence shows its first lines (the whole of it on hover, and once under the table)
+          if (c.prose === 'clamp') td.appendChild(b.el('div', 'argus-clamp', text));
+          var hover = c.title ? c.title(r) : c.prose === 'clamp' ? text : '';
           if (hover) td.title = hover;
           tr.appendChild(td);
         });
@@ -197,7 +199,36 @@
     fill();
     wrap.appendChild(tbl);
     wrap.appendChild(note);
-    return wrap;
+    if (!opts.reasons) return wrap;
+    var outer = b.el('div');  // the reasons under the scroll box, never inside it
+    outer.appendChild(wrap);
+    outer.appendChild(reasonList(b, rows, opts.reasons));
+    return outer;
+  }
+
+  // the distinct sentences of one column, each once with the rows that share it (e.g. why compiler facts are
+  // missing: one reason repeated for every library kernel is read once here, not in every row)
+  var REASONS_MAX = 12;
+  function reasonList(b, rows, spec) {
+    var count = {}, order = [];
+    rows.forEach(function (r) {
+      var t = r[spec.key] == null ? '' : String(r[spec.key]);
+      if (!t) return;
+      if (!count[t]) order.push(t);
+      count[t] = (count[t] || 0) + 1;
+    });
+    var box = b.el('div', 'argus-reasons');
+    if (!order.length) return box;
+    box.appendChild(b.el('div', 'argus-note', spec.label));
+    var list = b.el('ul');
+    order.slice(0, REASONS_MAX).forEach(function (t) {
+      list.appendChild(b.el('li', null, count[t] + ' ' + (count[t] === 1 ? spec.one : spec.many) + ': ' + t));
+    });
+    if (order.length > REASONS_MAX) {
+      list.appendChild(b.el('li', null, (order.length - REASONS_MAX) + ' other reason(s): hover a row to read it'));
+    }
+    box.appendChild(list);
+    return box;
   }
 
   // -- the report ------------------------------------------------------------------------------------------
@@ -214,6 +245,11 @@
     var maxRows = options.maxRows || 200;
     var plots = [];
     var J = bundle.joined || {};
+    // colours come with the bundle (argus_lab/views/palette.py: the plotly figures in Python use the same); a bundle
+    // written before it had them leaves the colours to plotly and the stylesheet
+    var PAL = bundle.palette || {};
+    function depthColor(i) { var p = PAL.regions || []; return p.length ? p[i % p.length] : ''; }
+    function classColor(c) { return (PAL.classes || {})[c] || PAL.other_class; }
     var DT = bundle.device_timelines || [];
     var device = {pick: null, draw: null};
     var T = {};
@@ -328,7 +364,7 @@
         if (groups.length) {
           section(drillEl, 'instance groups (instances that ran different kernel sequences)', table(b, [
             {key: 'group', label: 'group'}, {key: 'indexes', label: 'instances'}, {key: 'kernels', label: 'kernels'},
-            {key: 'values', label: 'medians', fmt: groupValues}, {key: 'note', label: 'what differs'},
+            {key: 'values', label: 'medians', fmt: groupValues}, {key: 'note', label: 'what differs', prose: true},
             {key: 'run_id', label: 'run'}], groups, {maxRows: maxRows}));
         }
         var kg = (T.kernel_groups || []).filter(function (r) { return r.path === path; });
@@ -362,7 +398,8 @@
           return Object.keys(names).some(function (n) { return n && key.indexOf(n) >= 0; });
         });
         section(drillEl, 'compiler facts', cf.length || !facts.length
-          ? table(b, compilerCols(), cf, {maxRows: maxRows, empty: 'no compiler facts for the kernels of this region'})
+          ? table(b, compilerCols(), cf, {maxRows: maxRows, reasons: MISSING,
+            empty: 'no compiler facts for the kernels of this region'})
           : table(b, counterCols(), facts, {maxRows: maxRows}));
       }
       var devRows = (J.device || []).filter(function (r) { return r.path === path; });
@@ -443,9 +480,12 @@
         {key: 'num_warps', label: 'warps'}, {key: 'num_stages', label: 'stages'},
         {key: 'sass_instructions', label: 'SASS'}, {key: 'sass_mix', label: 'SASS mix', fmt: sassMix},
         {key: 'ran_in', label: 'ran in', fmt: function (v, r) { return v || r.paths || ''; }},
-        {key: 'origin', label: 'found by', fmt: function (v, r) { return v || r.source || ''; }},
-        {key: 'unavailable', label: 'missing'}, {key: 'run_id', label: 'run'}];
+        {key: 'origin', label: 'found by', nowrap: true, fmt: function (v, r) { return v || r.source || ''; }},
+        {key: 'unavailable', label: 'missing', prose: 'clamp'}, {key: 'run_id', label: 'run'}];
     }
+    // under a compiler-facts table: each reason for missing facts once
+    var MISSING = {key: 'unavailable', label: 'why facts are missing (each reason once):', one: 'kernel',
+      many: 'kernels'};
     // a kernel name as recorded (mangled) is shown demangled and shortened (display_name); hover shows both
     function kernelCol() {
       return {key: 'name', label: 'kernel', fmt: function (v, r) { return r.display_name || (v == null ? '' : String(v)); },
@@ -486,7 +526,7 @@
         {key: 'signals', label: 'signals', fmt: function (v) { return (v || []).join(', '); }},
         {key: 'reps_done', label: 'reps'}, {key: 'seconds', label: 'seconds',
           fmt: function (v) { return v == null ? '-' : v.toFixed(2); }},
-        {key: 'reason', label: 'why a separate run'}, {key: 'cause', label: 'cause'},
+        {key: 'reason', label: 'why a separate run', prose: true}, {key: 'cause', label: 'cause'},
         {key: 'workload', label: 'workload'}, {key: 'command', label: 'command'}];
     }
 
@@ -581,7 +621,7 @@
         box.style.left = (100 * left) + '%';
         box.style.width = 'calc(' + (100 * w) + '% - 1px)';
         box.style.top = (depth * 24) + 'px';
-        box.style.background = PALETTE[depth % PALETTE.length];
+        box.style.background = depthColor(depth);
         if (r.exclusive != null && r.inclusive) {
           var self = b.el('div', 'argus-flame-self');
           self.style.width = Math.max(0, Math.min(100, 100 * r.exclusive / r.inclusive)) + '%';
@@ -650,7 +690,7 @@
       function trace(r) {
         return byRegion[r] || (byRegion[r] = {type: 'bar', orientation: 'h', y: [], base: [], x: [],
           hovertext: [], customdata: [], hoverinfo: 'text', name: esc(tl.regions[r]), legendgroup: 'r' + r,
-          marker: {color: PALETTE[r % PALETTE.length], line: {width: 0}}, width: 0.8});
+          marker: {color: (tl.colors || [])[r], line: {width: 0}}, width: 0.8});
       }
       if (shown.length <= HOST_EXACT_MAX) {
         shown.forEach(function (i) {
@@ -706,7 +746,7 @@
         return byRegion[key] || (byRegion[key] = {type: 'bar', orientation: 'h', y: [], base: [], x: [],
           hovertext: [], customdata: [], hoverinfo: 'text', name: label, showlegend: r < 0,
           legendgroup: 'r' + r, width: 0.8,
-          marker: {color: r < 0 ? '#999999' : PALETTE[r % PALETTE.length], line: {width: 0},
+          marker: {color: r < 0 ? PAL.outside : (tl.colors || [])[r], line: {width: 0},
             opacity: d.exact ? [] : 1}});
       }
       var lo = range ? range[0] * 1e6 : -Infinity, hi = range ? range[1] * 1e6 : Infinity;
@@ -860,7 +900,7 @@
       function trace(r) {
         return byRegion[r] || (byRegion[r] = {type: 'bar', orientation: 'h', y: [], base: [], x: [], width: [],
           hovertext: [], hoverinfo: 'text', name: esc(t.regions[r]), legendgroup: 'd' + r,
-          marker: {color: PALETTE[r % PALETTE.length], line: {width: 0}}});
+          marker: {color: (t.colors || [])[r], line: {width: 0}}});
       }
       var lo = range ? range[0] * 1e3 : -Infinity, hi = range ? range[1] * 1e3 : Infinity;
       if (t.exact) {
@@ -998,7 +1038,7 @@
             {key: 'clean_median_ns', label: 'clean', unit: 'ns'},
             {key: 'instrumented_median_ns', label: 'instrumented', unit: 'ns'},
             {key: 'ratio_median', label: 'ratio', fmt: function (v) { return v == null ? '-' : v.toFixed(3) + 'x'; }},
-            {key: 'run_id', label: 'instrumented run'}, {key: 'note', label: 'note'}], J.device_overhead,
+            {key: 'run_id', label: 'instrumented run'}, {key: 'note', label: 'note', prose: true}], J.device_overhead,
           {maxRows: maxRows}));
         }
       });
@@ -1013,7 +1053,7 @@
       }
       if ((J.compiler || []).length) {
         pane.appendChild(b.el('h4', 'argus-h', 'compiler facts'));
-        pane.appendChild(table(b, compilerCols(), J.compiler, {maxRows: maxRows}));
+        pane.appendChild(table(b, compilerCols(), J.compiler, {maxRows: maxRows, reasons: MISSING}));
       }
       pane.appendChild(b.el('h4', 'argus-h', 'per-kernel values (filter below)'));
       var filt = b.el('input', 'argus-filter');
@@ -1059,7 +1099,7 @@
         var traces = Object.keys(classes).map(function (c) {
           return {type: 'bar', name: esc(c || '(none)'), x: paths.map(esc),
             y: paths.map(function (p) { return counts[p + '\u0000' + c] || 0; }),
-            customdata: paths, marker: {color: CLASS_COLORS[c] || '#bbbbbb'}};
+            customdata: paths, marker: {color: classColor(c)}};
         });
         var plot = b.el('div', 'argus-plot');
         pane.appendChild(plot);
@@ -1102,7 +1142,7 @@
       pane.appendChild(table(b, [{key: 'class', label: 'class'}, {key: 'evidence', label: 'evidence'},
         {key: 'evidence_id', label: 'item'},
         {key: 'candidates', label: 'candidates', fmt: function (v) { return (v || []).join('; '); }},
-        {key: 'reason', label: 'reason'}, {key: 'run_id', label: 'run'}], T.ambiguous || [],
+        {key: 'reason', label: 'reason', prose: true}, {key: 'run_id', label: 'run'}], T.ambiguous || [],
       {maxRows: maxRows, total: total('ambiguous'), empty: 'none: every item has one region instance'}));
     });
 

@@ -10,6 +10,12 @@ FROM runs WHERE run_id IN (SELECT unnest(?::VARCHAR[])) ORDER BY plan_index
 
 LATEST_REQUEST = "SELECT request_id FROM requests ORDER BY created_ns DESC LIMIT 1"
 RUNS_OF_REQUEST = "SELECT run_id FROM runs WHERE request_id = ? ORDER BY plan_index"
+REQUESTS_NEWEST_FIRST = """
+SELECT q.request_id, q.text, any_value(r.workload) AS workload, list(r.run_id ORDER BY r.plan_index) AS run_ids,
+       list(r.status ORDER BY r.plan_index) AS statuses, list(DISTINCT r.cause) FILTER (WHERE r.cause <> '') AS causes
+FROM requests q JOIN runs r USING (request_id)
+GROUP BY q.request_id, q.text, q.created_ns ORDER BY q.created_ns DESC
+"""
 
 INSTANCE_ERRORS = """
 SELECT path, count(*) AS n, any_value(error) AS error FROM region_instances

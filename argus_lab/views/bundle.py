@@ -7,6 +7,8 @@ JupyterLab (the argus MIME renderer), in the ``text/html`` fallback and in an ex
 Layout (``"format": "argus.report/1"``)::
 
     title, store, created, run_ids
+    palette      the colours of regions, phases and attribution classes (argus_lab.views.palette); each timeline
+                 and device timeline also carries ``colors``, one per entry of its ``regions``
     summary      runs, status counts, regions, signals, instances, kernels, coverage sentences, heterogeneity
                  (instances that ran a different kernel sequence)
     regions      the Report's region rows (path, signal, instances, median, p25, p75, unit, runs, attribution)
@@ -36,6 +38,7 @@ from typing import TYPE_CHECKING, Any
 from argus_lab.join.attribution import CLASS_MEANINGS
 from argus_lab.views import device, evidence
 from argus_lab.views.escape import jsonable
+from argus_lab.views.palette import palette_json
 from argus_lab.views.timeline import TimelineLimits, timeline_data
 
 if TYPE_CHECKING:
@@ -152,6 +155,7 @@ def build(report: Report, limits: BundleLimits = NOTEBOOK, title: str = "") -> d
     }
     return {
         "format": FORMAT,
+        "palette": palette_json(),
         "title": title or f"argus report: {len(ids)} run(s)",
         "scope": getattr(report, "view_scope", ""),
         "store": str(store.path),

@@ -5,21 +5,12 @@ from __future__ import annotations
 from typing import TYPE_CHECKING
 
 from argus_lab.views.escape import plotly_text
+from argus_lab.views.palette import class_color
 
 if TYPE_CHECKING:
     import plotly.graph_objects as go
 
     from argus_lab.report import Report
-
-CLASS_COLORS = {
-    "exact": "#2ca02c",
-    "ordinal": "#1f77b4",
-    "temporal": "#17becf",
-    "ambiguous": "#ff7f0e",
-    "mismatch": "#d62728",
-    "unattributed": "#7f7f7f",
-    "binary": "#9467bd",
-}
 
 
 def ambiguity_figure(report: Report) -> go.Figure:
@@ -50,7 +41,7 @@ def ambiguity_figure(report: Report) -> go.Figure:
                 x=[plotly_text(p) for p in paths],
                 y=[counts.get((p, cls), 0) for p in paths],
                 customdata=paths,
-                marker_color=CLASS_COLORS.get(cls, "#bbbbbb"),
+                marker_color=class_color(cls),
                 row=1,
                 col=col,
             )

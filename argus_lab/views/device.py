@@ -4,7 +4,8 @@
 the join placed it under) into the compact structure that ``argus_lab/static/report-renderer.js`` draws (the
 *Device* tab of a report and of its exported HTML) and :func:`figure` draws with plotly in Python.  One lane per SM,
 ordered by when the SM finished (the last-finishing SMs at the bottom, so the tail reads as a staircase); bars are
-device region occurrences coloured by region; two marks show the median SM end and the last SM end, whose distance
+device region occurrences coloured by region (``colors``, from :mod:`argus_lab.views.palette`, the colours the
+renderer uses too); two marks show the median SM end and the last SM end, whose distance
 is ``dev.tail``.  Times are GPU ns (``%globaltimer``) relative to the launch's first CTA begin.
 
 Scale: a launch with up to ``exact_limit`` occurrences embeds each one; a larger one embeds the aggregation pyramid
@@ -22,6 +23,7 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 
 from argus_lab.views.escape import jsonable
+from argus_lab.views.palette import region_colors
 from argus_lab.views.timeline import TimelineLimits, pyramid
 
 if TYPE_CHECKING:
@@ -149,6 +151,7 @@ def launch_data(ref: LaunchRef, cols: Mapping[str, Mapping[str, Any]], limits: T
         "t0": str(t0),
         "span": span,
         "regions": [str(r) for r in regions.tolist()],
+        "colors": region_colors([str(r) for r in regions.tolist()]),
         "lanes": [f"SM {s}" for s in sm_ids.tolist()],
         "sm": {
             "sm": sm_ids.tolist(),
@@ -210,6 +213,7 @@ def figure(data: Mapping[str, Any], title: str = "") -> go.Figure:
 
     fig = go.Figure()
     regions: list[str] = list(data["regions"])
+    colors: list[str] = list(data.get("colors") or region_colors(regions))
     lanes: list[str] = list(data["lanes"])
     if data.get("exact", True):
         for r, name in enumerate(regions):
@@ -222,6 +226,7 @@ def figure(data: Mapping[str, Any], title: str = "") -> go.Figure:
                 base=[data["start"][i] / 1e3 for i in sel],
                 x=[max(data["end"][i] - data["start"][i], 1) / 1e3 for i in sel],
                 width=[0.8 - 0.25 * min(data["depth"][i], 2) for i in sel],
+                marker={"color": colors[r], "line": {"width": 0}},
                 name=plotly_text(name),
                 hovertext=[f"{plotly_text(name)} · CTA {data['cta'][i]} · {lanes[data['lane'][i]]}" for i in sel],
                 hoverinfo="text+x",
@@ -238,6 +243,8 @@ def figure(data: Mapping[str, Any], title: str = "") -> go.Figure:
                 y=[lvl["lane"][i] for i in sel],
                 base=[lvl["bin"][i] * w / 1e3 for i in sel],
                 x=[w / 1e3] * len(sel),
+                width=0.8,
+                marker={"color": colors[r], "line": {"width": 0}},
                 name=f"{plotly_text(name)} (aggregated)",
                 hovertext=[f"{lvl['count'][i]} occurrence(s), busy {lvl['busy'][i] / 1e3:.2f} us" for i in sel],
                 hoverinfo="text",

@@ -20,6 +20,7 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 
 from argus_lab.report.names import display_name
+from argus_lab.views.palette import region_color, region_colors
 
 if TYPE_CHECKING:
     import plotly.graph_objects as go
@@ -48,6 +49,11 @@ class TimelineLimits:
 
 
 Columns = Mapping[str, Sequence[Any] | np.ndarray]
+
+LANE_FILL = 0.8
+"""How much of its lane a bar fills.  Set on every trace: plotly's default width is 0.8 of the smallest distance
+between a trace's own positions, so a region whose instances sit on lanes 0 and 5 (two ranks) would draw bars four
+lanes tall, over its neighbours."""
 
 
 def _arr(cols: Columns, name: str, dtype: Any = np.int64, default: Any = 0) -> np.ndarray:
@@ -125,6 +131,7 @@ def timeline_data(
         "span": span,
         "lanes": lanes,
         "regions": regions,
+        "colors": region_colors(regions),
         "host": host,
         "device": device,
         "ranks": ranks,
@@ -353,6 +360,7 @@ def figure(timeline: Mapping[str, Any], title: str = "") -> go.Figure:
 
     fig = go.Figure()
     regions: list[str] = list(timeline["regions"])
+    colors: list[str] = list(timeline.get("colors") or region_colors(regions))
     host = timeline["host"]
     lanes = timeline["lanes"]
     for r, name in enumerate(regions):
@@ -364,6 +372,8 @@ def figure(timeline: Mapping[str, Any], title: str = "") -> go.Figure:
             y=[host["lane"][i] for i in sel],
             base=[host["start"][i] / 1e6 for i in sel],
             x=[(host["end"][i] - host["start"][i]) / 1e6 for i in sel],
+            width=LANE_FILL,
+            marker={"color": colors[r], "line": {"width": 0}},
             name=plotly_text(name),
             legendgroup=str(r),
             hovertext=[f"{plotly_text(name)} #{host['index'][i]} (instance {host['iid'][i]})" for i in sel],
@@ -379,6 +389,8 @@ def figure(timeline: Mapping[str, Any], title: str = "") -> go.Figure:
                 y=ys,
                 base=[s / 1e6 for s in xs],
                 x=[(e - s) / 1e6 for s, e in zip(xs, bs, strict=True)],
+                width=LANE_FILL,
+                marker={"color": [region_color(r) for r in dev["region"]], "line": {"width": 0}},
                 name="kernels",
                 hovertext=[plotly_text(texts[i]) for i in dev["name"]],
                 hoverinfo="text+x",
@@ -391,6 +403,8 @@ def figure(timeline: Mapping[str, Any], title: str = "") -> go.Figure:
                 y=lvl["lane"],
                 base=[b * w / 1e6 for b in lvl["bin"]],
                 x=[w / 1e6] * len(lvl["bin"]),
+                width=LANE_FILL,
+                marker={"color": [region_color(r) for r in lvl["region"]], "line": {"width": 0}},
                 name="kernels (aggregated)",
                 hovertext=[
                     f"{c} kernels, busy {u / 1e3:.1f} us" for c, u in zip(lvl["count"], lvl["busy"], strict=True)

@@ -22,6 +22,7 @@ from typing import TYPE_CHECKING, Any, Literal
 import numpy as np
 
 from argus_lab.faces.optimizer.candidates import Candidate
+from argus_lab.faces.optimizer.text import evaluation_text
 
 if TYPE_CHECKING:
     from argus_lab.backends.device.decode import DecodedLaunch
@@ -289,6 +290,10 @@ class Evaluation:
     def median(self) -> float | None:
         """The median time (``None`` unless ok)."""
         return self.time.median if self.ok and self.time is not None else None
+
+    def text(self) -> str:
+        """The evidence for people: a labelled line per part, numbers with their units, attribution in words."""
+        return evaluation_text(self)
 
     def to_dict(self) -> dict[str, Any]:
         """The JSON object (docs/optimize.md)."""

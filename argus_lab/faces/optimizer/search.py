@@ -25,6 +25,7 @@ from typing import Any, Protocol
 from argus_lab.faces.optimizer.candidates import Budget, Candidate, OptimizeError, Space
 from argus_lab.faces.optimizer.evidence import Evaluation, StaticFacts
 from argus_lab.faces.optimizer.rules import Proposal, RuleContext, done, propose, prune
+from argus_lab.faces.optimizer.text import search_text, speedup_text
 
 
 @dataclass(frozen=True)
@@ -253,6 +254,14 @@ class SearchResult:
         if self.default is None or self.best is None or not self.default.ok or not self.best.median:
             return None
         return (self.default.median or 0.0) / self.best.median
+
+    def speedup_text(self) -> str:
+        """The speed-up in words, with both times, or why there is none (the default failed, nothing measured)."""
+        return speedup_text(self)
+
+    def text(self) -> str:
+        """Every step (status, median, rule, candidate), the speed-up and why the search stopped."""
+        return search_text(self)
 
     def to_dict(self) -> dict[str, Any]:
         """JSON: steps, decisions, default and best (candidate, median, noise), speed-up, stop reason."""
