@@ -69,7 +69,7 @@ class SynthRun:
     host_metrics: bool = True
     repetitions: int = 1
     warmup: int = 0
-    signals: Sequence[str] = ("host.wall", "gpu.time")
+    signals: Sequence[str] = ("host.wall", "gpu.time", "gpu.kernels", "gpu.span", "hw:*")  # what the request asked
     # (thread id, system name, role, rank) of the ``threads`` table, e.g. (3, "pt_autograd_0", "autograd", 0)
     threads: list[tuple[int, str, str, int]] = field(default_factory=list)
     # (thread id, start, end, rank) of backward() calls (``host_calls``), times relative to T0

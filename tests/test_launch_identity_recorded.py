@@ -147,9 +147,19 @@ def test_another_cupti_client_is_said_and_unrequested_signals_are_not_shown(stor
     assert settings["launch_path"] == "native external correlation"
     assert "torch.profiler's Kineto" in settings["other_cupti_client"] and "--isolate" in settings["other_cupti_client"]
     report = Report(st)
-    assert any("another CUPTI client" in s for s in report.coverage())
-    shown = {s for (s,) in st.rows("SELECT DISTINCT signal FROM instance_values")}
-    assert "gpu.launch_overhead" not in shown and "gpu.time" in shown
+    # said first, whole, with what it did to the numbers and the fix: in the text, the JSON and the HTML bundle
+    (warning,) = report.warnings
+    assert "2.1x" in warning and "--isolate" in warning
+    assert report.text().startswith("warning: run ") and "(2.1x)" in report.text().split("region  ")[0]
+    assert report.to_dict()["warnings"] == [warning]
+    from argus_lab.views import bundle
+
+    assert bundle.build(report)["summary"]["warnings"] == [warning]  # the HTML report's header shows it
+    assert not any("another CUPTI client" in s for s in report.coverage())  # not a gap in coverage
+    stored = {s for (s,) in st.rows("SELECT DISTINCT signal FROM instance_values")}
+    assert "gpu.launch_overhead" not in stored and "gpu.time" in stored
+    # only what the request named is shown (it asked for gpu.time and gpu.kernels; the store keeps gpu.span)
+    assert {r.signal for r in report.regions} == {"gpu.time", "gpu.kernels"} and "gpu.span" in stored
     before = CASES["profiler_before"]
     # no lasting slowdown from the measurement: the GEMM's CUDA-event time after it is not above the time before it
     assert before["events_after_argus_us"] <= before["events_after_profiler_us"] * 1.05

@@ -133,6 +133,24 @@ def test_child_replay_runs_setup_then_cell(ip: Any, magics: ArgusMagics, monkeyp
     assert next(r for r in rep.regions if r.path == "replayed").instances == 2
 
 
+def test_isolate_replays_the_cell_in_a_fresh_process(ip: Any, magics: ArgusMagics) -> None:
+    """``%%argus --isolate``: the fix the report names when another CUPTI client holds the kernel's process; the cell
+    runs (after its setup cells) in a child process, never in the kernel's own."""
+    import os
+
+    ip.run_cell("%%argus_setup\nimport argus_lab\nN = 300\n")
+    cell = "%%argus --isolate -s host.wall -n 2 -w 0 -o iso\nwith argus_lab.region('isolated'):\n    sum(range(N))\n"
+    res = ip.run_cell(cell)
+    assert res.success
+    rep = ip.user_ns["iso"]
+    (run,) = rep.runs
+    assert run.status == "ok", run.cause
+    assert "argus_lab.run.child" in run.command  # replayed by a child process
+    pids = {p for (p,) in rep.store.rows("SELECT DISTINCT pid FROM region_instances WHERE run_id = ?", [run.run_id])}
+    assert pids and os.getpid() not in pids  # its instances ran in another process
+    assert next(r for r in rep.regions if r.path == "isolated").instances == 2
+
+
 def test_line_commands(ip: Any, magics: ArgusMagics, tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     ip.run_cell("%%argus -s host.wall -n 1 -w 0 --no-show\nwith argus_lab.region('r'):\n    pass\n")
     ip.run_line_magic("argus", "plan -s host.wall,gpu.time,hw:dram__bytes_read.sum")

@@ -76,10 +76,20 @@ def parent_cycles(provenance: Sequence[ProvenanceRow]) -> list[str]:
     return out
 
 
+OTHER_CLIENT_EFFECT = (
+    "what it did on the H200 (tests/data/gpu/threads, profiler_before): a cuBLAS GEMM read gpu.time 11.2 µs in such "
+    "a process against 5.3 µs measured in a fresh one (2.1x); CUDA events of the same GEMM after the "
+    "measurement were no slower than before it; the process is left as argus_lab found it (that client keeps CUPTI, so "
+    "argus_lab does not detach it)"
+)
+"""The recorded effect of another CUPTI client on the numbers, said beside its warning."""
+
+
 def other_cupti_clients(provenance: Sequence[ProvenanceRow]) -> list[str]:
-    """Timing runs that found another CUPTI client in their process (what it does to the numbers, and the fix)."""
+    """Timing runs that found another CUPTI client in their process: what it does to the numbers (the recorded
+    figure) and the fix."""
     return [
-        f"run {p.run_id}: {p.settings['other_cupti_client']}"
+        f"run {p.run_id}: {p.settings['other_cupti_client']}; {OTHER_CLIENT_EFFECT}"
         for p in provenance
         if p.backend == "cupti" and p.settings.get("other_cupti_client")
     ]

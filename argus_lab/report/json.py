@@ -53,6 +53,7 @@ def build(report: Report) -> dict[str, Any]:
         "clock_offsets": [clean(r) for r in report.clock_offsets],
         "device": [clean(r) for r in report.device],
         "device_overhead": [clean(r) for r in report.device_overhead],
+        "warnings": list(report.warnings),
         "coverage": report.coverage(),
         "rules": {
             "diff": RULE,

@@ -23,13 +23,22 @@ FROM region_instances WHERE run_id {IN_RUNS} GROUP BY run_id, path
 # one value per (instance, signal) with the instance's path; warm-up instances left out.  A signal that several
 # runs supplied is reported from its run of record: not a replaying run (ncu perturbs host time), lowest plan index.
 # Runs of repeated requests at that same plan position are repeats of one measurement: their instances pool.
+# a value is shown only where its request asked for it (a name or a pattern such as gpu.*, in any run of the request:
+# counters land on the timing run's instances); a run that names no signals (an import) shows every value it has.
+# The store keeps the rest (gpu.span beside a requested gpu.time, say).
+_ASKED_LIST = "coalesce(q.asked, r0.signals, [])"
+ASKED = f"(len({_ASKED_LIST}) = 0 OR len(list_filter({_ASKED_LIST}, lambda p: v.signal GLOB p)) > 0)"
+
 VALUES = f"""
 WITH v AS (
     SELECT i.path, v.signal, v.run_id, v.instance_id, i.repetition, i.start_ns, v.inclusive, v.exclusive, v.unit,
            v.backend, v.provenance_id, v.w_exact, v.w_ordinal, v.w_temporal, v.w_ambiguous, v.w_mismatch
     FROM instance_values v
     JOIN region_instances i ON i.run_id = v.run_id AND i.instance_id = v.instance_id
-    WHERE v.run_id {IN_RUNS} AND NOT coalesce(i.warmup, false) /*SCOPE*/
+    LEFT JOIN runs r0 ON r0.run_id = v.run_id
+    LEFT JOIN (SELECT request_id, flatten(list(coalesce(signals, []))) AS asked FROM runs
+               WHERE request_id IS NOT NULL GROUP BY request_id) q ON q.request_id = r0.request_id
+    WHERE v.run_id {IN_RUNS} AND NOT coalesce(i.warmup, false) AND {ASKED} /*SCOPE*/
 ), src AS (  -- which runs supplied which (path, signal): a few rows
     SELECT v.path, v.signal, v.run_id,
            any_value(CASE WHEN list_has_any(coalesce(r.backends, []), ?::VARCHAR[]) THEN 1 ELSE 0 END)

@@ -93,6 +93,13 @@ def line(text: str, width: int = LINE_WIDTH) -> str:
     return elide(escape(text), width)
 
 
+def wrapped(text: str, width: int = LINE_WIDTH) -> list[str]:
+    """A sentence escaped and wrapped at ``width`` (nothing elided): for warnings that must be read whole."""
+    import textwrap
+
+    return textwrap.wrap(escape(text), width, subsequent_indent="  ", break_on_hyphens=False) or [""]
+
+
 def table(header: Sequence[str], rows: Sequence[Sequence[str]], *, max_rows: int = MAX_ROWS, what: str = "") -> str:
     """A left-aligned text table with a dashed rule under the header.
 

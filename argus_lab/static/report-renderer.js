@@ -271,6 +271,7 @@
     rootEl.appendChild(b.el('div', 'argus-summary', (s.runs || 0) + ' run(s) (' + st + ') \u00b7 '
       + (s.regions || 0) + ' region(s) \u00b7 ' + (s.instances || 0) + ' instance(s) \u00b7 '
       + (s.kernels || 0) + ' kernel record(s) \u00b7 store ' + (bundle.store || '?')));
+    (s.warnings || []).forEach(function (c) { rootEl.appendChild(b.el('div', 'argus-warn argus-warning', c)); });
     (s.coverage || []).forEach(function (c) { rootEl.appendChild(b.el('div', 'argus-warn', c)); });
     (s.heterogeneity || []).forEach(function (c) { rootEl.appendChild(b.el('div', 'argus-note argus-hetero', c)); });
 

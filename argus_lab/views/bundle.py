@@ -150,6 +150,7 @@ def build(report: Report, limits: BundleLimits = NOTEBOOK, title: str = "") -> d
         "signals": sorted({r["signal"] for r in regions}),
         "instances": tables["instances"].total if tables else 0,
         "kernels": tables["kernels"].total if tables else 0,
+        "warnings": list(getattr(report, "warnings", ())),
         "coverage": list(report.coverage()),
         "heterogeneity": report.heterogeneity(),
     }

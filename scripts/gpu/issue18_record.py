@@ -141,6 +141,23 @@ def summarize(report: Any, summary: dict[str, Any], store: Path) -> None:
     print(f"store {store.name}: {summary['store_bytes'] / 1e6:.2f} MB")
 
 
+def broken(summary: dict[str, Any]) -> int:
+    """1 when the check failed (a device launch not exact, or no finite overhead ratio), else 0, so that the
+    ``device`` part of scripts/gpu-check fails on its own; the reason is printed."""
+    import math
+
+    by_class = summary.get("device_launches_by_class", {})
+    ratios = [o.get("ratio_median") for o in summary.get("overhead", [])]
+    problems = []
+    if not by_class or set(by_class) != {"exact"}:
+        problems.append(f"device launches not all exact: {by_class}")
+    if not ratios or not all(isinstance(r, float) and math.isfinite(r) for r in ratios):
+        problems.append(f"no finite instrumented-variant overhead: {ratios}")
+    for p in problems:
+        print(f"FAILED: {p}", file=sys.stderr)
+    return 1 if problems else 0
+
+
 def compact(store: Path) -> None:
     """Rewrite the store without the free blocks its writes and the join left (``COPY FROM DATABASE``)."""
     import duckdb
@@ -175,6 +192,7 @@ def main(dest: Path, dry: bool) -> int:
         compact(store)
         summary["store_bytes_before_compaction"] = before
         summarize(report, summary, store)
+        rc = broken(summary)
     except BaseException as exc:  # the watchdog, or anything else: keep what was measured and say what happened
         summary["error"] = "".join(traceback.format_exception(type(exc), exc, exc.__traceback__))[-4000:]
         print(summary["error"], file=sys.stderr)

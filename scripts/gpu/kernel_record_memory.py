@@ -1,0 +1,74 @@
+"""The measured process's memory per kernel record during a timing run, on the GPU (bench/scale_bench.py measures
+the part after decoding on any machine).
+
+Usage (on the H200, from the repository root)::
+
+    python3 scripts/gpu/kernel_record_memory.py [--kernels-per-step 1000] [--steps 300] [--out DIR]
+
+A step launches ``--kernels-per-step`` small elementwise kernels inside one region.  The same steps run first with
+no measurement (the workload's own peak, ``VmHWM``), then under ``argus_lab.measure(step, "gpu.time", ...)`` in the
+same process; (peak after - peak before) / kernel records is what argus_lab costs per record at its peak: CUPTI's
+activity record, the decoded columns, the evidence and the store write.  Prints one JSON line.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+
+def peak_mib(key: str = "VmHWM:") -> float:
+    return next(int(x.split()[1]) for x in open("/proc/self/status") if x.startswith(key)) / 1024
+
+
+def main(argv: list[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--kernels-per-step", type=int, default=1000)
+    ap.add_argument("--steps", type=int, default=300)
+    ap.add_argument("--out", type=Path, default=None)
+    args = ap.parse_args(argv)
+    import torch
+
+    import argus_lab
+
+    x = torch.ones(256, device="cuda")
+    n = args.kernels_per_step
+
+    def step() -> None:
+        with argus_lab.region("step"):
+            y = x
+            for _ in range(n):
+                y = y + 1.0
+        torch.cuda.synchronize()
+
+    for _ in range(args.steps + 1):  # the workload alone, as many steps as the measurement runs
+        step()
+    before = peak_mib()
+    t0 = time.perf_counter()
+    store = Path(tempfile.mkdtemp()) / "mem.duckdb"
+    report = argus_lab.measure(step, "gpu.time", repeat=args.steps, warmup=1, store=str(store), progress=False)
+    seconds = time.perf_counter() - t0
+    after = peak_mib()
+    kernels = int(report.store.rows("SELECT count(*) FROM kernels")[0][0])
+    out = {
+        "kernels": kernels,
+        "peak_before_mib": round(before, 1),
+        "peak_after_mib": round(after, 1),
+        "bytes_per_record": round((after - before) * 2**20 / max(kernels, 1), 1),
+        "rss_after_mib": round(peak_mib("VmRSS:"), 1),
+        "measure_s": round(seconds, 2),
+        "store_mib": round(store.stat().st_size / 2**20, 1),
+    }
+    print(json.dumps(out))
+    if args.out is not None:
+        args.out.mkdir(parents=True, exist_ok=True)
+        (args.out / "kernel_record_memory.json").write_text(json.dumps(out, indent=1))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
