@@ -163,3 +163,21 @@ def test_a_version_1_store_gets_the_device_tables_and_version_2_on_its_first_wri
     assert store.rows("SELECT value FROM meta WHERE key = 'schema_version'") == [(str(SCHEMA_VERSION),)]
     assert store.rows("SELECT run_id, kernel FROM device_launches") == [("r2", "k")]
     assert store.rows("SELECT count(*) FROM region_instances") == [(1,)]
+
+
+def test_numpy_variable_width_strings_reach_the_store_as_fixed_width_unicode(store_path: Path) -> None:
+    """The CUPTI collector builds its kernel keys as numpy StringDType arrays (no Python object per key); pyarrow
+    before release 19 cannot read that dtype ("Unsupported numpy type 2056" on the H200's image), so the columns go
+    to Arrow as fixed-width unicode, and the store holds the same text."""
+    import numpy as np
+
+    from argus_lab.run.columns import jsonable_columns
+
+    keys = np.asarray(["0/1/17/0", "0/1/18/0"], dtype=np.dtypes.StringDType())
+    assert jsonable_columns({"kernel_key": keys})["kernel_key"].dtype.kind == "U"  # type: ignore[union-attr]
+    st = Store(store_path)
+    st.write({"kernels": {"run_id": np.asarray(["r", "r"], dtype=np.dtypes.StringDType()), "kernel_key": keys}})
+    assert st.rows("SELECT run_id, kernel_key FROM kernels ORDER BY kernel_key") == [
+        ("r", "0/1/17/0"),
+        ("r", "0/1/18/0"),
+    ]

@@ -21,6 +21,15 @@ def jsonable_columns(data: Mapping[str, Sequence[Any]]) -> dict[str, Sequence[An
     """
     out: dict[str, Sequence[Any]] = {}
     for key, col in data.items():
+        if getattr(getattr(col, "dtype", None), "kind", "") == "T":
+            # numpy's variable-width strings (StringDType, e.g. the CUPTI collector's kernel keys): the pyarrow of the
+            # H200's image cannot read them ("Unsupported numpy type 2056"; the CPU machine's 26.0 can), so they go
+            # as fixed-width unicode, which every pyarrow reads without a Python object per value
+            import numpy as np
+
+            width = int(np.strings.str_len(col).max()) if len(col) else 1
+            out[key] = col.astype(f"<U{max(width, 1)}")  # type: ignore[union-attr]
+            continue
         if (
             len(col) > 0
             and isinstance(col, list | tuple)  # arrays (numpy, Arrow) hold no dicts: they go to Arrow as they are
