@@ -11,8 +11,13 @@ from __future__ import annotations
 
 import gzip
 import hashlib
+import os
 import re
-from collections.abc import Sequence
+import shutil
+import tempfile
+import zlib
+from collections.abc import Iterator, Sequence
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -62,13 +67,23 @@ class ImportedTrace:
     settings: dict[str, Any] = field(default_factory=dict)
     staged: tuple[str, ...] = ()
     """Temporary tables left on the given connection for the queries of ``tables`` (drop them once written)."""
+    damage: tuple[str, ...] = ()
+    """What the import found wrong with the file itself (truncated, damaged bytes, counts that disagree, values out
+    of range), one sentence each: the run is stored as ``partial`` with these as its cause."""
 
     def text(self) -> str:
-        """A short summary: what was read and what was left out."""
+        """A short summary: what was read, what was left out, and what is wrong with the file."""
         got = ", ".join(f"{v} {k}" for k, v in self.counts.items())
         lines = [f"imported {self.source.format} trace {self.source.path} as run {self.run_id}: {got}"]
+        lines += [f"  DAMAGED FILE: {d}" for d in self.damage]
         lines += [f"  note: {n}" for n in self.notes]
         return "\n".join(lines)
+
+    def cause(self) -> str:
+        """The run's cause when the file is damaged (``""`` otherwise)."""
+        if not self.damage:
+            return ""
+        return f"the imported file {self.source.path} is damaged: " + "; ".join(self.damage)
 
 
 def detect_format(path: str | Path) -> str:
@@ -98,9 +113,58 @@ def _head(p: Path, n: int = 64) -> bytes:
     with p.open("rb") as f:
         raw = f.read(n)
     if raw[:2] == b"\x1f\x8b":
-        with gzip.open(p, "rb") as g:
+        with gzip_errors(p), gzip.open(p, "rb") as g:
             return g.read(n)
     return raw
+
+
+@contextmanager
+def gzip_errors(shown: str | Path) -> Iterator[None]:
+    """Reading a gzip file: a truncated or damaged one becomes an :class:`ImportFormatError` naming the file."""
+    try:
+        yield
+    except (EOFError, gzip.BadGzipFile, zlib.error) as exc:
+        what = "it ends before its end-of-stream marker (truncated)" if isinstance(exc, EOFError) else f"{exc}"
+        msg = (
+            f"{str(shown)!r} is a damaged gzip file: {what}; copy the trace again from where the profiler wrote it "
+            "(`gzip -t FILE` checks a copy), or record it again"
+        )
+        raise ImportFormatError(msg) from exc
+
+
+TEMP_PREFIX = "argus-trace-"
+"""The folders an import copies event arrays to are ``<tmp>/argus-trace-<pid>-<random>``."""
+_OWNED = re.compile(r"^(?:argus-trace|argus-nsys)-(\d+)-")
+
+
+def sweep_stale(workdir: str | None = None) -> list[Path]:
+    """Remove the temporary folders of imports whose process has ended (killed: it could not remove them); returns
+    the folders removed.  A folder whose process id is alive is kept (it may be another import's, running now)."""
+    root = Path(workdir or tempfile.gettempdir())
+    removed = []
+    try:
+        entries = list(root.iterdir())
+    except OSError:
+        return removed
+    for entry in entries:
+        m = _OWNED.match(entry.name)
+        if m is None or not entry.is_dir() or entry.is_symlink() or _alive(int(m.group(1))):
+            continue
+        shutil.rmtree(entry, ignore_errors=True)
+        removed.append(entry)
+    return removed
+
+
+def _alive(pid: int) -> bool:
+    if pid <= 0:
+        return True
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except OSError:  # another user's process: alive
+        return True
+    return True
 
 
 def file_digest(path: str | Path) -> tuple[str, int]:

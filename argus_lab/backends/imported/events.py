@@ -130,6 +130,7 @@ def build(
     """
     import pyarrow as pa
 
+    damage = _drop_negative(con)
     ann = con.execute(INSTANCES_SQL).fetchnumpy()
     names_arr = ann["name"]
     pid = np.asarray(ann["pid"], dtype=np.int64)
@@ -280,10 +281,27 @@ def build(
         ended_ns=int(bounds[1] or 0),
         notes=tuple(notes),
         settings=settings,
+        damage=tuple(damage),
         staged=("kern", "launch", "inst", "inst_opens", "inst_closes", "inst_names", "ev")
         if keep_on_connection
         else (),
     )
+
+
+def _drop_negative(con: Any) -> list[str]:
+    """Records that end before they start (values out of range: a damaged or edited file) are left out, said once."""
+    row = con.execute(
+        "SELECT count(*), count(*) FILTER (WHERE kind = 'annotation'), min(d), arg_min(name, d) FROM ev "
+        "WHERE d < 0 AND kind <> 'meta'"
+    ).fetchone()
+    if not row or not row[0]:
+        return []
+    con.execute("DELETE FROM ev WHERE d < 0 AND kind <> 'meta'")
+    n, ranges, worst, name = int(row[0]), int(row[1]), int(row[2]), row[3]
+    return [
+        f"{n} record(s) end before they start ({ranges} of them annotation ranges; the most negative: "
+        f"{name!r}, {worst} ns): values out of range, left out of the run"
+    ]
 
 
 _PLACEHOLDER = re.compile(r"thread \d+")
