@@ -141,7 +141,7 @@ def sweep_stale(workdir: str | None = None) -> list[Path]:
     """Remove the temporary folders of imports whose process has ended (killed: it could not remove them); returns
     the folders removed.  A folder whose process id is alive is kept (it may be another import's, running now)."""
     root = Path(workdir or tempfile.gettempdir())
-    removed = []
+    removed: list[Path] = []
     try:
         entries = list(root.iterdir())
     except OSError:
