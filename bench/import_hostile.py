@@ -39,7 +39,7 @@ r = resource.getrusage(resource.RUSAGE_SELF)
 print(json.dumps({"seconds": round(seconds, 2), "cpu_s": round(r.ru_utime + r.ru_stime, 2),
                   "peak_rss_mib": round(peak), "instances": n, "max_depth": depth, "max_path_chars": path_chars,
                   "improper": res.imported.settings["annotation_nesting_improper"],
-                  "capped": res.imported.settings["annotation_nesting_capped"]}))
+                  "capped": res.imported.settings.get("annotation_nesting_capped")}))
 """
 
 
