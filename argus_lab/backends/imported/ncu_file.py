@@ -10,7 +10,8 @@ results in it.  From the framing alone :func:`check` finds
 * a message whose protocol-buffer fields do not parse (damaged bytes in a field's tag or length);
 * the number of results the blocks declare, for the importer to compare with the kernels the reader returned.
 
-The report has no checksum: damage inside a value (a name, a metric) keeps the framing and is not found here.
+The report has no checksum and no total count: damage inside a value (a name, a metric) keeps the framing, and a file
+cut exactly between two blocks reads as a shorter report; neither is found here.
 """
 
 from __future__ import annotations

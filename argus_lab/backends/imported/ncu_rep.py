@@ -106,7 +106,7 @@ def read(
             f"{inferred} kernel(s) had no instance index in their NVTX range: inferred from path changes (ordinal)"
         )
     damage = list(framing.problems)
-    if framing.results_declared != len(kernels):
+    if framing.results_declared and framing.results_declared != len(kernels):  # 0: no block header was recognised
         damage.append(
             f"its blocks declare {framing.results_declared} profiling result(s), the reader returned {len(kernels)}"
         )
