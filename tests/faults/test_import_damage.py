@@ -188,3 +188,32 @@ def test_a_trace_path_with_control_characters_is_escaped_in_the_summary(tmp_path
     assert done.returncode == 0, done.stderr
     assert "\x1b" not in done.stdout and "\x07" not in done.stdout
     assert "red" in done.stdout
+
+
+def test_the_folder_of_an_import_killed_with_sigkill_is_removed_by_the_next_import(tmp_path: Path) -> None:
+    """A real import (SYNTHETIC 100,000-kernel trace) killed with -9 once its temporary folder exists; the next import
+    with the same temporary directory removes that folder."""
+    from tests.faults.faultkit import start_python, wait_for
+
+    work = tmp_path / "tmp"
+    work.mkdir()
+    big = tmp_path / "big.json"
+    events = [{"ph": "X", "cat": "user_annotation", "name": "step", "pid": 1, "tid": 1, "ts": 0, "dur": 10**7,
+               "args": {}}]  # fmt: skip
+    events += [
+        {"ph": "X", "cat": "kernel", "name": f"k{i}", "pid": 0, "tid": 7, "ts": 10 * i, "dur": 3,
+         "args": {"correlation": i + 1, "device": 0, "stream": 7}}
+        for i in range(100_000)
+    ]  # fmt: skip
+    big.write_text(json.dumps({"baseTimeNanoseconds": 1_000_000_000, "traceEvents": events}, indent=1))
+    proc = start_python(
+        f"import argus_lab; argus_lab.import_trace({str(big)!r}, {str(tmp_path / 'a.duckdb')!r})", TMPDIR=str(work)
+    )
+    wait_for("the import's temporary folder", lambda: any(work.glob("argus-trace-*/*")))
+    proc.kill()
+    proc.wait()
+    left = list(work.glob("argus-trace-*"))
+    assert left, "the killed import left no folder (nothing to sweep)"
+    done = cli("import", str(NSYS), "--store", str(tmp_path / "b.duckdb"), TMPDIR=str(work))
+    assert done.returncode == 0, done.stderr
+    assert not any(p.exists() for p in left)
