@@ -89,3 +89,28 @@ def test_a_range_nested_in_an_overlapping_pair_belongs_to_the_later_one() -> Non
     assert nst.parent_id.tolist() == [0, 1, 1, 3, 3]
     assert nst.improper == 1
     assert nst.closes.tolist() == [True, False, True, True, True]  # after B's end, C is still the innermost
+
+
+def test_a_launch_after_the_earlier_of_two_overlapping_ranges_ended_belongs_to_the_later(tmp_path: Path) -> None:
+    """SYNTHETIC: ``outer`` 0-100 us encloses ``b`` 10-30 and ``c`` 20-40 (c overlaps b); a kernel launched at 35 us,
+    after b ended, while c is open, is carried by c (not by outer, where b's end used to return the thread)."""
+    events = [
+        {"ph": "X", "cat": "user_annotation", "name": n, "pid": 1, "tid": 1, "ts": ts, "dur": dur, "args": {}}
+        for n, ts, dur in (("outer", 0.0, 100.0), ("b", 10.0, 20.0), ("c", 20.0, 20.0))
+    ]
+    events += [
+        {"ph": "X", "cat": "cuda_runtime", "name": "cudaLaunchKernel", "pid": 1, "tid": 1, "ts": 35.0, "dur": 1.0,
+         "args": {"correlation": 1}},
+        {"ph": "X", "cat": "kernel", "name": "k", "pid": 0, "tid": 7, "ts": 37.0, "dur": 2.0,
+         "args": {"correlation": 1, "device": 0, "stream": 7}},
+    ]  # fmt: skip
+    src = tmp_path / "pair.json"
+    src.write_text(json.dumps({"baseTimeNanoseconds": 1_000_000_000, "traceEvents": events}))
+    st = Store(tmp_path / "s.duckdb")
+    res = import_trace(src, st)
+    with st.connect() as con:
+        row = con.execute(
+            "SELECT i.path FROM kernels k JOIN region_instances i USING (run_id, instance_id) WHERE k.run_id = ?",
+            [res.run_id],
+        ).fetchone()
+    assert row == ("outer/c",)
