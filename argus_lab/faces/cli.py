@@ -441,7 +441,7 @@ def _import(args: argparse.Namespace) -> int:
         return 2
     options = {"domain": args.domain} if args.domain else {}
     result = import_trace(args.file, args.store, fmt=fmt, **options)
-    print(result.text())
+    print(_shown(result.text()))
     show = command("show", "--run", result.run_id, store=result.store_path)
     print(f"stored as run {result.run_id} in {_shown(str(result.store_path))}; see it with `{_shown(show)}`")
     return 0

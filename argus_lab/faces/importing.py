@@ -8,7 +8,10 @@ measured run's, and can be compared with one.
 
 from __future__ import annotations
 
+import contextlib
 import json
+import os
+import shutil
 import time
 import uuid
 from dataclasses import dataclass
@@ -16,6 +19,7 @@ from pathlib import Path
 from typing import Any
 
 from argus_lab.backends.imported import ImportedTrace, detect_format, read_trace
+from argus_lab.errors import StoreError
 from argus_lab.join import JoinSummary, attribute_request
 from argus_lab.run.runtime import session_columns
 from argus_lab.store import Store
@@ -48,6 +52,16 @@ def import_trace(
     """
     st = store if isinstance(store, Store) else Store(store)
     kind = fmt or detect_format(path)
+    existed = os.path.lexists(st.path)
+    try:
+        return _import(st, path, kind, options)
+    except BaseException:
+        if not existed:  # a failed import leaves no empty store behind (an existing one is left as it was)
+            _remove_new_store(st)
+        raise
+
+
+def _import(st: Store, path: str | Path, kind: str, options: dict[str, Any]) -> ImportResult:
     run_id = f"r-{uuid.uuid4().hex[:10]}"
     t0 = time.time_ns()
     if kind == "kineto":  # staged on the store's own connection: a million kernels never leave DuckDB
@@ -55,14 +69,46 @@ def import_trace(
             imported = read_trace(path, run_id, kind, con=con, **options)
             try:
                 _write(st, imported, kind, options, t0)
-            finally:
-                for table in imported.staged:
-                    con.execute(f"DROP TABLE IF EXISTS {table}")
+            except BaseException:
+                with contextlib.suppress(Exception):  # the write's own error is the one to tell
+                    _drop(con, imported.staged)
+                raise
+            _drop(con, imported.staged)
     else:
         imported = read_trace(path, run_id, kind, **options)
         _write(st, imported, kind, options, t0)
-    summary = attribute_request(st, [run_id])
+    try:
+        summary = attribute_request(st, [run_id])
+    except StoreError as exc:  # the run is stored: say so, and how to join it once the store can be written
+        from argus_lab.faces.cli import command
+
+        msg = (
+            f"{exc}\nthe trace is stored as run {run_id} but not joined; once the store can be written, "
+            f"`{command('join', '--run', run_id, store=st.path)}` attributes its evidence"
+        )
+        raise StoreError(msg) from exc
     return ImportResult(run_id, imported, summary, st.path)
+
+
+def _drop(con: Any, tables: tuple[str, ...]) -> None:
+    for table in tables:
+        con.execute(f"DROP TABLE IF EXISTS {table}")
+
+
+def _remove_new_store(st: Store) -> None:
+    """Remove a store this import created, with its lock, WAL and spill folder, unless it holds a run (another
+    process wrote to it meanwhile)."""
+    try:
+        with st.connect() as con:
+            row = con.execute("SELECT count(*) FROM runs").fetchone()
+        if row and row[0]:
+            return
+    except Exception:  # unreadable (written to a full disk): it holds nothing to keep
+        pass
+    for suffix in ("", ".wal", ".lock"):
+        with contextlib.suppress(OSError):
+            st.path.with_name(st.path.name + suffix).unlink()
+    shutil.rmtree(st.path.with_name(st.path.name + ".tmp"), ignore_errors=True)
 
 
 def _write(st: Store, imported: ImportedTrace, kind: str, options: dict[str, Any], t0: int) -> None:
@@ -97,8 +143,8 @@ def _write(st: Store, imported: ImportedTrace, kind: str, options: dict[str, Any
                 "command": [command],
                 "env": ["{}"],
                 "versions": [json.dumps({"source": source.tool_version or source.tool})],
-                "status": ["ok"],
-                "cause": [""],
+                "status": ["partial" if imported.damage else "ok"],
+                "cause": [imported.cause()],
                 "repetitions": [1],
                 "warmup": [0],
                 "reps_done": [1],

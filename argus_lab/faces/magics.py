@@ -659,6 +659,7 @@ class ArgusMagics(Magics):
     def _import(self, rest: list[str]) -> Any:
         from argus_lab.faces.importing import import_trace
         from argus_lab.report import Report
+        from argus_lab.report.text import escape
 
         p = _parser("%argus import", "Import a torch.profiler trace, an Nsight Systems report or an .ncu-rep as a run.")
         p.add_argument("path")
@@ -668,7 +669,7 @@ class ArgusMagics(Magics):
         args = p.parse_args(rest)
         options = {"domain": args.domain} if args.domain else {}
         result = import_trace(args.path, self._store(args.store), fmt=args.format, **options)
-        print(result.text())
+        print("\n".join(escape(line) for line in result.text().split("\n")))  # a file's name may hold ESC sequences
         self.last_report = Report(str(result.store_path), [result.run_id])
         return None
 

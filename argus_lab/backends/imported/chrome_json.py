@@ -35,6 +35,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from argus_lab.backends.imported.common import TEMP_PREFIX, gzip_errors, sweep_stale
 from argus_lab.errors import ImportFormatError
 
 _BOUNDARY = re.compile(rb"\}\s*,[ \t\r]*\n\s*\{")
@@ -132,14 +133,15 @@ def event_parts(path: str | Path, parts: int = 2, workdir: str | None = None) ->
     p = Path(path)
     digest = Digest(p)
     discard = Discard()
-    tmp = Path(tempfile.mkdtemp(prefix="argus-trace-", dir=workdir))
+    sweep_stale(workdir)
+    tmp = Path(tempfile.mkdtemp(prefix=f"{TEMP_PREFIX}{os.getpid()}-", dir=workdir))
     try:
         with p.open("rb") as f:
             gz = f.read(2) == b"\x1f\x8b"
         plain = p
         if gz:
             plain = tmp / "trace.json"
-            with gzip.open(p, "rb") as src, plain.open("wb") as out:
+            with gzip_errors(p), gzip.open(p, "rb") as src, plain.open("wb") as out:
                 shutil.copyfileobj(src, out, 1 << 24)
         array = locate(plain, str(p))
         files = _write_parts(array, parts, tmp)

@@ -21,6 +21,8 @@ from typing import Any
 import numpy as np
 
 from argus_lab.backends.imported.common import (
+    MAX_DEPTH,
+    MAX_PATH_CHARS,
     ImportedTrace,
     SourceInfo,
     arrow_of,
@@ -42,8 +44,10 @@ LAUNCH_SQL = """
 CREATE OR REPLACE TEMP TABLE launch AS
 WITH l AS ({calls}), seg AS (
     SELECT pid, thread_id::BIGINT AS tid, start_ns * 2 + 1 AS key, instance_id AS inner_id FROM inst
+    SEMI JOIN inst_opens USING (instance_id)
     UNION ALL
     SELECT pid, thread_id::BIGINT AS tid, end_ns * 2 AS key, parent_instance_id AS inner_id FROM inst
+    SEMI JOIN inst_closes USING (instance_id)
 )
 SELECT l.corr, l.pid, l.tid, l.t, l.d, nullif(s.inner_id, 0) AS instance_id
 FROM l ASOF LEFT JOIN seg s ON s.pid = l.pid AND s.tid = l.tid AND l.t * 2 + 1 >= s.key
@@ -126,6 +130,7 @@ def build(
     """
     import pyarrow as pa
 
+    damage = _drop_negative(con)
     ann = con.execute(INSTANCES_SQL).fetchnumpy()
     names_arr = ann["name"]
     pid = np.asarray(ann["pid"], dtype=np.int64)
@@ -168,7 +173,9 @@ def build(
             "run_id": pa.array([run_id] * n, pa.string()),
             "instance_id": pa.array(nst.instance_id, pa.int64()),
             "region_id": pa.array([ids[r] for r in nst.region_of], pa.string()),
-            "path": pa.array(nst.path, pa.string()),
+            "path": pa.DictionaryArray.from_arrays(
+                pa.array(nst.path_code, pa.int32()), pa.array(nst.paths, pa.string())
+            ),
             "instance_index": pa.array(nst.instance_index, pa.int32()),
             "parent_instance_id": pa.array(nst.parent_id, pa.int64()),
             "repetition": pa.array(np.zeros(n, dtype=np.int32), pa.int32()),
@@ -185,6 +192,9 @@ def build(
     )
     con.register("inst_arrow", inst)
     con.execute("CREATE OR REPLACE TEMP TABLE inst AS SELECT * FROM inst_arrow")
+    for table, mask in (("inst_opens", nst.opens), ("inst_closes", nst.closes)):  # the innermost-instance timeline
+        con.register(f"{table}_arrow", pa.table({"instance_id": pa.array(nst.instance_id[mask], pa.int64())}))
+        con.execute(f"CREATE OR REPLACE TEMP TABLE {table} AS SELECT * FROM {table}_arrow")
     con.execute(LAUNCH_SQL.format(calls=LAUNCH_CALLS if _distinct(con, LAUNCH_IDS) else LAUNCH_LONGEST))
     keyed = KEYED_UNIQUE if _distinct(con, KERNEL_IDS) else KEYED_SHARED
     con.execute(KERNELS_SQL.format(keyed=keyed).replace("$run", "?").replace("$rank", "?"), [run_id, rank])
@@ -216,7 +226,15 @@ def build(
             "profiler dropped or did not trace the launch); the join places them by their GPU start time"
         )
     if nst.improper:
-        notes.append(f"{nst.improper} annotation(s) overlapped an enclosing one without ending inside it")
+        notes.append(
+            f"{nst.improper} annotation(s) started inside another of their thread and ended after it: kept beside it "
+            "(not nested under it), as Perfetto shows such ranges"
+        )
+    if nst.capped:
+        notes.append(
+            f"{nst.capped} annotation(s) nested deeper than {MAX_DEPTH} levels or {MAX_PATH_CHARS} path characters: "
+            "placed at the deepest level allowed (beside the one enclosing them)"
+        )
     if not n:
         notes.append("the trace has no annotation (record_function / NVTX range): every kernel is unattributed")
     settings = {
@@ -230,6 +248,7 @@ def build(
         "sub_microsecond": sub_us,
         "launch_missing": no_launch,
         "annotation_nesting_improper": nst.improper,
+        "annotation_nesting_capped": nst.capped,
         "gpu_user_annotation_check": (
             {"agree": int(check[0]), "differ": int(check[1]), "unchecked": int(check[2])}
             if check is not None
@@ -262,8 +281,27 @@ def build(
         ended_ns=int(bounds[1] or 0),
         notes=tuple(notes),
         settings=settings,
-        staged=("kern", "launch", "inst", "inst_names", "ev") if keep_on_connection else (),
+        damage=tuple(damage),
+        staged=("kern", "launch", "inst", "inst_opens", "inst_closes", "inst_names", "ev")
+        if keep_on_connection
+        else (),
     )
+
+
+def _drop_negative(con: Any) -> list[str]:
+    """Records that end before they start (values out of range: a damaged or edited file) are left out, said once."""
+    row = con.execute(
+        "SELECT count(*), count(*) FILTER (WHERE kind = 'annotation'), min(d), arg_min(name, d) FROM ev "
+        "WHERE d < 0 AND kind <> 'meta'"
+    ).fetchone()
+    if not row or not row[0]:
+        return []
+    con.execute("DELETE FROM ev WHERE d < 0 AND kind <> 'meta'")
+    n, ranges, worst, name = int(row[0]), int(row[1]), int(row[2]), row[3]
+    return [
+        f"{n} record(s) end before they start ({ranges} of them annotation ranges; the most negative: "
+        f"{name!r}, {worst} ns): values out of range, left out of the run"
+    ]
 
 
 _PLACEHOLDER = re.compile(r"thread \d+")

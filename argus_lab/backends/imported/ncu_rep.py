@@ -21,6 +21,7 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
+from argus_lab.backends.imported import ncu_file
 from argus_lab.backends.imported.common import (
     ImportedTrace,
     SourceInfo,
@@ -51,7 +52,8 @@ def read(
     keep (default: every metric the report holds).
     """
     p = Path(path)
-    dump = _dump_isolated(p, metrics, timeout_s)
+    framing = _framing(p)
+    dump = _dump_isolated(p, metrics, timeout_s, framing)
     kernels = ncu_parse.from_json(dump["kernels"])
     if not metrics:
         kernels = [_kernel_metrics_only(k) for k in kernels]
@@ -103,6 +105,19 @@ def read(
         notes.append(
             f"{inferred} kernel(s) had no instance index in their NVTX range: inferred from path changes (ordinal)"
         )
+    damage = list(framing.problems)
+    if framing.results_declared and framing.results_declared != len(kernels):  # 0: no block header was recognised
+        damage.append(
+            f"its blocks declare {framing.results_declared} profiling result(s), the reader returned {len(kernels)}"
+        )
+    negative = sorted(k.name for k in kernels if _negative_duration(k))
+    if negative:
+        damage.append(
+            f"{len(negative)} kernel(s) have a negative gpu__time_duration (e.g. {negative[0]!r}): values out of range"
+        )
+    settings["file_framing"] = {
+        "messages": framing.messages, "results_declared": framing.results_declared, "problems": list(damage)
+    }  # fmt: skip
     tables: dict[str, dict[str, list[Any]]] = {
         "regions": region_cols,
         "region_instances": instances,
@@ -135,7 +150,29 @@ def read(
         ended_ns=0,
         notes=tuple(notes),
         settings=settings,
+        damage=tuple(damage),
     )
+
+
+DAMAGED_FIX = "copy the report again from where ncu wrote it, or profile again (`ncu --nvtx -o NAME ...`)"
+
+
+def _framing(p: Path) -> ncu_file.Framing:
+    """The report's framing; a file that is not a report at all is refused here, before the reader runs."""
+    if not p.exists():
+        msg = f"no Nsight Compute report at {str(p)!r}; pass the path of an .ncu-rep file"
+        raise ImportFormatError(msg)
+    framing = ncu_file.check(p)
+    if framing.messages == 0:
+        why = "; ".join(framing.problems) or "it is empty"
+        msg = f"{str(p)!r} is not an Nsight Compute report: {why}; pass an .ncu-rep written by `ncu -o NAME ...`"
+        raise ImportFormatError(msg)
+    return framing
+
+
+def _negative_duration(k: ncu_parse.NcuKernel) -> bool:
+    value = k.metrics.get("gpu__time_duration.sum", (None, ""))[0]
+    return isinstance(value, int | float) and value < 0
 
 
 def _kernel_metrics_only(k: ncu_parse.NcuKernel) -> ncu_parse.NcuKernel:
@@ -219,10 +256,7 @@ def _instances(
     return list(order), parent, kernel_inst
 
 
-def _dump_isolated(p: Path, metrics: Sequence[str], timeout_s: float) -> dict[str, Any]:
-    if not p.exists():
-        msg = f"no Nsight Compute report at {str(p)!r}; pass the path of an .ncu-rep file"
-        raise ImportFormatError(msg)
+def _dump_isolated(p: Path, metrics: Sequence[str], timeout_s: float, framing: ncu_file.Framing) -> dict[str, Any]:
     cmd = [sys.executable, "-m", "argus_lab.backends.imported.ncu_rep", str(p)]
     if metrics:
         cmd += ["--metrics", ",".join(metrics)]
@@ -235,9 +269,18 @@ def _dump_isolated(p: Path, metrics: Sequence[str], timeout_s: float) -> dict[st
         msg = f"reading {str(p)!r} took longer than {timeout_s:.0f} s; pass a larger timeout_s"
         raise BackendUnavailableError(msg) from exc
     if res.returncode != 0:
-        tail = "\n".join((res.stderr or res.stdout).strip().splitlines()[-6:])
-        msg = f"reading the Nsight Compute report {str(p)!r} failed (exit status {res.returncode}):\n{tail}"
-        raise BackendUnavailableError(msg)
+        lines = (res.stderr or res.stdout).strip().splitlines()
+        said = lines[-1].strip() if lines else f"exit status {res.returncode}"  # the error, not the reader's traceback
+        if framing.problems:
+            msg = (
+                f"{str(p)!r} is damaged ({'; '.join(framing.problems)}): the reader stopped with {said}; {DAMAGED_FIX}"
+            )
+            raise ImportFormatError(msg)
+        kind, _, text = said.partition(": ")
+        if kind.endswith("BackendUnavailableError"):  # ncu_report is missing: the reader says how to install it
+            raise BackendUnavailableError(text)
+        msg = f"{str(p)!r} could not be read as an Nsight Compute report ({said}); {DAMAGED_FIX}"
+        raise ImportFormatError(msg)
     out: dict[str, Any] = json.loads(res.stdout)
     return out
 

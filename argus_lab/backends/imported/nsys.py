@@ -27,11 +27,12 @@ import shutil
 import sqlite3
 import subprocess
 import tempfile
+from collections import Counter
 from pathlib import Path
 from typing import Any
 
 from argus_lab.backends.imported import events
-from argus_lab.backends.imported.common import ImportedTrace, SourceInfo, file_digest
+from argus_lab.backends.imported.common import ImportedTrace, SourceInfo, file_digest, sweep_stale
 from argus_lab.errors import BackendUnavailableError, ImportFormatError
 
 MODULE = "nvtx"
@@ -82,11 +83,22 @@ def read(
     """Read an Nsight Systems report (``.nsys-rep``/``.qdrep`` or its ``.sqlite`` export) as run ``run_id``."""
     p = Path(path)
     sha, size = file_digest(p)
-    with tempfile.TemporaryDirectory(prefix="argus-nsys-", dir=workdir) as tmp:
+    sweep_stale(workdir)
+    with tempfile.TemporaryDirectory(prefix=f"argus-nsys-{os.getpid()}-", dir=workdir) as tmp:
         db = p
         if not _is_sqlite(p):
             db = export_sqlite(p, Path(tmp) / "report.sqlite", nsys)
-        return _read_sqlite(db, p, run_id, sha, size, domain)
+        try:
+            return _read_sqlite(db, p, run_id, sha, size, domain)
+        except _BadCell as exc:
+            msg = f"{str(p)!r}: {exc}"
+            raise ImportFormatError(msg) from exc
+        except sqlite3.DatabaseError as exc:
+            msg = (
+                f"{str(p)!r} could not be read as an SQLite database ({exc}): the export is truncated or damaged; "
+                "export the report again with `nsys export --type sqlite --output NAME.sqlite REPORT.nsys-rep`"
+            )
+            raise ImportFormatError(msg) from exc
 
 
 def _is_sqlite(p: Path) -> bool:
@@ -167,9 +179,26 @@ def _read_sqlite(db: Path, shown: Path, run_id: str, sha: str, size: int, domain
 def _arrow(lite: sqlite3.Connection, sql: str, names: list[str], pa: Any) -> Any:
     rows = lite.execute(sql).fetchall()
     cols: list[Any] = list(zip(*rows, strict=True)) if rows else [[] for _ in names]
-    return pa.table(
-        {n: pa.array(list(c)) if rows else pa.array([], pa.int64()) for n, c in zip(names, cols, strict=True)}
-    )
+    out = {}
+    for n, c in zip(names, cols, strict=True):
+        try:
+            out[n] = pa.array(list(c)) if rows else pa.array([], pa.int64())
+        except (pa.ArrowTypeError, pa.ArrowInvalid) as exc:
+            kinds = Counter(type(v).__name__ for v in c if v is not None)
+            rare = min(kinds, key=lambda k: kinds[k])
+            odd = next(v for v in c if type(v).__name__ == rare)
+            table = sql.rsplit(" FROM ", 1)[-1].split()[0]
+            msg = (
+                f"column {n!r} of {table} holds {kinds[rare]} {rare} value(s) among {sum(kinds.values())} (e.g. "
+                f"{str(odd)[:40]!r}; {exc}): the export is damaged or was edited; "
+                "export the report again with `nsys export --type sqlite --output NAME.sqlite REPORT.nsys-rep`"
+            )
+            raise _BadCell(msg) from exc
+    return pa.table(out)
+
+
+class _BadCell(ValueError):
+    """A cell of the export whose type differs from its column's other cells."""
 
 
 DEFAULT_DOMAIN_NAMES = ("default", "")
