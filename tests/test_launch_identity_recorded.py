@@ -13,7 +13,7 @@ joined again here and held to torch.profiler's truth for the same step, recorded
   ``exact`` (and two threads at once are ``ambiguous``): why the callbacks are the default;
 * ``profiler_before``: torch.profiler ran first in the process: the run says so (provenance and report) and shows
   no ``gpu.launch_overhead``, which was not asked; the same GEMM measured with ``isolate=True``;
-* ``device_gemm_callbacks``: the persistent GEMM with ``dev.*``: every device launch ``exact``, the overhead computed.
+* ``device_gemm``: the persistent GEMM with ``dev.*``: every device launch ``exact``, the overhead computed.
 """
 
 from __future__ import annotations
@@ -170,7 +170,7 @@ def test_another_cupti_client_is_said_and_unrequested_signals_are_not_shown(stor
 
 
 def test_device_launches_are_exact_and_their_overhead_is_computed(stores: dict[str, Store]) -> None:
-    st = stores["device_gemm_callbacks"]
+    st = stores["device_gemm"]
     launches = dict(st.rows("SELECT class, count(*) FROM attributions WHERE evidence = 'device_launch' GROUP BY 1"))
     assert launches == {"exact": 4}
     (over,) = Report(st).device_overhead

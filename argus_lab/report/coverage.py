@@ -77,10 +77,10 @@ def parent_cycles(provenance: Sequence[ProvenanceRow]) -> list[str]:
 
 
 OTHER_CLIENT_EFFECT = (
-    "what it did on the H200 (tests/data/gpu/threads, profiler_before): a cuBLAS GEMM read gpu.time 11.2 µs in such "
-    "a process against 5.3 µs measured in a fresh one (2.1x); CUDA events of the same GEMM after the "
-    "measurement were no slower than before it; the process is left as argus_lab found it (that client keeps CUPTI, so "
-    "argus_lab does not detach it)"
+    "what it did on the H200 (tests/data/gpu/threads, profiler_before): a cuBLAS GEMM read gpu.time 11.1-11.2 µs "
+    "in such a process against 5.3 µs measured in a fresh one (2.1x); CUDA events of the same GEMM after the "
+    "measurement were no slower than before it; the process is left as argus_lab found it (that client keeps "
+    "CUPTI, so argus_lab does not detach it)"
 )
 """The recorded effect of another CUPTI client on the numbers, said beside its warning."""
 

@@ -170,7 +170,7 @@ def profiler_before(out: Path, stores: Path) -> dict[str, Any]:
     rep = measure_case(step, store, None)
     res["events_after_argus_us"] = event_times(gemm)
     res["summary"] = summary_of(store)
-    res["report_notes"] = [n for n in rep.coverage() if "CUPTI" in n]
+    res["report_notes"] = [n for n in (*rep.warnings, *rep.coverage()) if "CUPTI" in n]
     res["gpu_time_us"] = gpu_time_us(rep)
     log(f"profiler before: {json.dumps({k: v for k, v in res.items() if k != 'summary'})}")
     return res
@@ -185,7 +185,7 @@ def isolated_gemm(stores: Path) -> dict[str, Any]:
                             store=str(store), isolate=True)  # fmt: skip
     summary = summary_of(store)
     summary["gpu_time_us"] = gpu_time_us(rep)
-    summary["report_notes"] = [n for n in rep.coverage() if "CUPTI" in n]
+    summary["report_notes"] = [n for n in (*rep.warnings, *rep.coverage()) if "CUPTI" in n]
     return summary
 
 
