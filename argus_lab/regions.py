@@ -634,8 +634,13 @@ class Recorder:
         region, :attr:`argus_lab.run.workload.Workload.implicit_region`).  Returns the instance id.
         """
         node = marker._nodes.get(0) or _nodes.add(marker, 0)
-        iid = next(self._ids)
-        self._rows.extend((iid, node, 0, _stack().ident, int(start_ns), int(end_ns), int(cpu_ns)))
+        fast = _fast[0]
+        if fast is not None and fast[3] is self:  # recording: the ids and rows of the active path (C or Python), so
+            next_id, append = fast[1], fast[2]  # the instance neither repeats an id nor lands out of finishing order
+        else:
+            next_id, append = self._ids.__next__, self._rows.extend
+        iid = next_id()
+        append((iid, node, 0, _stack().ident, int(start_ns), int(end_ns), int(cpu_ns)))
         if error:
             self._errors[iid] = error
         return iid

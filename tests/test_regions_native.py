@@ -363,3 +363,29 @@ def test_a_marker_made_during_the_run_still_works_after_it(module: ModuleType) -
     with recorder("python", module) as rec, kept:
         pass
     assert [r.path for r in rec.instances()] == ["kept"]
+
+
+@pytest.mark.parametrize("kind", ["python", "native"])
+def test_the_implicit_regions_first_repetition_keeps_its_own_id_and_place(module: ModuleType, kind: str) -> None:
+    """A workload that marks no region: the driver records its first repetition after the fact (``record_span``) and
+    wraps the later ones in the implicit region.  With the C path on (a timing run on a GPU), that instance once took
+    its id from the Python counter while C numbered the others, and its row was stored after theirs: on the H200 the
+    warm-up became instance 2 of repetition 3, twice id 2, and its kernels were placed in the wrong instances."""
+    from argus_lab.run.driver import _first_repetition
+
+    marker = argus_lab.region("implicit")
+    rec = recorder(kind, module)
+    calls: list[int] = []
+    with rec:
+        fn: Callable[[], None] = lambda: calls.append(1)  # noqa: E731
+        for rep in range(4):
+            rec.repetition = rep
+            if rep == 0:
+                fn = _first_repetition(rec, fn, marker)
+            else:
+                fn()
+    rows = sorted(rec.instances(), key=lambda r: r.start_ns)
+    assert len(calls) == 4 and [r.path for r in rows] == ["implicit"] * 4
+    assert len({r.instance_id for r in rows}) == 4  # no id twice
+    assert [r.repetition for r in rows] == [0, 1, 2, 3]  # the warm-up instance is repetition 0, in its place
+    assert [r.instance_index for r in rows] == [0, 1, 2, 3]
