@@ -21,6 +21,7 @@ Values` as arrays.  Run by :mod:`argus_lab.join.attribution` after the candidate
 
 from __future__ import annotations
 
+import fnmatch
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
@@ -103,13 +104,28 @@ SELECT t.run_id, p.provenance_id FROM _j_timed t JOIN _j_prov p ON p.run_id = t.
 ORDER BY t.run_id
 """
 
-# timing runs that did not ask for gpu.launch_overhead (a value nobody asked for is not shown, even where the launch
-# records would give it: API records of a fallback path, the callbacks of the default launch identity)
-UNASKED_OVERHEAD = """
-SELECT run_id FROM runs
-WHERE run_id IN (SELECT run_id FROM _j_timed) AND list_contains(coalesce(backends, []), 'cupti')
-  AND len(coalesce(signals, [])) > 0 AND NOT list_contains(signals, 'gpu.launch_overhead')
+# the signals each timing run's request named, over all runs of the request (empty: not known, e.g. an import)
+ASKED_SIGNALS = """
+SELECT r.run_id, coalesce(q.asked, r.signals, []) FROM runs r
+LEFT JOIN (SELECT request_id, flatten(list(coalesce(signals, []))) AS asked FROM runs WHERE request_id IS NOT NULL
+           GROUP BY request_id) q ON q.request_id = r.request_id
+WHERE r.run_id IN (SELECT run_id FROM _j_timed)
 """
+
+
+class Asked:
+    """Which signals a run's request named.  A value nobody asked for is not stored, so no view shows it: ``gpu.span``
+    or ``gpu.kernels`` beside a requested ``gpu.time``, ``gpu.launch_overhead`` where the launch records would give it
+    (API records of a fallback path, the callbacks of the default launch identity).  A pattern in a request
+    (``gpu.*``) asks for what it matches; a run whose request names nothing (an import) keeps every value."""
+
+    def __init__(self, con: duckdb.DuckDBPyConnection) -> None:
+        self.signals = {str(r): [str(x) for x in s] for r, s in con.execute(ASKED_SIGNALS).fetchall()}
+
+    def __call__(self, run: str, signal: str) -> bool:
+        names = self.signals.get(run)
+        return not names or any(fnmatch.fnmatchcase(signal, n) for n in names)
+
 
 # what the join's summary says of the exact records: per (run, kind) how many and their device time
 EXACT_TOTALS = "CREATE OR REPLACE TEMP TABLE _j_kxs AS SELECT run_id, kind, w, dur FROM _j_kx_totals"
@@ -295,27 +311,27 @@ def derive(con: duckdb.DuckDBPyConnection, nodes: Nodes, exact: Exact, values: V
     _register_kinds(con, nodes, exact)
     incl = own.up(Levels.of(nodes.parent))
     prov = {str(r): str(p) for r, p in con.execute(TIMED_RUNS).fetchall()}
+    asked = Asked(con)
     for run, kind, provenance in con.execute(VALUE_KINDS).fetchall():
         sel = np.flatnonzero(nodes.run == nodes.runs.index(run)) if run in nodes.runs else np.zeros(0, np.int64)
         kc = kinds.index(kind) if kind in kinds else -1
         for signal, of_kind, col, unit in SIGNALS:
-            if of_kind != kind:
+            if of_kind != kind or not asked(run, signal):
                 continue
             values.add(con, (run, signal, unit, "cupti", provenance), _additive(nodes, own, incl, sel, kc, col))
     if "kernel" not in kinds:
         return
     kc = kinds.index("kernel")
     calls_by_run = np.bincount(nodes.run, weights=own.calls.sum(axis=1), minlength=len(nodes.runs))
-    unasked = {str(r) for (r,) in con.execute(UNASKED_OVERHEAD).fetchall()}
     for r, run in enumerate(nodes.runs):
         if run not in prov:
             continue
         mine = nodes.run == r
         spans = np.flatnonzero(mine & (incl.n[:, kc] > 0) & (incl.first[:, kc] != _NONE))
-        if len(spans):
+        if len(spans) and asked(run, "gpu.span"):
             values.add(con, (run, "gpu.span", "ns", "cupti", prov[run]), _span(nodes, incl, spans, kc))
         ran = np.flatnonzero(mine & (incl.n_exact[:, kc] > 0))
-        if calls_by_run[r] > 0 and len(ran) and run not in unasked:
+        if calls_by_run[r] > 0 and len(ran) and asked(run, "gpu.launch_overhead"):
             values.add(con, (run, "gpu.launch_overhead", "ns", "cupti", prov[run]), _overhead(nodes, own, incl, ran))
 
 
