@@ -79,6 +79,19 @@ export function runTitle(run: IRunInfo): string {
   return run.title || run.run_id;
 }
 
+/** Text that wraps between words and else only after `_`, `/` or `-`, or before a `.`: a file name such as
+ * `panel_walkthrough.ipynb` breaks as `panel_` / `walkthrough.ipynb`, never inside a word. */
+function breakable(text: string): DocumentFragment {
+  const frag = document.createDocumentFragment();
+  for (const part of text.split(/(?<=[_/-])|(?=\.)/)) {
+    if (frag.childNodes.length) {
+      frag.appendChild(document.createElement('wbr'));
+    }
+    frag.appendChild(document.createTextNode(part));
+  }
+  return frag;
+}
+
 /** Repetitions done of all (warm-up included), e.g. `4/4`. */
 function repetitions(run: IRunInfo): string {
   return `${run.reps_done}/${Number(run.repetitions) + Number(run.warmup)}`;
@@ -87,7 +100,14 @@ function repetitions(run: IRunInfo): string {
 /** The title of a run and, in a narrow panel, its signals under it (a wide panel has a column for them). */
 function runTitleNode(run: IRunInfo): HTMLElement {
   const node = el('div', 'jp-ArgusPanel-runTitle');
-  node.appendChild(el('div', 'jp-ArgusPanel-runName', runTitle(run)));
+  const name = el('div', 'jp-ArgusPanel-runName');
+  const title = runTitle(run);
+  const cell = /^(cells? .+?)( of .+)$/.exec(title); // `cell [3]` first, its notebook after it, muted
+  name.appendChild(breakable(cell ? cell[1] : title));
+  if (cell) {
+    name.appendChild(el('span', 'jp-ArgusPanel-runWhere', '')).appendChild(breakable(cell[2]));
+  }
+  node.appendChild(name);
   node.appendChild(el('div', `jp-ArgusPanel-runSignals ${NARROW_ONLY}`, (run.signals || []).join(', ')));
   return node;
 }

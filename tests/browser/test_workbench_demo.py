@@ -149,7 +149,9 @@ def test_make_demo_run_all_shows_the_run_in_the_panel_with_one_store(page: Any, 
     panel.locator(".jp-ArgusPanel-run").nth(2).wait_for(timeout=30_000)
     store = panel.locator(".jp-ArgusPanel-store")
     assert store.input_value() == "argus.duckdb"
-    assert "kernel of quickstart.ipynb" in store.locator("option:checked").inner_text()
+    # a short label (the file name), what it is in the option's tooltip
+    assert store.locator("option:checked").inner_text() == "argus.duckdb (kernel)"
+    assert "the kernel of quickstart.ipynb" in (store.locator("option:checked").get_attribute("title") or "")
     runs_before = panel.locator(".jp-ArgusPanel-run").count()
     assert runs_before >= 3  # argus_lab.measure, %argus_region, two %%argus cells
     paths = set(panel.locator(".jp-ArgusPanel-region").evaluate_all("rs => rs.map(r => r.dataset.path)"))

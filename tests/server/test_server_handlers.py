@@ -137,6 +137,7 @@ def test_run_title_names_a_script_relative_to_the_project_and_a_cell_by_its_labe
     # SYNTHETIC workload texts, as argus_lab.run.workload.Workload.describe writes them
     assert run_title("python /home/u/proj/examples/nested.py --n 3", "/home/u/proj") == "examples/nested.py --n 3"
     assert run_title("python /elsewhere/train.py", "/home/u/proj") == "train.py"
+    assert run_title("/home/u/proj/traces/step.json", "/home/u/proj") == "imported traces/step.json"
     assert run_title("cell [5] of quickstart.ipynb", "/home/u/proj") == "cell [5] of quickstart.ipynb"
     assert run_title("__main__:<lambda>") == "a lambda"
     assert run_title("mypkg.bench:step") == "step() in mypkg.bench"

@@ -97,13 +97,19 @@ def runs(store: Store, session: str | None = None) -> list[dict[str, Any]]:
 
 
 def run_title(workload: str, cwd: str = "") -> str:
-    """A run's workload as a short title: a script by its path relative to the session's folder (the project),
-    a callable by its name, a notebook cell by its cell label (stored as the workload); the rest as stored."""
+    """A run's workload as a short title: a script (or an imported trace) by its path relative to the session's
+    folder (the project), a callable by its name, a notebook cell by its cell label (stored as the workload); the
+    rest as stored."""
+    base = cwd.rstrip("/") + "/" if cwd else ""
+
+    def relative(path: str) -> str:
+        return path[len(base) :] if base and path.startswith(base) else path.rsplit("/", 1)[-1]
+
     if workload.startswith("python "):
         script, _, args = workload[len("python ") :].partition(" ")
-        base = cwd.rstrip("/") + "/" if cwd else ""
-        rel = script[len(base) :] if base and script.startswith(base) else script.rsplit("/", 1)[-1]
-        return f"{rel} {args}".strip()
+        return f"{relative(script)} {args}".strip()
+    if workload.startswith("/"):  # an imported trace: its file
+        return f"imported {relative(workload)}"
     module, sep, name = workload.partition(":")
     if sep and module.replace(".", "").replace("_", "").isalnum() and " " not in name:
         short = name.rsplit(".", 1)[-1]
