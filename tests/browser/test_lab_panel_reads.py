@@ -13,7 +13,6 @@ from __future__ import annotations
 
 import json
 import re
-import secrets
 import subprocess
 import sys
 from collections.abc import Iterator
@@ -24,6 +23,7 @@ import labkit
 import pytest
 
 pytestmark = pytest.mark.browser
+SHOT_PREFIX = "reads-"  # of a failing test's screenshot (conftest.py)
 
 NOTEBOOK_NAME = "panel_walkthrough.ipynb"  # a realistic name: long enough that a label naming it was cut
 
@@ -66,56 +66,17 @@ def lab(tmp_path_factory: pytest.TempPathFactory) -> Iterator[dict[str, Any]]:
         "store='argus.duckdb', progress=False)"
     )
     subprocess.run([sys.executable, "-c", measure], cwd=root, env=env, check=True, timeout=120)
-    token = secrets.token_hex(16)
-    port = labkit.free_port()
-    cmd = [
-        sys.executable, "-m", "jupyterlab", "--no-browser", "--allow-root", f"--IdentityProvider.token={token}",
-        f"--ServerApp.port={port}", "--ServerApp.port_retries=0", "--ServerApp.ip=127.0.0.1",
-        f"--ServerApp.root_dir={root}",
-    ]  # fmt: skip
-    log_path = base / "lab.log"
-    log = log_path.open("wb")
-    proc = subprocess.Popen(cmd, stdout=log, stderr=subprocess.STDOUT, env=env, cwd=root)
-    url = f"http://127.0.0.1:{port}"
-    try:
-        labkit.wait_for_server(url, token, proc, log_path)
-        yield {"url": url, "token": token, "root": root, "log": log_path}
-    finally:
-        proc.terminate()
-        try:
-            proc.wait(timeout=15)
-        except subprocess.TimeoutExpired:
-            proc.kill()
-        log.close()
+    with labkit.serve_lab(base, root, env) as served:
+        yield served
 
 
 @pytest.fixture(scope="module")
 def page(lab: dict[str, Any]) -> Iterator[Any]:
-    sync_api = pytest.importorskip("playwright.sync_api")
-    with sync_api.sync_playwright() as p:
-        browser = p.chromium.launch(executable_path=labkit.CHROMIUM, args=labkit.FLAGS, headless=True)
-        context = browser.new_context(viewport={"width": 1400, "height": 1000})
-        pg = context.new_page()
-        pg.set_default_timeout(60_000)
-        errors: list[str] = []
-        pg.on("pageerror", lambda exc: errors.append(str(exc)))
-        pg.errors = errors  # type: ignore[attr-defined]
+    with labkit.browser_page() as pg:
         pg.goto(f"{lab['url']}/lab/tree/{NOTEBOOK_NAME}?token={lab['token']}")
         pg.wait_for_selector(".jp-Notebook .jp-Cell", timeout=90_000)
         labkit.wait_idle(pg, 90_000)
-        try:
-            yield pg
-        finally:
-            context.close()
-            browser.close()
-
-
-@pytest.fixture(autouse=True)
-def _screenshot_on_failure(request: pytest.FixtureRequest) -> Iterator[None]:
-    yield
-    rep = getattr(request.node, "rep_call", None)
-    if rep is not None and rep.failed and "page" in request.fixturenames:
-        labkit.shot(request.getfixturevalue("page"), f"reads-failure-{request.node.name}.png")
+        yield pg
 
 
 # The room the selected option's text needs against the room the select gives it (its arrow takes about 20 px).
