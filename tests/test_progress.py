@@ -5,6 +5,7 @@ never a growing log), and quiet when asked.
 
 from __future__ import annotations
 
+import io
 import os
 import pty
 import select
@@ -19,7 +20,7 @@ import pytest
 import argus_lab
 from argus_lab.faces.measure import plan
 from argus_lab.plan.ncu_settings import KernelCensus, PathCensus
-from argus_lab.run.progress import ChildWatch, RunClock, Tick
+from argus_lab.run.progress import ChildWatch, RunClock, Tick, terminal
 
 ROOT = Path(__file__).resolve().parents[1]
 NCU_LOG = ROOT / "tests" / "data" / "gpu" / "ncu" / "triton_nested.ncu.log"  # recorded by ncu on the H200
@@ -107,6 +108,17 @@ def test_an_ncu_run_without_a_census_says_its_kernel_total_is_unknown() -> None:
     clock.start()
     clock.profiled(12, 9)
     assert "12 kernels of an unknown total profiled (9 passes each)" in ticks[-1].text()
+
+
+def test_the_terminal_bar_of_an_ncu_run_says_k_of_n_kernels_or_that_the_total_is_unknown() -> None:
+    census = KernelCensus((PathCensus("step", 1.0, 20.0),), source="timing run r-1")
+    for known, said in ((census, "12/40 kernels profiled"), (None, "12 kernels profiled (total unknown)")):
+        out = io.StringIO()
+        clock = RunClock(_ncu_run(known), 1, terminal(out))
+        clock.start()
+        clock.profiled(12, 9)
+        clock.end("ok")
+        assert said in out.getvalue(), out.getvalue()
 
 
 def test_a_child_run_reports_repetitions_as_they_finish(tmp_path: Path) -> None:

@@ -237,8 +237,8 @@ def terminal(file: Any = None) -> ProgressFn:
         if bar is None:
             return
         bar.update(tick.reps_done - bar.n)
-        of = f"/{tick.kernels_total}" if tick.kernels_total else " (total unknown)"
-        extra = f"{tick.kernels}{of} kernels profiled" if tick.kernels else ""
+        of = f"{tick.kernels}/{tick.kernels_total} kernels profiled" if tick.kernels_total else ""
+        extra = (of or f"{tick.kernels} kernels profiled (total unknown)") if tick.kernels else ""
         if tick.event == "end":
             bar.set_postfix_str(f"{tick.status}{', ' + extra if extra else ''}")
             bar.close()
