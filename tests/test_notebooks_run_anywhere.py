@@ -6,13 +6,15 @@ Each notebook runs in a real Jupyter kernel (nbclient, which stops at the first 
 this one; the kernel's working folder is the copy's ``notebooks/``, as in JupyterLab.  The kernel starts with
 ``tests/without_gpu_packages`` first on ``PYTHONPATH`` (its ``sitecustomize`` hides torch and Triton) and
 ``ARGUS_ASSUME_NO_GPU=1`` (so a GPU machine tests the same path), without ``$ARGUS_STORE`` (the notebooks' own
-default).  nbval (``make test``) skips the cells tagged ``nbval-skip``; Run All does not, so here the GPU cells run
+default).  The optimize notebook's printed output must read as words and units (no long float, ``None`` speed-up
+or dict repr).  nbval (``make test``) skips the cells tagged ``nbval-skip``; Run All does not, so here the GPU cells run
 and must skip themselves.
 """
 
 from __future__ import annotations
 
 import os
+import re
 import shutil
 import subprocess
 from pathlib import Path
@@ -37,6 +39,20 @@ PROBE = (
 )
 # the notebooks that measure live host regions into their default store (argus.duckdb at the top of the checkout)
 STORE_WRITERS = {"quickstart.ipynb"}
+# the notebooks whose printed output must read as words and units: no raw values a reader has to decode
+READABLE = {"optimize.ipynb"}
+RAW_VALUES = {
+    "a float with more than 6 decimals": re.compile(r"\d\.\d{7,}"),
+    "a speed-up of None": re.compile(r"speed-up[^\n]*\bNone\b"),
+    "a raw dict": re.compile(r"\{'[^'\n]+': "),
+}
+
+
+def raw_values(text: str) -> list[str]:
+    """What in ``text`` is a raw Python value (a long float, a ``None`` speed-up, a dict's repr), each with its line."""
+    return [
+        f"{what}: {line.strip()}" for line in text.splitlines() for what, rx in RAW_VALUES.items() if rx.search(line)
+    ]
 
 
 def _files(root: Path) -> set[str]:
@@ -112,6 +128,9 @@ def test_notebook_runs_top_to_bottom_without_gpu_or_torch_and_writes_nothing_bes
     assert _ignored_by_git(gained) == set(gained), f"not covered by .gitignore: {gained}"
 
     assert _text(nb.cells[-1]).strip() == "hidden: None None False"  # the kernel really had no torch, no Triton
+    if name in READABLE:
+        raw = [f"cell {i}: {r}" for i, c in enumerate(nb.cells[:-1]) for r in raw_values(_text(c))]
+        assert raw == [], f"{name} prints raw values:\n" + "\n".join(raw)
     gated = [c for c in nb.cells if c.cell_type == "code" and c.source.startswith(GATE)]
     for cell in nb.cells:
         if "nbval-skip" in cell.get("metadata", {}).get("tags", []):
@@ -119,6 +138,16 @@ def test_notebook_runs_top_to_bottom_without_gpu_or_torch_and_writes_nothing_bes
     for cell in gated:  # a cell that says it is skipped is: one line, no output of its own
         what = cell.source.splitlines()[0][len(GATE) :]
         assert _text(cell) == skip_line(what) + "\n"
+
+
+def test_raw_values_are_found_in_printed_output() -> None:
+    """SYNTHETIC lines, as the optimize notebook printed them before it said its numbers in words."""
+    assert raw_values("kernel time 256.54399394989014 us\nspeed-up over the baseline: None\n{'exact': 0.5}") == [
+        "a float with more than 6 decimals: kernel time 256.54399394989014 us",
+        "a speed-up of None: speed-up over the baseline: None",
+        "a raw dict: {'exact': 0.5}",
+    ]
+    assert raw_values("kernel time 256.5 us (1.23x faster); classes: exact 50%, inferred 50%") == []
 
 
 def test_a_failing_setup_cell_stops_run_all(tmp_path: Path) -> None:

@@ -5,6 +5,7 @@ never a growing log), and quiet when asked.
 
 from __future__ import annotations
 
+import io
 import os
 import pty
 import select
@@ -18,7 +19,8 @@ import pytest
 
 import argus_lab
 from argus_lab.faces.measure import plan
-from argus_lab.run.progress import ChildWatch, RunClock, Tick
+from argus_lab.plan.ncu_settings import KernelCensus, PathCensus
+from argus_lab.run.progress import ChildWatch, RunClock, Tick, terminal
 
 ROOT = Path(__file__).resolve().parents[1]
 NCU_LOG = ROOT / "tests" / "data" / "gpu" / "ncu" / "triton_nested.ncu.log"  # recorded by ncu on the H200
@@ -74,9 +76,49 @@ def test_a_child_runs_progress_is_read_from_its_shards_and_ncus_log(tmp_path: Pa
         f.write(log[cut:])
     watch.poll()
     assert ticks[-1].kernels == 6 and ticks[-1].passes == 1 and ticks[-1].reps_done == 1
-    assert "6 kernels profiled (1 pass each)" in ticks[-1].text()
+    assert "6 kernels of an unknown total profiled (1 pass each)" in ticks[-1].text()
     watch.poll()  # nothing new: no tick
     assert len(ticks) == 3
+
+
+def _ncu_run(census: KernelCensus | None) -> Any:
+    the_plan = plan("hw:sm__throughput.avg.pct_of_peak_sustained_elapsed", repeat=2, warmup=1, census=census)
+    return next(r for r in the_plan.runs if "ncu" in r.backends)
+
+
+def test_an_ncu_run_whose_kernel_total_is_known_says_k_of_n_and_the_time_left() -> None:
+    """The plan's estimate (a census of an earlier timing run: 20 kernels a step, 2 measured steps) is the total."""
+    census = KernelCensus((PathCensus("step", 1.0, 20.0),), source="timing run r-1")
+    clock = RunClock(_ncu_run(census), 1, None)
+    assert clock.kernels_total == 40
+    clock.t0, clock.kernels = 0.0, 10
+    assert clock.left(5.0) == pytest.approx(15.0)  # 10 kernels in 5 s: 30 left at 0.5 s each
+    ticks: list[Tick] = []
+    clock = RunClock(_ncu_run(census), 1, ticks.append)
+    clock.start()
+    clock.profiled(12, 9)
+    assert "12/40 kernels profiled (9 passes each)" in ticks[-1].text()
+    assert "left" in ticks[-1].text() and ticks[-1].to_json()["kernels_total"] == 40
+
+
+def test_an_ncu_run_without_a_census_says_its_kernel_total_is_unknown() -> None:
+    ticks: list[Tick] = []
+    clock = RunClock(_ncu_run(None), 1, ticks.append)
+    assert clock.kernels_total is None
+    clock.start()
+    clock.profiled(12, 9)
+    assert "12 kernels of an unknown total profiled (9 passes each)" in ticks[-1].text()
+
+
+def test_the_terminal_bar_of_an_ncu_run_says_k_of_n_kernels_or_that_the_total_is_unknown() -> None:
+    census = KernelCensus((PathCensus("step", 1.0, 20.0),), source="timing run r-1")
+    for known, said in ((census, "12/40 kernels profiled"), (None, "12 kernels profiled (total unknown)")):
+        out = io.StringIO()
+        clock = RunClock(_ncu_run(known), 1, terminal(out))
+        clock.start()
+        clock.profiled(12, 9)
+        clock.end("ok")
+        assert said in out.getvalue(), out.getvalue()
 
 
 def test_a_child_run_reports_repetitions_as_they_finish(tmp_path: Path) -> None:

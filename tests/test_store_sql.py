@@ -83,8 +83,10 @@ def test_a_users_own_read_only_connection_is_named_at_once_with_the_fix(tmp_path
     ).stdout
     assert "read 1" in out  # reading goes through the user's connection's settings
     refused = next(line for line in out.splitlines() if line.startswith("refused:"))
-    assert "this process already has it open through another DuckDB connection" in refused
-    assert "con.close()" in refused and "argus_lab.sql" in refused and "another process" not in refused
+    # the open connection is named (the user's variable), with the store's path and the exact fix
+    assert "the DuckDB connection `con` of this notebook (or script) holds it open" in refused
+    assert repr(str(store)) in refused
+    assert "`con.close()`" in refused and "argus_lab.sql" in refused and "another process" not in refused
     assert "after close 2" in out
 
 

@@ -46,13 +46,17 @@ class Tick:
     """Replay passes of the kernel profiled last (ncu runs)."""
     status: str = ""
     """The run's status once it ended."""
+    kernels_total: int | None = None
+    """Kernels the ncu run is expected to profile (the plan's estimate from an earlier timing run of the workload;
+    None: not known)."""
 
     @property
     def label(self) -> str:
         return f"run {self.run.index + 1}/{self.runs} [{', '.join(self.run.backends)}]"
 
     def text(self) -> str:
-        """One line: ``argus: run 1/2 [ncu] repetition 3/6, 12 kernels profiled (9 passes each), 4.1 s, ~8 s left``."""
+        """One line: ``argus: run 1/2 [ncu] repetition 3/6, 12/40 kernels profiled (9 passes each) - 4.1 s, about
+        9.6 s left`` (``12 kernels of an unknown total`` when no timing run told the plan how many there are)."""
         if self.event == "end":
             return f"argus: {self.label} {self.status or 'ended'} after {_seconds(self.elapsed_s)}"
         parts = [f"argus: {self.label}"]
@@ -62,7 +66,11 @@ class Tick:
             parts.append(f"repetition {min(self.reps_done + 1, self.reps_total)}/{self.reps_total}")
         if self.kernels:
             passes = f" ({self.passes} pass{'es' if self.passes != 1 else ''} each)" if self.passes else ""
-            parts[-1] += f", {self.kernels} kernel{'s' if self.kernels != 1 else ''} profiled{passes}"
+            if self.kernels_total:
+                of = f"{self.kernels}/{max(self.kernels_total, self.kernels)} kernels"
+            else:  # no timing run of this workload told the planner how many kernels it launches
+                of = f"{self.kernels} kernel{'s' if self.kernels != 1 else ''} of an unknown total"
+            parts[-1] += f", {of} profiled{passes}"
         tail = _seconds(self.elapsed_s)
         if self.left_s is not None:
             tail += f", about {_seconds(self.left_s)} left"
@@ -82,6 +90,7 @@ class Tick:
             "left_s": None if self.left_s is None else round(self.left_s, 3),
             "kernels": self.kernels,
             "passes": self.passes,
+            "kernels_total": self.kernels_total,
             "status": self.status,
         }
 
@@ -118,15 +127,26 @@ class RunClock:
         now = time.monotonic()
         done = len(self.ends)
         tick = Tick(event, self.run, self.runs, done, self.total, now - self.t0, self.left(now), self.kernels,
-                    self.passes, status)  # fmt: skip
+                    self.passes, status, self.kernels_total)  # fmt: skip
         try:
             self.show(tick)
         except Exception:  # a view that fails never stops the measurement
             self.show = None
 
+    @property
+    def kernels_total(self) -> int | None:
+        """The kernels an ncu run is expected to profile: the plan's estimate (``replayed_kernels`` of its ncu
+        settings, known when an earlier timing run of the workload gave a kernel census), else None."""
+        estimate = (self.run.settings.get("ncu") or {}).get("replayed_kernels")
+        return max(1, round(estimate)) if isinstance(estimate, int | float) and estimate > 0 else None
+
     def left(self, now: float) -> float | None:
-        """Time left: the mean of the measured repetitions so far (the warm-up's only while none is measured)
+        """Time left: for an ncu run whose kernel total is known, the time per profiled kernel so far times the
+        kernels left; else the mean of the measured repetitions so far (the warm-up's only while none is measured)
         times the repetitions left, less the time the current one has taken already."""
+        total_kernels = self.kernels_total
+        if self.kernels and total_kernels:
+            return (now - self.t0) / self.kernels * max(total_kernels - self.kernels, 0)
         done = len(self.ends)
         if not done or done >= self.total:
             return None
@@ -217,7 +237,8 @@ def terminal(file: Any = None) -> ProgressFn:
         if bar is None:
             return
         bar.update(tick.reps_done - bar.n)
-        extra = f"{tick.kernels} kernels profiled" if tick.kernels else ""
+        of = f"{tick.kernels}/{tick.kernels_total} kernels profiled" if tick.kernels_total else ""
+        extra = (of or f"{tick.kernels} kernels profiled (total unknown)") if tick.kernels else ""
         if tick.event == "end":
             bar.set_postfix_str(f"{tick.status}{', ' + extra if extra else ''}")
             bar.close()

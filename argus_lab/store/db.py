@@ -67,6 +67,36 @@ _SAME_PROCESS = "different configuration than existing"
 """DuckDB's words for "this process already has the file open with other settings" (e.g. the user's own
 ``duckdb.connect(path, read_only=True)`` in the notebook that measures): waiting never helps."""
 _PID = re.compile(r"\(PID (\d+)\)")
+
+
+def open_connections(path: Path) -> list[str]:
+    """The names of the user's variables (in ``__main__``: a notebook's or a script's namespace) that hold an open
+    DuckDB connection to the database file ``path``; [] when none is found there."""
+    import sys
+
+    import duckdb
+
+    main = sys.modules.get("__main__")
+    names = []
+    target = os.path.realpath(path)
+    for name, value in list(vars(main).items() if main is not None else ()):
+        if name.startswith("_") or not isinstance(value, duckdb.DuckDBPyConnection):
+            continue
+        try:
+            cur = value.cursor()  # a cursor of its own: the user's pending result stays as it is
+            try:
+                paths = [
+                    p for (p,) in cur.execute("SELECT path FROM duckdb_databases() WHERE path IS NOT NULL").fetchall()
+                ]
+            finally:
+                cur.close()
+        except duckdb.Error:  # closed, or busy on another thread
+            continue
+        if any(os.path.realpath(p) == target for p in paths):
+            names.append(name)
+    return names
+
+
 _DAMAGED = (
     "not a valid DuckDB database file",
     "Could not read enough bytes",
@@ -373,12 +403,21 @@ class Store:
 
     def _same_process_message(self, write: bool) -> str:
         what = "write to" if write else "read"
+        names = open_connections(self.path)
+        if names:
+            held = ", ".join(f"`{n}`" for n in names)
+            which = f"the DuckDB connection {held} of this notebook (or script) holds it open with other settings"
+            close = " and ".join(f"`{n}.close()`" for n in names)
+        else:
+            which = (
+                "this process already has it open through another DuckDB connection with other settings (e.g. "
+                f"`con = duckdb.connect({str(self.path)!r}, read_only=True)` in this notebook)"
+            )
+            close = "`con.close()`"
         return (
-            f"cannot {what} the evidence store {str(self.path)!r}: this process already has it open through another "
-            "DuckDB connection with other settings (e.g. `con = duckdb.connect(...)` in this notebook). Close that "
-            "connection (`con.close()`) and run this again; to query the store next to your measurements use "
-            '`argus_lab.sql("SELECT ...")` (or `%argus sql`), which shares argus_lab\'s access and never holds '
-            "the file between queries"
+            f"cannot {what} the evidence store {str(self.path)!r}: {which}. Close that connection ({close}) and run "
+            'this again; to query the store next to your measurements use `argus_lab.sql("SELECT ...")` (or '
+            "`%argus sql`), which shares argus_lab's access and never holds the file between queries"
         )
 
     def _reuse(self, write: bool) -> duckdb.DuckDBPyConnection | None:

@@ -63,6 +63,11 @@ export interface IRunInfo {
   seconds: number | null;
   reason: string;
   request: string | null;
+  /** What the run measured as people name it: `cell [5] of quickstart.ipynb`, `examples/nested.py`, `step()`. */
+  title?: string;
+  /** The workload as stored (`python /abs/path.py`, `cell [5] of q.ipynb`, `module:function`). */
+  workload?: string;
+  origin?: IRunOrigin | null;
 }
 
 export interface IRunDetail {
@@ -101,6 +106,12 @@ export interface IRegionInfo {
   share_run: string | null;
   /** median time of the measured instances of `share_run`, as the report of that run shows it */
   median?: number | null;
+  /** quartiles of the same times */
+  p25?: number | null;
+  p75?: number | null;
+  /** the enclosing path (null at the top level) and this region's summed time over the parent's, same run */
+  parent?: string | null;
+  parent_share?: number | null;
   mean: number | null;
 }
 

@@ -1,8 +1,9 @@
 /**
- * Cell badges: a `%%argus_region NAME` cell shows its region's latest measured share of time; clicking the
- * badge opens the region's drill-down in the Argus panel.
+ * Cell badges: a `%%argus_region NAME` cell shows its region's latest measured time (a top-level region: its
+ * median) or share of its parent's time (a nested one); clicking the badge opens the region's drill-down in the
+ * Argus panel.
  */
-import { formatShare, regionName, sharesByName } from './model';
+import { badgeText, IBadgeRegion, regionName, sharesByName } from './model';
 
 export const BADGE_CLASS = 'jp-ArgusBadge';
 
@@ -13,11 +14,7 @@ export interface IBadgeCell {
 }
 
 /** Put (or refresh, or remove) the badge of every cell; returns how many badges are shown. */
-export function updateBadges(
-  cells: IBadgeCell[],
-  regions: Array<{ path: string; share: number | null; share_signal: string | null }>,
-  open: (path: string) => void
-): number {
+export function updateBadges(cells: IBadgeCell[], regions: IBadgeRegion[], open: (path: string) => void): number {
   const shares = sharesByName(regions);
   let shown = 0;
   for (const cell of cells) {
@@ -36,11 +33,9 @@ export function updateBadges(
       cell.node.classList.add('jp-ArgusHasBadge');
     }
     const path = hit.path;
-    badge.textContent = `${name} ${formatShare(hit.share)}`;
-    badge.title =
-      hit.share === null
-        ? `region ${path}: no time measured yet; click for its drill-down`
-        : `region ${path}: ${formatShare(hit.share)} of its run's ${hit.signal} (latest run); click for its drill-down`;
+    const said = badgeText(name as string, hit.region);
+    badge.textContent = said.text;
+    badge.title = said.title;
     badge.setAttribute('data-path', path);
     badge.onclick = ev => {
       ev.stopPropagation();

@@ -26,7 +26,22 @@ export interface IColumn {
   numeric?: boolean;
   /** Keep the cell on one line (ids, short codes). */
   nowrap?: boolean;
+  /** Shown only when the panel is wide (the sidebar was widened): extra columns that a narrow panel leaves out. */
+  wide?: boolean;
 }
+
+/** The class of a column's cells (its header included). */
+function columnClass(c: IColumn): string {
+  return [c.numeric ? 'jp-ArgusPanel-num' : '', c.nowrap ? 'jp-ArgusPanel-nowrap' : '', c.wide ? WIDE_ONLY : '']
+    .join(' ')
+    .replace(/ +/g, ' ')
+    .trim();
+}
+
+/** Cells of columns shown only in a wide panel (hidden by CSS while the panel lacks `jp-mod-wide`). */
+export const WIDE_ONLY = 'jp-ArgusPanel-wideOnly';
+/** Parts of a cell shown only in a narrow panel (what a wide one shows in a column of its own). */
+export const NARROW_ONLY = 'jp-ArgusPanel-narrowOnly';
 
 /** A table of `rows`; a row gets `onClick` when given. */
 export function table(
@@ -38,14 +53,13 @@ export function table(
   const t = el('table', `jp-ArgusPanel-table ${cls}`);
   const head = t.createTHead().insertRow();
   for (const c of columns) {
-    head.appendChild(el('th', '', c.title));
+    head.appendChild(el('th', c.wide ? WIDE_ONLY : '', c.title));
   }
   const body = t.createTBody();
   for (const row of rows) {
     const tr = body.insertRow();
     for (const c of columns) {
-      const cls = [c.numeric ? 'jp-ArgusPanel-num' : '', c.nowrap ? 'jp-ArgusPanel-nowrap' : ''].join(' ').trim();
-      const td = el('td', cls);
+      const td = el('td', columnClass(c));
       if (c.node) {
         td.appendChild(c.node(row));
       } else {

@@ -174,20 +174,52 @@ export function isProgress(text: string): boolean {
   return /^argus(-lab)?:/.test(t) || /^[A-Za-z_.]*(Error|Exception|Interrupt|Warning)\b:/.test(t);
 }
 
-/** The latest share per region name (last path segment), for badges of `%%argus_region NAME` cells. */
+/** What a region's badge needs: its numbers in its latest run (as the server's `regions` answers them). */
+export interface IBadgeRegion {
+  path: string;
+  share: number | null;
+  share_signal: string | null;
+  median?: number | null;
+  parent?: string | null;
+  parent_share?: number | null;
+  instances?: number;
+}
+
+/** The latest numbers per region name (last path segment), for badges of `%%argus_region NAME` cells. */
 export function sharesByName(
-  regions: Array<{ path: string; share: number | null; share_signal: string | null }>
-): Map<string, { path: string; share: number | null; signal: string | null }> {
-  const out = new Map<string, { path: string; share: number | null; signal: string | null }>();
+  regions: IBadgeRegion[]
+): Map<string, { path: string; share: number | null; signal: string | null; region: IBadgeRegion }> {
+  const out = new Map<string, { path: string; share: number | null; signal: string | null; region: IBadgeRegion }>();
   for (const r of regions) {
     const name = r.path.split('/').pop() ?? r.path;
     const prev = out.get(name);
     // prefer the shortest path (the top-level use of a cell region), then the first seen
     if (!prev || r.path.split('/').length < prev.path.split('/').length) {
-      out.set(name, { path: r.path, share: r.share, signal: r.share_signal });
+      out.set(name, { path: r.path, share: r.share, signal: r.share_signal, region: r });
     }
   }
   return out;
+}
+
+/**
+ * A badge's text and tooltip: a top-level region says its median time (its share of the run would always read
+ * 100%); a nested one its share of its parent's time, with the time in the tooltip.
+ */
+export function badgeText(name: string, r: IBadgeRegion): { text: string; title: string } {
+  const signal = r.share_signal ?? 'time';
+  const n = r.instances !== undefined ? ` of ${r.instances} instance(s)` : '';
+  const median = r.median === null || r.median === undefined ? null : formatNs(r.median);
+  const time = median ? `median ${median}${n}` : 'no time measured yet';
+  const open = 'click for its drill-down';
+  if (!r.parent) {
+    const share = r.share === null ? '' : `; ${formatShare(r.share)} of its run's ${signal}`;
+    return { text: `${name} ${median ?? '-'}`, title: `region ${r.path}: ${time} (latest run)${share}; ${open}` };
+  }
+  const of = formatShare(r.parent_share);
+  return {
+    text: `${name} ${of}`,
+    title: `region ${r.path}: ${of} of its parent ${r.parent}'s ${signal}; ${time} (latest run); ${open}`
+  };
 }
 
 /** A JSON object as `key: value` lines (nested values as JSON); '' for an empty or missing object. */
@@ -201,4 +233,22 @@ export function formatDict(value: unknown): string {
   return Object.entries(value as Record<string, unknown>)
     .map(([k, v]) => `${k}: ${typeof v === 'string' ? v : JSON.stringify(v)}`)
     .join('\n');
+}
+
+/**
+ * Short names for store paths (root-relative) in a narrow picker: the file name, with as many folders before it
+ * as it takes to tell apart stores of the same name (`argus.duckdb`, `notebooks/argus.duckdb`).
+ */
+export function storeLabels(paths: string[]): Map<string, string> {
+  const out = new Map<string, string>();
+  for (const path of paths) {
+    const parts = path.split('/');
+    let n = 1;
+    const tail = (p: string, k: number): string => p.split('/').slice(-k).join('/');
+    while (n < parts.length && paths.some(o => o !== path && tail(o, n) === tail(path, n))) {
+      n++;
+    }
+    out.set(path, tail(path, n));
+  }
+  return out;
 }

@@ -17,7 +17,7 @@ import {
   Row
 } from './api';
 import { ArgusDetails } from './details';
-import { clear, el, IColumn, pathNode, section, table } from './dom';
+import { clear, el, IColumn, NARROW_ONLY, pathNode, section, table } from './dom';
 import {
   composeScope,
   formatNs,
@@ -27,7 +27,8 @@ import {
   formatWhen,
   IRegionCell,
   isProgress,
-  relativeTo
+  relativeTo,
+  storeLabels
 } from './model';
 import { ReportWidget } from './report';
 
@@ -70,6 +71,46 @@ export const REPORT_MIME = 'application/vnd.argus.report+json';
 export const PROGRESS_MIME = 'application/vnd.argus.progress+json';
 const DEFAULT_SIGNALS = 'host.wall,host.cpu';
 const PROBE_TIMEOUT_MS = 4000;
+/** From this width on (px) the panel shows its wide layout: more columns in the run and region tables. */
+export const WIDE_PX = 520;
+
+/** A run's title: what it measured (the server's `title`), else its id. */
+export function runTitle(run: IRunInfo): string {
+  return run.title || run.run_id;
+}
+
+/** Text that wraps between words and else only after `_`, `/` or `-`, or before a `.`: a file name such as
+ * `panel_walkthrough.ipynb` breaks as `panel_` / `walkthrough.ipynb`, never inside a word. */
+function breakable(text: string): DocumentFragment {
+  const frag = document.createDocumentFragment();
+  for (const part of text.split(/(?<=[_/-])|(?=\.)/)) {
+    if (frag.childNodes.length) {
+      frag.appendChild(document.createElement('wbr'));
+    }
+    frag.appendChild(document.createTextNode(part));
+  }
+  return frag;
+}
+
+/** Repetitions done of all (warm-up included), e.g. `4/4`. */
+function repetitions(run: IRunInfo): string {
+  return `${run.reps_done}/${Number(run.repetitions) + Number(run.warmup)}`;
+}
+
+/** The title of a run and, in a narrow panel, its signals under it (a wide panel has a column for them). */
+function runTitleNode(run: IRunInfo): HTMLElement {
+  const node = el('div', 'jp-ArgusPanel-runTitle');
+  const name = el('div', 'jp-ArgusPanel-runName');
+  const title = runTitle(run);
+  const cell = /^(cells? .+?)( of .+)$/.exec(title); // `cell [3]` first, its notebook after it, muted
+  name.appendChild(breakable(cell ? cell[1] : title));
+  if (cell) {
+    name.appendChild(el('span', 'jp-ArgusPanel-runWhere', '')).appendChild(breakable(cell[2]));
+  }
+  node.appendChild(name);
+  node.appendChild(el('div', `jp-ArgusPanel-runSignals ${NARROW_ONLY}`, (run.signals || []).join(', ')));
+  return node;
+}
 
 export class ArgusPanel extends Widget {
   store = '';
@@ -113,6 +154,7 @@ export class ArgusPanel extends Widget {
   private _busy = false;
   /** The notebook whose kernel store the user overrode by picking another store ('' = follow the kernel). */
   private _pickedFor = '';
+  private _resize: ResizeObserver | null = null;
 
   constructor(
     private readonly client: IArgusClient,
@@ -161,6 +203,7 @@ export class ArgusPanel extends Widget {
     this._storeSelect.title = "the evidence store shown (it follows the store of the active notebook's kernel)";
     this._storeSelect.addEventListener('change', () => {
       this.store = this._storeSelect.value;
+      this._storeSelect.title = this._storeSelect.selectedOptions[0]?.title ?? this.store;
       const nb = this.notebook();
       this._pickedFor = nb && this.store !== this.kernelStore?.rel ? (nb.path ?? nb.name) : '';
       this.session = '';
@@ -248,6 +291,30 @@ export class ArgusPanel extends Widget {
     if (!this.stores) {
       void this.refresh();
     }
+    if (!this._resize && typeof ResizeObserver !== 'undefined') {
+      this._resize = new ResizeObserver(entries => {
+        for (const entry of entries) {
+          this.layoutFor(entry.contentRect.width);
+        }
+      });
+      this._resize.observe(this.node);
+    }
+  }
+
+  protected onResize(msg: Widget.ResizeMessage): void {
+    if (msg.width >= 0) {
+      this.layoutFor(msg.width);
+    }
+  }
+
+  /**
+   * Show the wide layout (more columns: a run's signals, repetitions, backends and id; a region's quartiles,
+   * share of its parent, warm-up, runs and signal) when the panel is at least WIDE_PX wide; true when wide.
+   */
+  layoutFor(width: number): boolean {
+    const wide = width >= WIDE_PX;
+    this.node.classList.toggle('jp-mod-wide', wide);
+    return wide;
   }
 
   /** Enable the Run button only when it can run, and say why not in its tooltip and under it. */
@@ -355,14 +422,21 @@ export class ArgusPanel extends Widget {
       none.value = '';
       this._storeSelect.appendChild(none);
     }
+    const labels = storeLabels(options);
     for (const path of options) {
       const mine = path === kernel?.rel;
-      const label = mine ? `${path} (kernel of ${kernel.notebook}${known(path) ? '' : ', not written yet'})` : path;
-      const opt = el('option', '', label);
+      const kernelMark = known(path) ? ' (kernel)' : ' (kernel, new)';
+      const opt = el('option', '', `${labels.get(path) ?? path}${mine ? kernelMark : ''}`);
       opt.value = path;
+      opt.title = mine
+        ? `${path}: the store the kernel of ${kernel.notebook} writes${known(path) ? '' : ' (not written yet)'}`
+        : path;
       opt.selected = path === this.store;
       this._storeSelect.appendChild(opt);
     }
+    this._storeSelect.title =
+      (this._storeSelect.selectedOptions[0]?.title ?? '') +
+      " (the store shown; it follows the store of the active notebook's kernel)";
     if (!this.signalsCatalog.length) {
       const catalog = await this._guard('reading the signal catalog', () => this.client.signals());
       this.signalsCatalog = catalog ?? [];
@@ -465,11 +539,16 @@ export class ArgusPanel extends Widget {
 
   private _showRuns(): void {
     clear(this._runs.body);
+    const run = (r: Row): IRunInfo => r as unknown as IRunInfo;
     const cols: IColumn[] = [
-      { title: 'run', value: r => String(r.run_id), nowrap: true },
+      { title: 'run', value: r => runTitle(run(r)), node: r => runTitleNode(run(r)) },
       { title: 'status', value: r => String(r.status), nowrap: true },
       { title: 'time', value: r => formatSeconds(r.seconds), numeric: true },
-      { title: 'started', value: r => formatWhen(r.started_ns), numeric: true }
+      { title: 'started', value: r => formatWhen(r.started_ns), numeric: true },
+      { title: 'signals', value: r => (run(r).signals || []).join(', '), wide: true },
+      { title: 'reps', value: r => repetitions(run(r)), numeric: true, wide: true },
+      { title: 'backends', value: r => (run(r).backends || []).join(', '), wide: true },
+      { title: 'id', value: r => String(r.run_id), nowrap: true, wide: true }
     ];
     const t = table(
       cols,
@@ -482,7 +561,8 @@ export class ArgusPanel extends Widget {
       if (run) {
         tr.classList.add('jp-ArgusPanel-run', `jp-ArgusPanel-status-${run.status.replace(/[^a-z]/g, '')}`);
         (tr as HTMLElement).title =
-          `run ${run.plan_index} of its plan: ${(run.backends || []).join(', ')} measuring ` +
+          `${run.run_id}: ${run.workload || runTitle(run)}; run ${run.plan_index + 1} of its plan: ` +
+          `${(run.backends || []).join(', ')} measuring ` +
           `${(run.signals || []).join(', ')}; ${run.reps_done} of ${Number(run.repetitions) + Number(run.warmup)} ` +
           `repetitions done; started ${formatTime(run.started_ns)} UTC; click for its details`;
       }
@@ -496,7 +576,16 @@ export class ArgusPanel extends Widget {
       { title: 'region', value: r => String(r.path), node: r => pathNode(String(r.path)) },
       { title: 'share', value: r => formatShare(r.share as number | null), numeric: true },
       { title: 'median', value: r => formatNs((r.median ?? r.mean) as number | null), numeric: true },
-      { title: 'n', value: r => String(r.instances), numeric: true }
+      { title: 'n', value: r => String(r.instances), numeric: true },
+      { title: 'p25..p75', value: r => `${formatNs(r.p25)}..${formatNs(r.p75)}`, numeric: true, wide: true },
+      {
+        title: 'of parent',
+        value: r => (r.parent ? `${formatShare(r.parent_share as number | null)} of ${r.parent}` : 'top level'),
+        wide: true
+      },
+      { title: 'warm-up', value: r => String(r.warmup ?? 0), numeric: true, wide: true },
+      { title: 'runs', value: r => String(r.runs), numeric: true, wide: true },
+      { title: 'signal', value: r => String(r.share_signal ?? '-'), nowrap: true, wide: true }
     ];
     const t = table(
       cols,
@@ -808,6 +897,7 @@ export class ArgusPanel extends Widget {
   }
 
   dispose(): void {
+    this._resize?.disconnect();
     this._result.dispose();
     super.dispose();
   }

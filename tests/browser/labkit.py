@@ -9,9 +9,14 @@ from __future__ import annotations
 import json
 import os
 import re
+import secrets
 import socket
+import subprocess
+import sys
 import time
 import urllib.request
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
@@ -143,3 +148,53 @@ def shot(page: Any, name: str, **kw: Any) -> Path:
     path = SHOTS / name
     page.screenshot(path=str(path), **kw)
     return path
+
+
+@contextmanager
+def serve_lab(base: Path, root: Path, env: dict[str, str]) -> Iterator[dict[str, Any]]:
+    """A real ``jupyter lab`` rooted at ``root`` (its log in ``base/lab.log``) for the length of the block:
+    ``{url, token, root, log}``."""
+    token = secrets.token_hex(16)
+    port = free_port()
+    cmd = [
+        sys.executable, "-m", "jupyterlab", "--no-browser", "--allow-root", f"--IdentityProvider.token={token}",
+        f"--ServerApp.port={port}", "--ServerApp.port_retries=0", "--ServerApp.ip=127.0.0.1",
+        f"--ServerApp.root_dir={root}",
+    ]  # fmt: skip
+    log_path = base / "lab.log"
+    with log_path.open("wb") as log:
+        proc = subprocess.Popen(cmd, stdout=log, stderr=subprocess.STDOUT, env=env, cwd=root)
+        url = f"http://127.0.0.1:{port}"
+        try:
+            wait_for_server(url, token, proc, log_path)
+            yield {"url": url, "token": token, "root": root, "log": log_path}
+        finally:
+            stop(proc, 15)
+
+
+def stop(proc: Any, timeout: float) -> None:
+    """End a server this test started: SIGTERM, then SIGKILL after ``timeout`` seconds."""
+    proc.terminate()
+    try:
+        proc.wait(timeout=timeout)
+    except subprocess.TimeoutExpired:
+        proc.kill()
+
+
+@contextmanager
+def browser_page(width: int = 1400, height: int = 1000) -> Iterator[Any]:
+    """A page of headless chromium; ``page.errors`` collects the page's uncaught errors."""
+    sync_api = pytest.importorskip("playwright.sync_api")
+    with sync_api.sync_playwright() as p:
+        browser = p.chromium.launch(executable_path=CHROMIUM, args=FLAGS, headless=True)
+        context = browser.new_context(viewport={"width": width, "height": height})
+        page = context.new_page()
+        page.set_default_timeout(60_000)
+        errors: list[str] = []
+        page.on("pageerror", lambda exc: errors.append(str(exc)))
+        page.errors = errors
+        try:
+            yield page
+        finally:
+            context.close()
+            browser.close()

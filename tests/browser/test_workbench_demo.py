@@ -26,6 +26,7 @@ import labkit
 import pytest
 
 pytestmark = pytest.mark.browser
+SHOT_PREFIX = "demo-"  # of a failing test's screenshot (conftest.py)
 
 
 def _cell(source: str) -> dict[str, Any]:
@@ -78,38 +79,14 @@ def demo(tmp_path_factory: pytest.TempPathFactory) -> Iterator[dict[str, Any]]:
         labkit.wait_for_server(url, token, proc, log_path)
         yield {"url": url, "token": token, "root": root, "log": log_path}
     finally:
-        proc.terminate()
-        try:
-            proc.wait(timeout=20)
-        except subprocess.TimeoutExpired:
-            proc.kill()
+        labkit.stop(proc, 20)
         log.close()
 
 
 @pytest.fixture(scope="module")
 def page(demo: dict[str, Any]) -> Iterator[Any]:
-    sync_api = pytest.importorskip("playwright.sync_api")
-    with sync_api.sync_playwright() as p:
-        browser = p.chromium.launch(executable_path=labkit.CHROMIUM, args=labkit.FLAGS, headless=True)
-        context = browser.new_context(viewport={"width": 1500, "height": 1000})
-        pg = context.new_page()
-        pg.set_default_timeout(60_000)
-        errors: list[str] = []
-        pg.on("pageerror", lambda exc: errors.append(str(exc)))
-        pg.errors = errors  # type: ignore[attr-defined]
-        try:
-            yield pg
-        finally:
-            context.close()
-            browser.close()
-
-
-@pytest.fixture(autouse=True)
-def _screenshot_on_failure(request: pytest.FixtureRequest) -> Iterator[None]:
-    yield
-    rep = getattr(request.node, "rep_call", None)
-    if rep is not None and rep.failed and "page" in request.fixturenames:
-        labkit.shot(request.getfixturevalue("page"), f"demo-failure-{request.node.name}.png")
+    with labkit.browser_page(1500, 1000) as pg:
+        yield pg
 
 
 def _menu(page: Any, menu: str, item: str) -> None:
@@ -149,7 +126,9 @@ def test_make_demo_run_all_shows_the_run_in_the_panel_with_one_store(page: Any, 
     panel.locator(".jp-ArgusPanel-run").nth(2).wait_for(timeout=30_000)
     store = panel.locator(".jp-ArgusPanel-store")
     assert store.input_value() == "argus.duckdb"
-    assert "kernel of quickstart.ipynb" in store.locator("option:checked").inner_text()
+    # a short label (the file name), what it is in the option's tooltip
+    assert store.locator("option:checked").inner_text() == "argus.duckdb (kernel)"
+    assert "the kernel of quickstart.ipynb" in (store.locator("option:checked").get_attribute("title") or "")
     runs_before = panel.locator(".jp-ArgusPanel-run").count()
     assert runs_before >= 3  # argus_lab.measure, %argus_region, two %%argus cells
     paths = set(panel.locator(".jp-ArgusPanel-region").evaluate_all("rs => rs.map(r => r.dataset.path)"))

@@ -112,6 +112,38 @@ async def test_regions_have_share_of_time(jp_fetch: Any, root_store: str) -> Non
     assert attn["median"] == pytest.approx(attn["mean"], rel=0.5) and attn["median"] >= 3e6
 
 
+async def test_regions_carry_quartiles_and_the_share_of_their_parent(jp_fetch: Any, root_store: str) -> None:
+    regions = {r["path"]: r for r in await get(jp_fetch, "regions", store=root_store)}
+    step, attn = regions["step"], regions["step/attn"]
+    assert step["parent"] is None and step["parent_share"] is None  # a top-level region has no parent
+    assert attn["parent"] == "step"
+    # step is the only top-level region: attn's share of its parent equals its share of the run
+    assert attn["parent_share"] == pytest.approx(attn["share"])
+    assert attn["p25"] <= attn["median"] <= attn["p75"]
+
+
+async def test_runs_are_titled_by_what_they_measured(jp_fetch: Any, root_store: str) -> None:
+    runs = await get(jp_fetch, "runs", store=root_store)
+    # the fixture measured the function step() of this test module
+    assert runs[0]["title"] == f"step() in {__name__}"
+    assert runs[0]["workload"].endswith(":measured_store.<locals>.step")
+    detail = await get(jp_fetch, "run", store=root_store, run=runs[0]["run_id"])
+    assert detail["run"]["title"] == runs[0]["title"]
+
+
+def test_run_title_names_a_script_relative_to_the_project_and_a_cell_by_its_label() -> None:
+    from argus_lab.faces.server.evidence import run_title
+
+    # SYNTHETIC workload texts, as argus_lab.run.workload.Workload.describe writes them
+    assert run_title("python /home/u/proj/examples/nested.py --n 3", "/home/u/proj") == "examples/nested.py --n 3"
+    assert run_title("python /elsewhere/train.py", "/home/u/proj") == "train.py"
+    assert run_title("/home/u/proj/traces/step.json", "/home/u/proj") == "imported traces/step.json"
+    assert run_title("cell [5] of quickstart.ipynb", "/home/u/proj") == "cell [5] of quickstart.ipynb"
+    assert run_title("__main__:<lambda>") == "a lambda"
+    assert run_title("mypkg.bench:step") == "step() in mypkg.bench"
+    assert run_title("") == "(workload not recorded)"
+
+
 async def test_region_drill_down(jp_fetch: Any, root_store: str) -> None:
     detail = await get(jp_fetch, "region", store=root_store, path="step/attn")
     assert detail["path"] == "step/attn"

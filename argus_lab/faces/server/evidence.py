@@ -79,15 +79,43 @@ _RUN_COLUMNS = """
 
 
 def runs(store: Store, session: str | None = None) -> list[dict[str, Any]]:
-    """Runs, newest first (optionally of one session), with status and the request they served."""
+    """Runs, newest first (optionally of one session), with status, the request they served and a ``title``: what
+    they measured as people name it (``cell [5] of quickstart.ipynb``, ``examples/nested.py``, ``step()``)."""
     where = "WHERE r.session_id = ?" if session else ""
     params: list[Any] = [session] if session else []
-    return _records(
+    origin = "r.origin" if "origin" in _columns(store, "runs") else "NULL AS origin"  # stores older than the column
+    found = _records(
         store,
-        f"SELECT {_RUN_COLUMNS} FROM runs r LEFT JOIN requests q ON q.request_id = r.request_id "
+        f"SELECT {_RUN_COLUMNS}, r.workload, {origin}, s.cwd AS session_cwd FROM runs r "
+        "LEFT JOIN requests q ON q.request_id = r.request_id LEFT JOIN sessions s ON s.session_id = r.session_id "
         f"{where} ORDER BY r.started_ns DESC, r.plan_index DESC LIMIT ?",
         [*params, MAX_ROWS],
     )
+    for rec in found:
+        rec["title"] = run_title(rec["workload"] or "", rec.pop("session_cwd") or "")
+    return found
+
+
+def run_title(workload: str, cwd: str = "") -> str:
+    """A run's workload as a short title: a script (or an imported trace) by its path relative to the session's
+    folder (the project), a callable by its name, a notebook cell by its cell label (stored as the workload); the
+    rest as stored."""
+    base = cwd.rstrip("/") + "/" if cwd else ""
+
+    def relative(path: str) -> str:
+        return path[len(base) :] if base and path.startswith(base) else path.rsplit("/", 1)[-1]
+
+    if workload.startswith("python "):
+        script, _, args = workload[len("python ") :].partition(" ")
+        return f"{relative(script)} {args}".strip()
+    if workload.startswith("/"):  # an imported trace: its file
+        return f"imported {relative(workload)}"
+    module, sep, name = workload.partition(":")
+    if sep and module.replace(".", "").replace("_", "").isalnum() and " " not in name:
+        short = name.rsplit(".", 1)[-1]
+        where = "" if module == "__main__" else f" in {module}"
+        return f"a lambda{where}" if short == "<lambda>" else f"{short}(){where}"
+    return workload or "(workload not recorded)"
 
 
 def run_detail(store: Store, run_id: str) -> dict[str, Any] | None:
@@ -102,6 +130,8 @@ def run_detail(store: Store, run_id: str) -> dict[str, Any] | None:
     if not found:
         return None
     run: dict[str, Any] = found[0]
+    cwd = _records(store, "SELECT cwd FROM sessions WHERE session_id = ?", [run["session_id"]])
+    run["title"] = run_title(run["workload"] or "", (cwd[0]["cwd"] or "") if cwd else "")
     plan = _records(store, "SELECT plan_id, text, spec FROM plans WHERE plan_id = ?", [run["plan_id"]])
     request = _records(
         store, "SELECT request_id, text, spec, created_ns FROM requests WHERE request_id = ?", [run["request_id"]]
@@ -138,7 +168,9 @@ WITH inst AS (
 )
 SELECT inst.run_id, inst.path, inst.signal, sum(inst.value) FILTER (WHERE NOT warm) AS total,
        count(*) FILTER (WHERE NOT warm) AS n, count(*) FILTER (WHERE warm) AS warmup,
-       quantile_cont(inst.value, 0.5) FILTER (WHERE NOT warm) AS median, any_value(r.started_ns) AS started_ns,
+       quantile_cont(inst.value, 0.5) FILTER (WHERE NOT warm) AS median,
+       quantile_cont(inst.value, 0.25) FILTER (WHERE NOT warm) AS p25,
+       quantile_cont(inst.value, 0.75) FILTER (WHERE NOT warm) AS p75, any_value(r.started_ns) AS started_ns,
        (SELECT sum(value) FROM inst j WHERE j.run_id = inst.run_id AND j.signal = inst.signal AND j.is_root
                                         AND NOT j.warm) AS root
 FROM inst JOIN runs r ON r.run_id = inst.run_id
@@ -153,7 +185,9 @@ def regions(store: Store, session: str | None = None) -> list[dict[str, Any]]:
     ``instances``, ``warmup`` and ``median`` are that run's measured instances, its warm-up instances (kept apart)
     and the median of their time (``gpu.time`` where the run measured it, else ``host.wall``); ``share`` is their
     summed time over that of the run's top-level instances; ``all_instances`` and ``runs`` count every run of the
-    store (warm-up included).  ``mean`` (the same run's mean) stays for older clients.
+    store (warm-up included); ``p25`` and ``p75`` the quartiles of that time; ``parent_share`` its summed time over
+    that of its parent path in the same run (None at the top level).  ``mean`` (the same run's mean) stays for older
+    clients.
     """
     where = "WHERE r.session_id = ?" if session else ""
     params: list[Any] = [session] if session else []
@@ -170,6 +204,7 @@ def regions(store: Store, session: str | None = None) -> list[dict[str, Any]]:
         [*params, MAX_ROWS],
     )
     totals = _records(store, _PATH_TOTALS, [list(TIME_SIGNALS)])
+    total_of = {(t["run_id"], t["path"], t["signal"]): t["total"] for t in totals}
     best: dict[str, tuple[int, int, dict[str, Any]]] = {}
     for t in totals:
         if not t["n"]:
@@ -187,6 +222,12 @@ def regions(store: Store, session: str | None = None) -> list[dict[str, Any]]:
         rec["warmup"] = int(top["warmup"]) if top else 0
         rec["median"] = top["median"] if top else None
         rec["mean"] = (top["total"] / top["n"]) if top and top["n"] else None
+        rec["p25"] = top["p25"] if top else None
+        rec["p75"] = top["p75"] if top else None
+        parent = rec["path"].rpartition("/")[0]
+        above = total_of.get((top["run_id"], parent, top["signal"])) if top and parent else None
+        rec["parent"] = parent or None
+        rec["parent_share"] = (top["total"] / above) if top and above else None
     return seen
 
 

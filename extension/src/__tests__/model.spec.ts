@@ -55,7 +55,7 @@ describe('formatting and scopes', () => {
       { path: 'attn', share: 0.9, share_signal: 'gpu.time' },
       { path: 'step', share: 1, share_signal: 'host.wall' }
     ]);
-    expect(m.get('attn')).toEqual({ path: 'attn', share: 0.9, signal: 'gpu.time' });
+    expect(m.get('attn')).toMatchObject({ path: 'attn', share: 0.9, signal: 'gpu.time' });
     expect(m.get('step')?.share).toBe(1);
   });
 });

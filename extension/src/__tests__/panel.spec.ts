@@ -1,8 +1,9 @@
 import { IArgusClient, IMeasureCodeRequest, IPlanRequest, IRegionInfo, IRunInfo } from '../api';
 import { BADGE_CLASS, updateBadges } from '../badges';
-import { regionCells } from '../model';
+import { NARROW_ONLY, WIDE_ONLY } from '../dom';
+import { regionCells, storeLabels } from '../model';
 import { ArgusDetails } from '../details';
-import { ArgusPanel, IKernelOutput, INotebookHooks, PROGRESS_MIME, REPORT_MIME } from '../panel';
+import { ArgusPanel, IKernelOutput, INotebookHooks, PROGRESS_MIME, REPORT_MIME, WIDE_PX } from '../panel';
 import bundle from './fixtures/report-bundle.json';
 
 const run = (id: string, status: string, started: number): IRunInfo => ({
@@ -26,6 +27,10 @@ const run = (id: string, status: string, started: number): IRunInfo => ({
 
 const region = (path: string, share: number | null): IRegionInfo => ({
   path,
+  parent: path.includes('/') ? path.slice(0, path.lastIndexOf('/')) : null,
+  parent_share: path.includes('/') ? 0.5 : null,
+  p25: 1.9e6,
+  p75: 2.2e6,
   name: path.split('/').pop() ?? path,
   kind: 'host',
   instances: 4,
@@ -367,11 +372,62 @@ describe('the Argus panel, as a newcomer reads it', () => {
   it('keeps the runs table to narrow columns and says the rest in the row tooltip', async () => {
     const panel = new ArgusPanel(new FakeClient(), () => null);
     await panel.refresh();
-    const heads = Array.from(panel.node.querySelectorAll('.jp-ArgusPanel-runTable th')).map(th => th.textContent);
-    expect(heads).toEqual(['run', 'status', 'time', 'started']);
+    const heads = (sel: string): string[] =>
+      Array.from(panel.node.querySelectorAll(`.jp-ArgusPanel-runTable th${sel}`)).map(th => th.textContent ?? '');
+    expect(heads(`:not(.${WIDE_ONLY})`)).toEqual(['run', 'status', 'time', 'started']);
     const row = panel.node.querySelector('.jp-ArgusPanel-run') as HTMLElement;
     expect(row.textContent).toContain('0.5 s');
     expect(row.title).toContain('host measuring host.wall; 4 of 4 repetitions done');
+  });
+
+  it('titles each run by what it measured, with its signals under the title', async () => {
+    const client = new FakeClient();
+    client.runList = [
+      {
+        ...run('r-db625749ef', 'ok', 1.7e18),
+        title: 'cell [3] of quickstart.ipynb',
+        signals: ['host.wall', 'host.cpu']
+      },
+      { ...run('r-2', 'ok', 1.6e18), title: 'examples/nested.py' }
+    ];
+    const panel = new ArgusPanel(client, () => null);
+    await panel.refresh();
+    const first = panel.node.querySelector('.jp-ArgusPanel-run') as HTMLElement;
+    expect(first.querySelector('.jp-ArgusPanel-runName')?.textContent).toBe('cell [3] of quickstart.ipynb');
+    expect(first.querySelector(`.jp-ArgusPanel-runSignals.${NARROW_ONLY}`)?.textContent).toBe('host.wall, host.cpu');
+    expect(first.title).toContain('r-db625749ef'); // the id stays in the tooltip and in the wide layout's column
+    expect(rows(panel, 'jp-ArgusPanel-runName')).toEqual(['cell [3] of quickstart.ipynb', 'examples/nested.py']);
+  });
+
+  it('shows more columns when the panel is widened', async () => {
+    const panel = new ArgusPanel(new FakeClient(), () => null);
+    await panel.refresh();
+    expect(panel.layoutFor(300)).toBe(false);
+    expect(panel.node.classList.contains('jp-mod-wide')).toBe(false);
+    expect(panel.layoutFor(WIDE_PX + 100)).toBe(true);
+    expect(panel.node.classList.contains('jp-mod-wide')).toBe(true);
+    const wide = (table: string): string[] =>
+      Array.from(panel.node.querySelectorAll(`.${table} th.${WIDE_ONLY}`)).map(th => th.textContent ?? '');
+    expect(wide('jp-ArgusPanel-runTable')).toEqual(['signals', 'reps', 'backends', 'id']);
+    expect(wide('jp-ArgusPanel-regionTable')).toEqual(['p25..p75', 'of parent', 'warm-up', 'runs', 'signal']);
+    const inner = panel.node.querySelectorAll('.jp-ArgusPanel-region')[1] as HTMLElement;
+    expect(inner.textContent).toContain('50% of attn');
+  });
+
+  it('names stores in the picker by their file name, folders only where two share it', async () => {
+    expect(
+      Array.from(storeLabels(['argus.duckdb', 'notebooks/argus.duckdb', 'a/deep/folder/other.duckdb']).values())
+    ).toEqual(['argus.duckdb', 'notebooks/argus.duckdb', 'other.duckdb']);
+    const nb = fakeNotebook(['x = 1'], [], 'ok', {
+      path: 'nb/quick_start_notebook.ipynb',
+      evaluate: async () => ({ store: '/root/work/argus.duckdb', source: 'default' })
+    });
+    const panel = new ArgusPanel(new FakeClient(), () => nb.hooks);
+    await panel.refresh();
+    const select = panel.node.querySelector('.jp-ArgusPanel-store') as HTMLSelectElement;
+    expect(select.selectedOptions[0].textContent).toBe('argus.duckdb (kernel)');
+    expect(select.selectedOptions[0].title).toContain('work/argus.duckdb: the store the kernel of');
+    expect(select.title).toContain('work/argus.duckdb');
   });
 
   it('breaks region paths only after a slash, never inside a name', async () => {
@@ -440,23 +496,59 @@ describe('the Argus panel, as a newcomer reads it', () => {
     expect((panel3.node.querySelector('.jp-ArgusPanel-runButton') as HTMLButtonElement).disabled).toBe(false);
   });
 
-  it("shows a run's progress once per run, and the cells' output once, apart from it", async () => {
-    const progress = (text: string, event: string): IKernelOutput => ({
-      data: { 'text/plain': text, [PROGRESS_MIME]: { text, event, run: 0 } }
+  it("shows a run's progress once per run, updated in place mid-run, and the cells' output once, apart", async () => {
+    // the progress lines and fields as argus_lab.run.progress.Tick.to_json() writes them (a host run, 15 + 1 reps)
+    const tick = (text: string, event: string, reps: number, left: number | null): IKernelOutput => ({
+      data: {
+        'text/plain': text,
+        [PROGRESS_MIME]: {
+          text,
+          event,
+          run: 0,
+          runs: 1,
+          backends: ['host'],
+          reps_done: reps,
+          reps_total: 16,
+          left_s: left
+        }
+      }
     });
-    const outputs: IKernelOutput[] = [
-      progress('argus: run 1/1 [host] running...', 'start'),
-      ...Array.from({ length: 4 }, () => ({ text: 'loss 0.25\n' })),
-      progress('argus: run 1/1 [host] ok', 'end')
-    ];
-    const nb = fakeNotebook(['%%argus_region a\nprint("loss 0.25")'], outputs);
-    const panel = new ArgusPanel(new FakeClient(), () => nb.hooks);
+    let finish: (v: { status: string }) => void = () => undefined;
+    let emit: (out: IKernelOutput) => void = () => undefined;
+    const hooks: INotebookHooks = {
+      name: 'demo.ipynb',
+      regionCells: () => regionCells(['%%argus_region a\nprint("loss 0.25")']),
+      execute: (_code, onOutput) => {
+        emit = onOutput;
+        return new Promise(resolve => {
+          finish = resolve;
+        });
+      },
+      interrupt: async () => undefined
+    };
+    const panel = new ArgusPanel(new FakeClient(), () => hooks);
     await panel.refresh();
-    expect(await panel.runInKernel()).toBe(true);
-    const text = panel.node.querySelector('.jp-ArgusPanel-progress')?.textContent ?? '';
-    expect(text.split('\n')).toEqual([
+    const running = panel.runInKernel();
+    await new Promise(r => setTimeout(r, 0));
+    const text = (): string[] => (panel.node.querySelector('.jp-ArgusPanel-progress')?.textContent ?? '').split('\n');
+    emit(tick('argus: run 1/1 [host] starting - 0.0 s', 'start', 0, null));
+    emit({ text: 'loss 0.25\n' });
+    emit(tick('argus: run 1/1 [host] repetition 4/16 - 0.4 s, about 1.8 s left', 'repetition', 3, 1.83));
+    emit({ text: 'loss 0.25\n' });
+    // mid-run: one line for the run (its repetition and the time left), not a growing log
+    expect(text()).toEqual([
       'running a in the kernel of demo.ipynb...',
-      'argus: run 1/1 [host] ok',
+      'argus: run 1/1 [host] repetition 4/16 - 0.4 s, about 1.8 s left'
+    ]);
+    emit(tick('argus: run 1/1 [host] repetition 9/16 - 1.0 s, about 1.1 s left', 'repetition', 8, 1.1));
+    expect(text()[1]).toBe('argus: run 1/1 [host] repetition 9/16 - 1.0 s, about 1.1 s left');
+    expect(text()).toHaveLength(2);
+    emit(tick('argus: run 1/1 [host] ok after 2.3 s', 'end', 16, null));
+    finish({ status: 'ok' });
+    expect(await running).toBe(true);
+    expect(text()).toEqual([
+      'running a in the kernel of demo.ipynb...',
+      'argus: run 1/1 [host] ok after 2.3 s',
       'done: the result is in the store'
     ]);
     const out = panel.node.querySelector('.jp-ArgusPanel-output') as HTMLDetailsElement;
@@ -480,8 +572,10 @@ describe('the Argus panel, as a newcomer reads it', () => {
     expect(asked).toEqual(['kernel_store()']); // the expression the server gave, evaluated in the kernel
     expect(panel.store).toBe('sub/k.duckdb');
     const options = Array.from((panel.node.querySelector('.jp-ArgusPanel-store') as HTMLSelectElement).options);
-    expect(options.map(o => o.textContent)).toEqual([
-      'sub/k.duckdb (kernel of demo.ipynb, not written yet)',
+    // short labels (the picker is narrow), the full path and what it is in each option's tooltip
+    expect(options.map(o => o.textContent)).toEqual(['k.duckdb (kernel, new)', 'argus.duckdb']);
+    expect(options.map(o => o.title)).toEqual([
+      'sub/k.duckdb: the store the kernel of demo.ipynb writes (not written yet)',
       'work/argus.duckdb'
     ]);
     expect(panel.node.querySelector('.jp-ArgusPanel-kernelStore')?.textContent).toContain('set by %argus store');
@@ -524,23 +618,34 @@ describe('cell badges', () => {
     const shown = updateBadges(
       cells,
       [
-        { path: 'step/attn', share: 0.42, share_signal: 'host.wall' },
-        { path: 'step', share: 1, share_signal: 'host.wall' }
+        {
+          path: 'step/attn',
+          share: 0.3,
+          share_signal: 'host.wall',
+          median: 2.51e6,
+          parent: 'step',
+          parent_share: 0.42
+        },
+        { path: 'step', share: 1, share_signal: 'host.wall', median: 6e6 }
       ],
       p => opened.push(p)
     );
     expect(shown).toBe(1);
     const badge = cells[0].node.querySelector(`.${BADGE_CLASS}`) as HTMLElement;
+    // a nested region: its share of its parent, its time in the tooltip
     expect(badge.textContent).toBe('attn 42%');
-    expect(badge.title).toContain('host.wall');
+    expect(badge.title).toContain("42% of its parent step's host.wall");
+    expect(badge.title).toContain('median 2.51 ms');
     badge.click();
     expect(opened).toEqual(['step/attn']);
     expect(cells[1].node.querySelector(`.${BADGE_CLASS}`)).toBeNull();
     expect(cells[2].node.querySelector(`.${BADGE_CLASS}`)).toBeNull();
     // a later refresh without the region removes the badge; one badge per cell at most
-    updateBadges(cells, [{ path: 'attn', share: 0.5, share_signal: 'host.wall' }], () => undefined);
+    updateBadges(cells, [{ path: 'attn', share: 1, share_signal: 'host.wall', median: 2.51e6 }], () => undefined);
     expect(cells[0].node.querySelectorAll(`.${BADGE_CLASS}`)).toHaveLength(1);
-    expect(cells[0].node.querySelector(`.${BADGE_CLASS}`)?.textContent).toBe('attn 50%');
+    // a top-level region: its time, never an always-100% share of its own run
+    expect(cells[0].node.querySelector(`.${BADGE_CLASS}`)?.textContent).toBe('attn 2.51 ms');
+    expect((cells[0].node.querySelector(`.${BADGE_CLASS}`) as HTMLElement).title).toContain("100% of its run's");
     updateBadges(cells, [], () => undefined);
     expect(cells[0].node.querySelector(`.${BADGE_CLASS}`)).toBeNull();
   });
