@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import collections
 import threading
+import time
 from collections.abc import Callable
 from types import ModuleType
 from typing import Any
@@ -134,3 +135,46 @@ def test_a_thread_is_named_when_it_opens_its_first_region_not_later() -> None:
         t.join()
     cols = rec.columns()
     assert set(rec.thread_names_of(cols["thread_id"], cols["start_ns"])) == {"loader-0"}
+
+
+@pytest.mark.parametrize("path", ["python", "native"])
+def test_a_thread_pools_workers_name_the_instances_they_ran(path: str, request: pytest.FixtureRequest) -> None:
+    """A ``ThreadPoolExecutor`` hands tasks to whichever worker is free and its workers outlive the tasks: each
+    instance carries the name of the worker that ran it (as the task saw it), never another worker's."""
+    from concurrent.futures import ThreadPoolExecutor
+
+    module = request.getfixturevalue("extension") if path == "native" else None
+    ran_on: dict[str, str] = {}
+
+    def task(k: int) -> None:
+        with argus_lab.region(f"task{k}"):
+            ran_on[f"task{k}"] = threading.current_thread().name
+            time.sleep(0.002)  # long enough that the pool hands the next tasks to its other workers
+
+    with _recorder(path, module) as rec, ThreadPoolExecutor(3, thread_name_prefix="pool") as ex:
+        list(ex.map(task, range(60)))
+    cols = rec.columns()
+    names = rec.thread_names_of(cols["thread_id"], cols["start_ns"])
+    assert dict(zip(cols["path"], names, strict=True)) == ran_on
+    assert len(set(ran_on.values())) > 1  # the tasks were spread over several workers
+
+
+def test_a_measured_pool_stores_each_instance_under_its_workers_name(tmp_path: Any) -> None:
+    """The same through ``argus_lab.measure`` into a real store: ``region_instances.thread_name`` per instance."""
+    from concurrent.futures import ThreadPoolExecutor
+
+    ran_on: dict[tuple[int, str], str] = {}
+    rep = [0]
+
+    def task(k: int) -> None:
+        with argus_lab.region(f"task{k}"):
+            ran_on[(rep[0], f"task{k}")] = threading.current_thread().name
+
+    def step() -> None:
+        with ThreadPoolExecutor(2, thread_name_prefix=f"step{rep[0]}") as ex:
+            list(ex.map(task, range(8)))
+        rep[0] += 1
+
+    report = argus_lab.measure(step, "host.wall", repeat=3, warmup=0, store=str(tmp_path / "pool.duckdb"))
+    rows = report.store.rows("SELECT repetition, path, thread_name FROM region_instances")
+    assert {(r, p): n for r, p, n in rows} == ran_on
