@@ -350,6 +350,7 @@ class Report:
         if self.view_scope:
             scopes = [f"({s}) and ({self.view_scope})" for s in scopes] if scopes else [self.view_scope]
         parts = [txt.line(f"scope: {'; or '.join(scopes)} (instances outside it are left out)"), ""] if scopes else []
+        parts = [*(txt.line(f"NOTE: {s}") for s in coverage.stale_join(str(self.store.path), self.provenance)), *parts]
         parts.append(self.region_table())
         differ = self.heterogeneity()
         if differ:

@@ -14,6 +14,8 @@ from __future__ import annotations
 import json
 from typing import TYPE_CHECKING, Any
 
+from argus_lab.views.evidence import source_display
+
 if TYPE_CHECKING:
     from collections.abc import Sequence
 
@@ -162,9 +164,10 @@ def regions(store: Store, session: str | None = None) -> list[dict[str, Any]]:
         f"""
         SELECT i.path, any_value(g.name) AS name, any_value(g.kind) AS kind, any_value(g.file) AS file,
                any_value(g.line) AS line, count(*) AS all_instances, count(DISTINCT i.run_id) AS runs,
-               max(r.started_ns) AS last_ns
+               max(r.started_ns) AS last_ns, any_value(s.cwd) AS cwd
         FROM region_instances i JOIN runs r ON r.run_id = i.run_id
         LEFT JOIN regions g ON g.region_id = i.region_id
+        LEFT JOIN sessions s ON s.session_id = r.session_id
         {where} GROUP BY i.path ORDER BY i.path LIMIT ?
         """,
         [*params, MAX_ROWS],
@@ -178,6 +181,8 @@ def regions(store: Store, session: str | None = None) -> list[dict[str, Any]]:
         if t["path"] not in best or rank > best[t["path"]][:2]:
             best[t["path"]] = (*rank, t)
     for rec in seen:
+        # where it was declared as the report says it: relative to the run's folder, an IPython input as such
+        rec["file"] = source_display(str(rec["file"] or ""), str(rec.pop("cwd") or "")) or None
         hit = best.get(rec["path"])
         top = hit[2] if hit else None
         rec["share"] = (top["total"] / top["root"]) if top and top["root"] else None
@@ -192,6 +197,10 @@ def regions(store: Store, session: str | None = None) -> list[dict[str, Any]]:
 
 def region_detail(store: Store, path: str, run_id: str | None = None) -> dict[str, Any] | None:
     """A region's drill-down: per-signal summary, instances, kernels, counters, facts and attribution classes.
+
+    Each summary and counter row says how its signal combines (``agg``, ``combined``); each kernel row carries its
+    counters and whether it belongs to the main kernel-sequence group (``main_group``); ``groups`` lists the path's
+    instance groups where its instances ran different kernel sequences (the main group's statistics are shown).
 
     The summary, counters, kernels and facts of each run are the Report's rows of that run (its request's scope
     applied), restricted to the region; per-instance values are the join's inclusive values.  At most
@@ -237,16 +246,34 @@ def region_detail(store: Store, path: str, run_id: str | None = None) -> dict[st
     counters: list[dict[str, Any]] = []
     kernels: list[dict[str, Any]] = []
     facts: list[dict[str, Any]] = []
+    groups: list[dict[str, Any]] = []
+    # the kernels of every run shown, read together as a Report over them reads them: an ncu run's counters reach the
+    # timing run's kernels by (path, ordinal, name), also when the replay was a request of its own
+    _, all_scope = rt.read_scopes(store, runs)
+    every_kernel = rt.read_kernels(store, runs, all_scope)
     for run in runs:
         _, scope = rt.read_scopes(store, [run])
         found = rt.read_summary(store, [run], scope)
         summary += [_summary_row(run, r) for r in found.regions if r.path == path]
         counters += [_counter_row(run, c) for c in found.counters if c.path == path]
-        ran = _kernels_of(run, path, rt.read_kernels(store, [run], scope))
+        ran = _kernels_of(run, path, [k for k in every_kernel if k.run_id == run])
         kernels += ran
+        groups += [
+            {
+                "run_id": run,
+                "group": g.group,
+                "majority": g.majority,
+                "instances": g.instances,
+                "indexes": g.indexes,
+                "kernels": g.kernels,
+                "note": g.note,
+            }
+            for g in rt.read_groups(store, [run], scope)
+            if g.path == path
+        ]
         names = {k["name"] for k in ran}
         facts += [f for c in rt.read_compiler(store, [run]) if c.name in names for f in _fact_rows(c)]
-    kernels.sort(key=lambda k: -k["total_ns"])
+    kernels.sort(key=lambda k: (not k["main_group"], -k["total_ns"]))
     attributions = _records(
         store,
         f"""
@@ -264,14 +291,17 @@ def region_detail(store: Store, path: str, run_id: str | None = None) -> dict[st
         "kernels": kernels[:MAX_ROWS],
         "counters": counters,
         "facts": facts[:MAX_ROWS],
+        "groups": groups,
         "attributions": attributions,
         "truncated": len(instances) >= MAX_ROWS,
     }
 
 
 def _summary_row(run_id: str, r: RegionRow) -> dict[str, Any]:
-    """A Report region row of one run, as the panel shows it."""
+    """A Report region row of one run, as the panel shows it, with how the signal combines (``agg``; ``combined``
+    in the report's words)."""
     return {
+        **_combined(r.agg),
         "run_id": run_id,
         "signal": r.signal,
         "n": r.n,
@@ -288,11 +318,21 @@ def _summary_row(run_id: str, r: RegionRow) -> dict[str, Any]:
     }
 
 
+def _combined(agg: str) -> dict[str, Any]:
+    """How a value combines over kernels and instances: the catalog's rule and the words the report uses for it."""
+    from argus_lab.plan.catalog import AGGREGATION_TEXT
+
+    return {"agg": agg, "combined": AGGREGATION_TEXT.get(agg, agg)}
+
+
 def _counter_row(run_id: str, c: CounterRow) -> dict[str, Any]:
-    """A Report counter row of one run, as the panel shows it."""
+    """A Report counter row of one run, as the panel shows it: a per-kernel fact (a launch attribute) carries its
+    range over the region's kernels (``kernel_range``), as the report prints it."""
     from argus_lab.report.rows import describe
 
     return {
+        **_combined(c.agg),
+        "kernel_range": list(c.kernel_range) if c.kernel_range is not None else None,
         "run_id": run_id,
         "signal": c.signal,
         "n": c.instances,
@@ -306,8 +346,11 @@ def _counter_row(run_id: str, c: CounterRow) -> dict[str, Any]:
 
 
 def _kernels_of(run_id: str, path: str, rows: Sequence[KernelRow]) -> list[dict[str, Any]]:
-    """The Report's kernel rows of ``path`` (every ordinal and class), summed per kernel name."""
-    by: dict[str, dict[str, Any]] = {}
+    """The Report's kernel rows of ``path`` (every ordinal and class), summed per kernel name and instance group:
+    ``main_group`` is false for the launches of instances outside the path's main kernel-sequence group (a first call
+    that autotuned), which the panel shows apart, collapsed, as the report does.  ``counters`` are the ncu counters
+    joined to the kernel by ordinal (``{signal: [median over its ordinals, unit]}``)."""
+    by: dict[tuple[str, bool], dict[str, Any]] = {}
     for k in rows:
         if k.path != path:
             continue
@@ -318,15 +361,26 @@ def _kernels_of(run_id: str, path: str, rows: Sequence[KernelRow]) -> list[dict[
             "launches": 0,
             "total_ns": 0.0,
             "registers": k.registers,
+            "main_group": k.main_group,
+            "counters": {},
         }
-        e = by.setdefault(k.name, {**first, "grid": k.grid, "block": k.block, "classes": k.classes})
+        e = by.setdefault((k.name, k.main_group), {**first, "grid": k.grid, "block": k.block, "classes": k.classes})
         e["launches"] += k.launches
         e["total_ns"] += k.total_ns
+        for signal, (value, unit) in k.counters.items():
+            e["counters"].setdefault(signal, []).append((value, unit))
         if k.classes not in e["classes"].split(","):
             e["classes"] += "," + k.classes
     for e in by.values():
         e["mean_ns"] = e["total_ns"] / e["launches"] if e["launches"] else None
+        e["counters"] = {s: [_median([v for v, _ in vs]), vs[0][1]] for s, vs in sorted(e["counters"].items())}
     return list(by.values())
+
+
+def _median(values: list[float]) -> float:
+    ordered = sorted(values)
+    mid = len(ordered) // 2
+    return ordered[mid] if len(ordered) % 2 else (ordered[mid - 1] + ordered[mid]) / 2
 
 
 FACT_SIGNALS = (
