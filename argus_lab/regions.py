@@ -634,10 +634,17 @@ class Recorder:
         region, :attr:`argus_lab.run.workload.Workload.implicit_region`).  Returns the instance id.
         """
         node = marker._nodes.get(0) or _nodes.add(marker, 0)
-        iid = next(self._ids)
+        native = self._native
+        # while the boundaries run in C, the C buffer numbers instances: an id from the Python counter would repeat one
+        # of its ids (two instances, one id: the kernels carrying it counted in both)
+        iid = native.boundary_next_id() if native is not None else next(self._ids)
         self._rows.extend((iid, node, 0, _stack().ident, int(start_ns), int(end_ns), int(cpu_ns)))
         if error:
             self._errors[iid] = error
+        # in the columns now, in finishing order: left in the Python list it would follow the C buffer's rows (taken
+        # first when the run stops), and the repetition marks, which count rows, would give its repetition (the
+        # warm-up) to another instance
+        self._spill()
         return iid
 
     def count(self) -> int:

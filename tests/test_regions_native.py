@@ -363,3 +363,39 @@ def test_a_marker_made_during_the_run_still_works_after_it(module: ModuleType) -
     with recorder("python", module) as rec, kept:
         pass
     assert [r.path for r in rec.instances()] == ["kept"]
+
+
+def test_the_implicit_regions_first_repetition_keeps_its_id_and_its_warm_up_with_the_c_path(module: ModuleType) -> None:
+    """A workload that marks no region (``%%argus`` on a plain cell, ``measure(fn)``) is measured as its implicit
+    region; its first repetition is recorded after the fact (``Recorder.record_span``) while the timing run's
+    boundaries run in C.  On the H200 that instance took an id of the C buffer's (``ten_kernels`` instance 2 twice)
+    and came last in the columns, so the warm-up flag went to the second repetition, the warm-up's 10 kernels counted
+    as measured and the per-ordinal table read ordinals 0-19 with 2 launches, then 1.  Both paths must give the same
+    rows: unique ids, the warm-up (repetition 0) the first instance, indexes in start order."""
+    from argus_lab.run import driver
+    from argus_lab.run.workload import Workload
+
+    def ten_kernels() -> None:
+        pass
+
+    marker = driver._implicit_marker(Workload.of_callable(ten_kernels))
+    assert marker is not None
+    rows = {}
+    for kind in ("python", "native"):
+        rec = recorder(kind, module)
+        with rec:
+            assert rec.native_boundaries == (kind == "native")
+            fn: Callable[[], None] = ten_kernels
+            for rep in range(4):  # warm-up + 3 measured repetitions, as driver.drive runs them
+                rec.repetition = rep
+                if rep == 0:
+                    fn = driver._first_repetition(rec, fn, marker)
+                else:
+                    fn()
+        cols = rec.columns()
+        order = (cols["start_ns"], cols["instance_id"], cols["repetition"], cols["instance_index"])
+        rows[kind] = sorted(zip(*order, strict=True))
+        ids = [r[1] for r in rows[kind]]
+        assert len(set(ids)) == 4, rows[kind]  # one id per instance
+        assert [(r[2], r[3]) for r in rows[kind]] == [(0, 0), (1, 1), (2, 2), (3, 3)], rows[kind]
+    assert [r[2:] for r in rows["native"]] == [r[2:] for r in rows["python"]]
