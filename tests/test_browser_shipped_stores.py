@@ -9,11 +9,11 @@ as temporal.  Screenshots: /tmp/argus_shipped_*.png.
 
 from __future__ import annotations
 
-import shutil
 from pathlib import Path
 from typing import Any
 
 import test_browser_report
+from recorded_cases import shipped
 from test_browser_report import InBrowser, Page
 
 from argus_lab.faces.importing import import_trace
@@ -31,10 +31,7 @@ SCALED = {"ns": ("ns", "µs", "ms", "s"), "byte": ("B", "kB", "MB", "GB", "TB"),
 
 
 def _shipped(tmp_path: Path, rel: str) -> Report:
-    dest = tmp_path / Path(rel).name
-    shutil.copy(DATA / rel, dest)
-    dest.chmod(0o644)
-    st = Store(dest)
+    st = shipped(tmp_path, rel)
     return Report(st, [r[0] for r in st.rows("SELECT run_id FROM runs ORDER BY started_ns")])
 
 

@@ -5,11 +5,11 @@ stores in chromium."""
 
 from __future__ import annotations
 
-import shutil
 from pathlib import Path
 
+from recorded_cases import shipped
+
 from argus_lab.report import Report
-from argus_lab.store import Store
 from argus_lab.views import evidence
 from argus_lab.views.bundle import build
 
@@ -17,10 +17,7 @@ DATA = Path(__file__).parent / "data"
 
 
 def _shipped(tmp_path: Path, rel: str) -> Report:
-    dest = tmp_path / Path(rel).name
-    shutil.copy(DATA / rel, dest)
-    dest.chmod(0o644)
-    st = Store(dest)
+    st = shipped(tmp_path, rel)
     return Report(st, [r[0] for r in st.rows("SELECT run_id FROM runs ORDER BY started_ns")])
 
 

@@ -17,6 +17,7 @@ from pathlib import Path
 
 import duckdb
 import pytest
+from recorded_cases import shipped
 
 from argus_lab.join.attribution_sql import JOIN_BACKEND_VERSION
 from argus_lab.report import Report
@@ -54,11 +55,7 @@ def test_every_recorded_store_holds_the_values_of_todays_join(path: Path) -> Non
 
 
 def _shipped(tmp_path: Path, rel: str) -> Store:
-    """A recorded store copied as shipped (NOT joined again)."""
-    dest = tmp_path / Path(rel).name
-    shutil.copy(DATA / rel, dest)
-    dest.chmod(0o644)
-    return Store(dest)
+    return shipped(tmp_path, rel)
 
 
 def test_the_shipped_walkthrough_store_reads_a_percentage_as_the_weighted_mean(tmp_path: Path) -> None:

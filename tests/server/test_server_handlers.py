@@ -21,6 +21,7 @@ import tornado.httpclient
 
 import argus_lab
 from argus_lab import join
+from argus_lab.report import Report
 from argus_lab.store import Store
 
 # jupyter_server_terminals' websocket handler warns at every server start; the argus handlers are checked by
@@ -421,3 +422,18 @@ async def test_regions_name_the_declaring_source_as_the_report_does(jp_fetch: An
     shutil.copy(data / "gpu" / "issue15" / "autotune.duckdb", jp_root_dir / "at.duckdb")
     files = {r["path"]: r["file"] for r in await get(jp_fetch, "regions", store="at.duckdb")}
     assert files["matmul"] == "autotuned_matmul.py"
+
+
+async def test_regions_count_the_main_kernel_sequence_group_as_the_report_does(
+    jp_fetch: Any, jp_root_dir: Path
+) -> None:
+    """The autotuned matmul's latest run: 4 measured instances, instance 0 of another kernel sequence; the panel's
+    list says 3 instances and their median, as the report's region table (it said 4, the autotuning one pooled in)."""
+    src = Path(__file__).resolve().parents[1] / "data" / "gpu" / "issue15" / "autotune.duckdb"
+    shutil.copy(src, jp_root_dir / "at.duckdb")
+    matmul = next(r for r in await get(jp_fetch, "regions", store="at.duckdb") if r["path"] == "matmul")
+    store = Store(jp_root_dir / "at.duckdb")
+    report = Report(store, [matmul["share_run"]])
+    row = next(r for r in report.regions if r.path == "matmul" and r.signal == matmul["share_signal"])
+    assert matmul["instances"] == row.instances == 3
+    assert matmul["median"] == pytest.approx(row.median)

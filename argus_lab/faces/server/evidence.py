@@ -133,14 +133,16 @@ def run_detail(store: Store, run_id: str) -> dict[str, Any] | None:
 _PATH_TOTALS = """
 WITH inst AS (
     SELECT i.run_id, i.path, coalesce(i.parent_instance_id, 0) = 0 AS is_root, v.signal, v.inclusive AS value,
-           coalesce(i.warmup, false) AS warm
+           coalesce(i.warmup, false) AS warm,
+           coalesce((i.run_id, i.instance_id) IN (SELECT run_id, instance_id FROM _r_minor), false) AS minor
     FROM region_instances i
     JOIN instance_values v ON v.run_id = i.run_id AND v.instance_id = i.instance_id
     WHERE v.signal IN (SELECT unnest(?::VARCHAR[])) AND v.inclusive IS NOT NULL
 )
-SELECT inst.run_id, inst.path, inst.signal, sum(inst.value) FILTER (WHERE NOT warm) AS total,
-       count(*) FILTER (WHERE NOT warm) AS n, count(*) FILTER (WHERE warm) AS warmup,
-       quantile_cont(inst.value, 0.5) FILTER (WHERE NOT warm) AS median, any_value(r.started_ns) AS started_ns,
+SELECT inst.run_id, inst.path, inst.signal, sum(inst.value) FILTER (WHERE NOT warm AND NOT minor) AS total,
+       count(*) FILTER (WHERE NOT warm AND NOT minor) AS n, count(*) FILTER (WHERE warm) AS warmup,
+       quantile_cont(inst.value, 0.5) FILTER (WHERE NOT warm AND NOT minor) AS median,
+       any_value(r.started_ns) AS started_ns,
        (SELECT sum(value) FROM inst j WHERE j.run_id = inst.run_id AND j.signal = inst.signal AND j.is_root
                                         AND NOT j.warm) AS root
 FROM inst JOIN runs r ON r.run_id = inst.run_id
@@ -148,13 +150,30 @@ GROUP BY inst.run_id, inst.path, inst.signal
 """
 
 
+def _path_totals(store: Store) -> list[dict[str, Any]]:
+    """:data:`_PATH_TOTALS` over the main kernel-sequence group of each path (``_r_minor``: the instances of the
+    other groups, as the Report leaves them out of its statistics)."""
+    from argus_lab.report.rows import minor_instances
+
+    def fetch(con: Any) -> list[dict[str, Any]]:
+        runs = [r[0] for r in con.execute("SELECT run_id FROM runs").fetchall()]
+        minor_instances(con, runs)
+        cur = con.execute(_PATH_TOTALS, [list(TIME_SIGNALS)])
+        names = [d[0] for d in cur.description or ()]
+        return [dict(zip(names, row, strict=True)) for row in cur.fetchall()]
+
+    out: list[dict[str, Any]] = store.read(fetch)
+    return out
+
+
 def regions(store: Store, session: str | None = None) -> list[dict[str, Any]]:
     """Every region path seen, with its numbers from the latest run that timed it, as the report of that run shows
     them (runs are never pooled: a path measured by unrelated workloads would mix them).
 
-    ``instances``, ``warmup`` and ``median`` are that run's measured instances, its warm-up instances (kept apart)
-    and the median of their time (``gpu.time`` where the run measured it, else ``host.wall``); ``share`` is their
-    summed time over that of the run's top-level instances; ``all_instances`` and ``runs`` count every run of the
+    ``instances``, ``warmup`` and ``median`` are that run's measured instances of the path's main kernel-sequence
+    group (the Report's statistics), its warm-up instances (kept apart) and the median of their time (``gpu.time``
+    where the run measured it, else ``host.wall``); ``share`` is their summed time over that of the run's top-level
+    instances; ``all_instances`` and ``runs`` count every run of the
     store (warm-up included).  ``mean`` (the same run's mean) stays for older clients.
     """
     where = "WHERE r.session_id = ?" if session else ""
@@ -172,7 +191,7 @@ def regions(store: Store, session: str | None = None) -> list[dict[str, Any]]:
         """,
         [*params, MAX_ROWS],
     )
-    totals = _records(store, _PATH_TOTALS, [list(TIME_SIGNALS)])
+    totals = _path_totals(store)
     best: dict[str, tuple[int, int, dict[str, Any]]] = {}
     for t in totals:
         if not t["n"]:
