@@ -60,3 +60,14 @@ def test_kernels_by_region_keep_the_other_kernel_sequence_groups_apart(tmp_path:
     main = [r for r in rows if r["main_group"]]
     assert [(r["path"], r["name"], r["count"]) for r in main] == [("matmul", "matmul_kernel", 6)]  # 2 runs x 3
     assert sum(r["count"] for r in rows if not r["main_group"]) > 1000  # instance 0, which autotuned
+
+
+def test_a_kernel_of_another_kernel_sequence_does_not_take_the_main_groups_counters(tmp_path: Path) -> None:
+    """ncu replayed the autotuned matmul's instances 1-3 (``--scope 'matmul; instances=1:'``): their kernel at
+    ordinal 0 has the counters; instance 0 (which autotuned, another kernel sequence) also starts with matmul_kernel
+    at ordinal 0, but ncu never measured it: no counters there (it used to show the main group's)."""
+    report = _shipped(tmp_path, "gpu/issue15/autotune.duckdb")
+    first = [k for k in report.kernels if k.ordinal == 0 and k.name == "matmul_kernel"]
+    assert {k.main_group for k in first} == {True, False}
+    assert all(k.counters for k in first if k.main_group)
+    assert not [k.counters for k in first if not k.main_group and k.counters]
