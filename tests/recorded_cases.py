@@ -75,3 +75,14 @@ def per_path(store: Store, run: str, signal: str, column: str = "inclusive") -> 
     for path, value in rows:
         out.setdefault(path, []).append(value)
     return out
+
+
+def shipped(tmp_path: Path, rel: str) -> Store:
+    """The recorded store ``tests/data/<rel>`` copied into ``tmp_path`` as shipped (NOT joined again: what a user
+    who opens it reads)."""
+    import shutil
+
+    dest = tmp_path / Path(rel).name
+    shutil.copy(DATA / rel, dest)
+    dest.chmod(0o644)
+    return Store(dest)

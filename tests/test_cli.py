@@ -159,3 +159,16 @@ def test_signals_piped_into_a_reader_that_leaves_early_ends_quietly() -> None:
     err = proc.stderr.read().decode()
     assert proc.wait(timeout=60) == 0, err
     assert "Traceback" not in err
+
+
+def test_a_scope_that_matches_no_region_exits_non_zero_with_the_regions_seen(store_path: Path) -> None:
+    """`argus-lab run --scope 'decod/**'` on a workload whose regions are decode/...: a real process that exits 2 and
+    names the regions it saw and the closest scope (it used to exit 0 with status ok over an empty report)."""
+    run = _cli(
+        "run", "examples/nested.py", "--signals", "host.wall", "--repeat", "1", "--warmup", "0",
+        "--scope", "decod/**", "--store", str(store_path),
+    )  # fmt: skip
+    assert run.returncode == 2, (run.returncode, run.stdout, run.stderr)
+    assert "did you mean 'decode/**'" in run.stderr
+    assert "decode/layer/attn" in run.stderr
+    assert "status ok" not in run.stdout

@@ -201,3 +201,15 @@ def test_argus_doctor_prints_the_checks(ip: Any, capsys: pytest.CaptureFixture[s
     assert lines[0].startswith("ok    argus_lab")
     assert any(" pass model " in line for line in lines)
     assert lines[-1].endswith("not applicable")
+
+
+def test_a_scope_that_matches_no_region_is_a_usage_error_with_the_regions_seen(
+    ip: Any, magics: ArgusMagics, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """``%%argus --scope 'sleeep/**'`` on a cell whose region is ``sleep``: one UsageError line that names the
+    regions the cell ran and the closest scope, never a report that says ``ok`` over nothing."""
+    res = ip.run_cell("%%argus -s host.wall -n 1 -w 0 --scope 'sleeep/**'\nwith argus_lab.region('sleep'):\n    pass\n")
+    assert not res.success
+    err = capsys.readouterr().err
+    assert "UsageError:" in err and "Traceback" not in err
+    assert "(sleep)" in err and "did you mean 'sleep/**'" in err

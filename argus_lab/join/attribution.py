@@ -360,7 +360,7 @@ def _provenance(
                 f"{run}:join",
                 run,
                 "join",
-                f"argus_lab.join {q.JOIN_VERSION}",
+                q.JOIN_BACKEND_VERSION,
                 json.dumps(settings, sort_keys=True),
                 "{}",
                 "derived (from the measured timestamps of the inputs; nothing synthesized)",

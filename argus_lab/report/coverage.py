@@ -11,6 +11,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import TYPE_CHECKING
 
+from argus_lab.join.attribution_sql import JOIN_BACKEND_VERSION
 from argus_lab.join.skew import SIGNALS as RANK_SIGNALS
 from argus_lab.report.device import problems as device_problems
 
@@ -28,6 +29,7 @@ def sentences(report: Report) -> list[str]:
     out.extend(f"{path}: {n} instance(s) raised: {err}" for path, n, err in report.errors)
     if report.pending:
         out.append(join_pending(str(report.store.path), report.pending))
+    out.extend(stale_join(str(report.store.path), report.provenance))
     out.extend(report.notes)
     for a in report.attribution:
         for cls in NOT_EXACT:
@@ -59,6 +61,24 @@ def join_pending(store: str, run_ids: Sequence[str]) -> str:
         f"`argus-lab join --store {store} {ids}` (Python: argus_lab.join.attribute_request(store, run_ids)), "
         "then read the report again"
     )
+
+
+def stale_join(store: str, provenance: Sequence[ProvenanceRow]) -> list[str]:
+    """The runs whose derived values come from an older join than this one (other aggregation rules), and how to
+    join them again; empty when every run was joined by today's rules."""
+    old: dict[str, list[str]] = {}
+    for p in provenance:
+        if p.backend == "join" and (p.backend_version or "") != JOIN_BACKEND_VERSION:
+            old.setdefault(p.backend_version or "an unversioned join", []).append(p.run_id)
+    if not old:
+        return []
+    which = "; ".join(f"{v} for {len(r)} run(s) ({', '.join(r)})" for v, r in sorted(old.items()))
+    return [
+        f"values from an older join: these runs were joined by {which}, this is {JOIN_BACKEND_VERSION}, whose "
+        "rules differ (e.g. how a percentage or a launch attribute combines over kernels), so the values shown are "
+        f"the older rules'; join them again with `argus-lab join --store {store} --all` (Python: "
+        "argus_lab.join.attribute_request(store, run_ids)), then read the report again"
+    ]
 
 
 def parent_cycles(provenance: Sequence[ProvenanceRow]) -> list[str]:

@@ -58,7 +58,7 @@ from argus_lab.report.rows import (
     RunRow,
 )
 from argus_lab.report.scope_sql import ScopeFilter, conjoin, kernel_predicate
-from argus_lab.report.sql import JOINED, TRACE
+from argus_lab.report.sql import JOINED, RUN_PATHS, TRACE
 from argus_lab.store import Store, queries
 
 if TYPE_CHECKING:
@@ -273,11 +273,30 @@ class Report:
             )
         if not self.regions and self.finished and not self.pending:
             return txt.finished(self.finished)
-        return txt.regions(self.regions)
+        return txt.regions(self.regions, self.warmup_instances())
 
     def kernel_table(self, limit: int = 40) -> str:
         """The per-kernel table as text (the first ``limit`` rows)."""
-        return txt.kernels(self.kernels, limit)
+        return txt.kernels(self.kernels, limit, self.warmup_instances())
+
+    @functools.cached_property
+    def _warmup_by_run(self) -> dict[tuple[str, str], int]:
+        if not self.run_ids:
+            return {}
+        rows = self.store.records(RUN_PATHS, [list(self.run_ids)])
+        return {(r["run_id"], r["path"]): int(r["warmup"]) for r in rows}
+
+    def warmup_instances(self) -> dict[str, int]:
+        """Per region path, its warm-up instances in the runs its region rows come from (every run of the report for
+        a path without rows): kept apart, never in the statistics; the tables' ``warm-up`` column."""
+        runs_of: dict[str, set[str]] = {}
+        for r in self.regions:
+            runs_of.setdefault(r.path, set()).update(x for x in r.runs.split(",") if x)
+        out: dict[str, int] = {}
+        for (run, path), warm in self._warmup_by_run.items():
+            if path not in runs_of or run in runs_of[path]:
+                out[path] = out.get(path, 0) + warm
+        return out
 
     def counter_table(self) -> str:
         """Hardware counters per region as text."""
@@ -353,6 +372,7 @@ class Report:
         if self.view_scope:
             scopes = [f"({s}) and ({self.view_scope})" for s in scopes] if scopes else [self.view_scope]
         parts = [txt.line(f"scope: {'; or '.join(scopes)} (instances outside it are left out)"), ""] if scopes else []
+        parts = [*(txt.line(f"NOTE: {s}") for s in coverage.stale_join(str(self.store.path), self.provenance)), *parts]
         for w in self.warnings:  # whole, wrapped: they say what happened to every number below, and the fix
             parts += [*txt.wrapped(f"warning: {w}"), ""]
         parts.append(self.region_table())

@@ -542,24 +542,26 @@ def read_kernels(store: Store, ids: list[str], scope: ScopeFilter | None = None)
     """Per-kernel rows with the ncu counters matched to them by ordinal."""
     from argus_lab.report.names import display_name
 
-    counters: dict[tuple[str, str, int, str], dict[str, tuple[float, str]]] = {}
-    anywhere: dict[tuple[str, str, int, str], dict[str, tuple[float, str]]] = {}  # by (path, ordinal, name)
-    for c in store.records(q.KERNEL_COUNTERS, [ids]):
-        where = (c["run_id"], c["path"], int(c["ordinal"]), c["name"])
-        value = (float(c["value"]), c["unit"] or "")
-        counters.setdefault(where, {})[c["signal"]] = value
-        anywhere.setdefault(("", *where[1:]), {}).setdefault(c["signal"], value)
+    # keyed by (run, path, ordinal, name, instance group): a kernel of an instance of another kernel sequence (an
+    # autotuning first call) never takes the counters of the main group's kernel at the same ordinal
+    counters: dict[tuple[str, str, int, str, bool], dict[str, tuple[float, str]]] = {}
+    anywhere: dict[tuple[str, str, int, str, bool], dict[str, tuple[float, str]]] = {}  # by (path, ordinal, name)
     kernels_sql, bound = scoped(q.KERNELS, scope)
 
-    def kernel_rows(con: Any) -> list[dict[str, Any]]:
+    def kernel_rows(con: Any) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
         cur = con.cursor()
         try:
             minor_instances(cur, ids)  # instances of another kernel-sequence group: in Report.groups, not here
-            return _records(cur, kernels_sql, [*bound, ids, ids])
+            return _records(cur, q.KERNEL_COUNTERS, [ids]), _records(cur, kernels_sql, [*bound, ids, ids])
         finally:
             cur.close()
 
-    records = store.read(kernel_rows)  # taken again with more memory if DuckDB runs out
+    found_counters, records = store.read(kernel_rows)  # taken again with more memory if DuckDB runs out
+    for c in found_counters:
+        where = (c["run_id"], c["path"], int(c["ordinal"]), c["name"], bool(c["minor"]))
+        value = (float(c["value"]), c["unit"] or "")
+        counters.setdefault(where, {})[c["signal"]] = value
+        anywhere.setdefault(("", *where[1:]), {}).setdefault(c["signal"], value)
     out = []
     for r in records:
         ordinal = None if r["ordinal"] is None else int(r["ordinal"])
@@ -567,8 +569,9 @@ def read_kernels(store: Store, ids: list[str], scope: ScopeFilter | None = None)
         # joined on its own) an ncu kernel of the report at the same path, ordinal and name
         found = {}
         if ordinal is not None:
-            found = counters.get((r["run_id"], r["path"], ordinal, r["name"])) or anywhere.get(
-                ("", r["path"], ordinal, r["name"]), {}
+            minor = not r["main_group"]
+            found = counters.get((r["run_id"], r["path"], ordinal, r["name"], minor)) or anywhere.get(
+                ("", r["path"], ordinal, r["name"], minor), {}
             )
         out.append(
             KernelRow(

@@ -159,8 +159,9 @@ ORDER BY run_id, NOT minor DESC, first_ns, ordinal
 """
 
 
-# ncu counters per (timing run, path, ordinal, name): the ordinal is the position among the ncu kernels
-# matched into the same timing instance (the join verified it against the timing run's sequence)
+# ncu counters per (timing run, path, ordinal, name, instance group): the ordinal is the position among the ncu
+# kernels matched into the same timing instance (the join verified it against the timing run's sequence); `minor`:
+# matched into an instance outside its path's main kernel-sequence group (_r_minor), whose kernels are apart
 KERNEL_COUNTERS = f"""
 WITH a AS (
     SELECT run_id, evidence_id, target_run_id, instance_id FROM attributions
@@ -168,13 +169,14 @@ WITH a AS (
 ), n AS (
     SELECT a.target_run_id, i.path, n.name, n.run_id, n.kernel_key, coalesce(i.warmup, false) AS warmup,
            row_number() OVER (PARTITION BY n.run_id, a.target_run_id, a.instance_id
-                              ORDER BY n.instance_index, n.ordinal) - 1 AS ordinal
+                              ORDER BY n.instance_index, n.ordinal) - 1 AS ordinal,
+           coalesce((a.target_run_id, a.instance_id) IN (SELECT run_id, instance_id FROM _r_minor), false) AS minor
     FROM ncu_kernels n
     JOIN a ON a.run_id = n.run_id AND a.evidence_id = n.kernel_key
     JOIN region_instances i ON i.run_id = a.target_run_id AND i.instance_id = a.instance_id
 )
-SELECT n.target_run_id AS run_id, n.path, n.ordinal, n.name, m.signal, quantile_cont(m.value, 0.5) AS value,
-       any_value(m.unit) AS unit
+SELECT n.target_run_id AS run_id, n.path, n.ordinal, n.name, n.minor, m.signal,
+       quantile_cont(m.value, 0.5) AS value, any_value(m.unit) AS unit
 FROM n JOIN metrics m ON m.run_id = n.run_id AND m.kernel_key = n.kernel_key
 WHERE NOT n.warmup AND m.value IS NOT NULL
 GROUP BY ALL ORDER BY ALL

@@ -10,7 +10,7 @@ more there are, so that no stored value can set a terminal's title, clear its sc
 from __future__ import annotations
 
 import re
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 
 from argus_lab.plan.catalog import AGGREGATION_TEXT
 from argus_lab.report.rows import (
@@ -135,15 +135,29 @@ def _short(name: str, width: int = 60) -> str:
     return elide(escape(name), width)
 
 
-def regions(rows: Sequence[RegionRow]) -> str:
-    """Path, signal (with how it combines when it does not add up), instances, median (inclusive), IQR, spread,
-    exclusive median, attribution, origin run."""
-    header = ("region", "signal", "instances", "median", "p25..p75", "spread", "exclusive", "attribution", "origin run")
+def regions(rows: Sequence[RegionRow], warmup: Mapping[str, int] | None = None) -> str:
+    """Path, signal (with how it combines when it does not add up), instances, warm-up instances (``warmup``: per
+    path, kept apart: not in the statistics), median (inclusive), IQR, spread, exclusive median, attribution, origin
+    run."""
+    warm = warmup or {}
+    header = (
+        "region",
+        "signal",
+        "instances",
+        "warm-up (apart)",
+        "median",
+        "p25..p75",
+        "spread",
+        "exclusive",
+        "attribution",
+        "origin run",
+    )
     body = [
         (
             elide_path(r.path),
             r.signal if r.agg in ("sum", "span") else f"{r.signal} ({AGGREGATION_TEXT.get(r.agg, r.agg)})",
             str(r.instances),
+            str(warm.get(r.path, 0)),
             fmt(r.median, r.unit),
             value_range(r.p25, r.p75, r.unit),
             f"{100 * r.spread:.1f}%",
@@ -154,7 +168,23 @@ def regions(rows: Sequence[RegionRow]) -> str:
         for r in rows
     ]
     more = "see them all with Report.to_polars('regions') or an HTML export"
-    return table(header, body, what=more) if body else "(no region instances were recorded)"
+    if not body:
+        return "(no region instances were recorded)"
+    return table(header, body, what=more) + warmup_line(warm)
+
+
+def warmup_line(warmup: Mapping[str, int], *, launches: bool = False) -> str:
+    """``(warm-up: 56 instance(s) of 4 region path(s) ran before the measured repetitions, kept apart: warm-up is not
+    in the statistics)``, or nothing without warm-up; ``launches``: said of a kernel table (their launches)."""
+    n = sum(warmup.values())
+    if not n:
+        return ""
+    paths = sum(1 for w in warmup.values() if w)
+    kept = "their kernel launches are not in this table" if launches else "warm-up is not in the statistics"
+    return (
+        f"\n(warm-up: {n} instance(s) of {paths} region path(s) ran before the measured repetitions, kept apart: "
+        f"{kept})"
+    )
 
 
 def finished(rows: Sequence[tuple[str, int, int, float, int]]) -> str:
@@ -168,9 +198,10 @@ def finished(rows: Sequence[tuple[str, int, int, float, int]]) -> str:
     return note + "\n" + table(header, body)
 
 
-def kernels(rows: Sequence[KernelRow], limit: int = 40) -> str:
+def kernels(rows: Sequence[KernelRow], limit: int = 40, warmup: Mapping[str, int] | None = None) -> str:
     """Per-kernel launches: place, name, launches, median duration, IQR, counters matched by ordinal.  Launches of
-    instances outside their path's main kernel-sequence group are collapsed into one line per path."""
+    instances outside their path's main kernel-sequence group are collapsed into one line per path; the launches of
+    warm-up instances (``warmup``: per path) are not in the table, a line says so."""
     header = ("region", "#", "kernel", "launches", "median", "p25..p75", "class", "counters (ncu, by ordinal)")
     other: dict[str, list[KernelRow]] = {}
     for r in rows:
@@ -197,7 +228,7 @@ def kernels(rows: Sequence[KernelRow], limit: int = 40) -> str:
             f"\n({escape(path)}: {launches} launch(es) of {len({k.name for k in ks})} kernel(s) in instances of "
             "another kernel-sequence group, collapsed; see Report.groups and Report.kernels)"
         )
-    return table(header, body) + more
+    return table(header, body) + more + warmup_line(warmup or {}, launches=True)
 
 
 def counters(rows: Sequence[CounterRow]) -> str:

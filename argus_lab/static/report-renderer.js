@@ -254,6 +254,20 @@
     var device = {pick: null, draw: null};
     var T = {};
     Object.keys(bundle.tables || {}).forEach(function (k) { T[k] = rowsOf(bundle.tables[k]); });
+    // A thread without a recorded name: 'main thread' for the thread that opened a run's first instance, then
+    // 'thread 2', 'thread 3', ... in the order their first instance started (the instances table is in start order),
+    // never the raw OS thread id.
+    var THREAD_ORDER = {};
+    (T.instances || []).forEach(function (r) {
+      var key = String(r.run_id) + ':' + String(r.rank || 0), ids = THREAD_ORDER[key] = THREAD_ORDER[key] || [];
+      if (r.thread_id != null && ids.indexOf(String(r.thread_id)) < 0) ids.push(String(r.thread_id));
+    });
+    function threadLabel(r) {
+      if (r.thread_id == null) return '';
+      var ids = THREAD_ORDER[String(r.run_id) + ':' + String(r.rank || 0)] || [];
+      var at = ids.indexOf(String(r.thread_id));
+      return at === 0 ? 'main thread' : 'thread ' + (at < 0 ? '?' : at + 1);
+    }
     function total(name) { return bundle.tables && bundle.tables[name] ? bundle.tables[name].total : 0; }
 
     while (el.firstChild) el.removeChild(el.firstChild);
@@ -323,6 +337,10 @@
           + (decl.kind || 'host')));
       }
       var summ = (bundle.regions || []).filter(function (r) { return r.path === path; });
+      if (WARM[path]) {
+        drillEl.appendChild(b.el('div', 'argus-note argus-warmup-line', warmupText(path)
+          + ' instance(s), warm-up not in the statistics'));
+      }
       section(drillEl, 'summary', table(b, [
         {key: 'signal', label: 'signal'}, {key: 'instances', label: 'instances'},
         {key: 'median', label: 'median', unit: function (r) { return r.unit; }},
@@ -335,7 +353,7 @@
         {key: 'instance_index', label: '#'}, {key: 'instance_id', label: 'instance id'},
         {key: 'run_id', label: 'run'}, {key: 'repetition', label: 'rep'}, {key: 'warmup', label: 'warm-up'},
         {key: 'thread_name', label: 'thread', fmt: function (v, r) {
-          return (r.rank != null && r.rank !== 0 ? 'rank ' + r.rank + ' \u00b7 ' : '') + (v || r.thread_id || '');
+          return (r.rank != null && r.rank !== 0 ? 'rank ' + r.rank + ' \u00b7 ' : '') + (v || threadLabel(r));
         }}, {key: 'wall_ns', label: 'wall', unit: 'ns'},
         {key: 'cpu_ns', label: 'cpu', unit: 'ns'}, {key: 'error', label: 'error'}], sel, {maxRows: maxRows}));
       var vals = (T.values || []).filter(function (r) {
@@ -369,21 +387,24 @@
             {key: 'run_id', label: 'run'}], groups, {maxRows: maxRows}));
         }
         var kg = (T.kernel_groups || []).filter(function (r) { return r.path === path; });
-        section(drillEl, 'kernels', table(b, [
+        var kgBox = b.el('div');
+        mainGroupTable(kgBox, [
           kernelCol(), {key: 'kind', label: 'kind'}, {key: 'count', label: 'launches'},
           {key: 'warmup', label: 'warm-up launches (apart)'},
           {key: 'total_ns', label: 'total', unit: 'ns'}, {key: 'mean_ns', label: 'mean', unit: 'ns'},
           {key: 'registers', label: 'registers'}, {key: 'grid', label: 'grid'}, {key: 'block', label: 'block'},
           {key: 'runs', label: 'origin run'}], kg, {maxRows: maxRows, sortKey: 'total_ns', sortDir: -1,
-          empty: 'no kernel records for this region'}));
+          empty: 'no kernel records for this region'});
+        section(drillEl, 'kernels', kgBox);
         var names = {};
         kg.forEach(function (r) { names[r.name] = true; });
         var rc = (J.counters || []).filter(function (r) { return r.path === path; });
         section(drillEl, 'counters', table(b, regionCounterCols(), rc, {maxRows: maxRows,
           empty: 'no hardware counters for this region'}));
         var ko = (J.kernels || []).filter(function (r) { return r.path === path; });
-        section(drillEl, 'kernels by ordinal, with their counters', table(b, kernelOrdinalCols(), ko,
-          {maxRows: maxRows, empty: 'no kernels joined for this region'}));
+        var koBox = b.el('div');
+        mainGroupTable(koBox, kernelOrdinalCols(), ko, {maxRows: maxRows, empty: 'no kernels joined for this region'});
+        section(drillEl, 'kernels by ordinal, with their counters', koBox);
         var ctr = (T.counters || []).filter(function (r) {
           return r.path === path && !/^compile\./.test(r.signal);
         });
@@ -431,6 +452,40 @@
       var runs = (bundle.runs || []).filter(function (r) { return runIds[r.run_id]; });
       section(drillEl, 'runs', table(b, runCols(), runs, {maxRows: maxRows}));
       if (drillEl.scrollIntoView) drillEl.scrollIntoView({block: 'nearest'});
+    }
+
+    // A table of kernel rows: the main kernel-sequence group's rows (the statistics' own), then, collapsed, one
+    // <details> per region path with the launches of its instances of another kernel sequence (Report.groups).
+    function mainGroupTable(parent, cols, rows, opts) {
+      var main = rows.filter(function (r) { return r.main_group !== false; });
+      parent.appendChild(table(b, cols, main, opts));
+      var other = {};
+      rows.forEach(function (r) { if (r.main_group === false) (other[r.path] = other[r.path] || []).push(r); });
+      Object.keys(other).forEach(function (path) {
+        var ks = other[path], launches = 0, names = {};
+        ks.forEach(function (r) { launches += Number(r.launches != null ? r.launches : r.count) || 0; names[r.name] = 1; });
+        var notes = (J.groups || []).filter(function (g) { return g.path === path && !g.majority; })
+          .map(function (g) { return g.note; });
+        var box = b.el('details', 'argus-other-group');
+        box.setAttribute('data-path', path);
+        box.appendChild(b.el('summary', null, path + ': another kernel sequence (' + launches + ' launch(es) of '
+          + Object.keys(names).length + ' kernel(s)' + (notes.length ? '; ' + notes.join('; ') : '')
+          + '), not in the statistics: click to show'));
+        box.appendChild(table(b, cols, ks, {maxRows: opts.maxRows, onRowClick: opts.onRowClick}));
+        parent.appendChild(box);
+      });
+    }
+    // "n measured + w warm-up instances, warm-up not in the statistics", per region path (every run's finished
+    // instances), the words the text report and the panel use
+    var WARM = {};
+    Object.keys(s.warmup || {}).forEach(function (p) { WARM[p] = {measured: 0, warmup: s.warmup[p]}; });
+    (bundle.regions || []).forEach(function (r) {
+      var w = WARM[r.path] = WARM[r.path] || {measured: 0, warmup: 0};
+      w.measured = Math.max(w.measured, r.instances || 0);
+    });
+    function warmupText(path) {
+      var w = WARM[path];
+      return w ? w.measured + ' measured + ' + w.warmup + ' warm-up' : '';
     }
 
     function provenanceCols() {
@@ -533,11 +588,19 @@
 
     // -- regions --------------------------------------------------------------------------------------------
     tab('Regions', function (pane) {
+      var warmTotal = 0;
+      Object.keys(WARM).forEach(function (p) { warmTotal += WARM[p].warmup; });
+      if (warmTotal) {
+        pane.appendChild(b.el('div', 'argus-note argus-warmup-line', 'instances: the measured ones; '
+          + warmTotal + ' warm-up instance(s) ran before them (column warm-up), kept apart: warm-up is not in the '
+          + 'statistics'));
+      }
       // every value is printed with its own unit (scaled: ms, us, MB), so there is no separate unit column to disagree
       pane.appendChild(table(b, [
         {key: 'path', label: 'region'}, {key: 'signal', label: 'signal'},
         {key: 'agg', label: 'combined as', fmt: function (v) { return AGG_TEXT[v] || v || 'sum'; }},
         {key: 'instances', label: 'instances'},
+        {key: 'warmup_instances', label: 'warm-up (apart)'},
         {key: 'median', label: 'median', unit: function (r) { return r.unit; }},
         {key: 'p25', label: 'p25', unit: function (r) { return r.unit; }},
         {key: 'p75', label: 'p75', unit: function (r) { return r.unit; }},
@@ -668,18 +731,29 @@
         pick.appendChild(o);
       });
       pane.appendChild(pick);
+      // kernels are coloured by the attribution class the region tables use (exact, ordinal, temporal, ...), their
+      // region named on hover and drawn above them on the host lanes; "region" colours them by region instead
+      var by = b.el('select', 'argus-select argus-colour-by');
+      [['class', 'colour kernels by: class'], ['region', 'colour kernels by: region']].forEach(function (o) {
+        var opt = b.el('option', null, o[1]);
+        opt.value = o[0];
+        by.appendChild(opt);
+      });
+      pane.appendChild(by);
       var info = b.el('div', 'argus-note');
       pane.appendChild(info);
       var plot = b.el('div', 'argus-plot argus-timeline');
       pane.appendChild(plot);
-      function draw() { drawTimeline(plot, info, tls[Number(pick.value)]); }
+      function draw() { colourBy = by.value; drawTimeline(plot, info, tls[Number(pick.value)]); }
       pick.addEventListener('change', draw);
+      by.addEventListener('change', draw);
       draw();
     });
 
     // More host instances than this in the visible window are drawn aggregated: per lane, one bar per
     // pixel-wide bin, coloured by the region that covers most of it (zooming in draws them exactly again).
     var HOST_EXACT_MAX = 2000, HOST_BINS = 800;
+    var colourBy = 'class';  // how the timeline colours kernels drawn one by one: 'class' or 'region'
 
     function hostTraces(tl, range) {
       var h = tl.host, byRegion = {};
@@ -751,23 +825,34 @@
             opacity: d.exact ? [] : 1}});
       }
       var lo = range ? range[0] * 1e6 : -Infinity, hi = range ? range[1] * 1e6 : Infinity;
+      function classTrace(cls) {
+        var key = 'class:' + cls;
+        return byRegion[key] || (byRegion[key] = {type: 'bar', orientation: 'h', y: [], base: [], x: [],
+          hovertext: [], customdata: [], hoverinfo: 'text', name: 'kernels: ' + esc(cls), showlegend: true,
+          legendgroup: 'c' + cls, width: 0.8,
+          marker: {color: classColor(cls), opacity: [], line: {width: 0}}});
+      }
       if (d.exact) {
         for (var i = 0; i < d.start.length; i++) {
           if (d.end[i] < lo || d.start[i] > hi) continue;
           var r = d.region[i];
-          var t = trace(r, r < 0 ? 'kernels outside regions' : esc(tl.regions[r]));
+          var cls = d['class'] ? d['class'][i] : 'exact';
+          var t = colourBy === 'class' ? classTrace(cls)
+            : trace(r, r < 0 ? 'kernels outside regions' : esc(tl.regions[r]));
           t.y.push(d.lane[i]);
           t.base.push(d.start[i] / 1e6);
           t.x.push(Math.max((d.end[i] - d.start[i]) / 1e6, 1e-6));
-          var cls = d['class'] ? d['class'][i] : 'exact';
           t.hovertext.push(esc(d.names[d.name[i]]) + '<br>' + fmt(d.end[i] - d.start[i], 'ns') + ' \u00b7 '
             + (r < 0 ? 'outside every region' : 'region ' + esc(tl.regions[r])) + ' (' + esc(cls) + ')<br>'
             + esc((tl.lanes[d.lane[i]] || {}).label || '') + ', run ' + esc(tl.run_id)
             + ', CUPTI activity record, measured; click for this kernel');
-          t.marker.opacity.push(cls === 'exact' ? 1 : 0.55);  // placed by time, not by identity: lighter
+          // by region: placed by time, not by identity, reads lighter; by class the colour says it
+          t.marker.opacity.push(colourBy === 'class' || cls === 'exact' ? 1 : 0.55);
           t.customdata.push([r < 0 ? null : tl.regions[r], d.iid ? d.iid[i] : null, i]);
         }
-        return {traces: values(byRegion), note: d.total + ' kernel record(s), every one drawn'};
+        return {traces: values(byRegion), note: d.total + ' kernel record(s), every one drawn, '
+          + (colourBy === 'class' ? 'coloured by attribution class (the region: on hover, and above on the host lanes)'
+            : 'coloured by region (lighter: placed by time)')};
       }
       var visible = range ? (hi - lo) : tl.span;
       var target = visible / 800;  // about one bin per pixel of the plot
@@ -1049,8 +1134,8 @@
     tab('Counters', function (pane) {
       if ((J.kernels || []).length) {
         pane.appendChild(b.el('h4', 'argus-h', 'kernels by region and ordinal, with the counters joined to them'));
-        pane.appendChild(table(b, kernelOrdinalCols(), J.kernels, {maxRows: maxRows,
-          onRowClick: function (r) { drill(r.path); }}));
+        mainGroupTable(pane, kernelOrdinalCols(), J.kernels, {maxRows: maxRows,
+          onRowClick: function (r) { drill(r.path); }});
       }
       if ((J.compiler || []).length) {
         pane.appendChild(b.el('h4', 'argus-h', 'compiler facts'));
@@ -1075,12 +1160,12 @@
       filt.addEventListener('input', fill);
       fill();
       pane.appendChild(b.el('h4', 'argus-h', 'kernels by region'));
-      pane.appendChild(table(b, [{key: 'path', label: 'region'}, kernelCol(),
+      mainGroupTable(pane, [{key: 'path', label: 'region'}, kernelCol(),
         {key: 'count', label: 'launches'}, {key: 'warmup', label: 'warm-up launches (apart)'},
         {key: 'total_ns', label: 'total', unit: 'ns'},
         {key: 'mean_ns', label: 'mean', unit: 'ns'}, {key: 'registers', label: 'registers'},
         {key: 'runs', label: 'origin run'}], T.kernel_groups || [], {maxRows: maxRows,
-        total: total('kernel_groups'), onRowClick: function (r) { drill(r.path); }, empty: 'no kernel records'}));
+        total: total('kernel_groups'), onRowClick: function (r) { drill(r.path); }, empty: 'no kernel records'});
     });
 
     // -- attribution ----------------------------------------------------------------------------------------

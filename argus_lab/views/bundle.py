@@ -11,7 +11,8 @@ Layout (``"format": "argus.report/1"``)::
                  and device timeline also carries ``colors``, one per entry of its ``regions``
     summary      runs, status counts, regions, signals, instances, kernels, coverage sentences, heterogeneity
                  (instances that ran a different kernel sequence)
-    regions      the Report's region rows (path, signal, instances, median, p25, p75, unit, runs, attribution)
+    regions      the Report's region rows (path, signal, instances, median, p25, p75, unit, runs, attribution), with
+                 ``warmup_instances``: the path's warm-up instances in those runs (kept apart, not in the statistics)
     joined       the Report's joined tables: counters per region, kernels by ordinal (with their counters), compiler
                  facts, attribution by evidence kind, cross-run matches, instance groups (heterogeneity), clock
                  samples (bounded); kernel rows carry ``display_name`` (demangled, shortened) beside ``name``
@@ -106,6 +107,11 @@ def build(report: Report, limits: BundleLimits = NOTEBOOK, title: str = "") -> d
             "provenance": evidence.provenance(store, ids, limits.provenance),
         }
     runs = [_row_dict(r) for r in report.runs]
+    folders = evidence.run_folders(store, ids) if store.exists and ids else {}
+    for run in runs:  # paths relative to the folder the run started in, as sources are
+        cwd = folders.get(run["run_id"], "")
+        run["command"] = evidence.relative_paths(run.get("command") or "", cwd)
+        run["workload"] = evidence.relative_paths(run.get("workload") or "", cwd)
     timelines: list[dict[str, Any]] = []
     for run in runs:
         if len(timelines) >= limits.timeline_runs:
@@ -118,7 +124,8 @@ def build(report: Report, limits: BundleLimits = NOTEBOOK, title: str = "") -> d
     statuses: dict[str, int] = {}
     for run in runs:
         statuses[run["status"]] = statuses.get(run["status"], 0) + 1
-    regions = [_row_dict(r) for r in report.regions]
+    warmup = report.warmup_instances() if hasattr(report, "warmup_instances") else {}
+    regions = [{**_row_dict(r), "warmup_instances": warmup.get(r.path, 0)} for r in report.regions]
     flame = evidence.flame(store, ids) if store.exists and ids and not report.pending else []
     finished = [
         {"path": p, "instances": n, "warmup": w, "wall_ns": wall, "raised": raised}
@@ -153,6 +160,7 @@ def build(report: Report, limits: BundleLimits = NOTEBOOK, title: str = "") -> d
         "warnings": list(getattr(report, "warnings", ())),
         "coverage": list(report.coverage()),
         "heterogeneity": report.heterogeneity(),
+        "warmup": warmup,
     }
     return {
         "format": FORMAT,

@@ -15,6 +15,8 @@ from argus_lab.report.scope_sql import ScopeFilter, scoped
 from argus_lab.views.escape import jsonable
 
 if TYPE_CHECKING:
+    from collections.abc import Callable
+
     from argus_lab.store import Store
 
 
@@ -51,10 +53,11 @@ def _col(have: set[str], name: str, alias: str = "", prefix: str = "") -> str:
     return f"{ref} AS {alias or name}"
 
 
-def query(store: Store, sql: str, ids: list[str], limit: int) -> Table:
+def query(store: Store, sql: str, ids: list[str], limit: int, prepare: Callable[[Any], None] | None = None) -> Table:
     """Run ``sql`` (``?`` = the run ids, then the row limit: it ends in ``LIMIT ?``) into a :class:`Table`.
 
-    ``total`` counts the rows the same query gives without the limit.
+    ``total`` counts the rows the same query gives without the limit; ``prepare`` runs on the connection first (the
+    temporary tables the query reads).
     """
     body = sql.rstrip()
     if not body.endswith("LIMIT ?"):
@@ -62,6 +65,8 @@ def query(store: Store, sql: str, ids: list[str], limit: int) -> Table:
         raise ValueError(msg)
 
     def fetch(con: Any) -> Table:
+        if prepare is not None:
+            prepare(con)
         res = con.execute(sql, [ids, limit])
         cols = tuple(d[0] for d in res.description)
         rows = tuple(tuple(r) for r in res.fetchall())
@@ -114,6 +119,23 @@ def with_source_names(table: Table) -> Table:
     return Table(tuple(c for c in cols if c != "cwd"), rows, table.total)
 
 
+def run_folders(store: Store, ids: list[str]) -> dict[str, str]:
+    """The folder each run was started in (its session's ``cwd``), for paths relative to the project."""
+    rows = store.rows(
+        f"SELECT r.run_id, s.cwd FROM runs r JOIN sessions s ON s.session_id = r.session_id WHERE r.{IN_RUNS}", [ids]
+    )
+    return {str(r): str(c) for r, c in rows if c}
+
+
+def relative_paths(text: str, cwd: str) -> str:
+    """``text`` (a command line, a workload) with the paths under ``cwd`` relative to it: ``python
+    /work/main/examples/x.py`` reads ``python examples/x.py`` (the recording machine's folders mean nothing here)."""
+    root = cwd.rstrip("/")
+    if not root or not text:
+        return text
+    return re.sub(rf"(?<![\w/.-]){re.escape(root)}/", "", text)
+
+
 _IPYTHON_INPUT = re.compile(r"^<ipython-input-(\d+)-[0-9a-f]+>$")
 
 
@@ -130,9 +152,12 @@ def source_display(file: str, cwd: str) -> str:
 
 
 def kernel_groups(store: Store, ids: list[str], limit: int) -> Table:
-    """Per region path and kernel name: launches of measured instances (``count``) and of warm-up ones (``warmup``,
-    kept apart, as every table does), total and mean device time of the measured ones, launch shape (from CUPTI
-    records)."""
+    """Per region path, kernel name and instance group: launches of measured instances (``count``) and of warm-up
+    ones (``warmup``, kept apart, as every table does), total and mean device time of the measured ones, launch shape
+    (from CUPTI records); ``main_group`` is false for the launches of instances outside their path's main
+    kernel-sequence group (``Report.groups``: a first call that autotuned), which views show collapsed."""
+    from argus_lab.report.rows import minor_instances
+
     have = table_columns(store, "kernels")
     kind = "coalesce(k.kind, 'kernel')" if "kind" in have else "'kernel'"
     warm = "coalesce(i.warmup, false)"
@@ -144,10 +169,12 @@ def kernel_groups(store: Store, ids: list[str], limit: int) -> Table:
                any_value(k.registers) AS registers,
                any_value(k.grid_x || 'x' || k.grid_y || 'x' || k.grid_z) AS grid,
                any_value(k.block_x || 'x' || k.block_y || 'x' || k.block_z) AS block,
-               string_agg(DISTINCT k.run_id, ',') AS runs
+               string_agg(DISTINCT k.run_id, ',') AS runs,
+               NOT coalesce((k.run_id, k.instance_id) IN (SELECT run_id, instance_id FROM _r_minor), false)
+                   AS main_group
         FROM kernels k LEFT JOIN region_instances i ON i.run_id = k.run_id AND i.instance_id = k.instance_id
-        WHERE k.{IN_RUNS} GROUP BY ALL ORDER BY total_ns DESC LIMIT ?"""
-    return query(store, sql, ids, limit)
+        WHERE k.{IN_RUNS} GROUP BY ALL ORDER BY main_group DESC, total_ns DESC LIMIT ?"""
+    return query(store, sql, ids, limit, prepare=lambda con: minor_instances(con, ids))
 
 
 def kernel_rows(store: Store, ids: list[str], limit: int) -> Table:

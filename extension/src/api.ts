@@ -126,6 +126,8 @@ export interface IRegionDetail {
   counters: Row[];
   facts: Row[];
   attributions: Row[];
+  /** the path's instance groups where its instances ran different kernel sequences (main group first) */
+  groups?: Row[];
   truncated: boolean;
 }
 

@@ -174,11 +174,19 @@ export class ArgusDetails extends Widget {
     if (runIds.size === 1) {
       box.appendChild(el('div', 'jp-ArgusPanel-note', `from run ${Array.from(runIds)[0]}`));
     }
+    box.appendChild(el('div', 'jp-ArgusPanel-note jp-ArgusPanel-warmup', warmupLine(d.instances)));
+    const others = (d.groups ?? []).filter(g => !g.majority);
+    for (const g of others) {
+      box.appendChild(
+        el('div', 'jp-ArgusPanel-note jp-ArgusPanel-groupNote', `other kernel sequence: ${String(g.note)}`)
+      );
+    }
     part(
-      'Signals (non-warm-up instances)',
+      'Signals (measured instances of the main group; warm-up apart)',
       [
         ...runCol,
         { title: 'signal', value: r => String(r.signal), nowrap: true },
+        { title: 'combined as', value: r => String(r.combined ?? r.agg ?? 'sum'), nowrap: true },
         { title: 'n', value: r => String(r.n), numeric: true },
         { title: 'median', value: r => formatValue(r.median, r.unit), numeric: true },
         { title: 'p25..p75', value: r => `${formatValue(r.p25, r.unit)}..${formatValue(r.p75, r.unit)}`, nowrap: true },
@@ -207,24 +215,38 @@ export class ArgusDetails extends Widget {
       d.instances,
       'jp-ArgusPanel-instances'
     );
-    part(
-      'Kernels',
-      [
-        { title: 'kernel', value: r => String(r.display_name ?? r.name) },
-        { title: 'launches', value: r => String(r.launches), numeric: true },
-        { title: 'total', value: r => formatNs(r.total_ns), numeric: true },
-        { title: 'mean', value: r => formatNs(r.mean_ns), numeric: true },
-        { title: 'registers', value: r => formatValue(r.registers, '') }
-      ],
-      d.kernels,
-      'jp-ArgusPanel-kernels'
-    );
+    const kernelCols: IColumn[] = [
+      { title: 'kernel', value: r => String(r.display_name ?? r.name) },
+      { title: 'launches', value: r => String(r.launches), numeric: true },
+      { title: 'total', value: r => formatNs(r.total_ns), numeric: true },
+      { title: 'mean', value: r => formatNs(r.mean_ns), numeric: true },
+      { title: 'registers', value: r => formatValue(r.registers, '') },
+      { title: 'counters (ncu, by ordinal)', value: r => kernelCounters(r) }
+    ];
+    const mainKernels = d.kernels.filter(k => k.main_group !== false);
+    const otherKernels = d.kernels.filter(k => k.main_group === false);
+    part('Kernels (main group)', kernelCols, mainKernels, 'jp-ArgusPanel-kernels');
+    if (otherKernels.length) {
+      const launches = otherKernels.reduce((n, k) => n + Number(k.launches), 0);
+      const more = el('details', 'jp-ArgusPanel-otherGroups');
+      more.appendChild(
+        el(
+          'summary',
+          '',
+          `other kernel-sequence groups: ${launches} launch(es) of ${otherKernels.length} kernel(s), not in the ` +
+            'statistics above (click to show)'
+        )
+      );
+      more.appendChild(table(kernelCols, otherKernels, 'jp-ArgusPanel-kernels jp-ArgusPanel-otherKernels'));
+      box.appendChild(more);
+    }
     part(
       'Counters',
       [
         { title: 'signal', value: r => String(r.signal) },
+        { title: 'combined as', value: r => String(r.combined ?? r.agg ?? 'sum'), nowrap: true },
         { title: 'n', value: r => String(r.n), numeric: true },
-        { title: 'median', value: r => formatValue(r.median, r.unit), numeric: true },
+        { title: 'value', value: r => counterValue(r), numeric: true },
         { title: 'attribution', value: r => String(r.attribution ?? '') }
       ],
       d.counters,
@@ -256,6 +278,33 @@ export class ArgusDetails extends Widget {
     }
     this._body.appendChild(box);
   }
+}
+
+/** `n measured + w warm-up instances, warm-up not in the statistics`: the same words as the report's. */
+export function warmupLine(instances: Row[]): string {
+  const warm = instances.filter(i => i.warmup).length;
+  const measured = instances.length - warm;
+  return `${measured} measured + ${warm} warm-up instance(s), warm-up not in the statistics`;
+}
+
+/** A counter row's value: the median over instances, or for a per-kernel fact its range over the kernels. */
+export function counterValue(r: Row): string {
+  const range = r.kernel_range as number[] | null | undefined;
+  if (range && range.length === 2) {
+    const [lo, hi] = range;
+    return lo === hi
+      ? `${formatValue(hi, r.unit)} per kernel`
+      : `${formatValue(lo, '')}..${formatValue(hi, r.unit)} per kernel`;
+  }
+  return formatValue(r.median, r.unit);
+}
+
+/** A kernel's ncu counters (`dram__bytes_read.sum=1.0 KiB, ...`), joined to it by ordinal. */
+export function kernelCounters(r: Row): string {
+  const counters = (r.counters as Record<string, [number, string]> | undefined) ?? {};
+  return Object.entries(counters)
+    .map(([signal, [value, unit]]) => `${signal.replace(/^hw:/, '')}=${formatValue(value, unit)}`)
+    .join(', ');
 }
 
 /** The instance's thread as people know it: its name (`MainThread`), '-' when no name was recorded. */

@@ -44,11 +44,14 @@ def test_a_workload_without_regions_has_its_warm_up_kernels_in_its_implicit_regi
         "WHERE a.run_id IN (SELECT unnest(?::VARCHAR[])) AND a.evidence = 'kernel' GROUP BY ALL ORDER BY ALL",
         [list(report.run_ids)],
     )
-    print("implicit region kernels (path, warm-up, class, n):", rows)
-    ordinals = sorted((k.ordinal if k.ordinal is not None else -1, k.launches) for k in report.kernels)
+    kernels = [(k.path, k.ordinal, k.launches, k.classes, k.main_group) for k in report.kernels]
+    ordinals = sorted((k.ordinal, k.launches) for k in report.kernels if k.ordinal is not None)
     coverage = report.coverage()
-    print("per ordinal:", ordinals)
+    print("implicit region kernels (path, warm-up, class, n):", rows)
+    print("kernel rows (path, ordinal, launches, class, main group):", kernels)
     print("coverage:", coverage)
+    print(report.text())
+    assert all(k[1] is not None for k in kernels), kernels  # every kernel of the region at its ordinal
     assert ("ten_kernels", True, "temporal", 10) in rows, rows  # the warm-up's kernels, in the warm-up instance
     assert ("ten_kernels", False, "exact", 30) in rows, rows
     assert not [r for r in rows if r[0] == ""], rows  # nothing outside regions

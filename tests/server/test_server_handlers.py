@@ -21,6 +21,7 @@ import tornado.httpclient
 
 import argus_lab
 from argus_lab import join
+from argus_lab.report import Report
 from argus_lab.store import Store
 
 # jupyter_server_terminals' websocket handler warns at every server start; the argus handlers are checked by
@@ -412,3 +413,59 @@ async def test_region_drill_down_of_a_two_rank_run_names_each_instances_rank(jp_
     detail = await get(jp_fetch, "region", store="two.duckdb", path="train")
     ranks = [i["rank"] for i in detail["instances"]]
     assert sorted(set(ranks)) == [0, 1] and ranks.count(0) == ranks.count(1)
+
+
+async def test_region_drill_down_says_how_values_combine_and_keeps_other_kernel_groups_apart(
+    jp_fetch: Any, jp_root_dir: Path
+) -> None:
+    """The recorded autotuned matmul (tests/data/gpu/issue15/autotune.duckdb, its instance 0 autotuned: 1,274 kernels
+    against 1 in the other instances): every summary and counter row says how it combines as the report words it, a
+    launch attribute carries its range over the kernels, the kernels carry their ncu counters, and the kernels of the
+    instance of another kernel sequence are marked apart from the main group's, with the group's note."""
+    src = Path(__file__).resolve().parents[1] / "data" / "gpu" / "issue15" / "autotune.duckdb"
+    shutil.copy(src, jp_root_dir / "autotune.duckdb")
+    detail = await get(jp_fetch, "region", store="autotune.duckdb", path="matmul")
+    combined = {(r["signal"], r["combined"]) for r in detail["summary"]}
+    assert ("gpu.time", "sum") in combined and ("compile.registers", "largest per kernel") in combined
+    counters = {c["signal"]: c for c in detail["counters"]}
+    assert counters["hw:launch__grid_size"]["combined"] == "largest per kernel"
+    assert counters["hw:launch__grid_size"]["kernel_range"] == [16.0, 16.0]
+    assert (
+        counters["hw:dram__bytes_read.sum"]["agg"] == "sum"
+        and counters["hw:dram__bytes_read.sum"]["kernel_range"] is None
+    )
+    main = [k for k in detail["kernels"] if k["main_group"]]
+    other = [k for k in detail["kernels"] if not k["main_group"]]
+    assert {k["display_name"] for k in main} == {"matmul_kernel"} and all(k["launches"] == 3 for k in main)
+    assert sum(k["launches"] for k in other) > 1000  # the autotuning instance's launches, apart
+    assert detail["kernels"][: len(main)] == main  # the main group first
+    assert all(k["counters"]["hw:dram__bytes_read.sum"] == [1056512.0, "byte"] for k in main)
+    notes = [g["note"] for g in detail["groups"] if not g["majority"]]
+    assert notes and notes[0].startswith("instance 0: 1,274 kernels")
+
+
+async def test_regions_name_the_declaring_source_as_the_report_does(jp_fetch: Any, jp_root_dir: Path) -> None:
+    """The walkthrough's regions were declared in a notebook cell: `IPython input [3]`, never the raw
+    `<ipython-input-3-...>` file name; a script's region is named relative to the folder the run started in."""
+    data = Path(__file__).resolve().parents[1] / "data"
+    shutil.copy(data / "notebooks" / "gpu_walkthrough_h200.duckdb", jp_root_dir / "gw.duckdb")
+    files = {r["path"]: r["file"] for r in await get(jp_fetch, "regions", store="gw.duckdb")}
+    assert files["decode/layer/attn"] == "IPython input [3]"
+    shutil.copy(data / "gpu" / "issue15" / "autotune.duckdb", jp_root_dir / "at.duckdb")
+    files = {r["path"]: r["file"] for r in await get(jp_fetch, "regions", store="at.duckdb")}
+    assert files["matmul"] == "autotuned_matmul.py"
+
+
+async def test_regions_count_the_main_kernel_sequence_group_as_the_report_does(
+    jp_fetch: Any, jp_root_dir: Path
+) -> None:
+    """The autotuned matmul's latest run: 4 measured instances, instance 0 of another kernel sequence; the panel's
+    list says 3 instances and their median, as the report's region table (it said 4, the autotuning one pooled in)."""
+    src = Path(__file__).resolve().parents[1] / "data" / "gpu" / "issue15" / "autotune.duckdb"
+    shutil.copy(src, jp_root_dir / "at.duckdb")
+    matmul = next(r for r in await get(jp_fetch, "regions", store="at.duckdb") if r["path"] == "matmul")
+    store = Store(jp_root_dir / "at.duckdb")
+    report = Report(store, [matmul["share_run"]])
+    row = next(r for r in report.regions if r.path == "matmul" and r.signal == matmul["share_signal"])
+    assert matmul["instances"] == row.instances == 3
+    assert matmul["median"] == pytest.approx(row.median)

@@ -14,6 +14,8 @@ from __future__ import annotations
 import json
 from typing import TYPE_CHECKING, Any
 
+from argus_lab.views.evidence import source_display
+
 if TYPE_CHECKING:
     from collections.abc import Sequence
 
@@ -161,16 +163,17 @@ def run_detail(store: Store, run_id: str) -> dict[str, Any] | None:
 _PATH_TOTALS = """
 WITH inst AS (
     SELECT i.run_id, i.path, coalesce(i.parent_instance_id, 0) = 0 AS is_root, v.signal, v.inclusive AS value,
-           coalesce(i.warmup, false) AS warm
+           coalesce(i.warmup, false) AS warm,
+           coalesce((i.run_id, i.instance_id) IN (SELECT run_id, instance_id FROM _r_minor), false) AS minor
     FROM region_instances i
     JOIN instance_values v ON v.run_id = i.run_id AND v.instance_id = i.instance_id
     WHERE v.signal IN (SELECT unnest(?::VARCHAR[])) AND v.inclusive IS NOT NULL
 )
-SELECT inst.run_id, inst.path, inst.signal, sum(inst.value) FILTER (WHERE NOT warm) AS total,
-       count(*) FILTER (WHERE NOT warm) AS n, count(*) FILTER (WHERE warm) AS warmup,
-       quantile_cont(inst.value, 0.5) FILTER (WHERE NOT warm) AS median,
-       quantile_cont(inst.value, 0.25) FILTER (WHERE NOT warm) AS p25,
-       quantile_cont(inst.value, 0.75) FILTER (WHERE NOT warm) AS p75, any_value(r.started_ns) AS started_ns,
+SELECT inst.run_id, inst.path, inst.signal, sum(inst.value) FILTER (WHERE NOT warm AND NOT minor) AS total,
+       count(*) FILTER (WHERE NOT warm AND NOT minor) AS n, count(*) FILTER (WHERE warm) AS warmup,
+       quantile_cont(inst.value, 0.5) FILTER (WHERE NOT warm AND NOT minor) AS median,
+       quantile_cont(inst.value, 0.25) FILTER (WHERE NOT warm AND NOT minor) AS p25,
+       quantile_cont(inst.value, 0.75) FILTER (WHERE NOT warm AND NOT minor) AS p75, any_value(r.started_ns) AS started_ns,
        (SELECT sum(value) FROM inst j WHERE j.run_id = inst.run_id AND j.signal = inst.signal AND j.is_root
                                         AND NOT j.warm) AS root
 FROM inst JOIN runs r ON r.run_id = inst.run_id
@@ -178,16 +181,32 @@ GROUP BY inst.run_id, inst.path, inst.signal
 """
 
 
+def _path_totals(store: Store) -> list[dict[str, Any]]:
+    """:data:`_PATH_TOTALS` over the main kernel-sequence group of each path (``_r_minor``: the instances of the
+    other groups, as the Report leaves them out of its statistics)."""
+    from argus_lab.report.rows import minor_instances
+
+    def fetch(con: Any) -> list[dict[str, Any]]:
+        runs = [r[0] for r in con.execute("SELECT run_id FROM runs").fetchall()]
+        minor_instances(con, runs)
+        cur = con.execute(_PATH_TOTALS, [list(TIME_SIGNALS)])
+        names = [d[0] for d in cur.description or ()]
+        return [dict(zip(names, row, strict=True)) for row in cur.fetchall()]
+
+    out: list[dict[str, Any]] = store.read(fetch)
+    return out
+
+
 def regions(store: Store, session: str | None = None) -> list[dict[str, Any]]:
     """Every region path seen, with its numbers from the latest run that timed it, as the report of that run shows
     them (runs are never pooled: a path measured by unrelated workloads would mix them).
 
-    ``instances``, ``warmup`` and ``median`` are that run's measured instances, its warm-up instances (kept apart)
-    and the median of their time (``gpu.time`` where the run measured it, else ``host.wall``); ``share`` is their
-    summed time over that of the run's top-level instances; ``all_instances`` and ``runs`` count every run of the
-    store (warm-up included); ``p25`` and ``p75`` the quartiles of that time; ``parent_share`` its summed time over
-    that of its parent path in the same run (None at the top level).  ``mean`` (the same run's mean) stays for older
-    clients.
+    ``instances``, ``warmup`` and ``median`` are that run's measured instances of the path's main kernel-sequence
+    group (the Report's statistics), its warm-up instances (kept apart) and the median of their time (``gpu.time``
+    where the run measured it, else ``host.wall``); ``share`` is their summed time over that of the run's top-level
+    instances; ``all_instances`` and ``runs`` count every run of the store (warm-up included); ``p25`` and ``p75``
+    the quartiles of that time; ``parent_share`` its summed time over that of its parent path in the same run (None
+    at the top level).  ``mean`` (the same run's mean) stays for older clients.
     """
     where = "WHERE r.session_id = ?" if session else ""
     params: list[Any] = [session] if session else []
@@ -196,14 +215,15 @@ def regions(store: Store, session: str | None = None) -> list[dict[str, Any]]:
         f"""
         SELECT i.path, any_value(g.name) AS name, any_value(g.kind) AS kind, any_value(g.file) AS file,
                any_value(g.line) AS line, count(*) AS all_instances, count(DISTINCT i.run_id) AS runs,
-               max(r.started_ns) AS last_ns
+               max(r.started_ns) AS last_ns, any_value(s.cwd) AS cwd
         FROM region_instances i JOIN runs r ON r.run_id = i.run_id
         LEFT JOIN regions g ON g.region_id = i.region_id
+        LEFT JOIN sessions s ON s.session_id = r.session_id
         {where} GROUP BY i.path ORDER BY i.path LIMIT ?
         """,
         [*params, MAX_ROWS],
     )
-    totals = _records(store, _PATH_TOTALS, [list(TIME_SIGNALS)])
+    totals = _path_totals(store)
     total_of = {(t["run_id"], t["path"], t["signal"]): t["total"] for t in totals}
     best: dict[str, tuple[int, int, dict[str, Any]]] = {}
     for t in totals:
@@ -213,6 +233,8 @@ def regions(store: Store, session: str | None = None) -> list[dict[str, Any]]:
         if t["path"] not in best or rank > best[t["path"]][:2]:
             best[t["path"]] = (*rank, t)
     for rec in seen:
+        # where it was declared as the report says it: relative to the run's folder, an IPython input as such
+        rec["file"] = source_display(str(rec["file"] or ""), str(rec.pop("cwd") or "")) or None
         hit = best.get(rec["path"])
         top = hit[2] if hit else None
         rec["share"] = (top["total"] / top["root"]) if top and top["root"] else None
@@ -233,6 +255,10 @@ def regions(store: Store, session: str | None = None) -> list[dict[str, Any]]:
 
 def region_detail(store: Store, path: str, run_id: str | None = None) -> dict[str, Any] | None:
     """A region's drill-down: per-signal summary, instances, kernels, counters, facts and attribution classes.
+
+    Each summary and counter row says how its signal combines (``agg``, ``combined``); each kernel row carries its
+    counters and whether it belongs to the main kernel-sequence group (``main_group``); ``groups`` lists the path's
+    instance groups where its instances ran different kernel sequences (the main group's statistics are shown).
 
     The summary, counters, kernels and facts of each run are the Report's rows of that run (its request's scope
     applied), restricted to the region; per-instance values are the join's inclusive values.  At most
@@ -278,16 +304,34 @@ def region_detail(store: Store, path: str, run_id: str | None = None) -> dict[st
     counters: list[dict[str, Any]] = []
     kernels: list[dict[str, Any]] = []
     facts: list[dict[str, Any]] = []
+    groups: list[dict[str, Any]] = []
+    # the kernels of every run shown, read together as a Report over them reads them: an ncu run's counters reach the
+    # timing run's kernels by (path, ordinal, name), also when the replay was a request of its own
+    _, all_scope = rt.read_scopes(store, runs)
+    every_kernel = rt.read_kernels(store, runs, all_scope)
     for run in runs:
         _, scope = rt.read_scopes(store, [run])
         found = rt.read_summary(store, [run], scope)
         summary += [_summary_row(run, r) for r in found.regions if r.path == path]
         counters += [_counter_row(run, c) for c in found.counters if c.path == path]
-        ran = _kernels_of(run, path, rt.read_kernels(store, [run], scope))
+        ran = _kernels_of(run, path, [k for k in every_kernel if k.run_id == run])
         kernels += ran
+        groups += [
+            {
+                "run_id": run,
+                "group": g.group,
+                "majority": g.majority,
+                "instances": g.instances,
+                "indexes": g.indexes,
+                "kernels": g.kernels,
+                "note": g.note,
+            }
+            for g in rt.read_groups(store, [run], scope)
+            if g.path == path
+        ]
         names = {k["name"] for k in ran}
         facts += [f for c in rt.read_compiler(store, [run]) if c.name in names for f in _fact_rows(c)]
-    kernels.sort(key=lambda k: -k["total_ns"])
+    kernels.sort(key=lambda k: (not k["main_group"], -k["total_ns"]))
     attributions = _records(
         store,
         f"""
@@ -305,14 +349,17 @@ def region_detail(store: Store, path: str, run_id: str | None = None) -> dict[st
         "kernels": kernels[:MAX_ROWS],
         "counters": counters,
         "facts": facts[:MAX_ROWS],
+        "groups": groups,
         "attributions": attributions,
         "truncated": len(instances) >= MAX_ROWS,
     }
 
 
 def _summary_row(run_id: str, r: RegionRow) -> dict[str, Any]:
-    """A Report region row of one run, as the panel shows it."""
+    """A Report region row of one run, as the panel shows it, with how the signal combines (``agg``; ``combined``
+    in the report's words)."""
     return {
+        **_combined(r.agg),
         "run_id": run_id,
         "signal": r.signal,
         "n": r.n,
@@ -329,11 +376,21 @@ def _summary_row(run_id: str, r: RegionRow) -> dict[str, Any]:
     }
 
 
+def _combined(agg: str) -> dict[str, Any]:
+    """How a value combines over kernels and instances: the catalog's rule and the words the report uses for it."""
+    from argus_lab.plan.catalog import AGGREGATION_TEXT
+
+    return {"agg": agg, "combined": AGGREGATION_TEXT.get(agg, agg)}
+
+
 def _counter_row(run_id: str, c: CounterRow) -> dict[str, Any]:
-    """A Report counter row of one run, as the panel shows it."""
+    """A Report counter row of one run, as the panel shows it: a per-kernel fact (a launch attribute) carries its
+    range over the region's kernels (``kernel_range``), as the report prints it."""
     from argus_lab.report.rows import describe
 
     return {
+        **_combined(c.agg),
+        "kernel_range": list(c.kernel_range) if c.kernel_range is not None else None,
         "run_id": run_id,
         "signal": c.signal,
         "n": c.instances,
@@ -347,8 +404,11 @@ def _counter_row(run_id: str, c: CounterRow) -> dict[str, Any]:
 
 
 def _kernels_of(run_id: str, path: str, rows: Sequence[KernelRow]) -> list[dict[str, Any]]:
-    """The Report's kernel rows of ``path`` (every ordinal and class), summed per kernel name."""
-    by: dict[str, dict[str, Any]] = {}
+    """The Report's kernel rows of ``path`` (every ordinal and class), summed per kernel name and instance group:
+    ``main_group`` is false for the launches of instances outside the path's main kernel-sequence group (a first call
+    that autotuned), which the panel shows apart, collapsed, as the report does.  ``counters`` are the ncu counters
+    joined to the kernel by ordinal (``{signal: [median over its ordinals, unit]}``)."""
+    by: dict[tuple[str, bool], dict[str, Any]] = {}
     for k in rows:
         if k.path != path:
             continue
@@ -359,15 +419,26 @@ def _kernels_of(run_id: str, path: str, rows: Sequence[KernelRow]) -> list[dict[
             "launches": 0,
             "total_ns": 0.0,
             "registers": k.registers,
+            "main_group": k.main_group,
+            "counters": {},
         }
-        e = by.setdefault(k.name, {**first, "grid": k.grid, "block": k.block, "classes": k.classes})
+        e = by.setdefault((k.name, k.main_group), {**first, "grid": k.grid, "block": k.block, "classes": k.classes})
         e["launches"] += k.launches
         e["total_ns"] += k.total_ns
+        for signal, (value, unit) in k.counters.items():
+            e["counters"].setdefault(signal, []).append((value, unit))
         if k.classes not in e["classes"].split(","):
             e["classes"] += "," + k.classes
     for e in by.values():
         e["mean_ns"] = e["total_ns"] / e["launches"] if e["launches"] else None
+        e["counters"] = {s: [_median([v for v, _ in vs]), vs[0][1]] for s, vs in sorted(e["counters"].items())}
     return list(by.values())
+
+
+def _median(values: list[float]) -> float:
+    ordered = sorted(values)
+    mid = len(ordered) // 2
+    return ordered[mid] if len(ordered) % 2 else (ordered[mid - 1] + ordered[mid]) / 2
 
 
 FACT_SIGNALS = (
