@@ -9,14 +9,15 @@ signatures); these statements classify, explain and store.
 
 from __future__ import annotations
 
-JOIN_VERSION = "5"
+JOIN_VERSION = "6"
 """Version of the attribution rules; stored in the join's provenance row of every run.  2: device regions
 (:mod:`argus_lab.join.device`); no gpu.* values from the kernels of an instrumented run.  3: ncu kernels matched per
 instance (a differing instance is `mismatch` alone); instance kernel-sequence signatures.  4: the exact attributions
 of GPU records and the instances' own rows are derived by the store's ``attributions`` view, not written.  5: one
 aggregation rule per signal (:func:`argus_lab.plan.catalog.aggregation`): a percentage, rate or average is the
 duration-weighted mean of its kernels, a launch attribute a per-kernel fact, never a sum; counters reach their
-kernels across requests.  A store joined by an older version holds values of the older rules: the report says so
+kernels across requests.  6: a timing run's record values (gpu.span, gpu.kernels, gpu.launch_overhead, ...) are
+stored only where its request asked for them (:class:`argus_lab.join.kernel_values.Asked`).  A store joined by an older version holds values of the older rules: the report says so
 (:func:`argus_lab.report.coverage.stale_join`) and ``argus-lab join --store X --all`` joins it again."""
 
 JOIN_BACKEND_VERSION = f"argus_lab.join {JOIN_VERSION}"

@@ -173,7 +173,8 @@ SELECT inst.run_id, inst.path, inst.signal, sum(inst.value) FILTER (WHERE NOT wa
        count(*) FILTER (WHERE NOT warm AND NOT minor) AS n, count(*) FILTER (WHERE warm) AS warmup,
        quantile_cont(inst.value, 0.5) FILTER (WHERE NOT warm AND NOT minor) AS median,
        quantile_cont(inst.value, 0.25) FILTER (WHERE NOT warm AND NOT minor) AS p25,
-       quantile_cont(inst.value, 0.75) FILTER (WHERE NOT warm AND NOT minor) AS p75, any_value(r.started_ns) AS started_ns,
+       quantile_cont(inst.value, 0.75) FILTER (WHERE NOT warm AND NOT minor) AS p75,
+       any_value(r.started_ns) AS started_ns,
        (SELECT sum(value) FROM inst j WHERE j.run_id = inst.run_id AND j.signal = inst.signal AND j.is_root
                                         AND NOT j.warm) AS root
 FROM inst JOIN runs r ON r.run_id = inst.run_id
