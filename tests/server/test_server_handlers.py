@@ -204,6 +204,12 @@ async def test_region_drill_down_gpu_columns(jp_fetch: Any, root_store: str, jp_
             "kernel_facts": {"run_id": [run_id], "name": ["gemm_kernel"], "source": ["triton"], "registers": [64]},
         }
     )
+    # as a GPU run that recorded this evidence would have asked (a value nobody asked for is not shown)
+    store.execute(
+        "UPDATE runs SET signals = list_concat(signals, ['gpu.*', 'hw:dram__bytes_read.sum', 'compile.*']) "
+        "WHERE run_id = ?",
+        [run_id],
+    )
     join.attribute_request(store, [run_id])
     detail = await get(jp_fetch, "region", store=root_store, path="step/attn", run=run_id)
     assert detail["kernels"][0]["name"] == "gemm_kernel"
