@@ -96,8 +96,9 @@ def check_folder(out: Path, example: str) -> None:
             raise ExportError(msg)
 
 
-def _temp_name(out: Path) -> Path:
-    return out.with_name(f".{out.name}{TMP_MARK}{os.getpid()}-{uuid.uuid4().hex[:8]}")
+def _beside(out: Path, mark: str) -> Path:
+    """A name beside ``out`` that says whose it is: ``.<name><mark><pid>-<random>``."""
+    return out.with_name(f".{out.name}{mark}{os.getpid()}-{uuid.uuid4().hex[:8]}")
 
 
 def _alive(pid: int) -> bool:
@@ -138,35 +139,33 @@ def _remove(p: Path) -> None:
 def written_file(out: Path) -> Iterator[Path]:
     """A temporary path beside ``out`` to write the export to; renamed to ``out`` when the block ends without an
     error, removed when it raises (an ``OSError`` while writing becomes an :class:`ExportError` with the fix)."""
-    clear_stale(out)
-    tmp = _temp_name(out)
-    try:
+    with _written(out, folder=False) as tmp:
         yield tmp
-        tmp.replace(out)
-    except OSError as exc:
-        _remove(tmp)
-        raise ExportError(unwritable(out, exc)) from exc
-    except BaseException:
-        _remove(tmp)
-        raise
 
 
 @contextmanager
 def written_folder(out: Path) -> Iterator[Path]:
     """A temporary folder beside ``out`` to write a folder export to; renamed to ``out`` when the block ends
     without an error (an earlier export there moved aside first and then removed), removed when it raises."""
-    clear_stale(out)
-    tmp = _temp_name(out)
-    try:
-        tmp.mkdir()
+    with _written(out, folder=True) as tmp:
         yield tmp
-        if out.is_dir():
-            old = out.with_name(f".{out.name}{OLD_MARK}{os.getpid()}-{uuid.uuid4().hex[:8]}")
+
+
+@contextmanager
+def _written(out: Path, *, folder: bool) -> Iterator[Path]:
+    clear_stale(out)
+    tmp = _beside(out, TMP_MARK)
+    try:
+        if folder:
+            tmp.mkdir()
+        yield tmp
+        if folder and out.is_dir():  # a directory cannot be renamed over another: the old one goes aside first
+            old = _beside(out, OLD_MARK)
             out.rename(old)
             tmp.rename(out)
             _remove(old)
         else:
-            tmp.rename(out)
+            tmp.replace(out)
     except OSError as exc:
         _remove(tmp)
         raise ExportError(unwritable(out, exc)) from exc
