@@ -157,26 +157,16 @@ def standalone_html(bundle: dict[str, Any], *, plotly_js: str | None = None, com
 
 def export(report: Any, path: str | Path, title: str = "") -> Path:
     """Write ``report`` (a :class:`~argus_lab.report.Report`) as one standalone HTML file; returns the path."""
-    from argus_lab.errors import ArgusError
+    from argus_lab.errors import ExportError
     from argus_lab.views.bundle import EXPORT, build
     from argus_lab.views.target import check_file, written_file
 
     out = Path(path)
     if out.suffix.lower() not in (".html", ".htm"):
         msg = f"the export path {str(out)!r} should end in .html, e.g. `report.html`"
-        raise ArgusError(msg)
+        raise ExportError(msg)
     check_file(out, "~/report.html")  # refuse an unwritable place before the (long) build, not after it
     page = standalone_html(build(report, EXPORT, title))
     with written_file(out) as tmp:  # written whole, then renamed: a failed export leaves no half file
         tmp.write_text(page, encoding="utf-8")
     return out
-
-
-def export_cli(store: str | None, out: str, run_ids: list[str] | None, title: str = "") -> int:
-    """``argus-lab export --store PATH OUT.html``: write the report of ``run_ids`` (default: latest request)."""
-    from argus_lab.report import Report
-    from argus_lab.store import Store
-
-    path = export(Report(Store(store), run_ids), out, title=title)
-    print(f"wrote {path} ({path.stat().st_size / 1e6:.1f} MB); it opens offline in any browser")
-    return 0
