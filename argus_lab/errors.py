@@ -55,5 +55,9 @@ class PlanError(ArgusError, ValueError):
     """A request cannot be turned into a plan."""
 
 
+class ExportError(ArgusError, ValueError):
+    """An export that cannot be done as asked (the message says how to ask, or where to write instead)."""
+
+
 class ImportFormatError(ArgusError, ValueError):
     """A file given to ``argus-lab import`` is not a trace argus_lab can read (or not the format named)."""

@@ -448,3 +448,40 @@ def test_exported_report_of_a_failed_run_keeps_the_finished_instances(in_browser
         page.close()
 
     in_browser(body)
+
+
+def test_a_bidi_control_in_a_name_reverses_nothing_in_the_exported_report(
+    in_browser: InBrowser, tmp_path: Path
+) -> None:
+    """A region named with U+202E (RIGHT-TO-LEFT OVERRIDE) shows as `st\\u202eep` in every tab and the timeline,
+    and no text node of the page holds the control (it would show the rest of the line reversed)."""
+    import argus_lab
+
+    name = "st\u202eep"
+
+    def step() -> None:
+        with argus_lab.region(name), argus_lab.region("inner"):
+            pass
+
+    store = tmp_path / "bidi.duckdb"
+    argus_lab.measure(step, signals="host.wall", repeat=2, warmup=0, store=str(store))
+    out = export(Report(argus_lab.open_store(str(store))), tmp_path / "bidi.html")
+
+    def body(browser: Any) -> None:
+        pg = Page(browser)
+        page = pg.page
+        page.goto(out.as_uri())
+        texts = []
+        for tab in ("Regions", "Timeline", "Flame", "Runs"):
+            page.get_by_role("button", name=tab).click()
+            texts.append(page.locator("body").inner_text())
+        page.get_by_role("button", name="Regions").click()
+        page.get_by_text("st\\u202eep", exact=True).first.click()  # the drill-down finds the shown name
+        texts.append(page.locator(".argus-drill").inner_text())
+        shown = "\n".join(texts) + page.evaluate("document.documentElement.textContent")
+        assert "\u202e" not in shown
+        assert "st\\u202eep" in texts[0] and "st\\u202eep" in texts[-1]
+        pg.check_clean()
+        page.close()
+
+    in_browser(body)

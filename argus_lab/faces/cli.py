@@ -423,7 +423,7 @@ def _join(args: argparse.Namespace) -> int:
 def _export(args: argparse.Namespace) -> int:
     from argus_lab.faces.exporting import export
 
-    print(export(args.store, args.out, fmt=args.format, run_ids=args.run, title=args.title).text())
+    print(_shown(export(args.store, args.out, fmt=args.format, run_ids=args.run, title=args.title).text()))
     return 0
 
 

@@ -25,15 +25,11 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from argus_lab.errors import ArgusError
+from argus_lab.errors import ExportError
 from argus_lab.store import Store
 
 FORMATS: tuple[str, ...] = ("perfetto", "parquet", "html")
 """The export formats."""
-
-
-class ExportError(ArgusError, ValueError):
-    """An export that cannot be done as asked (the message says how to ask)."""
 
 
 @dataclass(frozen=True)
@@ -101,6 +97,7 @@ def export(
     path = Path(out)
     choice = choose_runs(st, run_ids)
     runs, notes = choice.run_ids, choice.notes
+    check_target(path, kind)  # before the (long) export: one message naming the problem and the fix
     if kind == "html":
         from argus_lab.report import Report
         from argus_lab.views.html import export as export_html
@@ -115,16 +112,27 @@ def export(
     from argus_lab.views.perfetto import write_trace
 
     if path.name.lower().endswith(".gz"):
+        from argus_lab.views.target import written_file
+
         with tempfile.TemporaryDirectory(prefix="argus-export-") as tmp:
             plain = Path(tmp) / "trace.json"
             counts = write_trace(st, runs, plain)
-            path.parent.mkdir(parents=True, exist_ok=True)
-            with plain.open("rb") as src, gzip.open(path, "wb", 6) as dst:
+            with written_file(path) as part, plain.open("rb") as src, gzip.open(part, "wb", 6) as dst:
                 shutil.copyfileobj(src, dst, 1 << 20)
     else:
-        path.parent.mkdir(parents=True, exist_ok=True)
         counts = write_trace(st, runs, path)
     return ExportResult(path, kind, runs, (path,), counts, notes)
+
+
+EXAMPLES: dict[str, str] = {"perfetto": "~/trace.json", "html": "~/report.html", "parquet": "~/tables"}
+"""A writable target of each format, named in the messages of a target that cannot be written."""
+
+
+def check_target(path: Path, kind: str) -> None:
+    """Refuse a target that an export of ``kind`` cannot write (:mod:`argus_lab.views.target`), before the export."""
+    from argus_lab.views.target import check_file, check_folder
+
+    (check_folder if kind == "parquet" else check_file)(path, EXAMPLES[kind])
 
 
 @dataclass(frozen=True)
@@ -183,4 +191,14 @@ def _skipped_note(request: dict[str, Any], measured: dict[str, Any] | None) -> s
     )
 
 
-__all__ = ["FORMATS", "ExportError", "ExportResult", "RunChoice", "choose_runs", "export", "format_of", "resolve_runs"]
+__all__ = [
+    "FORMATS",
+    "ExportError",
+    "ExportResult",
+    "RunChoice",
+    "check_target",
+    "choose_runs",
+    "export",
+    "format_of",
+    "resolve_runs",
+]

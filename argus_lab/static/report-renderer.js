@@ -231,9 +231,44 @@
     return box;
   }
 
+  // -- bidi controls ---------------------------------------------------------------------------------------
+  // A bidi control in a name (U+202E and the other embeddings, overrides, isolates, marks) would reverse the text
+  // shown after it: every string of the bundle shows them as a visible escape, as the terminal and the server do
+  // (argus_lab/views/escape.py bidi_safe).  The bundle itself is left as given (copies where a string changes).
+  var BIDI_ONE = /[\u061c\u200e\u200f\u202a-\u202e\u2066-\u2069]/;
+  var BIDI_ALL = /[\u061c\u200e\u200f\u202a-\u202e\u2066-\u2069]/g;
+  function bidiSafe(s) {
+    return BIDI_ONE.test(s) ? s.replace(BIDI_ALL, function (c) {
+      return '\\u' + ('000' + c.charCodeAt(0).toString(16)).slice(-4);
+    }) : s;
+  }
+  function bidiSafeAll(v) {
+    if (typeof v === 'string') return bidiSafe(v);
+    if (!v || typeof v !== 'object') return v;
+    var changed = false, out, i, k, x;
+    if (Array.isArray(v)) {
+      out = new Array(v.length);
+      for (i = 0; i < v.length; i++) {
+        x = v[i];
+        out[i] = (typeof x === 'number' || x == null) ? x : bidiSafeAll(x);
+        if (out[i] !== x) changed = true;
+      }
+      return changed ? out : v;
+    }
+    out = {};
+    for (k in v) {
+      if (!Object.prototype.hasOwnProperty.call(v, k)) continue;
+      x = bidiSafeAll(v[k]);
+      out[bidiSafe(k)] = x;
+      if (x !== v[k] || bidiSafe(k) !== k) changed = true;
+    }
+    return changed ? out : v;
+  }
+
   // -- the report ------------------------------------------------------------------------------------------
   function render(el, bundle, options) {
     options = options || {};
+    bundle = bidiSafeAll(bundle);
     var doc = options.document || el.ownerDocument || document;
     var b = new Builder(doc);
     var win = doc.defaultView || {};
@@ -1241,7 +1276,7 @@
 
     select(options.tab || 'Regions');
     return {
-      drill: drill,
+      drill: function (path) { return drill(bidiSafe(String(path))); },
       select: select,
       destroy: function () {
         plots.forEach(function (p) { if (P && P.purge) P.purge(p); });

@@ -180,25 +180,35 @@ def _folder_mb(folder: Path, limit: int = 20_000) -> float:
 
 
 READ_MEMORY = "256MB"
-"""DuckDB's memory limit for a read (``$ARGUS_READ_MEMORY`` overrides it): a report over millions of instances
-spills to a private temporary folder instead of growing without bound.  A read that still runs out of it is taken
-again with a larger limit (:func:`read_memory_steps`), so no store is too large for a fixed limit."""
+"""DuckDB's first memory limit for a read (``$ARGUS_READ_MEMORY`` overrides it): a report over millions of instances
+spills to a private temporary folder (as large as the disk allows: DuckDB's ``max_temp_directory_size`` defaults to
+90% of its free space) instead of growing without bound.  A read that still runs out of it (what DuckDB cannot
+spill: a sort's or a list aggregate's working set) is taken again with a larger limit (:func:`read_memory_steps`),
+up to most of this machine's memory, so no store is too large for a fixed limit."""
+READ_MEMORY_SHARE = 0.75
+"""The largest limit a read is taken again with: this share of the machine's physical memory."""
 
 
 def read_memory_steps() -> list[str]:
-    """The memory limits a read tries in turn: ``$ARGUS_READ_MEMORY`` alone when set, else 256 MB, then 1 GB and
-    4 GB while they stay within half of this machine's memory."""
+    """The memory limits a read tries in turn: ``$ARGUS_READ_MEMORY`` alone when set, else 256 MB, then four times
+    more each time (1 GB, 4 GB, 16 GB, ...) below :data:`READ_MEMORY_SHARE` of this machine's memory, and that
+    share last (e.g. 256 MB, 1 GB, 4 GB, 16 GB, 18 GB on 24 GB of memory; 256 MB, 1 GB, 4 GB, 16 GB, 64 GB, 96 GB
+    on 128 GB)."""
     given = os.environ.get("ARGUS_READ_MEMORY")
     if given:
         return [given]
     try:
-        half = os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES") // 2
+        physical = os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES")
     except (ValueError, OSError, AttributeError):
-        half = 1 << 30
+        physical = 2 << 30
+    top_mb = int(physical * READ_MEMORY_SHARE) >> 20
     steps = [READ_MEMORY]
-    for mb in (1024, 4096):
-        if mb << 20 <= half:
-            steps.append(f"{mb}MB")
+    mb = 1024
+    while mb < top_mb:
+        steps.append(f"{mb}MB")
+        mb *= 4
+    if top_mb > 256:
+        steps.append(f"{top_mb}MB")
     return steps
 
 

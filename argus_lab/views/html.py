@@ -10,10 +10,7 @@ notebook that showed a plotly figure, or the exported page).
 
 from __future__ import annotations
 
-import contextlib
-import errno
 import functools
-import os
 import uuid
 from importlib import resources
 from pathlib import Path
@@ -160,46 +157,16 @@ def standalone_html(bundle: dict[str, Any], *, plotly_js: str | None = None, com
 
 def export(report: Any, path: str | Path, title: str = "") -> Path:
     """Write ``report`` (a :class:`~argus_lab.report.Report`) as one standalone HTML file; returns the path."""
-    from argus_lab.errors import ArgusError
+    from argus_lab.errors import ExportError
     from argus_lab.views.bundle import EXPORT, build
+    from argus_lab.views.target import check_file, written_file
 
     out = Path(path)
     if out.suffix.lower() not in (".html", ".htm"):
         msg = f"the export path {str(out)!r} should end in .html, e.g. `report.html`"
-        raise ArgusError(msg)
-    try:  # refuse an unwritable place before the (long) build, not after it
-        out.parent.mkdir(parents=True, exist_ok=True)
-        if not os.access(out.parent, os.W_OK) or (out.exists() and not os.access(out, os.W_OK)):
-            raise PermissionError(errno.EACCES, os.strerror(errno.EACCES))
-    except OSError as exc:
-        raise ArgusError(_unwritable(out, exc)) from exc
+        raise ExportError(msg)
+    check_file(out, "~/report.html")  # refuse an unwritable place before the (long) build, not after it
     page = standalone_html(build(report, EXPORT, title))
-    tmp = out.with_name(f".{out.name}.{os.getpid()}.tmp")
-    try:  # written whole, then renamed: a failed export leaves no half file
+    with written_file(out) as tmp:  # written whole, then renamed: a failed export leaves no half file
         tmp.write_text(page, encoding="utf-8")
-        tmp.replace(out)
-    except OSError as exc:
-        with contextlib.suppress(OSError):
-            tmp.unlink()
-        raise ArgusError(_unwritable(out, exc)) from exc
     return out
-
-
-def _unwritable(out: Path, exc: OSError) -> str:
-    why = exc.strerror or str(exc)
-    fix = (
-        "free space on that disk or choose another one"
-        if exc.errno in (errno.ENOSPC, errno.EDQUOT, errno.EFBIG)
-        else "choose a writable path, e.g. `argus-lab export --store S ~/report.html`"
-    )
-    return f"cannot write the export {str(out)!r} ({why}); {fix}"
-
-
-def export_cli(store: str | None, out: str, run_ids: list[str] | None, title: str = "") -> int:
-    """``argus-lab export --store PATH OUT.html``: write the report of ``run_ids`` (default: latest request)."""
-    from argus_lab.report import Report
-    from argus_lab.store import Store
-
-    path = export(Report(Store(store), run_ids), out, title=title)
-    print(f"wrote {path} ({path.stat().st_size / 1e6:.1f} MB); it opens offline in any browser")
-    return 0

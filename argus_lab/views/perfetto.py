@@ -144,32 +144,38 @@ def write_trace(store: Store, run_ids: str | Sequence[str], path: str | Path) ->
     """Write runs of ``store`` as one Chrome-trace JSON file; returns the counts of what was written.
 
     ``run_ids``: one run id or several (each run's tracks get their own processes, named after the run).  Raises
-    :class:`ValueError` naming the runs of the store when a run is not one of them.
+    :class:`ValueError` naming the runs of the store when a run is not one of them.  The file is written under a
+    temporary name beside ``path`` and renamed when whole (:func:`argus_lab.views.target.written_file`); the rows
+    are read through :meth:`Store.read`, which takes the read again with a larger memory limit when DuckDB runs out.
     """
+    from argus_lab.views.target import written_file
+
     runs = [run_ids] if isinstance(run_ids, str) else list(dict.fromkeys(run_ids))
     out = Path(path)
-    with store.connect() as con:
-        known = {r[0] for r in con.execute("SELECT run_id FROM runs").fetchall()}
-        for run_id in runs:
-            if run_id not in known:
-                latest = con.execute("SELECT run_id FROM runs ORDER BY started_ns DESC LIMIT 5").fetchall()
-                msg = (
-                    f"no run {run_id!r} in {store.path}; its latest runs: {', '.join(r[0] for r in latest) or '(none)'}"
-                )
-                raise ValueError(msg)
-        starts = [row[0] for r in runs if (row := con.execute(BOUNDS, [r]).fetchone()) and row[0] is not None]
-        base = int(min(starts)) if starts else 0
-        counts = {"instances": 0, "kernels": 0, "flows": 0, "counters": 0}
-        other = {"argus_run": runs[0]} if len(runs) == 1 else {"argus_runs": runs}
-        with out.open("w", encoding="utf-8") as f:
-            f.write('{\n  "schemaVersion": 1,\n  "displayTimeUnit": "ns",\n')
-            f.write(f'  "baseTimeNanoseconds": {base},\n  "otherData": {json.dumps(other)},\n')
-            f.write('  "traceEvents": [\n')
-            w = _Writer(f)
-            for k, run_id in enumerate(runs):
-                label = f"{run_id}: " if len(runs) > 1 else ""
-                _write_run(con, w, run_id, base, k * RUN_PID_STRIDE, label, counts)
-            f.write('\n  ],\n  "traceName": ' + json.dumps(out.name) + "\n}\n")
+    with written_file(out) as tmp:
+        return store.read(lambda con: _write_trace(con, store, runs, tmp, out.name))
+
+
+def _write_trace(con: Any, store: Store, runs: list[str], tmp: Path, name: str) -> dict[str, int]:
+    known = {r[0] for r in con.execute("SELECT run_id FROM runs").fetchall()}
+    for run_id in runs:
+        if run_id not in known:
+            latest = con.execute("SELECT run_id FROM runs ORDER BY started_ns DESC LIMIT 5").fetchall()
+            msg = f"no run {run_id!r} in {store.path}; its latest runs: {', '.join(r[0] for r in latest) or '(none)'}"
+            raise ValueError(msg)
+    starts = [row[0] for r in runs if (row := con.execute(BOUNDS, [r]).fetchone()) and row[0] is not None]
+    base = int(min(starts)) if starts else 0
+    counts = {"instances": 0, "kernels": 0, "flows": 0, "counters": 0}
+    other = {"argus_run": runs[0]} if len(runs) == 1 else {"argus_runs": runs}
+    with tmp.open("w", encoding="utf-8") as f:  # (a read taken again writes the file again from its start)
+        f.write('{\n  "schemaVersion": 1,\n  "displayTimeUnit": "ns",\n')
+        f.write(f'  "baseTimeNanoseconds": {base},\n  "otherData": {json.dumps(other)},\n')
+        f.write('  "traceEvents": [\n')
+        w = _Writer(f)
+        for k, run_id in enumerate(runs):
+            label = f"{run_id}: " if len(runs) > 1 else ""
+            _write_run(con, w, run_id, base, k * RUN_PID_STRIDE, label, counts)
+        f.write('\n  ],\n  "traceName": ' + json.dumps(name) + "\n}\n")
     return counts
 
 
@@ -342,34 +348,40 @@ def write_parquet(store: Store, folder: str | Path, run_ids: Sequence[str] | Non
     """Every table of the store as ``<folder>/<table>.parquet`` (only ``run_ids``' rows where a table has runs).
 
     Views are written under their own name and the tables behind them are left out (``attributions.parquet``
-    holds every attribution, stored or derived; ``instance_values.parquet`` every value with its run and signal)."""
-    from argus_lab.store.schema import BEHIND_VIEWS, TABLES, VIEWS
+    holds every attribution, stored or derived; ``instance_values.parquet`` every value with its run and signal).
+    The folder is written under a temporary name beside ``folder`` and renamed when every table is in it
+    (:func:`argus_lab.views.target.written_folder`: an earlier export there is replaced); the tables are read
+    through :meth:`Store.read` (a larger memory limit when DuckDB runs out)."""
+    from argus_lab.views.target import written_folder
 
     out = Path(folder)
-    out.mkdir(parents=True, exist_ok=True)
-    files = []
-    hidden = BEHIND_VIEWS
-    with store.connect() as con:
-        present = {r[0] for r in con.execute("SELECT table_name FROM information_schema.tables").fetchall()}
-        for table in [*(t for t in TABLES if t not in hidden), *VIEWS]:
-            if table not in present:
-                continue
-            cols = {d[0] for d in con.execute(f"SELECT * FROM {table} LIMIT 0").description or ()}
-            where = ""
-            params: list[Any] = []
-            if run_ids is not None and "run_id" in cols:
-                where = " WHERE run_id IN (SELECT unnest(?::VARCHAR[]))"
-                params = [list(run_ids)]
-            elif run_ids is not None and table == "requests":
-                where = (
-                    " WHERE request_id IN (SELECT request_id FROM runs WHERE run_id IN (SELECT unnest(?::VARCHAR[])))"
-                )
-                params = [list(run_ids)]
-            target = out / f"{table}.parquet"
-            sql = f"COPY (SELECT * FROM {table}{where}) TO '{_sql_path(target)}' (FORMAT parquet, COMPRESSION zstd)"
-            con.execute(sql, params)
-            files.append(target)
-    return files
+    with written_folder(out) as tmp:
+        names = store.read(lambda con: _write_tables(con, tmp, run_ids))
+    return [out / n for n in names]
+
+
+def _write_tables(con: Any, folder: Path, run_ids: Sequence[str] | None) -> list[str]:
+    from argus_lab.store.schema import BEHIND_VIEWS, TABLES, VIEWS
+
+    names = []
+    present = {r[0] for r in con.execute("SELECT table_name FROM information_schema.tables").fetchall()}
+    for table in [*(t for t in TABLES if t not in BEHIND_VIEWS), *VIEWS]:
+        if table not in present:
+            continue
+        cols = {d[0] for d in con.execute(f"SELECT * FROM {table} LIMIT 0").description or ()}
+        where = ""
+        params: list[Any] = []
+        if run_ids is not None and "run_id" in cols:
+            where = " WHERE run_id IN (SELECT unnest(?::VARCHAR[]))"
+            params = [list(run_ids)]
+        elif run_ids is not None and table == "requests":
+            where = " WHERE request_id IN (SELECT request_id FROM runs WHERE run_id IN (SELECT unnest(?::VARCHAR[])))"
+            params = [list(run_ids)]
+        target = folder / f"{table}.parquet"
+        sql = f"COPY (SELECT * FROM {table}{where}) TO '{_sql_path(target)}' (FORMAT parquet, COMPRESSION zstd)"
+        con.execute(sql, params)
+        names.append(target.name)
+    return names
 
 
 def _sql_path(p: Path) -> str:

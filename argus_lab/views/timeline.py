@@ -105,7 +105,10 @@ def timeline_data(
     iids = _arr(instances, "instance_id")
     regions: list[str] = sorted({str(p) for p in paths.tolist()})
     region_of_path = {p: i for i, p in enumerate(regions)}
-    iid_region = {int(i): region_of_path[str(p)] for i, p in zip(iids.tolist(), paths.tolist(), strict=True)}
+    # each instance's region as arrays (instance ids sorted, their region's index): no dict of a million entries
+    codes = np.fromiter((region_of_path[str(p)] for p in paths.tolist()), dtype=np.int64, count=len(paths))
+    by_iid = np.argsort(iids, kind="stable")
+    iid_region = (iids.astype(np.int64)[by_iid], codes[by_iid])
 
     i_rank, k_rank = _arr(instances, "rank"), _arr(kernels, "rank")
     ranks = sorted({int(r) for r in (*i_rank.tolist(), *k_rank.tolist())})
@@ -249,7 +252,7 @@ def _device_rows(
     start: np.ndarray,
     end: np.ndarray,
     span: int,
-    iid_region: dict[int, int],
+    iid_region: tuple[np.ndarray, np.ndarray],
     n_regions: int,
     limits: TimelineLimits,
     multi: bool,
@@ -278,11 +281,8 @@ def _device_rows(
     lane = np.asarray(lane_idx, dtype=np.int64).reshape(-1)
     iid = _arr(kernels, "instance_id")
     # region of each kernel: its instance's region; -1 = outside every region
-    if iid_region:
-        keys = np.fromiter(iid_region.keys(), dtype=np.int64)
-        vals = np.fromiter(iid_region.values(), dtype=np.int64)
-        order = np.argsort(keys)
-        keys, vals = keys[order], vals[order]
+    keys, vals = iid_region
+    if len(keys):
         pos = np.clip(np.searchsorted(keys, iid), 0, len(keys) - 1)
         region = np.where(keys[pos] == iid, vals[pos], -1)
     else:

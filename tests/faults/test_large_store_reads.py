@@ -7,9 +7,12 @@ the shape of a long decode run), read under a 16 MB first limit, where the real 
 
 from __future__ import annotations
 
+import json
+import os
 import sys
 from pathlib import Path
 
+import pyarrow.parquet as pq
 import pytest
 
 from argus_lab import join
@@ -62,3 +65,32 @@ def test_an_html_export_of_the_large_store_works_under_the_small_first_limit(
     out = tmp_path / "large.html"
     export(Report(Store(large), ["r-bench"]), out)
     assert out.stat().st_size > 10_000 and b"step/layer/attn" in out.read_bytes()
+
+
+@pytest.mark.parametrize("name", ["large.json", "tables"])
+def test_perfetto_and_parquet_exports_of_the_large_store_work_under_the_small_first_limit(
+    large: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, name: str
+) -> None:
+    from argus_lab.faces.exporting import export
+
+    monkeypatch.delenv("ARGUS_READ_MEMORY", raising=False)
+    monkeypatch.setattr(db, "READ_MEMORY", "16MB")
+    out = tmp_path / name
+    result = export(Store(large), out, run_ids=["r-bench"])
+    if name == "tables":
+        assert len(result.files) == len(list(out.iterdir())) > 20
+        assert (
+            Store(large).rows("SELECT count(*) FROM kernels")[0][0]
+            == pq.read_metadata(out / "kernels.parquet").num_rows
+        )
+    else:
+        assert result.counts["kernels"] > 250_000 and json.loads(out.read_text())["traceEvents"]
+    assert sorted(p.name for p in tmp_path.iterdir()) == [name]  # no temporary left beside it
+
+
+def test_the_last_read_limit_grows_with_the_machine(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.delenv("ARGUS_READ_MEMORY", raising=False)
+    physical = os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES")
+    steps = [int(s.removesuffix("MB")) for s in db.read_memory_steps()]
+    assert steps == sorted(steps) and steps[0] == 256
+    assert steps[-1] == int(physical * db.READ_MEMORY_SHARE) >> 20  # not a fixed 4 GB

@@ -8,9 +8,11 @@ Errors answer with a JSON ``{"message": ...}`` that says how to fix the request.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import json
 import shutil
 import tempfile
+import weakref
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -20,9 +22,10 @@ from jupyter_server.base.handlers import APIHandler
 from argus_lab.errors import ArgusError
 from argus_lab.faces.server import evidence
 from argus_lab.faces.server.paths import StorePathError, find_stores, notebook_store, resolve_store
+from argus_lab.views.escape import bidi_restored, bidi_safe, bidi_safe_json
 
 if TYPE_CHECKING:
-    from collections.abc import Callable
+    from collections.abc import AsyncIterator, Callable
 
 MAX_TEXT = 2000  # longest accepted request parameter
 
@@ -36,14 +39,15 @@ class _Base(APIHandler):
         return str(root)
 
     def text_arg(self, name: str, default: str | None = None) -> str | None:
+        """A request parameter; a name the panel showed with its bidi controls escaped is looked up as stored."""
         value = self.get_argument(name, default)
         if value is not None and len(value) > MAX_TEXT:
             raise tornado.web.HTTPError(400, reason=f"the parameter {name} is longer than {MAX_TEXT} characters")
-        return value
+        return None if value is None else bidi_restored(value)
 
     def fail(self, status: int, message: str) -> None:
         self.set_status(status)
-        self.finish(json.dumps({"message": message}))
+        self.finish(json.dumps({"message": bidi_safe(message)}))
 
     async def answer(self, fn: Callable[..., Any], *args: Any) -> None:
         """Resolve the ``store`` argument, run ``fn(store, *args)`` off the event loop, reply with its JSON."""
@@ -62,7 +66,7 @@ class _Base(APIHandler):
         if result is None:
             self.fail(404, "nothing of that name in the store; refresh the panel")
             return
-        self.finish(json.dumps(result, default=str))
+        self.finish(json.dumps(bidi_safe_json(result), default=str))  # a U+202E in a name reverses nothing shown
 
 
 class StoresHandler(_Base):
@@ -83,7 +87,7 @@ class StoresHandler(_Base):
         notebook = self.text_arg("notebook")
         if notebook:
             answer["notebook_store"] = notebook_store(self.root_dir, notebook).to_dict()
-        self.finish(json.dumps(answer))
+        self.finish(json.dumps(bidi_safe_json(answer)))
 
 
 class SessionsHandler(_Base):
@@ -189,7 +193,7 @@ class PlanHandler(_Base):
         except ArgusError as exc:
             self.fail(400, str(exc))
             return
-        self.finish(json.dumps(result))
+        self.finish(json.dumps(bidi_safe_json(result)))
 
 
 MAX_CELLS = 200
@@ -244,7 +248,7 @@ class MeasureCodeHandler(_Base):
         except ArgusError as exc:
             self.fail(400, str(exc))
             return
-        self.finish(json.dumps(result))
+        self.finish(json.dumps(bidi_safe_json(result)))
 
 
 def _measure_code(texts: dict[str, str], repeat: int, warmup: int, cells: list[dict[str, Any]]) -> dict[str, Any]:
@@ -293,7 +297,7 @@ class ExportHandler(_Base):
         if fmt not in EXPORT_TYPES:
             self.fail(400, f"unknown export format {fmt!r}; use format=perfetto, html or parquet")
             return
-        runs = [r for r in self.get_arguments("run") if r]
+        runs = [bidi_restored(r) for r in self.get_arguments("run") if r]
         if not runs or any(len(r) > MAX_TEXT for r in runs):
             self.fail(400, "pass `run=<run id>` (repeatable; the panel lists the runs)")
             return
@@ -302,10 +306,23 @@ class ExportHandler(_Base):
         except StorePathError as exc:
             self.fail(400, str(exc))
             return
+        if _EXPORTS.waiting >= EXPORTS_WAITING:
+            self.fail(503, f"{_EXPORTS.waiting} exports are waiting for the one under way; try again when it ends")
+            return
         try:
-            file, folder = await asyncio.to_thread(_export_file, Store(path), runs, fmt)
+            async with _EXPORTS.slot():  # one export at a time: each reads its store with DuckDB's memory for reads
+                file, folder = await asyncio.to_thread(_export_file, Store(path), runs, fmt)
         except ArgusError as exc:
             self.fail(409, str(exc))
+            return
+        except Exception as exc:  # a failure no message was written for: still one, never a bare 500
+            self.log.exception("argus-lab export of %s from %s failed", runs, path)
+            self.fail(
+                500,
+                f"the export failed: {type(exc).__name__}: {str(exc).splitlines()[0][:300] if str(exc) else ''}; "
+                f"export from a terminal to see the whole error (`argus-lab export --store {path} --run "
+                f"{runs[0]} out.{EXPORT_TYPES[fmt][0]}`) and report it",
+            )
             return
         try:
             suffix, ctype = EXPORT_TYPES[fmt]
@@ -319,6 +336,40 @@ class ExportHandler(_Base):
             self.finish()
         finally:
             await asyncio.to_thread(shutil.rmtree, folder, True)
+
+
+EXPORTS_AT_ONCE = 1
+"""Panel exports that run at once in this server; the others wait their turn (three at once of a store of 10^6
+instances ran out of DuckDB's memory for reads together)."""
+EXPORTS_WAITING = 8
+"""Exports that may wait for their turn; one more is answered 503 with a message instead of queueing forever."""
+
+
+class _ExportQueue:
+    """The server's turn-taking of exports: :meth:`slot` waits for one of :data:`EXPORTS_AT_ONCE` slots."""
+
+    def __init__(self) -> None:
+        self.waiting = 0
+        self._slots: weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, asyncio.Semaphore] = (
+            weakref.WeakKeyDictionary()
+        )
+
+    @contextlib.asynccontextmanager
+    async def slot(self) -> AsyncIterator[None]:
+        loop = asyncio.get_running_loop()  # (a semaphore belongs to one event loop; a test server has its own)
+        sem = self._slots.setdefault(loop, asyncio.Semaphore(EXPORTS_AT_ONCE))
+        self.waiting += 1
+        try:
+            await sem.acquire()
+        finally:
+            self.waiting -= 1
+        try:
+            yield
+        finally:
+            sem.release()
+
+
+_EXPORTS = _ExportQueue()
 
 
 def _export_file(store: Any, runs: list[str], fmt: str) -> tuple[Path, Path]:
