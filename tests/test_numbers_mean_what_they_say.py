@@ -300,6 +300,30 @@ def test_the_timeline_places_temporal_kernels_in_their_region_with_their_class(t
     }
 
 
+# -- 4. the implicit region on the H200 -------------------------------------------------------------------------------
+def test_the_implicit_region_recorded_on_the_h200_holds_its_warm_up_and_three_launches_an_ordinal(
+    tmp_path: Path,
+) -> None:
+    """``argus_lab.measure(ten_kernels, "gpu.time,gpu.kernels", repeat=3, warmup=1)`` of a function with no region,
+    recorded on the H200 by tests/gpu/test_implicit_region_gpu.py (tests/data/gpu/implicit_region.duckdb.gz): one
+    instance per repetition with its own id, the warm-up's 10 kernels ``temporal`` in the warm-up instance, the 30
+    measured ones ``exact``, and the per-ordinal table ordinals 0-9 with 3 launches each.  Before the fix the warm-up
+    was stored as repetition 3 with the id of another instance (ordinals 0-19 read 2, then 1)."""
+    st = copied(tmp_path, "gpu/implicit_region.duckdb.gz")
+    inst = st.rows("SELECT instance_id, repetition, warmup FROM region_instances ORDER BY start_ns")
+    assert [(r, w) for _, r, w in inst] == [(0, True), (1, False), (2, False), (3, False)]
+    assert len({i for i, _, _ in inst}) == 4
+    rows = st.rows(
+        "SELECT coalesce(i.warmup, false), a.class, count(*) FROM attributions a "
+        "LEFT JOIN region_instances i ON i.run_id = a.target_run_id AND i.instance_id = a.instance_id "
+        "WHERE a.evidence = 'kernel' GROUP BY ALL ORDER BY ALL"
+    )
+    assert rows == [(False, "exact", 30), (True, "temporal", 10)]
+    report = Report(st)
+    assert sorted((k.ordinal, k.launches) for k in report.kernels) == [(o, 3) for o in range(10)]
+    assert not [c for c in report.coverage() if "unattributed" in c]
+
+
 # -- 4. the implicit region covers its warm-up repetition (SYNTHETIC) ------------------------------------------------
 def test_the_implicit_regions_warm_up_kernels_are_in_it_and_its_ordinals_are_right(tmp_path: Path) -> None:
     """SYNTHETIC, shaped like ``%%argus`` on a cell without regions (driver.py's implicit region): the warm-up

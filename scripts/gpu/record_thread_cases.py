@@ -128,20 +128,24 @@ def summary_of(store: Path) -> dict[str, Any]:
     }
 
 
-def event_times(step: Any, n: int = 30) -> float:
-    """Median CUDA-event time of the step's GEMM in us (no region recorder active)."""
+def event_times(step: Any, blocks: int = 15, per_block: int = 200) -> float:
+    """Median over ``blocks`` blocks of ``per_block`` back-to-back launches of the step's GEMM, timed by CUDA events
+    around each block, in us per launch (no region recorder active).  A lasting slowdown of the process (a CUPTI
+    client's callbacks at every launch) shows here as a slower launch rate; one block's median of a few launches
+    was too noisy to tell (0.73x to 1.18x between recordings)."""
     import statistics
 
     import torch
 
     out = []
-    for _ in range(n):
+    for _ in range(blocks):
         s, e = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
         s.record()
-        step()
+        for _ in range(per_block):
+            step()
         e.record()
         e.synchronize()
-        out.append(s.elapsed_time(e) * 1e3)
+        out.append(s.elapsed_time(e) * 1e3 / per_block)
     return statistics.median(out)
 
 
