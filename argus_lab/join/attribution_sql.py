@@ -17,8 +17,9 @@ of GPU records and the instances' own rows are derived by the store's ``attribut
 aggregation rule per signal (:func:`argus_lab.plan.catalog.aggregation`): a percentage, rate or average is the
 duration-weighted mean of its kernels, a launch attribute a per-kernel fact, never a sum; counters reach their
 kernels across requests.  6: a timing run's record values (gpu.span, gpu.kernels, gpu.launch_overhead, ...) are
-stored only where its request asked for them (:class:`argus_lab.join.kernel_values.Asked`).  A store joined by an older version holds values of the older rules: the report says so
-(:func:`argus_lab.report.coverage.stale_join`) and ``argus-lab join --store X --all`` joins it again."""
+stored only where its request asked for them (:class:`argus_lab.join.kernel_values.Asked`).  A store joined by an
+older version holds values of the older rules: the report says so (:func:`argus_lab.report.coverage.stale_join`)
+and ``argus-lab join --store X --all`` joins it again."""
 
 JOIN_BACKEND_VERSION = f"argus_lab.join {JOIN_VERSION}"
 """The ``backend_version`` of the join's provenance row of every run it joined."""
