@@ -143,7 +143,9 @@ class Report:
         self.run_ids: tuple[str, ...] = tuple(run_ids)
         ids = list(self.run_ids)
         self.notes: list[str] = []
-        self.warnings = ()
+        self.warnings: tuple[str, ...] = ()
+        """Sentences that change how every number of the report reads (another CUPTI client in the measured process:
+        what it did to the times, and the fix); the text, JSON and HTML forms put them first."""
         self.runs: tuple[RunRow, ...] = rt.read_runs(self.store, ids)
         self.errors: tuple[tuple[str, int, str], ...] = tuple(
             (r["path"], int(r["n"]), r["error"]) for r in self.store.records(queries.INSTANCE_ERRORS, [ids])
@@ -180,9 +182,7 @@ class Report:
             return
         self.provenance = rt.read_provenance(self.store, ids)
         self.notes.extend(coverage.parent_cycles(self.provenance))
-        self.warnings: tuple[str, ...] = tuple(coverage.other_cupti_clients(self.provenance))
-        """Sentences that change how every number of the report reads (another CUPTI client in the measured process:
-        what it did to the times, and the fix); the text, JSON and HTML forms put them first."""
+        self.warnings = tuple(coverage.other_cupti_clients(self.provenance))
         self.clock_offsets = rt.clock_offsets(self.provenance)
         requested = rt.read_scope_map(self.store, ids)
         self.scopes = {r: str(s) for r, s in requested.items()}

@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import json
 from collections.abc import Mapping, Sequence
-from typing import Any
+from typing import Any, cast
 
 JSON_COLUMNS = frozenset({"settings", "clocks", "spec", "env", "versions"})
 """Columns stored as JSON text; list columns ``backends`` and ``signals`` stay lists."""
@@ -27,8 +27,9 @@ def jsonable_columns(data: Mapping[str, Sequence[Any]]) -> dict[str, Sequence[An
             # as fixed-width unicode, which every pyarrow reads without a Python object per value
             import numpy as np
 
-            width = int(np.strings.str_len(col).max()) if len(col) else 1
-            out[key] = col.astype(f"<U{max(width, 1)}")  # type: ignore[union-attr]
+            arr = np.asarray(col)
+            width = int(np.strings.str_len(arr).max()) if len(arr) else 1
+            out[key] = cast("Sequence[Any]", arr.astype(f"<U{max(width, 1)}"))
             continue
         if (
             len(col) > 0
