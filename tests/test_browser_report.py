@@ -84,6 +84,13 @@ class Page:
             self.requests.append(url)
             route.abort()
 
+    def open_timeline(self, url: str) -> Any:
+        """Open ``url`` (an exported report) on its Timeline tab, drawn; returns the playwright page."""
+        self.page.goto(url)
+        self.page.get_by_role("button", name="Timeline").click()
+        self.page.locator(".argus-timeline .main-svg").first.wait_for(timeout=10_000)
+        return self.page
+
     def check_clean(self) -> None:
         assert self.requests == [], f"the page tried the network: {self.requests}"
         assert self.errors == [], f"script errors: {self.errors}"
@@ -127,10 +134,7 @@ def test_exported_report_draws_drills_down_and_stays_offline(in_browser: InBrows
 
     def body(browser: Any) -> None:
         pg = Page(browser)
-        page = pg.page
-        page.goto(out.as_uri())
-        page.get_by_role("button", name="Timeline").click()
-        page.locator(".argus-timeline .main-svg").first.wait_for(timeout=10_000)
+        page = pg.open_timeline(out.as_uri())
         assert page.locator(".argus-timeline g.trace.bars").count() >= 3  # host regions and kernels
         _click_first_bar(page, "#argus-report")
         title = page.locator(".argus-drill-title")
@@ -243,10 +247,7 @@ def test_recorded_h200_kernel_click_drills_into_its_region(in_browser: InBrowser
 
     def body(browser: Any) -> None:
         pg = Page(browser)
-        page = pg.page
-        page.goto(out.as_uri())
-        page.get_by_role("button", name="Timeline").click()
-        page.locator(".argus-timeline .main-svg").first.wait_for(timeout=10_000)
+        page = pg.open_timeline(out.as_uri())
         # zoom on the last attention instance, then click one of its kernels on the GPU lane
         page.evaluate(
             "() => { const d = document.querySelector('.argus-timeline');"
@@ -405,10 +406,7 @@ def test_exported_timeline_lanes_are_named_after_threads(in_browser: InBrowser, 
 
     def body(browser: Any) -> None:
         pg = Page(browser)
-        page = pg.page
-        page.goto(out.as_uri())
-        page.get_by_role("button", name="Timeline").click()
-        page.locator(".argus-timeline .main-svg").first.wait_for(timeout=10_000)
+        page = pg.open_timeline(out.as_uri())
         lanes = page.locator(".argus-timeline g.ytick text").all_text_contents()
         assert "MainThread" in lanes and "loader" in lanes, lanes
         assert not any("pid" in t or "depth" in t for t in lanes)

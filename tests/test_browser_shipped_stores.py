@@ -155,10 +155,7 @@ def test_the_imported_kineto_run_draws_temporal_kernels_in_their_region_coloured
 
     def body(browser: Any) -> None:
         pg = Page(browser)
-        page = pg.page
-        page.goto(out.as_uri())
-        page.get_by_role("button", name="Timeline").click()
-        page.locator(".argus-timeline .main-svg").first.wait_for(timeout=10_000)
+        page = pg.open_timeline(out.as_uri())
         traces = page.evaluate(
             """() => [...document.querySelectorAll('.argus-timeline')].find(p => p.offsetParent).data.map(t =>
               ({name: t.name, color: t.marker.color, hover: t.hovertext}))"""
