@@ -20,7 +20,7 @@ from argus_lab.plan import DEFAULT_SIGNALS, Plan, Request
 from argus_lab.plan.ncu_settings import KernelCensus
 from argus_lab.plan.planner import plan as plan_request
 from argus_lab.report import Report
-from argus_lab.report.census import kernel_census
+from argus_lab.report.census import kernel_census, scoped_kernels
 from argus_lab.run.progress import ProgressFn
 from argus_lab.run.runtime import Execution, OnError, execute
 from argus_lab.run.workload import Workload
@@ -149,6 +149,7 @@ def run_plan(
         timeout_s=timeout_s,
         launch=prefix,
         isolate=isolate,
+        count_kernels=lambda run_id: scoped_kernels(st, run_id, the_plan.request.scope),
     )
     attribute_request(st, execution.run_ids)  # the join runs where the runs end: attributions + instance values
     check_scope_matched(st, the_plan, execution.run_ids)

@@ -10,6 +10,8 @@ kernels an ncu run replays (only those of the scope's instances) and costs it by
 from __future__ import annotations
 
 from argus_lab.plan.ncu_settings import KernelCensus, PathCensus
+from argus_lab.plan.scope import Scope
+from argus_lab.run.nvtx_scope import ScopeGate
 from argus_lab.store import Store
 
 _LATEST = """
@@ -54,4 +56,44 @@ def kernel_census(store: Store, workload: str | None = None) -> KernelCensus | N
     return KernelCensus(paths, float(outside), f"timing run {run['run_id']}")
 
 
-__all__ = ["kernel_census"]
+_ENTRIES = """
+SELECT instance_id, parent_instance_id, path, repetition, coalesce(warmup, false) AS warmup, rank, thread_id,
+       thread_name
+FROM region_instances WHERE run_id = ? ORDER BY rank NULLS FIRST, start_ns, instance_id
+"""
+
+_KERNELS_BY_INSTANCE = """
+SELECT instance_id, count(*) FROM kernels
+WHERE run_id = ? AND coalesce(kind, 'kernel') = 'kernel' AND instance_id IS NOT NULL GROUP BY instance_id
+"""
+
+
+def scoped_kernels(store: Store, run_id: str, scope: Scope | str) -> int | None:
+    """How many kernels an ncu run of the same plan will profile, counted in timing run ``run_id`` (no join needed):
+    the kernels launched inside a region instance the request's ``scope`` covers, or nested in one, in measured
+    repetitions only.  Instances are decided as the ncu child's scope gate decides them at region entry
+    (:class:`~argus_lab.run.nvtx_scope.ScopeGate`: the globs, ``instances=`` over each path's measured instances
+    in entry order, ``ranks=``, ``threads=``), one gate per rank.  ``None`` when the run recorded no kernels (or
+    the store cannot be read)."""
+    the_scope = Scope.parse(scope)
+    try:
+        entries = store.records(_ENTRIES, [run_id])
+        kernels = dict(store.rows(_KERNELS_BY_INSTANCE, [run_id]))
+    except Exception:  # a store of another version, a locked or broken file: no total, as before
+        return None
+    if not kernels:
+        return None
+    gates: dict[int | None, ScopeGate] = {}
+    covered: dict[int, bool] = {}
+    for e in entries:
+        gate = gates.get(e["rank"])
+        if gate is None:
+            gate = gates[e["rank"]] = ScopeGate(the_scope, 0, e["rank"])
+        inside = not e["warmup"] and gate.decide(
+            str(e["path"]), int(e["repetition"] or 0), (str(e["thread_name"] or ""), str(e["thread_id"]))
+        )
+        covered[int(e["instance_id"])] = inside or covered.get(e["parent_instance_id"], False)
+    return sum(int(n) for iid, n in kernels.items() if covered.get(int(iid), False))
+
+
+__all__ = ["kernel_census", "scoped_kernels"]

@@ -46,7 +46,12 @@ class ScopeGate:
         self.opened[inside] += 1
         return inside
 
-    def _decide(self, path: str, repetition: int) -> bool:
+    def decide(self, path: str, repetition: int, thread: tuple[str, ...] | None = None) -> bool:
+        """Whether the instance of ``path`` entered now is in scope; ``thread``: the entering thread's name and id
+        (as text) when it is not the calling thread (an instance read back from a run's evidence)."""
+        return self._decide(path, repetition, thread)
+
+    def _decide(self, path: str, repetition: int, thread: tuple[str, ...] | None = None) -> bool:
         if repetition < self.warmup:  # warm-up repetitions are never measured, so never replayed
             return False
         index = self._measured.get(path, 0)
@@ -62,8 +67,9 @@ class ScopeGate:
         if s.ranks is not None and self.rank not in s.ranks:
             return False
         if s.threads:
-            t = threading.current_thread()
-            if not {t.name, str(threading.get_ident())} & set(s.threads):
+            if thread is None:
+                thread = (threading.current_thread().name, str(threading.get_ident()))
+            if not set(thread) & set(s.threads):
                 return False
         return True
 

@@ -56,7 +56,8 @@ class Tick:
 
     def text(self) -> str:
         """One line: ``argus: run 1/2 [ncu] repetition 3/6, 12/40 kernels profiled (9 passes each) - 4.1 s, about
-        9.6 s left`` (``12 kernels of an unknown total`` when no timing run told the plan how many there are)."""
+        9.6 s left`` (``12 kernels of an unknown total`` when neither a timing run of the same plan nor an earlier one
+        told how many there are)."""
         if self.event == "end":
             return f"argus: {self.label} {self.status or 'ended'} after {_seconds(self.elapsed_s)}"
         parts = [f"argus: {self.label}"]
@@ -68,7 +69,7 @@ class Tick:
             passes = f" ({self.passes} pass{'es' if self.passes != 1 else ''} each)" if self.passes else ""
             if self.kernels_total:
                 of = f"{self.kernels}/{max(self.kernels_total, self.kernels)} kernels"
-            else:  # no timing run of this workload told the planner how many kernels it launches
+            else:  # no timing run (of this plan or an earlier one) told how many kernels it launches
                 of = f"{self.kernels} kernel{'s' if self.kernels != 1 else ''} of an unknown total"
             parts[-1] += f", {of} profiled{passes}"
         tail = _seconds(self.elapsed_s)
@@ -97,6 +98,10 @@ class Tick:
 
 ProgressFn = Callable[[Tick], None]
 
+KernelCounter = Callable[[str], "int | None"]
+"""Given the id of a timing run that has just ended, the kernels the plan's ncu runs will profile, counted in its
+evidence (:func:`argus_lab.report.census.scoped_kernels` over the store); ``None`` when it cannot be told."""
+
 
 def _seconds(s: float) -> str:
     if s < 60:
@@ -116,6 +121,9 @@ class RunClock:
     ends: list[float] = field(default_factory=list)
     kernels: int = 0
     passes: int = 0
+    counted: int | None = None
+    """The kernels this ncu run will profile as counted in the timing run of the same plan that ran before it
+    (:data:`KernelCounter`); preferred to the plan's estimate."""
 
     @property
     def total(self) -> int:
@@ -135,8 +143,11 @@ class RunClock:
 
     @property
     def kernels_total(self) -> int | None:
-        """The kernels an ncu run is expected to profile: the plan's estimate (``replayed_kernels`` of its ncu
-        settings, known when an earlier timing run of the workload gave a kernel census), else None."""
+        """The kernels an ncu run is expected to profile: those counted in the timing run of the same plan
+        (:attr:`counted`), else the plan's estimate (``replayed_kernels`` of its ncu settings, known when an earlier
+        timing run of the workload gave a kernel census), else None."""
+        if self.counted:
+            return self.counted
         estimate = (self.run.settings.get("ncu") or {}).get("replayed_kernels")
         return max(1, round(estimate)) if isinstance(estimate, int | float) and estimate > 0 else None
 
@@ -283,4 +294,4 @@ def lines(file: Any = None) -> ProgressFn:
     return show
 
 
-__all__ = ["ChildWatch", "ProgressFn", "RunClock", "Tick", "lines", "terminal", "throttled"]
+__all__ = ["ChildWatch", "KernelCounter", "ProgressFn", "RunClock", "Tick", "lines", "terminal", "throttled"]

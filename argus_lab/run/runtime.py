@@ -39,7 +39,7 @@ from argus_lab.run import recovery, shards
 from argus_lab.run.driver import drive
 from argus_lab.run.loader import load_backend
 from argus_lab.run.machine import environment, gpu_available, hostname, no_gpu_reason, versions
-from argus_lab.run.progress import ChildWatch, ProgressFn, RunClock, terminal
+from argus_lab.run.progress import ChildWatch, KernelCounter, ProgressFn, RunClock, terminal
 from argus_lab.run.protocols import RunContext
 from argus_lab.run.recovery import ACTIVE_RUNS
 from argus_lab.run.sink import Sink
@@ -112,6 +112,7 @@ def execute(
     timeout_s: float | None = None,
     launch: Sequence[str] = (),
     isolate: bool = False,
+    count_kernels: KernelCounter | None = None,
 ) -> Execution:
     """Execute every run of ``plan`` on ``workload``, handing each run's evidence to ``sink`` as soon as it ends.
 
@@ -121,6 +122,8 @@ def execute(
     this process holds (another CUPTI client such as torch.profiler, state left by earlier code) touches the
     measurement; the workload must be one a child can run (a script, ``module:function``, a notebook cell).
     The join is left to the caller (it runs where the runs end: :func:`argus_lab.faces.measure.run_plan`).
+    ``count_kernels``: called with the id of each timing (CUPTI) run once it ended ``ok`` or ``partial``; the
+    kernels it returns are the total the progress of the plan's later ncu runs counts down from.
     """
     if on_error not in ("continue", "stop"):
         msg = f"on_error must be 'continue' or 'stop', got {on_error!r}"
@@ -156,7 +159,7 @@ def execute(
     results: list[RunResult] = []
     with sigterm_as_interrupt():
         _execute_runs(plan, workload, sink, results, session_id, request_id, plan_id, on_error, progress, timeout_s,
-                      tuple(launch), isolate)  # fmt: skip
+                      tuple(launch), isolate, count_kernels)  # fmt: skip
     return Execution(session_id, request_id, tuple(results))
 
 
@@ -200,11 +203,13 @@ def _execute_runs(
     timeout_s: float | None,
     launch: tuple[str, ...],
     isolate: bool,
+    count_kernels: KernelCounter | None = None,
 ) -> None:
     stop = False
+    counted: int | None = None  # the kernels the ncu runs will profile, counted in this plan's timing run
     for run in plan.runs:
         run_id = f"r-{uuid.uuid4().hex[:10]}"
-        clock = RunClock(run, len(plan.runs), progress)
+        clock = RunClock(run, len(plan.runs), progress, counted=counted if "ncu" in run.backends else None)
         clock.start()
         ACTIVE_RUNS.add(run_id)  # recovery (by another thread's store) never takes a run this process executes
         try:
@@ -219,10 +224,23 @@ def _execute_runs(
             ACTIVE_RUNS.discard(run_id)
         results.append(result)
         clock.end(result.status)
+        if count_kernels is not None and progress is not None and "cupti" in run.backends:
+            counted = _counted(count_kernels, result) or counted
         if result.status == "interrupted":
             raise KeyboardInterrupt("SIGTERM" if "SIGTERM" in result.cause else "")
         if result.status in ("failed", "died") and on_error == "stop":
             stop = True
+
+
+def _counted(count_kernels: KernelCounter, result: RunResult) -> int | None:
+    """The kernels ``count_kernels`` counts in a timing run that ended with evidence (None: it did not, or the
+    count failed: progress never stops a measurement)."""
+    if result.status not in ("ok", "partial"):
+        return None
+    try:
+        return count_kernels(result.run_id)
+    except Exception:
+        return None
 
 
 def _request_text(plan: Plan) -> str:
