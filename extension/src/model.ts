@@ -67,19 +67,59 @@ export function formatNs(ns: unknown): string {
   return `${Number((ns / scale).toPrecision(3))} ${unit}`;
 }
 
-/** A value with its unit for tables. */
+/** The scales of bytes, as the report prints them (argus_lab/units.py): 1.06 MB, 512 B. */
+const BYTES: Array<[string, number]> = [
+  ['GB', 1e9],
+  ['MB', 1e6],
+  ['kB', 1e3],
+  ['B', 1]
+];
+/** The scales of large counts and other plain numbers: 1.06 M instead of 1.057e+6. */
+const LARGE: Array<[string, number]> = [
+  ['T', 1e12],
+  ['G', 1e9],
+  ['M', 1e6]
+];
+
+/** `value` in the first of `scales` it reaches (the last one below), with three significant digits. */
+function scaled(value: number, scales: Array<[string, number]>): [string, string] {
+  const abs = Math.abs(value);
+  const [name, scale] = scales.find(([, s]) => abs >= s) ?? scales[scales.length - 1];
+  return [String(Number((value / scale).toPrecision(3))), name];
+}
+
+/**
+ * A value with its unit for tables, scaled as the report scales it: time in s/ms/µs/ns, bytes in GB/MB/kB/B
+ * (`1.06 MB`, never `1.057e+6 byte`), percentages with three significant digits (`7.35 %`), counts and other
+ * numbers of a million or more with an SI prefix (`1.06 M`, `2.5 G register/thread`), smaller ones as they are
+ * (four significant digits).
+ */
 export function formatValue(value: unknown, unit: unknown): string {
-  if (value === null || value === undefined) {
+  if (value === null || value === undefined || (typeof value === 'number' && isNaN(value))) {
     return '-';
   }
-  if (typeof value === 'number' && unit === 'ns') {
+  if (typeof value !== 'number') {
+    return typeof value === 'object' ? JSON.stringify(value) : String(value);
+  }
+  if (!isFinite(value)) {
+    return String(value);
+  }
+  if (unit === 'ns') {
     return formatNs(value);
   }
-  if (typeof value === 'number') {
-    const text = Math.abs(value) < 1e6 ? String(Number(value.toPrecision(4))) : value.toExponential(3);
-    return unit && unit !== 'count' ? `${text} ${unit}` : text;
+  if (unit === 'byte') {
+    const [text, name] = scaled(value, BYTES);
+    return `${text} ${name}`;
   }
-  return typeof value === 'object' ? JSON.stringify(value) : String(value);
+  if (unit === '%') {
+    return `${Number(value.toPrecision(3))} %`;
+  }
+  const suffix = unit && unit !== 'count' ? ` ${unit}` : '';
+  if (Math.abs(value) >= 1e6) {
+    const [text, name] = scaled(value, LARGE);
+    return `${text} ${name}${suffix}`;
+  }
+  return `${Number(value.toPrecision(4))}${suffix}`;
 }
 
 /** A wall-clock time (ns since the epoch) as local date and time. */

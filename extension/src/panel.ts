@@ -92,6 +92,34 @@ function breakable(text: string): DocumentFragment {
   return frag;
 }
 
+/** The report's and the text tables' name of the column of warm-up instances (kept apart from the statistics). */
+export const WARMUP_TITLE = 'warm-up (apart)';
+
+/** A region's warm-up instances as a narrow panel shows them beside n: ` (+1 warm-up)`, or '' without any. */
+export function warmupText(warmup: unknown): string {
+  const n = Number(warmup) || 0;
+  return n > 0 ? ` (+${n} warm-up)` : '';
+}
+
+/** What a region's n cell says at the default width: `5 (+1 warm-up)` (a wide panel has a column for warm-up). */
+function instancesText(r: Row): string {
+  return `${r.instances}${warmupText(r.warmup)}`;
+}
+
+/** The n cell: the measured instances, and (narrow panel only) the warm-up instances kept apart beside them. */
+function instancesNode(r: Row): Node {
+  const cell = el('span', '', String(r.instances));
+  const warm = warmupText(r.warmup);
+  if (warm) {
+    const part = el('span', `jp-ArgusPanel-warm ${NARROW_ONLY}`, warm);
+    part.title =
+      `${r.warmup} warm-up instance(s) ran before the ${r.instances} measured one(s) and are kept apart: not in ` +
+      `the share, median or n (the report's "${WARMUP_TITLE}" column)`;
+    cell.appendChild(part);
+  }
+  return cell;
+}
+
 /** Repetitions done of all (warm-up included), e.g. `4/4`. */
 function repetitions(run: IRunInfo): string {
   return `${run.reps_done}/${Number(run.repetitions) + Number(run.warmup)}`;
@@ -576,14 +604,14 @@ export class ArgusPanel extends Widget {
       { title: 'region', value: r => String(r.path), node: r => pathNode(String(r.path)) },
       { title: 'share', value: r => formatShare(r.share as number | null), numeric: true },
       { title: 'median', value: r => formatNs((r.median ?? r.mean) as number | null), numeric: true },
-      { title: 'n', value: r => String(r.instances), numeric: true },
+      { title: 'n', value: r => instancesText(r), node: r => instancesNode(r), numeric: true },
       { title: 'p25..p75', value: r => `${formatNs(r.p25)}..${formatNs(r.p75)}`, numeric: true, wide: true },
       {
         title: 'of parent',
         value: r => (r.parent ? `${formatShare(r.parent_share as number | null)} of ${r.parent}` : 'top level'),
         wide: true
       },
-      { title: 'warm-up', value: r => String(r.warmup ?? 0), numeric: true, wide: true },
+      { title: WARMUP_TITLE, value: r => String(r.warmup ?? 0), numeric: true, wide: true },
       { title: 'runs', value: r => String(r.runs), numeric: true, wide: true },
       { title: 'signal', value: r => String(r.share_signal ?? '-'), nowrap: true, wide: true }
     ];

@@ -5,8 +5,10 @@ A store holds a script run (``scripts/work.py``, measured from the project folde
 notebook then measures a ``%%argus_region`` cell alone and a ``%%argus`` cell whose ``step`` encloses ``inner``.
 Checked: runs titled by their cell or script with their signals; the store picker's label complete at the default
 width; a top-level region's badge says its time, a nested one its share of its parent; the widened panel shows
-more columns; "Run in kernel" shows the repetition and the time left while it runs; the exported report's tabs
-all visible at 250 px.  Screenshots: ``$ARGUS_SCREENSHOTS`` (default ``/tmp/argus-ui``), ``reads-*.png``.
+more columns; a region's warm-up instances are shown apart under n at the default width (a column of their own,
+named as in the report, when widened); "Run in kernel" shows the repetition and the time left while it runs; the
+exported report's tabs all visible at 250 px.  Screenshots: ``$ARGUS_SCREENSHOTS`` (default ``/tmp/argus-ui``),
+``reads-*.png``.
 """
 
 from __future__ import annotations
@@ -115,6 +117,19 @@ def test_runs_badges_and_picker_at_the_default_width(page: Any, lab: dict[str, A
     fits = panel.locator(".jp-ArgusPanel-runs > .jp-ArgusPanel-body").evaluate("b => b.scrollWidth <= b.clientWidth")
     assert fits, "the runs table is wider than the sidebar"
 
+    # warm-up kept apart and visible at the default width: `step` ran 3 measured instances after 1 warm-up one
+    # (the report's and the text tables' "warm-up (apart)"), beside n, with what it means in its tooltip
+    step = panel.locator(".jp-ArgusPanel-region[data-path='step']")
+    step.wait_for(timeout=30_000)
+    heads = _visible_heads(panel, "jp-ArgusPanel-regionTable")
+    assert heads == ["region", "share", "median", "n"], heads
+    n_cell = " ".join(step.locator("td").nth(heads.index("n")).inner_text().split())
+    assert n_cell == "3 (+1 warm-up)", n_cell
+    warm_tip = step.locator(".jp-ArgusPanel-warm").get_attribute("title") or ""
+    assert "kept apart" in warm_tip and '"warm-up (apart)"' in warm_tip, warm_tip
+    fits = panel.locator(".jp-ArgusPanel-regions > .jp-ArgusPanel-body").evaluate("b => b.scrollWidth <= b.clientWidth")
+    assert fits, "the regions table is wider than the sidebar"
+
     # the store picker: a complete label at the default width, the full path in its tooltip
     picker = panel.locator(".jp-ArgusPanel-store")
     fit = picker.evaluate(_PICKER_FIT)
@@ -150,7 +165,12 @@ def test_the_widened_panel_shows_more_columns(page: Any) -> None:
     runs = _visible_heads(panel, "jp-ArgusPanel-runTable")
     assert runs == ["run", "status", "time", "started", "signals", "reps", "backends", "id"], runs
     regions = _visible_heads(panel, "jp-ArgusPanel-regionTable")
-    assert regions == ["region", "share", "median", "n", "p25..p75", "of parent", "warm-up", "runs", "signal"]
+    assert regions == ["region", "share", "median", "n", "p25..p75", "of parent", "warm-up (apart)", "runs", "signal"]
+    # warm-up has its column now: not repeated beside n
+    step = panel.locator(".jp-ArgusPanel-region[data-path='step']")
+    assert not step.locator(".jp-ArgusPanel-warm").is_visible()
+    assert step.locator("td").nth(regions.index("n")).inner_text().strip() == "3"
+    assert step.locator("td").nth(regions.index("warm-up (apart)")).inner_text().strip() == "1"
     # the signals have a column of their own now: not repeated under the title
     assert not panel.locator(".jp-ArgusPanel-runSignals").first.is_visible()
     inner = panel.locator(".jp-ArgusPanel-region[data-path='step/inner']")

@@ -4,6 +4,7 @@ import {
   formatNs,
   formatSeconds,
   formatShare,
+  formatValue,
   formatWhen,
   isProgress,
   regionCells,
@@ -91,5 +92,35 @@ describe('narrow-column and key/value formatting', () => {
     expect(isProgress('argus: run 1/2 [host] ok')).toBe(true);
     expect(isProgress('UsageError: the measured cell raised ZeroDivisionError')).toBe(true);
     expect(isProgress('loss 0.25')).toBe(false);
+  });
+});
+
+describe('values with their units', () => {
+  it('scales bytes as the report does, never printing 1.057e+6 byte', () => {
+    expect(formatValue(1.057e6, 'byte')).toBe('1.06 MB');
+    expect(formatValue(2.5e9, 'byte')).toBe('2.5 GB');
+    expect(formatValue(4096, 'byte')).toBe('4.1 kB');
+    expect(formatValue(512, 'byte')).toBe('512 B');
+    expect(formatValue(0, 'byte')).toBe('0 B');
+  });
+
+  it('prints large counts with an SI prefix, small ones as they are', () => {
+    expect(formatValue(1.057e6, 'count')).toBe('1.06 M');
+    expect(formatValue(3.2e9, '')).toBe('3.2 G');
+    expect(formatValue(123456, 'count')).toBe('123500');
+    expect(formatValue(87.33, 'register/thread')).toBe('87.33 register/thread');
+    expect(formatValue(2e6, 'word/thread')).toBe('2 M word/thread');
+  });
+
+  it('prints percentages with three significant digits, and times scaled', () => {
+    expect(formatValue(7.3541, '%')).toBe('7.35 %');
+    expect(formatValue(100, '%')).toBe('100 %');
+    expect(formatValue(2.51e6, 'ns')).toBe('2.51 ms');
+  });
+
+  it('prints nothing measured as a dash', () => {
+    expect(formatValue(null, 'byte')).toBe('-');
+    expect(formatValue(undefined, 'count')).toBe('-');
+    expect(formatValue(NaN, '%')).toBe('-');
   });
 });

@@ -3,7 +3,7 @@ import { BADGE_CLASS, updateBadges } from '../badges';
 import { NARROW_ONLY, WIDE_ONLY } from '../dom';
 import { regionCells, storeLabels } from '../model';
 import { ArgusDetails } from '../details';
-import { ArgusPanel, IKernelOutput, INotebookHooks, PROGRESS_MIME, REPORT_MIME, WIDE_PX } from '../panel';
+import { ArgusPanel, IKernelOutput, INotebookHooks, PROGRESS_MIME, REPORT_MIME, WARMUP_TITLE, WIDE_PX } from '../panel';
 import bundle from './fixtures/report-bundle.json';
 
 const run = (id: string, status: string, started: number): IRunInfo => ({
@@ -409,9 +409,27 @@ describe('the Argus panel, as a newcomer reads it', () => {
     const wide = (table: string): string[] =>
       Array.from(panel.node.querySelectorAll(`.${table} th.${WIDE_ONLY}`)).map(th => th.textContent ?? '');
     expect(wide('jp-ArgusPanel-runTable')).toEqual(['signals', 'reps', 'backends', 'id']);
-    expect(wide('jp-ArgusPanel-regionTable')).toEqual(['p25..p75', 'of parent', 'warm-up', 'runs', 'signal']);
+    expect(wide('jp-ArgusPanel-regionTable')).toEqual(['p25..p75', 'of parent', 'warm-up (apart)', 'runs', 'signal']);
     const inner = panel.node.querySelectorAll('.jp-ArgusPanel-region')[1] as HTMLElement;
     expect(inner.textContent).toContain('50% of attn');
+  });
+
+  it('shows warm-up instances apart beside n at the default width, named as the report names them', async () => {
+    const client = new FakeClient();
+    client.regions = async () => [{ ...region('attn', 0.6), warmup: 1 }, region('attn/<b>inner</b>', 0.2)];
+    const panel = new ArgusPanel(client, () => null);
+    await panel.refresh();
+    expect(panel.layoutFor(300)).toBe(false);
+    const [attn, inner] = Array.from(panel.node.querySelectorAll('.jp-ArgusPanel-region')) as HTMLElement[];
+    const heads = Array.from(panel.node.querySelectorAll('.jp-ArgusPanel-regionTable th')).map(t => t.textContent);
+    const n = heads.indexOf('n');
+    expect(attn.querySelectorAll('td')[n].textContent).toBe('4 (+1 warm-up)');
+    const warm = attn.querySelector(`.jp-ArgusPanel-warm.${NARROW_ONLY}`) as HTMLElement;
+    expect(warm.title).toContain('kept apart');
+    expect(warm.title).toContain(`"${WARMUP_TITLE}"`);
+    expect(inner.querySelectorAll('td')[n].textContent).toBe('4'); // no warm-up: nothing beside n
+    expect(WARMUP_TITLE).toBe('warm-up (apart)'); // the report's and the text tables' column
+    expect(attn.querySelectorAll('td')[heads.indexOf(WARMUP_TITLE)].textContent).toBe('1'); // the wide column
   });
 
   it('names stores in the picker by their file name, folders only where two share it', async () => {
