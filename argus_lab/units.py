@@ -6,16 +6,22 @@ import math
 
 _TIME = (("s", 1e9), ("ms", 1e6), ("µs", 1e3), ("ns", 1.0))
 _BYTES = (("GB", 1e9), ("MB", 1e6), ("kB", 1e3), ("B", 1.0))
+_LARGE = (("T", 1e12), ("G", 1e9), ("M", 1e6))
 
 
 def fmt(value: float | None, unit: str) -> str:
-    """``value`` in a readable scale of ``unit`` (``ns`` and ``byte`` are rescaled)."""
+    """``value`` in a readable scale of ``unit`` (``ns`` and ``byte`` are rescaled; counts and other numbers of a
+    million or more get an SI prefix: ``1.06 M``, never ``1.057e+06``).  The JupyterLab panel (extension
+    ``model.ts``, ``formatValue``) and the HTML report (``report-renderer.js``, ``fmt``) print values the same way."""
     if value is None or (isinstance(value, float) and math.isnan(value)):
         return "-"
     table = _TIME if unit == "ns" else _BYTES if unit == "byte" else None
     if table is None:
-        text = f"{value:.4g}" if abs(value) < 1e6 else f"{value:.3e}"
-        return f"{text} {unit}".strip() if unit not in ("count", "") else text
+        suffix = f" {unit}" if unit not in ("count", "") else ""
+        if not math.isfinite(value) or abs(value) < 1e6:  # four significant digits, never 1.235e+05
+            return f"{float(f'{value:.4g}'):g}{suffix}"
+        name, scale = next((n, s) for n, s in _LARGE if abs(value) >= s)
+        return f"{value / scale:.3g} {name}{suffix}"
     for name, scale in table:
         if abs(value) >= scale or scale == 1.0:
             return f"{value / scale:.3g} {name}"

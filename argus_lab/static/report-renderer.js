@@ -51,9 +51,11 @@
     if (typeof v !== 'number') return String(v);
     var scales = unit === 'ns' ? [['s', 1e9], ['ms', 1e6], ['\u00b5s', 1e3], ['ns', 1]]
       : unit === 'byte' ? [['GB', 1e9], ['MB', 1e6], ['kB', 1e3], ['B', 1]] : null;
-    if (!scales) {
-      var t = Math.abs(v) < 1e6 ? String(Number(v.toPrecision(4))) : v.toExponential(3);
-      return unit && unit !== 'count' ? t + ' ' + unit : t;
+    if (!scales) {  // counts and other numbers: a million or more with an SI prefix (1.06 M), as units.py prints them
+      var suffix = unit && unit !== 'count' ? ' ' + unit : '';
+      if (!isFinite(v) || Math.abs(v) < 1e6) return String(Number(v.toPrecision(4))) + suffix;
+      var big = Math.abs(v) >= 1e12 ? ['T', 1e12] : Math.abs(v) >= 1e9 ? ['G', 1e9] : ['M', 1e6];
+      return String(Number((v / big[1]).toPrecision(3))) + ' ' + big[0] + suffix;
     }
     for (var i = 0; i < scales.length; i++) {
       if (Math.abs(v) >= scales[i][1] || scales[i][1] === 1) {

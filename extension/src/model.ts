@@ -90,9 +90,9 @@ function scaled(value: number, scales: Array<[string, number]>): [string, string
 
 /**
  * A value with its unit for tables, scaled as the report scales it: time in s/ms/µs/ns, bytes in GB/MB/kB/B
- * (`1.06 MB`, never `1.057e+6 byte`), percentages with three significant digits (`7.35 %`), counts and other
- * numbers of a million or more with an SI prefix (`1.06 M`, `2.5 G register/thread`), smaller ones as they are
- * (four significant digits).
+ * (`1.06 MB`, never `1.057e+6 byte`), counts and other numbers of a million or more with an SI prefix (`1.06 M`,
+ * `2 M word/thread`), smaller ones (percentages included) with four significant digits (`7.354 %`): the rules of
+ * argus_lab/units.py (`fmt`) and of the HTML report.
  */
 export function formatValue(value: unknown, unit: unknown): string {
   if (value === null || value === undefined || (typeof value === 'number' && isNaN(value))) {
@@ -110,9 +110,6 @@ export function formatValue(value: unknown, unit: unknown): string {
   if (unit === 'byte') {
     const [text, name] = scaled(value, BYTES);
     return `${text} ${name}`;
-  }
-  if (unit === '%') {
-    return `${Number(value.toPrecision(3))} %`;
   }
   const suffix = unit && unit !== 'count' ? ` ${unit}` : '';
   if (Math.abs(value) >= 1e6) {

@@ -71,7 +71,9 @@ def test_the_region_details_say_how_values_combine_and_collapse_the_other_kernel
             assert "16 per kernel" in counters  # launch__grid_size: a per-kernel fact, as its range
             kernels = drill.locator("table.jp-ArgusPanel-kernels").first
             assert "counters (ncu, by ordinal)" in kernels.inner_text()
-            assert "dram__bytes_read.sum=1.057e+6 byte" in kernels.inner_text()  # the counter joined by ordinal
+            # the counter joined by ordinal, in bytes scaled as the report scales them (not 1.057e+6 byte)
+            assert "dram__bytes_read.sum=1.06 MB" in kernels.inner_text()
+            assert "e+" not in drill.inner_text()
             other = drill.locator("details.jp-ArgusPanel-otherGroups")
             assert other.count() == 1 and other.evaluate("d => d.open") is False  # collapsed by default
             drill.scroll_into_view_if_needed()

@@ -112,8 +112,8 @@ describe('values with their units', () => {
     expect(formatValue(2e6, 'word/thread')).toBe('2 M word/thread');
   });
 
-  it('prints percentages with three significant digits, and times scaled', () => {
-    expect(formatValue(7.3541, '%')).toBe('7.35 %');
+  it('prints percentages as the report does (four significant digits), and times scaled', () => {
+    expect(formatValue(7.3541, '%')).toBe('7.354 %');
     expect(formatValue(100, '%')).toBe('100 %');
     expect(formatValue(2.51e6, 'ns')).toBe('2.51 ms');
   });

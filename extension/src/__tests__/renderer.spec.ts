@@ -34,6 +34,19 @@ describe('the MIME renderer', () => {
     expect(r.node.querySelectorAll('.argus-table').length).toBeGreaterThan(0);
   });
 
+  it('prints large counts with an SI prefix and bytes scaled, never in e-notation (synthetic values)', async () => {
+    const b = clone(bundle);
+    Object.assign(b.regions[0], { median: 1.057e6, p25: 1.05e6, p75: 2.2e6, unit: 'count' });
+    Object.assign(b.regions[1], { median: 1.057e6, p25: 1e6, p75: 1.1e6, unit: 'byte' });
+    const r = rendererFactory.createRenderer(OPTIONS);
+    await r.renderModel(model(b));
+    const text = r.node.textContent ?? '';
+    expect(text).toContain('1.06 M');
+    expect(text).toContain('2.2 M');
+    expect(text).toContain('1.06 MB');
+    expect(text).not.toMatch(/\d\.\d+e\+\d/);
+  });
+
   it('shows hostile region names as text (synthetic name injected into the recorded bundle)', async () => {
     const evil = '<img src=x onerror="window.__pwned=1">';
     const b = clone(bundle);
