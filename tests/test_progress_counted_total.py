@@ -67,3 +67,17 @@ def test_an_ncu_run_given_a_counted_total_says_k_of_n_kernels_and_the_time_left(
     assert "left" in text and "unknown" not in text
     assert ticks[-1].to_json()["kernels_total"] == 52
     assert RunClock(run, 2, None).kernels_total is None  # without it: "of an unknown total", as before
+
+
+def test_the_count_follows_ranks_as_each_ranks_scope_gate_does(tmp_path: Path) -> None:
+    """The two-rank DDP run recorded on the H200: one gate per rank, so ``ranks=0`` counts rank 0's kernels only."""
+    st = shipped(tmp_path, "gpu/two_ranks/ddp_train_2r.duckdb")
+    per_rank = dict(
+        st.rows(
+            "SELECT k.rank, count(*) FROM kernels k JOIN region_instances i USING (run_id, instance_id) "
+            "WHERE run_id = 'r-06747adbf4' AND NOT i.warmup AND k.kind = 'kernel' GROUP BY 1"
+        )
+    )
+    assert scoped_kernels(st, "r-06747adbf4", "ranks=0") == per_rank[0]
+    assert scoped_kernels(st, "r-06747adbf4", "ranks=1") == per_rank[1]
+    assert scoped_kernels(st, "r-06747adbf4", "") == per_rank[0] + per_rank[1]
