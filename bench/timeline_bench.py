@@ -42,6 +42,7 @@ def synthetic(n: int, seed: int = 0) -> tuple[dict[str, np.ndarray], dict[str, n
     inst_of = np.arange(n) // per_instance
     i_start = start[::per_instance][:n_inst] - 1_000
     i_end = np.append(start[per_instance::per_instance], end[-1])[:n_inst] + 500
+    i_end[:-1] = np.minimum(i_end[:-1], i_start[1:])  # back to back: an instance ends where the next starts
     instances = {
         "instance_id": np.arange(1, n_inst + 1),
         "path": np.array(["decode/layer/attn" if i % 2 else "decode/layer/mlp" for i in range(n_inst)], dtype=object),

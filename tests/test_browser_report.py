@@ -7,6 +7,7 @@ leaves the page, and hostile region/kernel names (tests/views_synthetic.py) neve
 
 from __future__ import annotations
 
+import itertools
 import os
 import re
 import shutil
@@ -415,6 +416,49 @@ def test_exported_timeline_lanes_are_named_after_threads(in_browser: InBrowser, 
         page.get_by_text("step", exact=True).first.click()
         threads = page.locator(".argus-drill table").nth(1).inner_text()
         assert "MainThread" in threads
+        pg.check_clean()
+        page.close()
+
+    in_browser(body)
+
+
+_BARS_BY_ROW = """() => {
+  // every host bar drawn, as [left, right] in pixels per lane row (by its vertical centre)
+  const rows = {};
+  for (const p of document.querySelectorAll('.argus-timeline g.trace.bars g.point path')) {
+    const b = p.getBoundingClientRect();
+    if (b.width <= 0) continue;
+    const y = Math.round(b.y + b.height / 2);
+    (rows[y] = rows[y] || []).push([b.x, b.x + b.width]);
+  }
+  return rows;
+}"""
+
+
+def test_exported_timeline_draws_overlapping_ranges_on_overlap_lanes(in_browser: InBrowser, tmp_path: Path) -> None:
+    """SYNTHETIC import: ranges ``ts = 10 i, dur = 15`` us on one thread, each starting inside the one before (the
+    import makes them siblings): the timeline draws them on the thread's row and on its overlap lane 1, as Perfetto
+    does, and no bar of a row covers another of that row."""
+    from faults.faultkit import ranges_trace
+
+    from argus_lab.faces.importing import import_trace
+    from argus_lab.store import Store
+
+    st = Store(tmp_path / "s.duckdb")
+    res = import_trace(ranges_trace(tmp_path, [(10.0 * i, 15.0, "step") for i in range(12)]), st)
+    out = export(Report(st, [res.run_id]), tmp_path / "overlap.html")
+
+    def body(browser: Any) -> None:
+        pg = Page(browser)
+        page = pg.open_timeline(out.as_uri())
+        lanes = page.locator(".argus-timeline g.ytick text").all_text_contents()
+        assert lanes == ["thread 1", "thread 1 (overlap lane 1)"], lanes
+        rows = page.evaluate(_BARS_BY_ROW)
+        assert sorted(len(r) for r in rows.values()) == [6, 6], rows
+        for bars in rows.values():
+            bars.sort()
+            assert all(a[1] <= b[0] + 0.5 for a, b in itertools.pairwise(bars)), bars
+        page.screenshot(path="/tmp/argus_browser_overlap_lanes.png", full_page=True)
         pg.check_clean()
         page.close()
 

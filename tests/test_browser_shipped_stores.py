@@ -145,6 +145,37 @@ def test_the_autotuned_matmul_as_shipped_shows_the_main_group_and_collapses_the_
     in_browser(body)
 
 
+def test_the_autotuned_matmuls_page_counts_the_scoped_launches_in_every_kernel_table(
+    in_browser: InBrowser, tmp_path: Path
+) -> None:
+    """The second timing run was scoped to ``matmul; instances=1:``: the autotuner's instance 0 of that run is out of
+    scope.  Both kernel tables of the Counters tab (by ordinal, by region) state the other group as Report.kernels
+    counts it (1,274 launches; "kernels by region" said 2,767), and the header's record count is theirs."""
+    report = _shipped(tmp_path, "gpu/issue15/autotune.duckdb")
+    other = sum(k.launches for k in report.kernels if not k.main_group)
+    main = sum(k.launches for k in report.kernels if k.main_group)
+    assert (other, main) == (1274, 6)
+    out = export(report, tmp_path / "autotune.html")
+
+    def body(browser: Any) -> None:
+        pg = Page(browser)
+        page = pg.page
+        page.goto(out.as_uri())
+        assert f" {other + main} kernel record(s) " in page.locator("body").inner_text()
+        page.get_by_role("button", name="Counters").click()
+        pane = page.locator(".argus-pane >> visible=true")
+        summaries = pane.locator("details.argus-other-group summary").all_inner_texts()
+        assert len(summaries) == 2, summaries  # by ordinal, by region
+        assert all(f"({other} launch(es) of " in t for t in summaries), summaries
+        tables = pane.locator("table.argus-table").count()
+        by_region = _table(page, tables - 2)  # kernels by region: its main group, then its collapsed group's table
+        assert [(r["region"], r["launches"]) for r in by_region] == [("matmul", str(main))], by_region
+        page.screenshot(path="/tmp/argus_shipped_autotune_counts.png", full_page=True)
+        pg.check_clean()
+
+    in_browser(body)
+
+
 def test_the_imported_kineto_run_draws_temporal_kernels_in_their_region_coloured_as_temporal(
     in_browser: InBrowser, tmp_path: Path
 ) -> None:

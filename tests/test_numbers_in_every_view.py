@@ -11,7 +11,7 @@ from recorded_cases import shipped
 
 from argus_lab.report import Report
 from argus_lab.views import evidence
-from argus_lab.views.bundle import build
+from argus_lab.views.bundle import EXPORT, build
 
 DATA = Path(__file__).parent / "data"
 
@@ -71,3 +71,29 @@ def test_a_kernel_of_another_kernel_sequence_does_not_take_the_main_groups_count
     assert {k.main_group for k in first} == {True, False}
     assert all(k.counters for k in first if k.main_group)
     assert not [k.counters for k in first if not k.main_group and k.counters]
+
+
+def test_every_kernel_table_of_the_bundle_counts_the_scoped_launches_of_report_kernels(tmp_path: Path) -> None:
+    """The autotuned matmul's second timing run was scoped to ``matmul; instances=1:``: its instance 0 (the
+    autotuner's 1,493 benchmark launches) is out of scope.  ``Report.kernels`` leaves it out; the bundle's "kernels
+    by region" table counted it (2,767 launches in the collapsed other group beside 1,274 by ordinal).  Now every
+    kernel table reads the same scoped records: per (path, name, group) the launches agree."""
+    report = _shipped(tmp_path, "gpu/issue15/autotune.duckdb")
+    assert "matmul; instances=1:" in report.scopes.values()
+    want: dict[tuple[str, str, bool], int] = {}
+    for k in report.kernels:
+        key = (k.path, k.name, k.main_group)
+        want[key] = want.get(key, 0) + k.launches
+    bundle = build(report, EXPORT)  # an export embeds every row of these tables (a notebook output the first 300)
+    tables = bundle["tables"]
+    groups = [dict(zip(tables["kernel_groups"]["columns"], r, strict=True)) for r in tables["kernel_groups"]["rows"]]
+    got = {(r["path"], r["name"], r["main_group"]): r["count"] for r in groups if r["kind"] == "kernel"}
+    assert got == want
+    assert sum(n for (_, _, main), n in got.items() if not main) == 1274
+    joined: dict[tuple[str, str, bool], int] = {}
+    for r in bundle["joined"]["kernels"]:
+        key = (r["path"], r["name"], r["main_group"])
+        joined[key] = joined.get(key, 0) + r["launches"]
+    assert joined == want
+    records = tables["kernels"]  # the kernel records: the same ones, warm-up (none here) marked
+    assert records["total"] == bundle["summary"]["kernels"] == sum(want.values())

@@ -110,36 +110,54 @@ LEFT JOIN krange kr USING (path, signal)
 ORDER BY a.first_ns, a.path, a.signal
 """
 
-# kernels of the report's runs: (run, path, ordinal within the instance, name).  Exact launches (the ones that
-# carried a recorded instance id: the join's `exact` rows) are read straight from the kernel records; the few
-# others through their attribution rows: temporal ones at their instance (no ordinal), the rest grouped as
-# '(ambiguous)' or '(outside regions)'.
-KERNELS = f"""
+ORDINAL = (
+    "(row_number() OVER (PARTITION BY k.run_id, k.instance_id ORDER BY k.correlation_id, k.start_ns, k.kernel_key)"
+    " - 1)::INTEGER"
+)
+"""A kernel's ordinal within its instance (launch order)."""
+
+
+def kernel_records(ordinal: str = ORDINAL, kinds: str = "coalesce(k.kind, 'kernel') = 'kernel'") -> str:
+    """The ``WITH`` clause of the kernel records a report's kernel tables read, as ``o`` (one row per record and
+    region it went to; an ambiguous record has one row per candidate, weight ``1/n``): records launched in a
+    recorded instance in the report's scope (``exact``, the instance's path), and records without a recorded
+    instance by their attribution (``temporal``: the instance's path, if in scope; ``(ambiguous)``;
+    ``(outside regions)``).  ``Report.kernels`` (:data:`KERNELS`) and the report bundle's "kernels by region" and
+    kernel-record tables (``argus_lab.views.evidence``) read these same rows, so their counts agree.  Parameters:
+    the scope's (:func:`argus_lab.report.scope_sql.scoped`), then the run ids twice; reads ``_r_minor``."""
+    return f"""
 WITH ex AS (
-    SELECT k.run_id, i.path, (row_number() OVER (
-               PARTITION BY k.run_id, k.instance_id ORDER BY k.correlation_id, k.start_ns, k.kernel_key) - 1)::INTEGER
-               AS ordinal,
+    SELECT k.run_id, i.path, {ordinal} AS ordinal,
            k.name, k.end_ns - k.start_ns AS dur, 1.0 AS weight, k.kernel_key, k.start_ns, 'exact' AS class,
            k.grid_x, k.grid_y, k.grid_z, k.block_x, k.block_y, k.block_z, k.registers,
            coalesce(i.warmup, false) AS warm,
-           (k.run_id, k.instance_id) IN (SELECT run_id, instance_id FROM _r_minor) AS minor
+           (k.run_id, k.instance_id) IN (SELECT run_id, instance_id FROM _r_minor) AS minor, k.kind
     FROM kernels k JOIN region_instances i ON i.run_id = k.run_id AND i.instance_id = k.instance_id
-    WHERE k.run_id {IN_RUNS} AND k.kind = 'kernel' /*SCOPE*/
+    WHERE k.run_id {IN_RUNS} AND {kinds} /*SCOPE*/
 ), other_k AS (  -- kernels without a recorded instance (an integer anti join, before any string key is touched)
     SELECT k.* FROM kernels k ANTI JOIN region_instances i ON i.run_id = k.run_id AND i.instance_id = k.instance_id
-    WHERE k.run_id {IN_RUNS} AND k.kind = 'kernel'
+    WHERE k.run_id {IN_RUNS} AND {kinds}
 ), other AS (
     SELECT k.run_id,
            CASE WHEN a.class = 'temporal' THEN i.path WHEN a.class = 'ambiguous' THEN '(ambiguous)'
                 ELSE '(outside regions)' END,
            NULL::INTEGER, k.name, k.end_ns - k.start_ns, a.weight, k.kernel_key, k.start_ns, a.class,
            k.grid_x, k.grid_y, k.grid_z, k.block_x, k.block_y, k.block_z, k.registers, coalesce(i.warmup, false),
-           false
+           false, k.kind
     FROM other_k k
     JOIN attributions a ON a.run_id = k.run_id AND a.evidence_id = k.kernel_key
     LEFT JOIN region_instances i ON i.run_id = a.run_id AND i.instance_id = a.instance_id
     WHERE a.evidence = 'kernel' AND a.class <> 'exact' AND (i.instance_id IS NULL /*SCOPE_OR*/)
-), o AS (SELECT * FROM ex UNION ALL SELECT * FROM other),
+), o AS (SELECT * FROM ex UNION ALL SELECT * FROM other)"""
+
+
+# kernels of the report's runs: (run, path, ordinal within the instance, name).  Exact launches (the ones that
+# carried a recorded instance id: the join's `exact` rows) are read straight from the kernel records; the few
+# others through their attribution rows: temporal ones at their instance (no ordinal), the rest grouped as
+# '(ambiguous)' or '(outside regions)'.
+KERNELS = (
+    kernel_records()
+    + """,
 g AS (  -- an ambiguous kernel has n rows of weight 1/n: launches = sum of weights
     SELECT run_id, path, ordinal, name, round(sum(weight))::BIGINT AS launches,
            quantile_cont(dur, [0.5, 0.25, 0.75]) AS q, min(dur) AS lo, max(dur) AS hi, sum(dur * weight) AS total,
@@ -157,6 +175,7 @@ SELECT run_id, path, ordinal, name, launches, q[1] AS median_ns, q[2] AS p25_ns,
 FROM g
 ORDER BY run_id, NOT minor DESC, first_ns, ordinal
 """
+)
 
 
 # ncu counters per (timing run, path, ordinal, name, instance group): the ordinal is the position among the ncu

@@ -501,12 +501,15 @@
       Object.keys(other).forEach(function (path) {
         var ks = other[path], launches = 0, names = {};
         ks.forEach(function (r) { launches += Number(r.launches != null ? r.launches : r.count) || 0; names[r.name] = 1; });
+        // every table states the group as Report.kernels counts it (its rows may be embedded only in part)
+        var full = (bundle.other_groups || {})[path], kernels = full ? full.kernels : Object.keys(names).length;
+        if (full) launches = full.launches;
         var notes = (J.groups || []).filter(function (g) { return g.path === path && !g.majority; })
           .map(function (g) { return g.note; });
         var box = b.el('details', 'argus-other-group');
         box.setAttribute('data-path', path);
         box.appendChild(b.el('summary', null, path + ': another kernel sequence (' + launches + ' launch(es) of '
-          + Object.keys(names).length + ' kernel(s)' + (notes.length ? '; ' + notes.join('; ') : '')
+          + kernels + ' kernel(s)' + (notes.length ? '; ' + notes.join('; ') : '')
           + '), not in the statistics: click to show'));
         box.appendChild(table(b, cols, ks, {maxRows: opts.maxRows, onRowClick: opts.onRowClick}));
         parent.appendChild(box);

@@ -13,6 +13,9 @@ Layout (``"format": "argus.report/1"``)::
                  (instances that ran a different kernel sequence)
     regions      the Report's region rows (path, signal, instances, median, p25, p75, unit, runs, attribution), with
                  ``warmup_instances``: the path's warm-up instances in those runs (kept apart, not in the statistics)
+    other_groups per region path with instances of another kernel sequence: their launches and distinct kernels
+                 as ``Report.kernels`` counts them (every row, also those not embedded), which every kernel table's
+                 collapsed group states
     joined       the Report's joined tables: counters per region, kernels by ordinal (with their counters), compiler
                  facts, attribution by evidence kind, cross-run matches, instance groups (heterogeneity), clock
                  samples (bounded); kernel rows carry ``display_name`` (demangled, shortened) beside ``name``
@@ -97,8 +100,13 @@ def build(report: Report, limits: BundleLimits = NOTEBOOK, title: str = "") -> d
         tables = {
             "instances": evidence.instances(store, ids, limits.instances),
             "values": evidence.instance_values(store, ids, limits.values),
-            "kernel_groups": evidence.with_display_names(evidence.kernel_groups(store, ids, limits.kernel_groups)),
-            "kernels": evidence.with_display_names(evidence.kernel_rows(store, ids, limits.kernels)),
+            # the records Report.kernels reads, in the report's scope: every kernel table on the page counts alike
+            "kernel_groups": evidence.with_display_names(
+                evidence.kernel_groups(store, ids, limits.kernel_groups, report.scope_filter)
+            ),
+            "kernels": evidence.with_display_names(
+                evidence.kernel_rows(store, ids, limits.kernels, report.scope_filter)
+            ),
             "counters": evidence.counters(store, ids, limits.counters),
             "attribution": evidence.attribution_summary(store, ids, limits.attribution),
             "evidence_classes": evidence.evidence_classes(store, ids, limits.attribution),
@@ -146,6 +154,13 @@ def build(report: Report, limits: BundleLimits = NOTEBOOK, title: str = "") -> d
             ("device_overhead", 200),
         )
     }
+    launches: dict[str, int] = {}  # from every Report.kernels row, not only the embedded ones
+    names: dict[str, set[str]] = {}
+    for k in tuple(getattr(report, "kernels", ()) or ()):
+        if not k.main_group:
+            launches[k.path] = launches.get(k.path, 0) + int(k.launches)
+            names.setdefault(k.path, set()).add(k.name)
+    other_groups = {p: {"launches": n, "kernels": len(names[p])} for p, n in launches.items()}
     device_timelines = (
         device.timelines(store, ids, limits.device_launches, limits.device_timeline)
         if store.exists and ids and report.device
@@ -174,6 +189,7 @@ def build(report: Report, limits: BundleLimits = NOTEBOOK, title: str = "") -> d
         "summary": summary,
         "regions": jsonable(regions),
         "joined": jsonable(joined),
+        "other_groups": other_groups,
         "runs": jsonable(runs),
         "flame": jsonable(flame),
         "finished": jsonable(finished),

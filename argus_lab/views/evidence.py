@@ -15,7 +15,7 @@ from argus_lab.report.scope_sql import ScopeFilter, scoped
 from argus_lab.views.escape import jsonable
 
 if TYPE_CHECKING:
-    from collections.abc import Callable
+    from collections.abc import Callable, Sequence
 
     from argus_lab.store import Store
 
@@ -53,24 +53,32 @@ def _col(have: set[str], name: str, alias: str = "", prefix: str = "") -> str:
     return f"{ref} AS {alias or name}"
 
 
-def query(store: Store, sql: str, ids: list[str], limit: int, prepare: Callable[[Any], None] | None = None) -> Table:
+def query(
+    store: Store,
+    sql: str,
+    ids: list[str],
+    limit: int,
+    prepare: Callable[[Any], None] | None = None,
+    params: Sequence[Any] | None = None,
+) -> Table:
     """Run ``sql`` (``?`` = the run ids, then the row limit: it ends in ``LIMIT ?``) into a :class:`Table`.
 
     ``total`` counts the rows the same query gives without the limit; ``prepare`` runs on the connection first (the
-    temporary tables the query reads).
+    temporary tables the query reads); ``params``, when given, are bound before the limit instead of the run ids.
     """
     body = sql.rstrip()
     if not body.endswith("LIMIT ?"):
         msg = "internal: a detail query must end in `LIMIT ?`"
         raise ValueError(msg)
+    bound = [ids] if params is None else list(params)
 
     def fetch(con: Any) -> Table:
         if prepare is not None:
             prepare(con)
-        res = con.execute(sql, [ids, limit])
+        res = con.execute(sql, [*bound, limit])
         cols = tuple(d[0] for d in res.description)
         rows = tuple(tuple(r) for r in res.fetchall())
-        total_row = con.execute(f"SELECT count(*) FROM ({body[: -len('LIMIT ?')]})", [ids]).fetchone()
+        total_row = con.execute(f"SELECT count(*) FROM ({body[: -len('LIMIT ?')]})", bound).fetchone()
         return Table(cols, rows, int(total_row[0]) if total_row else len(rows))
 
     return store.read(fetch)
@@ -151,42 +159,58 @@ def source_display(file: str, cwd: str) -> str:
     return file
 
 
-def kernel_groups(store: Store, ids: list[str], limit: int) -> Table:
+def kernel_groups(store: Store, ids: list[str], limit: int, scope: ScopeFilter | None = None) -> Table:
     """Per region path, kernel name and instance group: launches of measured instances (``count``) and of warm-up
     ones (``warmup``, kept apart, as every table does), total and mean device time of the measured ones, launch shape
     (from CUPTI records); ``main_group`` is false for the launches of instances outside their path's main
-    kernel-sequence group (``Report.groups``: a first call that autotuned), which views show collapsed."""
+    kernel-sequence group (``Report.groups``: a first call that autotuned), which views show collapsed.
+
+    The rows are the records ``Report.kernels`` reads (:func:`argus_lab.report.sql.kernel_records`, every kind of
+    record): those of the instances in ``scope`` (a report's :attr:`~argus_lab.report.Report.scope_filter`), the
+    others by their attribution, so the launches of a (path, name) are the sum of ``Report.kernels``' launches."""
     from argus_lab.report.rows import minor_instances
+    from argus_lab.report.sql import kernel_records
+
+    records = kernel_records(ordinal="NULL::INTEGER", kinds="TRUE")
+    sql, bound = scoped(
+        records
+        + """
+        SELECT path, name, coalesce(kind, 'kernel') AS kind,
+               round(coalesce(sum(weight) FILTER (WHERE NOT warm), 0))::BIGINT AS count,
+               round(coalesce(sum(weight) FILTER (WHERE warm), 0))::BIGINT AS warmup,
+               sum(dur * weight) FILTER (WHERE NOT warm) AS total_ns,
+               sum(dur * weight) FILTER (WHERE NOT warm) / sum(weight) FILTER (WHERE NOT warm) AS mean_ns,
+               any_value(registers) AS registers,
+               any_value(grid_x || 'x' || grid_y || 'x' || grid_z) AS grid,
+               any_value(block_x || 'x' || block_y || 'x' || block_z) AS block,
+               string_agg(DISTINCT run_id, ',') AS runs, NOT minor AS main_group
+        FROM o GROUP BY path, name, kind, minor ORDER BY main_group DESC, total_ns DESC NULLS LAST LIMIT ?""",
+        scope,
+    )
+    return query(store, sql, ids, limit, prepare=lambda con: minor_instances(con, ids), params=[*bound, ids, ids])
+
+
+def kernel_rows(store: Store, ids: list[str], limit: int, scope: ScopeFilter | None = None) -> Table:
+    """Individual kernel records (the first ``limit`` in time order) with their region instance: the records of
+    :func:`kernel_groups` (those ``Report.kernels`` reads in ``scope``), warm-up ones marked."""
+    from argus_lab.report.rows import minor_instances
+    from argus_lab.report.sql import kernel_records
 
     have = table_columns(store, "kernels")
-    kind = "coalesce(k.kind, 'kernel')" if "kind" in have else "'kernel'"
-    warm = "coalesce(i.warmup, false)"
-    sql = f"""
-        SELECT coalesce(i.path, '(outside every region)') AS path, k.name, {kind} AS kind,
-               count(*) FILTER (WHERE NOT {warm}) AS count, count(*) FILTER (WHERE {warm}) AS warmup,
-               sum(k.end_ns - k.start_ns) FILTER (WHERE NOT {warm}) AS total_ns,
-               avg(k.end_ns - k.start_ns) FILTER (WHERE NOT {warm}) AS mean_ns,
-               any_value(k.registers) AS registers,
-               any_value(k.grid_x || 'x' || k.grid_y || 'x' || k.grid_z) AS grid,
-               any_value(k.block_x || 'x' || k.block_y || 'x' || k.block_z) AS block,
-               string_agg(DISTINCT k.run_id, ',') AS runs,
-               NOT coalesce((k.run_id, k.instance_id) IN (SELECT run_id, instance_id FROM _r_minor), false)
-                   AS main_group
-        FROM kernels k LEFT JOIN region_instances i ON i.run_id = k.run_id AND i.instance_id = k.instance_id
-        WHERE k.{IN_RUNS} GROUP BY ALL ORDER BY main_group DESC, total_ns DESC LIMIT ?"""
-    return query(store, sql, ids, limit, prepare=lambda con: minor_instances(con, ids))
-
-
-def kernel_rows(store: Store, ids: list[str], limit: int) -> Table:
-    """Individual kernel records (the first ``limit`` in time order) with their region instance."""
-    have = table_columns(store, "kernels")
-    sql = f"""
+    records = kernel_records(ordinal="NULL::INTEGER", kinds="TRUE")
+    sql, bound = scoped(
+        records
+        + f"""
         SELECT k.run_id, {_col(have, "kernel_key", prefix="k.")}, k.correlation_id, k.instance_id, i.path,
                i.instance_index, k.name, k.start_ns, k.end_ns - k.start_ns AS duration_ns, k.device_id, k.stream_id,
                k.registers, {_col(have, "kind", prefix="k.")}, coalesce(i.warmup, false) AS warmup
         FROM kernels k LEFT JOIN region_instances i ON i.run_id = k.run_id AND i.instance_id = k.instance_id
-        WHERE k.{IN_RUNS} ORDER BY k.run_id, k.start_ns LIMIT ?"""
-    return query(store, sql, ids, limit)
+        WHERE k.{IN_RUNS} AND ((i.instance_id IS NOT NULL /*SCOPE*/)
+            OR (i.instance_id IS NULL AND (k.run_id, k.kernel_key) IN (SELECT run_id, kernel_key FROM other)))
+        ORDER BY k.run_id, k.start_ns LIMIT ?""",
+        scope,
+    )
+    return query(store, sql, ids, limit, prepare=lambda con: minor_instances(con, ids), params=[*bound, ids, ids, ids])
 
 
 def counters(store: Store, ids: list[str], limit: int) -> Table:

@@ -13,6 +13,7 @@ All times are nanoseconds relative to ``t0`` (the first timestamp of the run), s
 
 from __future__ import annotations
 
+import heapq
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
@@ -21,6 +22,7 @@ import numpy as np
 
 from argus_lab.report.names import display_name
 from argus_lab.views.palette import region_color, region_colors
+from argus_lab.views.perfetto import MAX_LANE, lane_name
 
 if TYPE_CHECKING:
     import plotly.graph_objects as go
@@ -85,10 +87,11 @@ def timeline_data(
     limits
         What to embed.
 
-    Lanes are keyed by rank: each rank's host threads (one lane per nesting depth), then its (device, stream)
-    lanes, rank by rank.  With several ranks every timestamp is put on rank 0's clock (``offset_ns``, the rank's
-    recorded clock offset: ``rank-0 time = time + offset``), labels start with the rank, and ``clock`` says so;
-    the same holds when a scope kept one rank other than 0 (``ranks=1``).
+    Lanes are keyed by rank: each rank's host threads (one lane per nesting depth, and overlap lanes where
+    instances of one depth overlap in time: :func:`overlap_lanes`), then its (device, stream) lanes, rank by
+    rank.  With several ranks every timestamp is put on rank 0's clock (``offset_ns``, the rank's recorded clock
+    offset: ``rank-0 time = time + offset``), labels start with the rank, and ``clock`` says so; the same holds
+    when a scope kept one rank other than 0 (``ranks=1``).
     """
     i_off = _arr(instances, "offset_ns")
     k_off = _arr(kernels, "offset_ns")
@@ -165,7 +168,8 @@ def _host_rows(
     cap: int,
     multi: bool,
 ) -> tuple[list[tuple[LaneKey, dict[str, Any]]], dict[str, Any]]:
-    """Host rows (up to ``cap``, in start order) and their lanes: one per (rank, process, thread, depth)."""
+    """Host rows (up to ``cap``, in start order) and their lanes: one per (rank, process, thread, depth) and, where
+    instances of one depth overlap, per overlap lane (:func:`overlap_lanes`)."""
     n = len(instances.get("instance_id", ()))
     paths = _arr(instances, "path", object, "")
     order = np.argsort(start, kind="stable")[:cap]
@@ -174,16 +178,28 @@ def _host_rows(
     rank = _arr(instances, "rank")[order]
     tname = _arr(instances, "thread_name", object, None)[order]
     depth = np.asarray([str(p).count("/") for p in paths[order].tolist()], dtype=np.int64)
-    threads = sorted(
-        {(int(r), int(p), int(t)) for r, p, t in zip(rank.tolist(), pid.tolist(), tid.tolist(), strict=True)}
-    )
+    # each instance's row (rank, process, thread, depth) as one integer code, then its overlap lane in that row
+    cols = [np.unique(c, return_inverse=True) for c in (rank, pid, tid, depth)]
+    code = np.zeros(len(order), dtype=np.int64)
+    for uniq, inv in cols:
+        code = code * len(uniq) + np.asarray(inv, dtype=np.int64).reshape(-1)
+    ucode, first, row_of = np.unique(code, return_index=True, return_inverse=True)
+    row_of = np.asarray(row_of, dtype=np.int64).reshape(-1)
+    over = overlap_lanes(row_of, start[order], end[order])
+    n_over = np.ones(len(ucode), dtype=np.int64)
+    np.maximum.at(n_over, row_of, over + 1)
+    row_key = [
+        (int(rank[i]), int(pid[i]), int(tid[i]), int(depth[i])) for i in np.asarray(first, dtype=np.int64).tolist()
+    ]
+    lanes_of = {k: int(n) for k, n in zip(row_key, n_over.tolist(), strict=True)}
+    threads = sorted({k[:3] for k in row_key})
     max_depth = dict.fromkeys(threads, 0)
+    for r, p, t, d in row_key:
+        max_depth[(r, p, t)] = max(max_depth[(r, p, t)], d)
     name_of: dict[tuple[int, int, int], str] = {}
-    for r, p, t, d, nm in zip(rank.tolist(), pid.tolist(), tid.tolist(), depth.tolist(), tname.tolist(), strict=True):
-        key = (int(r), int(p), int(t))
-        max_depth[key] = max(max_depth[key], int(d))
+    for r, p, t, nm in zip(rank.tolist(), pid.tolist(), tid.tolist(), tname.tolist(), strict=True):
         if nm:
-            name_of.setdefault(key, str(nm))
+            name_of.setdefault((int(r), int(p), int(t)), str(nm))
     lanes: list[tuple[LaneKey, dict[str, Any]]] = []
     thread_no: dict[tuple[int, int, int], int] = {}
     several_pids = len({(r, p) for r, p, _ in threads}) > len({r for r, _, _ in threads})
@@ -201,20 +217,24 @@ def _host_rows(
         if seen[who] > 1:  # another thread of the same name (e.g. one started per repetition)
             who = f"{who} #{seen[who]}"
         for d in range(max_depth[(r, p, t)] + 1):
-            label = who if d == 0 else f"{who} (level {d + 1})"
-            lane = {
-                "kind": "host",
-                "label": label,
-                "thread": who,
-                "rank": r,
-                "pid": p,
-                "thread_id": str(t),
-                "depth": d,
-            }
-            if name_of.get((r, p, t)):
-                lane["thread_name"] = name_of[(r, p, t)]
-            lanes.append(((r, 0, p, thread_no[(r, p, t)], d), lane))
-    lane_key = _lane_positions(lanes, rank, pid, tid, depth, thread_no)
+            for o in range(lanes_of.get((r, p, t, d), 1)):
+                lane = {
+                    "kind": "host",
+                    "label": lane_name(who if d == 0 else f"{who} (level {d + 1})", o),
+                    "thread": who,
+                    "rank": r,
+                    "pid": p,
+                    "thread_id": str(t),
+                    "depth": d,
+                    "overlap_lane": o,
+                }
+                if name_of.get((r, p, t)):
+                    lane["thread_name"] = name_of[(r, p, t)]
+                lanes.append(((r, 0, p, thread_no[(r, p, t)], d, o), lane))
+    pos = {k: i for i, (k, _) in enumerate(lanes)}
+    # a row's overlap lanes follow its first lane: lane = the row's first lane + the instance's overlap lane
+    row_lane = np.asarray([pos[(r, 0, p, thread_no[(r, p, t)], d, 0)] for r, p, t, d in row_key], dtype=np.int64)
+    lane_key = (row_lane[row_of] + over).tolist() if len(order) else []
     errors = _arr(instances, "error", object, "")[order]
     return lanes, {
         "total": n,
@@ -231,20 +251,51 @@ def _host_rows(
     }
 
 
-def _lane_positions(
-    lanes: list[tuple[LaneKey, dict[str, Any]]],
-    rank: np.ndarray,
-    pid: np.ndarray,
-    tid: np.ndarray,
-    depth: np.ndarray,
-    thread_no: dict[tuple[int, int, int], int],
-) -> list[int]:
-    """For each host row, the position of its lane in ``lanes``."""
-    pos = {k: i for i, (k, _) in enumerate(lanes)}
-    return [
-        pos[(int(r), 0, int(p), thread_no[(int(r), int(p), int(t))], int(d))]
-        for r, p, t, d in zip(rank.tolist(), pid.tolist(), tid.tolist(), depth.tolist(), strict=True)
-    ]
+def overlap_lanes(row: np.ndarray, start: np.ndarray, end: np.ndarray, last: int = MAX_LANE) -> np.ndarray:
+    """The overlap lane of each host instance within its row (``row[i]``: an integer for its thread and depth).
+
+    Instances of one thread and depth that overlap in time (imported ranges that start inside another and end after
+    it, which the import places side by side: docs/join.md; the concurrent tasks of an asyncio event loop) cannot
+    share a lane without painting over each other.  Each goes to the lowest lane of its row that is free at its
+    start (lane 0 is the row itself; an instance that ends where the next starts leaves the lane free), in start
+    order, as Perfetto's importer spills such slices to tracks of their own; from lane ``last`` on, what fits no
+    earlier lane shares the last one (as the Perfetto export's :data:`~argus_lab.views.perfetto.MAX_LANE`).
+
+    Rows whose instances never overlap (the common case) are found with numpy and stay on lane 0; the others are
+    swept once in start order with a heap of the lanes' end times and a heap of free lanes: ``O(n log k)`` for
+    ``k`` lanes.
+    """
+    n = len(row)
+    out = np.zeros(n, dtype=np.int64)
+    if n < 2:
+        return out
+    by = np.lexsort((start, row))  # by row, then start (stable: ties keep their order)
+    r, s, e = row[by], start[by], np.maximum(end[by], start[by])
+    cuts = np.flatnonzero(r[1:] != r[:-1]) + 1
+    for idx, ss, ee in zip(np.split(by, cuts), np.split(s, cuts), np.split(e, cuts), strict=True):
+        if len(ss) < 2 or not (ss[1:] < np.maximum.accumulate(ee)[:-1]).any():
+            continue  # nothing in this row starts before an earlier one ended
+        out[idx] = _sweep(ss.tolist(), ee.tolist(), last)
+    return out
+
+
+def _sweep(start: list[int], end: list[int], last: int) -> list[int]:
+    """The lanes of one row's instances (in start order), lowest free lane first."""
+    busy: list[tuple[int, int]] = []  # (end, lane) of the instances still open
+    idle: list[int] = []  # lanes opened before and free now
+    opened = 0
+    out = []
+    for s, e in zip(start, end, strict=True):
+        while busy and busy[0][0] <= s:
+            heapq.heappush(idle, heapq.heappop(busy)[1])
+        if idle:
+            lane = heapq.heappop(idle)
+        else:
+            lane = min(opened, last)
+            opened = lane + 1
+        heapq.heappush(busy, (e, lane))
+        out.append(lane)
+    return out
 
 
 def _device_rows(

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import os
 import signal
 import subprocess
@@ -91,3 +92,14 @@ def pid_alive(pid: int) -> bool:
     except OSError:
         return True
     return state != "Z"
+
+
+def ranges_trace(folder: Path, ranges: list[tuple[float, float, str]]) -> Path:
+    """SYNTHETIC: a Chrome trace of ``record_function`` ranges (ts, dur in us, name) on one thread, in ``folder``."""
+    events = [
+        {"ph": "X", "cat": "user_annotation", "name": name, "pid": 1, "tid": 1, "ts": ts, "dur": dur, "args": {}}
+        for ts, dur, name in ranges
+    ]
+    src = folder / "hostile.json"
+    src.write_text(json.dumps({"baseTimeNanoseconds": 1_000_000_000, "traceEvents": events}))
+    return src

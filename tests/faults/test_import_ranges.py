@@ -7,21 +7,11 @@ import json
 from pathlib import Path
 
 import numpy as np
+from faultkit import ranges_trace
 
 from argus_lab.backends.imported.common import MAX_DEPTH, MAX_PATH_CHARS, nest
 from argus_lab.faces.importing import import_trace
 from argus_lab.store import Store
-
-
-def _trace(tmp_path: Path, ranges: list[tuple[float, float, str]]) -> Path:
-    """SYNTHETIC: a Chrome trace of ``record_function`` ranges (ts, dur in us, name) on one thread."""
-    events = [
-        {"ph": "X", "cat": "user_annotation", "name": name, "pid": 1, "tid": 1, "ts": ts, "dur": dur, "args": {}}
-        for ts, dur, name in ranges
-    ]
-    src = tmp_path / "hostile.json"
-    src.write_text(json.dumps({"baseTimeNanoseconds": 1_000_000_000, "traceEvents": events}))
-    return src
 
 
 def _instances(store: Store, run_id: str) -> list[tuple[str, int, int]]:
@@ -37,7 +27,7 @@ def test_ten_thousand_overlapping_ranges_import_as_siblings(tmp_path: Path) -> N
     """``ts = 10 i, dur = 25``: each range starts inside the previous one and ends after it; none encloses another,
     so every one is a top-level instance (it used to nest each under the previous: depth 10,000)."""
     n = 10_000
-    src = _trace(tmp_path, [(10.0 * i, 25.0, "step") for i in range(n)])
+    src = ranges_trace(tmp_path, [(10.0 * i, 25.0, "step") for i in range(n)])
     st = Store(tmp_path / "s.duckdb")
     res = import_trace(src, st)
     rows = _instances(st, res.run_id)
@@ -53,7 +43,7 @@ def test_identical_ranges_nest_to_a_capped_depth(tmp_path: Path) -> None:
     """10^4 ranges with the same start and end: each encloses the next (as Perfetto nests them) up to the depth cap;
     the rest are placed at the deepest level, and a note says how many."""
     n = 10_000
-    src = _trace(tmp_path, [(5.0, 100.0, "same")] * n)
+    src = ranges_trace(tmp_path, [(5.0, 100.0, "same")] * n)
     st = Store(tmp_path / "s.duckdb")
     res = import_trace(src, st)
     rows = _instances(st, res.run_id)
@@ -68,7 +58,7 @@ def test_identical_ranges_nest_to_a_capped_depth(tmp_path: Path) -> None:
 def test_deep_nesting_of_long_names_keeps_paths_bounded(tmp_path: Path) -> None:
     """2,000 properly nested ranges with 100-character names: paths stop at :data:`MAX_PATH_CHARS` characters."""
     n = 2_000
-    src = _trace(tmp_path, [(float(i), float(2 * (n - i)), f"{i:03d}" + "x" * 97) for i in range(n)])
+    src = ranges_trace(tmp_path, [(float(i), float(2 * (n - i)), f"{i:03d}" + "x" * 97) for i in range(n)])
     st = Store(tmp_path / "s.duckdb")
     res = import_trace(src, st)
     rows = _instances(st, res.run_id)
