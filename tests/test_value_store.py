@@ -7,6 +7,7 @@ included) so that no two series share a number."""
 
 from __future__ import annotations
 
+import gzip
 import shutil
 from pathlib import Path
 
@@ -19,13 +20,15 @@ from tests.test_store import merge_stores
 
 ROOT = Path(__file__).resolve().parent.parent
 DATA = ROOT / "tests" / "data"
-RECORDED = DATA / "gpu" / "e2e_nested_h200.duckdb"  # schema 1, three runs, joined by the join of that time
+# schema 1, three runs, joined by the join of that time (tests/data/gpu/ holds it joined again by today's join)
+RECORDED = DATA / "older_joins" / "e2e_nested_h200.duckdb.gz"
 VALUES = "SELECT * FROM instance_values ORDER BY ALL"
 
 
 def _copy(tmp_path: Path, name: str = "s.duckdb") -> Path:
     path = tmp_path / name
-    shutil.copy(RECORDED, path)
+    with gzip.open(RECORDED) as src, path.open("wb") as dst:
+        shutil.copyfileobj(src, dst)
     return path
 
 
