@@ -549,7 +549,7 @@ class AttentionTarget:
     def specs(self, c: Candidate) -> tuple[KernelSpec, KernelSpec]:
         p = c.as_dict()
         elem = f"*{self.dtype}"
-        ints = {"heads_total": self.batch * self.heads, "n_ctx": self.seq}
+        ints = {"heads_total": self.batch * self.heads, "n_ctx": self.seq, "n_kv": self.seq}
         sig = [
             ("q_ptr", elem), ("k_ptr", elem), ("v_ptr", elem), ("o_ptr", elem), ("qk_scale", "fp32"),
             *((n, "i32") for n in ints),
@@ -593,7 +593,7 @@ class AttentionTarget:
         blocks = math.ceil(self.seq / int(p["block_n"]))
         per_cta = math.ceil(model.tiles / model.programs) * (6 * blocks + 2)
         args = [
-            q, k, v, out, None, LOG2E / math.sqrt(self.head_dim), self.batch * self.heads, self.seq,
+            q, k, v, out, None, LOG2E / math.sqrt(self.head_dim), self.batch * self.heads, self.seq, self.seq,
             self.head_dim, int(p["block_m"]), int(p["block_n"]), self.causal, bool(p["heavy_first"]),
             int(p["ctas_per_sm"]) * self.sms, "none",
         ]  # fmt: skip

@@ -55,7 +55,7 @@ class AttentionConfig:
 
 @triton.jit
 def _kv_block(
-    q, k_base, v_base, start_n, acc, m_i, l_i, offs_m, offs_n, offs_d, n_ctx, qk_scale, probe, c,
+    q, k_base, v_base, start_n, acc, m_i, l_i, offs_m, offs_n, offs_d, n_kv, qk_scale, probe, c,
     HEAD_DIM: tl.constexpr, MASK: tl.constexpr, MARKS: tl.constexpr,
 ):  # fmt: skip
     """One KV block of the online softmax; ``MASK`` applies the causal mask (and the end of the sequence)."""
@@ -64,7 +64,7 @@ def _kv_block(
         c = dm.enter(probe, c, "qk")
     k_ptrs = k_base + cols[:, None] * HEAD_DIM + offs_d[None, :]
     if MASK:  # noqa: SIM108 (a constexpr branch: only one load is compiled)
-        k = tl.load(k_ptrs, mask=cols[:, None] < n_ctx, other=0.0)
+        k = tl.load(k_ptrs, mask=cols[:, None] < n_kv, other=0.0)
     else:
         k = tl.load(k_ptrs)
     qk = tl.dot(q, tl.trans(k))
@@ -83,7 +83,7 @@ def _kv_block(
         c = dm.enter(probe, c, "pv")
     v_ptrs = v_base + cols[:, None] * HEAD_DIM + offs_d[None, :]
     if MASK:  # noqa: SIM108
-        v = tl.load(v_ptrs, mask=cols[:, None] < n_ctx, other=0.0)
+        v = tl.load(v_ptrs, mask=cols[:, None] < n_kv, other=0.0)
     else:
         v = tl.load(v_ptrs)
     acc = tl.dot(p.to(v.dtype), v, acc)
@@ -94,7 +94,7 @@ def _kv_block(
 
 @triton.jit
 def persistent_attention(
-    q_ptr, k_ptr, v_ptr, o_ptr, probe, qk_scale, heads_total, n_ctx,
+    q_ptr, k_ptr, v_ptr, o_ptr, probe, qk_scale, heads_total, n_ctx, n_kv,
     HEAD_DIM: tl.constexpr, BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, CAUSAL: tl.constexpr,
     HEAVY_FIRST: tl.constexpr, NUM_PROGRAMS: tl.constexpr, MARKS: tl.constexpr,
 ):  # fmt: skip
@@ -111,10 +111,12 @@ def persistent_attention(
             mb = tile % n_m
             zh = tile // n_m
         head = zh.to(tl.int64) * n_ctx * HEAD_DIM
+        head_kv = zh.to(tl.int64) * n_kv * HEAD_DIM
         offs_m = mb * BLOCK_M + tl.arange(0, BLOCK_M)
-        q = tl.load(q_ptr + head + offs_m[:, None] * HEAD_DIM + offs_d[None, :])
-        k_base = k_ptr + head
-        v_base = v_ptr + head
+        rows = offs_m[:, None] < n_ctx  # a short query (decode) may fill only part of the block
+        q = tl.load(q_ptr + head + offs_m[:, None] * HEAD_DIM + offs_d[None, :], mask=rows, other=0.0)
+        k_base = k_ptr + head_kv
+        v_base = v_ptr + head_kv
         m_i = tl.full((BLOCK_M,), float("-inf"), dtype=tl.float32)
         l_i = tl.zeros((BLOCK_M,), dtype=tl.float32)
         acc = tl.zeros((BLOCK_M, HEAD_DIM), dtype=tl.float32)
@@ -123,24 +125,24 @@ def persistent_attention(
             lo_diag = (mb * BLOCK_M) // BLOCK_N * BLOCK_N  # blocks before it are below the diagonal for every row
             for start_n in range(0, lo_diag, BLOCK_N):
                 acc, m_i, l_i, c = _kv_block(
-                    q, k_base, v_base, start_n, acc, m_i, l_i, offs_m, offs_n, offs_d, n_ctx, qk_scale, probe, c,
+                    q, k_base, v_base, start_n, acc, m_i, l_i, offs_m, offs_n, offs_d, n_kv, qk_scale, probe, c,
                     HEAD_DIM, False, MARKS,
                 )  # fmt: skip
             for start_n in range(lo_diag, hi, BLOCK_N):
                 acc, m_i, l_i, c = _kv_block(
-                    q, k_base, v_base, start_n, acc, m_i, l_i, offs_m, offs_n, offs_d, n_ctx, qk_scale, probe, c,
+                    q, k_base, v_base, start_n, acc, m_i, l_i, offs_m, offs_n, offs_d, n_kv, qk_scale, probe, c,
                     HEAD_DIM, True, MARKS,
                 )  # fmt: skip
         else:
-            for start_n in range(0, n_ctx, BLOCK_N):
+            for start_n in range(0, n_kv, BLOCK_N):
                 acc, m_i, l_i, c = _kv_block(
-                    q, k_base, v_base, start_n, acc, m_i, l_i, offs_m, offs_n, offs_d, n_ctx, qk_scale, probe, c,
+                    q, k_base, v_base, start_n, acc, m_i, l_i, offs_m, offs_n, offs_d, n_kv, qk_scale, probe, c,
                     HEAD_DIM, False, MARKS,
                 )  # fmt: skip
         if MARKS != "none":
             c = dm.enter(probe, c, "epilogue")
         out = acc / l_i[:, None]
-        tl.store(o_ptr + head + offs_m[:, None] * HEAD_DIM + offs_d[None, :], out.to(o_ptr.dtype.element_ty))
+        tl.store(o_ptr + head + offs_m[:, None] * HEAD_DIM + offs_d[None, :], out.to(o_ptr.dtype.element_ty), mask=rows)
         if MARKS != "none":
             c = dm.exit(probe, c, "epilogue")
     dm.end(probe, c)
@@ -183,6 +185,21 @@ def check_shape(seq: int, cfg: AttentionConfig) -> str | None:
     return None
 
 
+def check_decode(n_q: int, n_kv: int, cfg: AttentionConfig, causal: bool) -> str | None:
+    """Why the config cannot run a query of ``n_q`` rows against ``n_kv`` keys (``None`` when it can).
+
+    With ``n_q == n_kv`` this is :func:`check_shape`; a shorter query (decode) needs no causal mask and
+    ``n_kv`` a multiple of ``block_n`` (its query rows past ``n_q`` are masked).
+    """
+    if n_q == n_kv:
+        return check_shape(n_q, cfg)
+    if causal:
+        return f"a causal mask needs as many queries as keys (got {n_q} queries, {n_kv} keys)"
+    if n_kv % cfg.block_n:
+        return f"n_kv {n_kv} is not a multiple of block_n {cfg.block_n}"
+    return None
+
+
 def make_inputs(
     batch: int, heads: int, seq: int, head_dim: int, *, dtype: Any = None, seed: int = 0, device: str = "cuda"
 ) -> tuple[Any, Any, Any]:
@@ -215,17 +232,21 @@ def launch(
     out: Any = None,
     marks: str = "block",
 ) -> Any:
-    """Attention by the persistent kernel through Triton's JIT (``probe=None``: the clean variant)."""
+    """Attention by the persistent kernel through Triton's JIT (``probe=None``: the clean variant).
+
+    ``k`` and ``v`` may be longer than ``q`` (a short query against a long KV cache, without a causal mask).
+    """
     import torch
 
     batch, heads, seq, head_dim = q.shape
-    problem = check_shape(seq, cfg)
+    n_kv = k.shape[2]
+    problem = check_decode(seq, n_kv, cfg, causal)
     if problem:
         raise ValueError(problem)
     o = out if out is not None else torch.empty_like(q)
     grid = (programs(batch, heads, seq, cfg, num_sms),)
     persistent_attention[grid](
-        q, k, v, o, probe, LOG2E / math.sqrt(head_dim), batch * heads, seq,
+        q, k, v, o, probe, LOG2E / math.sqrt(head_dim), batch * heads, seq, n_kv,
         HEAD_DIM=head_dim, BLOCK_M=cfg.block_m, BLOCK_N=cfg.block_n, CAUSAL=causal, HEAVY_FIRST=cfg.heavy_first,
         NUM_PROGRAMS=cfg.ctas_per_sm * num_sms, MARKS=marks if probe is not None else "none",
         num_warps=cfg.num_warps, num_stages=cfg.num_stages,

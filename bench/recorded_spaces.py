@@ -1,0 +1,152 @@
+"""The fixed candidate spaces of the recorded optimisation table, and Triton's tutorial autotune lists translated
+to the persistent kernels' parameters.
+
+A candidate of the GEMM (examples/gpu/persistent_gemm.py) is ``block_m, block_n, block_k, group_m, num_warps,
+num_stages, ctas_per_sm``; one of the attention kernel (examples/gpu/persistent_attention.py) is ``block_m,
+block_n, num_warps, num_stages, heavy_first, ctas_per_sm``.  The spaces are explicit lists (the same for every
+configuration of a kernel, so a family compiles each candidate once): the tutorial list, which is what
+``triton.autotune`` is given for baseline (a), plus the launch settings and tile shapes the tutorials leave out
+(the kernels' shipped defaults, two CTAs per SM, the tile order of a causal mask, group sizes), so that a search
+can find more than the autotuner does.
+
+Tutorial lists (Triton's tutorials, as published for Triton 3.x):
+
+* 03-matrix-multiplication, ``get_cuda_autotune_config`` (fp16/bf16) and its fp8 list;
+* 09-persistent-matmul, ``matmul_get_configs``: ``BLOCK_M`` 128, ``BLOCK_N`` 128/256, ``BLOCK_K`` 64/128,
+  stages 3/4, warps 4/8, ``GROUP_M`` 8;
+* 06-fused-attention: ``BLOCK_M`` 64/128, ``BLOCK_N`` 32/64, stages 3/4/7, warps 4/8, kept by its ``keep``
+  filter (no 8-warp config whose ``BLOCK_M x BLOCK_N`` is below 128 x 128: every 8-warp one here).
+
+Every tutorial config runs with one program per SM (``ctas_per_sm`` 1) and, for attention, query blocks in order
+(``heavy_first`` false), as the tutorials' kernels do.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from bench.recorded_configs import Config
+
+GEMM_KEYS = ("block_m", "block_n", "block_k", "group_m", "num_warps", "num_stages", "ctas_per_sm")
+ATTN_KEYS = ("block_m", "block_n", "num_warps", "num_stages", "heavy_first", "ctas_per_sm")
+
+
+def _gemm(bm: int, bn: int, bk: int, s: int, w: int, g: int = 8, c: int = 1) -> dict[str, Any]:
+    return {"block_m": bm, "block_n": bn, "block_k": bk, "group_m": g, "num_warps": w, "num_stages": s,
+            "ctas_per_sm": c}  # fmt: skip
+
+
+def _attn(bm: int, bn: int, s: int, w: int, hf: bool = False, c: int = 1) -> dict[str, Any]:
+    return {"block_m": bm, "block_n": bn, "num_warps": w, "num_stages": s, "heavy_first": hf, "ctas_per_sm": c}
+
+
+# fmt: off
+TUTORIAL_MATMUL = [
+    _gemm(128, 256, 64, 3, 8), _gemm(64, 256, 32, 4, 4), _gemm(128, 128, 32, 4, 4), _gemm(128, 64, 32, 4, 4),
+    _gemm(64, 128, 32, 4, 4), _gemm(128, 32, 32, 4, 4), _gemm(64, 32, 32, 5, 2), _gemm(32, 64, 32, 5, 2),
+]
+"""03-matrix-multiplication, ``get_cuda_autotune_config`` (fp16/bf16)."""
+TUTORIAL_MATMUL_FP8 = [
+    _gemm(128, 256, 128, 3, 8), _gemm(256, 128, 128, 3, 8), _gemm(256, 64, 128, 4, 4), _gemm(64, 256, 128, 4, 4),
+    _gemm(128, 128, 128, 4, 4), _gemm(128, 64, 64, 4, 4), _gemm(64, 128, 64, 4, 4), _gemm(128, 32, 64, 4, 4),
+]
+"""03-matrix-multiplication, the fp8 list."""
+TUTORIAL_PERSISTENT = [
+    _gemm(128, bn, bk, s, w) for bn in (128, 256) for bk in (64, 128) for s in (3, 4) for w in (4, 8)
+]
+"""09-persistent-matmul, ``matmul_get_configs``."""
+GEMM_EXTRA = [
+    _gemm(128, 128, 64, 3, 8), _gemm(128, 128, 64, 4, 8, g=1), _gemm(128, 128, 64, 4, 8, g=16),
+    _gemm(128, 128, 64, 3, 8, c=2), _gemm(64, 128, 64, 3, 4, c=2), _gemm(128, 64, 64, 3, 4, c=2),
+    _gemm(256, 128, 64, 3, 8), _gemm(64, 256, 64, 3, 8), _gemm(64, 64, 64, 4, 4), _gemm(64, 64, 128, 4, 4),
+    _gemm(256, 64, 64, 4, 8), _gemm(128, 64, 64, 5, 4),
+]
+"""Beyond the tutorials: the kernel's shipped default (128x128x64, 3 stages, 8 warps), other group sizes, two CTAs
+per SM for tiles small enough to share an SM, 256-row tiles and small square tiles."""
+
+_TUTORIAL_ATTN_ALL = [_attn(bm, bn, s, w) for bm in (64, 128) for bn in (32, 64) for s in (3, 4, 7) for w in (4, 8)]
+TUTORIAL_ATTENTION = [p for p in _TUTORIAL_ATTN_ALL
+                      if not (p["block_m"] * p["block_n"] < 128 * 128 and p["num_warps"] == 8)]
+"""06-fused-attention's list after its ``keep`` filter (12 configs, all 4 warps)."""
+ATTN_EXTRA = [
+    _attn(128, 64, 2, 8), _attn(128, 64, 3, 8), _attn(128, 128, 2, 8), _attn(128, 128, 3, 8), _attn(128, 32, 3, 8),
+    _attn(64, 64, 2, 4), _attn(128, 64, 2, 4), _attn(64, 128, 3, 4),
+    _attn(128, 64, 2, 8, c=2), _attn(128, 64, 3, 4, c=2), _attn(64, 64, 3, 4, c=2), _attn(128, 128, 2, 8, c=2),
+    _attn(64, 32, 3, 4, c=2),
+]
+"""Beyond the tutorial: the kernel's shipped default (128x64, 2 stages, 8 warps), 8 warps, 128-key blocks, two
+CTAs per SM."""
+ATTN_CAUSAL_EXTRA = [
+    _attn(128, 64, 2, 8, hf=True), _attn(128, 128, 2, 8, hf=True), _attn(128, 64, 2, 8, hf=True, c=2),
+    _attn(128, 64, 3, 4, hf=True), _attn(64, 64, 3, 4, hf=True),
+]
+"""Causal only: the longest query blocks first (``heavy_first``), so the last wave holds the short tiles."""
+# fmt: on
+
+GEMM_DEFAULT = _gemm(128, 128, 64, 3, 8)
+"""``GemmConfig()`` of examples/gpu/persistent_gemm.py: where every search starts."""
+ATTN_DEFAULT = _attn(128, 64, 2, 8)
+"""``AttentionConfig()`` of examples/gpu/persistent_attention.py: where every search starts."""
+
+
+def _unique(points: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    out: list[dict[str, Any]] = []
+    seen: set[str] = set()
+    for p in points:
+        k = key_of(p)
+        if k not in seen:
+            seen.add(k)
+            out.append(p)
+    return out
+
+
+def key_of(params: dict[str, Any]) -> str:
+    """The candidate's key, as ``argus_lab.optimize.Candidate.key`` writes it (parameters sorted by name)."""
+    parts = []
+    for k in sorted(params):
+        v = params[k]
+        parts.append(f"{k}={'true' if v is True else 'false' if v is False else v}")
+    return ",".join(parts)
+
+
+def autotune_list(cfg: Config) -> list[dict[str, Any]]:
+    """What ``triton.autotune`` is given for baseline (a): the tutorials' lists for this kernel and type."""
+    if cfg.kind == "gemm":
+        first = TUTORIAL_MATMUL_FP8 if cfg.dtype == "fp8" else TUTORIAL_MATMUL
+        return _unique(first + TUTORIAL_PERSISTENT)
+    return list(TUTORIAL_ATTENTION)
+
+
+def space(cfg: Config) -> list[dict[str, Any]]:
+    """Every candidate measured for ``cfg``: the autotune list first, then the extra points."""
+    if cfg.kind == "gemm":
+        return _unique(autotune_list(cfg) + GEMM_EXTRA)
+    extra = ATTN_EXTRA + (ATTN_CAUSAL_EXTRA if cfg.causal else [])
+    return _unique(autotune_list(cfg) + extra)
+
+
+def default(cfg: Config) -> dict[str, Any]:
+    """Where every search of ``cfg`` starts: the kernel's shipped configuration."""
+    return dict(GEMM_DEFAULT if cfg.kind == "gemm" else ATTN_DEFAULT)
+
+
+def axes(cfg: Config) -> dict[str, tuple[Any, ...]]:
+    """The values each parameter takes over the space, sorted (the order the searches step along)."""
+    pts = space(cfg)
+    keys = GEMM_KEYS if cfg.kind == "gemm" else ATTN_KEYS
+    return {k: tuple(sorted({p[k] for p in pts})) for k in keys}
+
+
+__all__ = [
+    "ATTN_DEFAULT",
+    "GEMM_DEFAULT",
+    "TUTORIAL_ATTENTION",
+    "TUTORIAL_MATMUL",
+    "TUTORIAL_MATMUL_FP8",
+    "TUTORIAL_PERSISTENT",
+    "autotune_list",
+    "axes",
+    "default",
+    "key_of",
+    "space",
+]

@@ -1,0 +1,133 @@
+"""The recorded table's launches without a GPU: the JIT calls bench/record_candidates.py makes, run in Triton's
+interpreter (``TRITON_INTERPRET=1``, NumPy) against torch on small shapes, and the compile processes' ``warmup``
+for sm_90 that fills Triton's cache.
+
+The interpreter runs the very argument lists :func:`bench.recorded_launch.call` builds (strides, the K-major B of
+fp8 GEMMs, a short query against a longer KV cache), so a wrong stride or a kernel that ignores ``n_kv`` fails here.
+"""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+pytest.importorskip("triton")
+pytest.importorskip("torch")
+
+ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT))
+
+from bench.recorded_configs import CONFIGS, Config  # noqa: E402
+from bench.recorded_launch import events_per_slot, programs, unit_key  # noqa: E402
+from bench.recorded_spaces import autotune_list, default, space  # noqa: E402
+
+INTERPRET = """
+import torch, torch.nn.functional as F
+import triton.runtime.interpreter as interp
+
+# Triton 3.6's interpreter turns a program id (a 1-element NumPy array) into a loop bound with int(), which NumPy 2
+# refuses for arrays of one dimension; the kernels are unchanged.
+_patch = interp._patch_lang_tensor
+def _patched(tensor, scope):
+    _patch(tensor, scope)
+    scope.set_attr(tensor, "__index__", lambda self: int(self.handle.data.reshape(-1)[0]))
+interp._patch_lang_tensor = _patched
+
+from bench.recorded_configs import Config
+from bench.recorded_launch import call, kernel_fn
+
+torch.manual_seed(0)
+worst = 0.0
+def run(cfg, p, t, out):
+    c = call(cfg, p, t, instrumented=False, sms=2)
+    kernel_fn(c)[(c.grid,)](*c.args, **dict(c.kwargs))
+    return out
+
+gp = {"block_m": 16, "block_n": 32, "block_k": 16, "group_m": 2, "num_warps": 4, "num_stages": 2, "ctas_per_sm": 2}
+for transposed in (False, True):
+    cfg = Config("gemm", "fp8" if transposed else "fp16", "test", m=48, n=64, k=80)
+    a = torch.randn(48, 80)
+    b = torch.randn(64, 80).t() if transposed else torch.randn(80, 64)  # fp8 configs take B K-major
+    c = torch.empty(48, 64)
+    out = run(cfg, gp, {"a": a, "b": b, "c": c}, c)
+    err = (out - a @ b).abs().max().item()
+    assert err < 1e-3, ("gemm", transposed, err)
+    worst = max(worst, err)
+
+ap = {"block_m": 16, "block_n": 16, "num_warps": 4, "num_stages": 2, "heavy_first": False, "ctas_per_sm": 1}
+for nq, nkv, causal in ((8, 64, False), (16, 48, False), (32, 32, True)):
+    cfg = Config("attn", "fp16", "test", batch=1, heads=3, seq_q=nq, seq_kv=nkv, head_dim=16, causal=causal)
+    q, k, v = torch.randn(1, 3, nq, 16), torch.randn(1, 3, nkv, 16), torch.randn(1, 3, nkv, 16)
+    o = torch.empty_like(q)
+    out = run(cfg, ap, {"q": q, "k": k, "v": v, "o": o}, o)
+    err = (out - F.scaled_dot_product_attention(q, k, v, is_causal=causal)).abs().max().item()
+    assert err < 1e-4, ("attn", nq, nkv, causal, err)
+    worst = max(worst, err)
+print("ok", worst)
+"""
+
+
+def test_the_recorded_calls_compute_the_right_result_in_the_interpreter() -> None:
+    """GEMM with row-major and K-major B (fp8 layout, fp32 values), attention with a short query against a longer KV
+    cache and a causal square: each against torch."""
+    env = {"TRITON_INTERPRET": "1", "PYTHONPATH": str(ROOT), "PATH": "/usr/bin:/bin"}
+    out = subprocess.run(
+        [sys.executable, "-c", INTERPRET], capture_output=True, text=True, cwd=ROOT, env=env, timeout=600
+    )
+    assert out.returncode == 0, out.stderr[-3000:]
+    assert out.stdout.startswith("ok")
+
+
+def test_configurations_cover_the_issue_and_spaces_hold_the_tutorial_lists() -> None:
+    kinds = {(c.kind, c.dtype) for c in CONFIGS}
+    assert len(CONFIGS) >= 44 and len({c.label for c in CONFIGS}) == len(CONFIGS)
+    assert {("gemm", "bf16"), ("gemm", "fp16"), ("gemm", "fp8"), ("attn", "bf16"), ("attn", "fp16")} <= kinds
+    attn = [c for c in CONFIGS if c.kind == "attn"]
+    assert any(c.causal for c in attn) and any(not c.causal for c in attn)
+    assert any(c.seq_q < c.seq_kv for c in attn)  # decode-shaped
+    for c in CONFIGS:
+        pts = space(c)
+        assert 24 <= len(pts) <= 40, (c.label, len(pts))
+        assert all(p in pts for p in autotune_list(c)) and default(c) in pts
+        assert c.why
+
+
+def test_configurations_of_a_family_share_their_compiles() -> None:
+    """The shape is a run-time argument: two bf16 GEMMs compile each candidate once (unless Triton specialises an
+    integer differently), and the clean and instrumented variants are two compiles."""
+    g1, g2 = CONFIGS[0], CONFIGS[1]
+    p = default(g1)
+    assert unit_key(g1, p, False) == unit_key(g2, p, False) != unit_key(g1, p, True)
+    odd = Config("attn", "fp16", "", batch=1, heads=8, seq_q=1024, seq_kv=1024, head_dim=64)
+    even = Config("attn", "fp16", "", batch=2, heads=8, seq_q=1024, seq_kv=1024, head_dim=64)
+    assert unit_key(odd, default(odd), False) != unit_key(even, default(even), False)  # 8 heads: not divisible by 16
+
+
+def test_probe_slots_hold_every_event_of_a_small_launch_and_cap_a_large_one() -> None:
+    small = Config("gemm", "bf16", "", m=1024, n=1024, k=512)
+    p = default(small)
+    assert programs(small, p) == 64  # 8 x 8 tiles of 128 x 128
+    assert events_per_slot(small, p) == 4 * (512 // 64) + 2 + 2
+    big = Config("gemm", "bf16", "", m=8192, n=8192, k=8192)
+    assert events_per_slot(big, p) == 2048
+
+
+def test_a_dry_run_compiles_for_sm90_and_writes_the_plan(tmp_path: Path) -> None:
+    """bench/record_candidates.py --dry-run: the compile pool's JIT warmup for sm_90 without a GPU, the plan with
+    its estimate, one line per compile with the compiler's facts."""
+    import json
+
+    out = tmp_path / "run"
+    cmd = [sys.executable, str(ROOT / "bench" / "record_candidates.py"), str(out), "--dry-run", "--per-config", "1",
+           "--only", "1,25", "--procs", "1", "--cache", str(tmp_path / "cache")]  # fmt: skip
+    res = subprocess.run(cmd, capture_output=True, text=True, cwd=ROOT, timeout=600, env={"PYTHONPATH": str(ROOT),
+                         "PATH": "/usr/bin:/bin", "HOME": str(tmp_path)})  # fmt: skip
+    assert res.returncode == 0, res.stdout[-2000:] + res.stderr[-2000:]
+    plan = json.loads((out / "plan.json").read_text())
+    assert plan["order"] == [1, 25] and plan["estimate"]["compile_units"] == 4
+    rows = [json.loads(line) for line in (out / "compiles.jsonl").read_text().splitlines()]
+    assert len(rows) == 4 and all(r["error"] is None for r in rows)
+    assert all(r["registers"] and r["shared_bytes"] for r in rows)
