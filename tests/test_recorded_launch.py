@@ -131,3 +131,29 @@ def test_a_dry_run_compiles_for_sm90_and_writes_the_plan(tmp_path: Path) -> None
     rows = [json.loads(line) for line in (out / "compiles.jsonl").read_text().splitlines()]
     assert len(rows) == 4 and all(r["error"] is None for r in rows)
     assert all(r["registers"] and r["shared_bytes"] for r in rows)
+
+
+def test_an_instrumented_launch_decodes_into_the_phases_the_rules_read() -> None:
+    """A SYNTHETIC probe buffer (tests/device_synth.py) of two programs, each with two k-steps of 100 ns load and
+    300 ns mma and an epilogue, one program ending 1000 ns late: the recorded phases give load its share of the
+    time, the step period is 400 ns, and the SM tail is the late program's."""
+    from bench.recorded_launch import phases_job
+    from tests.device_synth import build
+
+    def steps(extra: int) -> list[tuple[str, bool, int]]:
+        ev = []
+        for i in range(2):
+            t = 400 * i
+            ev += [("load", False, t), ("load", True, t + 100), ("mma", False, t + 100), ("mma", True, t + 400)]
+        ev += [("epilogue", False, 800), ("epilogue", True, 900 + extra)]
+        return ev
+
+    buf = build([(0, 0, steps(0)), (1, 1, steps(1000))], events_per_slot=16)
+    cfg = Config("gemm", "bf16", "", m=256, n=128, k=128)
+    ph = phases_job(cfg, default(cfg), buf)
+    shares = {r["region"]: r["share"] for r in ph["regions"]}
+    assert ph["programs"] == 2 and ph["step_region"] == "load"
+    assert ph["step_period_ns"] == pytest.approx(400, rel=0.01)
+    # 2 x 2 x 100 ns of load over (1000 + 2000) ns: each program ends 100 ns after its last event
+    assert shares["load"] == pytest.approx(400 / 3000, rel=0.02)
+    assert ph["tail_ns"] > 0
