@@ -301,13 +301,27 @@ def write_docs(path: Path, section: str) -> None:
     path.write_text(text)
 
 
+def pack(folder: Path) -> None:
+    """Gzip the recorded ``.jsonl`` files in place (``load`` reads ``.jsonl.gz`` alike)."""
+    import gzip
+    import shutil
+
+    for path in sorted(folder.glob("*.jsonl")):
+        with path.open("rb") as src, gzip.open(path.with_suffix(".jsonl.gz"), "wb", compresslevel=9) as dst:
+            shutil.copyfileobj(src, dst)
+        path.unlink()
+
+
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("data", type=Path, help="the folder bench/record_candidates.py wrote")
     ap.add_argument("--docs", type=Path, help="also write the section of this Markdown file (docs/benchmarks.md)")
     ap.add_argument("--seeds", type=int, default=len(SEEDS))
     ap.add_argument("--command", default=DEFAULT_COMMAND, help="how the data was recorded (for the text)")
+    ap.add_argument("--pack", action="store_true", help="gzip the recorded .jsonl files first (they read the same)")
     args = ap.parse_args(argv)
+    if args.pack:
+        pack(args.data)
     doc = build(args.data, seeds=tuple(range(args.seeds)))
     (args.data / "report.json").write_text(json.dumps(doc, indent=1, default=str) + "\n")
     dec = decisions(load(args.data), doc["main_budget"])

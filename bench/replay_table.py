@@ -112,13 +112,14 @@ class ConfigTable:
 
 
 def _lines(folder: Path, name: str) -> Iterator[dict[str, Any]]:
-    for path in (folder / f"{name}.jsonl", folder / f"{name}.jsonl.gz"):
-        if path.exists():
-            opener = gzip.open if path.suffix == ".gz" else open
-            with opener(path, "rt") as f:
-                for line in f:
-                    if line.strip():
-                        yield json.loads(line)
+    plain, packed = folder / f"{name}.jsonl", folder / f"{name}.jsonl.gz"
+    path = plain if plain.exists() else packed
+    if not path.exists():
+        return
+    with gzip.open(path, "rt") if path is packed else path.open() as f:
+        for line in f:
+            if line.strip():
+                yield json.loads(line)
 
 
 def load(folder: Path, configs: list[Config] | None = None) -> dict[int, ConfigTable]:

@@ -150,3 +150,18 @@ def test_the_command_line_writes_report_decisions_and_markdown(synth: Path) -> N
     dec = json.loads((synth / "decisions.json").read_text())
     assert set(dec) == {t.cfg.label for t in load(synth).values()}
     assert (synth / "report.md").read_text().startswith("**SYNTHETIC")
+
+
+def test_a_packed_recording_reads_the_same(synth: Path, tmp_path: Path) -> None:
+    import shutil
+
+    copy = tmp_path / "packed"
+    shutil.copytree(synth, copy)
+    rr.pack(copy)
+    assert not list(copy.glob("*.jsonl")) and len(list(copy.glob("*.jsonl.gz"))) == 4
+    a, b = load(synth), load(copy)
+    assert a.keys() == b.keys()
+    for n in a:
+        assert a[n].candidates.keys() == b[n].candidates.keys()
+        assert all(np.array_equal(a[n].candidates[k].samples, b[n].candidates[k].samples) for k in a[n].candidates)
+        assert np.array_equal(a[n].autotune.passes[2], b[n].autotune.passes[2])
