@@ -112,7 +112,10 @@ class Decoder:
         return {"H": s.hidden, "NQ": s.heads, "NKV": s.kv_heads, "D": s.head_dim, "I": s.intermediate, "V": s.vocab}
 
     def set_token(self, token: Any) -> None:
-        """The token to decode next: an int, or a one-element device tensor (copied without a host sync)."""
+        """The token to decode next: an int, a one-element device tensor (copied without a host sync), or ``None``
+        (keep the one in the decoder's token buffer, e.g. an argmax written there on the device)."""
+        if token is None:
+            return
         if isinstance(token, int):
             self.tok.fill_(token)
         else:
