@@ -31,9 +31,10 @@ def test_the_phased_kernels_decode_a_token_as_transformers_does() -> None:
     assert p.returncode == 0, p.stderr[-3000:]
     r = json.loads(p.stdout.strip().splitlines()[-1])
     assert r["interpreter"]
-    for ref in ("vs_transformers_bf16", "vs_transformers_fp32"):
-        c = r[ref]
-        assert c["max_abs_diff"] <= 0.02 * c["ref_max_abs"], (ref, c)
-        assert c["top1_agree"], (ref, c)
-    # one bf16 rounding step of the cache entries (|k| < 1: 2^-7)
-    assert r["cache_append_max_abs_diff"] <= 2.0**-7, r
+    # as close to the fp32 model as transformers' own bf16 step is (within twice its distance), same top-1
+    bf16_error = r["transformers_bf16_vs_fp32"]["max_abs_diff"]
+    assert r["vs_transformers_fp32"]["max_abs_diff"] <= 2 * bf16_error, r
+    assert r["vs_transformers_bf16"]["max_abs_diff"] <= 2 * bf16_error, r
+    assert r["vs_transformers_fp32"]["top1_agree"] and r["vs_transformers_bf16"]["top1_agree"], r
+    # the appended k and v: a couple of bf16 rounding steps of the largest cache entry
+    assert r["cache_append_max_abs_diff"] <= 2.0**-6 * r["cache_scale"], r

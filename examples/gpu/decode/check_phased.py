@@ -41,7 +41,7 @@ def fix_interpreter_index() -> None:
     interpreter._patch_lang_tensor = patched
 
 
-def run(device: str, prompt_len: int, max_len: int, programs: int, seed: int) -> dict[str, Any]:
+def run(device: str, prompt_len: int, max_len: int, programs: int, seed: int, init_std: float) -> dict[str, Any]:
     """The comparison as a dict (see the module doc)."""
     import torch
 
@@ -50,7 +50,7 @@ def run(device: str, prompt_len: int, max_len: int, programs: int, seed: int) ->
 
     fix_interpreter_index()
     shape = M.TINY
-    hf = M.make_model(shape, max_len=max_len, seed=seed, device=device)
+    hf = M.make_model(shape, max_len=max_len, seed=seed, device=device, init_std=init_std)
     w = M.pack(hf, shape, max_len)
     pre = M.prefill(hf, shape, max_len, prompt_len)
     dec = Decoder(w, pre.k_cache.clone(), pre.v_cache.clone(), KernelConfig(bk=64, bt=16))
@@ -60,8 +60,10 @@ def run(device: str, prompt_len: int, max_len: int, programs: int, seed: int) ->
         "device": device,
         "shape": shape.__dict__,
         "prompt_len": prompt_len,
+        "init_std": init_std,
         "vs_transformers_bf16": M.compare(logits, pre.ref_logits),
         "vs_transformers_fp32": M.compare(logits, pre.ref_logits_fp32),
+        "transformers_bf16_vs_fp32": M.compare(pre.ref_logits, pre.ref_logits_fp32),
     }
     # the step appended the new token's k and v at pos: they must equal transformers' cache after that step
     with torch.no_grad():
@@ -86,8 +88,9 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--max-len", type=int, default=32)
     p.add_argument("--programs", type=int, default=3)
     p.add_argument("--seed", type=int, default=0)
+    p.add_argument("--init-std", type=float, default=0.15, help="weights' std (0.02 makes attention near uniform)")
     a = p.parse_args(argv)
-    print(json.dumps(run(a.device, a.prompt_len, a.max_len, a.programs, a.seed)))
+    print(json.dumps(run(a.device, a.prompt_len, a.max_len, a.programs, a.seed, a.init_std)))
     return 0
 
 

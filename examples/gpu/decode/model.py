@@ -53,8 +53,8 @@ TINY = DecodeShape(layers=2, hidden=128, heads=4, kv_heads=2, head_dim=32, inter
 """A shape small enough for the Triton CPU interpreter."""
 
 
-def llama_config(shape: DecodeShape, max_len: int) -> Any:
-    """The ``transformers.LlamaConfig`` of ``shape``."""
+def llama_config(shape: DecodeShape, max_len: int, init_std: float = 0.02) -> Any:
+    """The ``transformers.LlamaConfig`` of ``shape`` (weights drawn with standard deviation ``init_std``)."""
     from transformers import LlamaConfig
 
     return LlamaConfig(
@@ -71,17 +71,23 @@ def llama_config(shape: DecodeShape, max_len: int) -> Any:
         tie_word_embeddings=False,
         attention_bias=False,
         mlp_bias=False,
+        initializer_range=init_std,
     )
 
 
-def make_model(shape: DecodeShape, *, max_len: int, seed: int = 0, dtype: Any = None, device: str = "cpu") -> Any:
-    """A ``LlamaForCausalLM`` of ``shape`` with random weights from ``seed`` (made on ``device``), in ``dtype``."""
+def make_model(
+    shape: DecodeShape, *, max_len: int, seed: int = 0, dtype: Any = None, device: str = "cpu", init_std: float = 0.02
+) -> Any:
+    """A ``LlamaForCausalLM`` of ``shape`` with random weights from ``seed`` (made on ``device``), in ``dtype``.
+
+    ``init_std`` is the config's ``initializer_range``; ``transformers``' default 0.02 gives near-uniform attention
+    (scores of about 1e-3), so a test that must see the attention (RoPE, the cache) uses larger weights."""
     import torch
     from transformers import LlamaForCausalLM
 
     torch.manual_seed(seed)
     with torch.device(device):
-        model = LlamaForCausalLM(llama_config(shape, max_len))
+        model = LlamaForCausalLM(llama_config(shape, max_len, init_std))
     return model.to(dtype or torch.bfloat16).eval()
 
 
