@@ -33,7 +33,6 @@ from __future__ import annotations
 
 import argparse
 import json
-import math
 import os
 import statistics
 import subprocess
@@ -49,6 +48,10 @@ sys.path.insert(0, str(ROOT))
 
 H200_BANDWIDTH = 4.8e12
 PROMPT_LEN = 1024
+DEV = "cuda"
+DRY = False
+"""``--dry-cpu``: the tiny shape on the CPU, the megakernel replaced by the phased driver under the Triton
+interpreter (checks the harness itself; its figures mean nothing)."""
 STAGES = ("setup", "check", "mk_time", "probe", "measure", "baselines", "compile", "sweep", "floor")
 
 SWEEP: list[dict[str, Any]] = [
@@ -96,6 +99,25 @@ class Bench:
 
 
 # -- helpers -----------------------------------------------------------------------------------------------------
+def shape() -> Any:
+    from examples.gpu.decode import model as M
+
+    return M.TINY if DRY else M.TINYLLAMA
+
+
+def _sync() -> None:
+    import torch
+
+    if DEV == "cuda":
+        torch.cuda.synchronize()
+
+
+def _sms() -> int:
+    import torch
+
+    return int(torch.cuda.get_device_properties(0).multi_processor_count) if DEV == "cuda" else 4
+
+
 def _median(xs: list[float]) -> float:
     return float(statistics.median(xs))
 
@@ -106,9 +128,15 @@ def time_loop(step: Any, steps: int, repeats: int) -> dict[str, Any]:
 
     for i in range(min(steps, 4)):
         step(i)
-    torch.cuda.synchronize()
+    _sync()
     per: list[float] = []
     for _ in range(repeats):
+        if DEV != "cuda":
+            t = time.perf_counter()
+            for i in range(steps):
+                step(i)
+            per.append(1e3 * (time.perf_counter() - t) / steps)
+            continue
         s, e = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
         s.record()
         for i in range(steps):
@@ -142,18 +170,17 @@ def setup(b: Bench) -> dict[str, Any]:
 
     torch.backends.cuda.matmul.allow_tf32 = False
     t = time.monotonic()
-    b.hf = M.make_model(M.TINYLLAMA, max_len=b.max_len, seed=b.args.seed, device="cuda")
+    b.hf = M.make_model(shape(), max_len=b.max_len, seed=b.args.seed, device=DEV)
     made = time.monotonic() - t
-    b.w = M.pack(b.hf, M.TINYLLAMA, b.max_len)
-    b.pre = M.prefill(b.hf, M.TINYLLAMA, b.max_len, PROMPT_LEN, fp32_reference=True)
-    torch.cuda.synchronize()
-    props = torch.cuda.get_device_properties(0)
+    b.w = M.pack(b.hf, shape(), b.max_len)
+    b.pre = M.prefill(b.hf, shape(), b.max_len, PROMPT_LEN, fp32_reference=True)
+    _sync()
     return {
         "versions": {"torch": torch.__version__, "triton": triton.__version__, "transformers": transformers.__version__,
                      "cuda": torch.version.cuda},
-        "device": torch.cuda.get_device_name(0), "sms": props.multi_processor_count,
-        "shape": M.TINYLLAMA.__dict__, "max_len": b.max_len, "prompt_len": PROMPT_LEN, "token": b.pre.token,
-        "model_build_s": round(made, 1), "weight_bytes": M.TINYLLAMA.weight_bytes(),
+        "device": torch.cuda.get_device_name(0) if DEV == "cuda" else "cpu (dry run)", "sms": _sms(),
+        "shape": shape().__dict__, "max_len": b.max_len, "prompt_len": PROMPT_LEN, "token": b.pre.token,
+        "model_build_s": round(made, 1), "weight_bytes": shape().weight_bytes(),
         "ref_bf16_vs_fp32": _cmp(b.pre.ref_logits, b.pre.ref_logits_fp32),
     }  # fmt: skip
 
@@ -165,7 +192,6 @@ def _decoder(b: Bench, cfg: Any) -> Any:
 
 
 def check(b: Bench) -> dict[str, Any]:
-    import torch
 
     from examples.gpu.decode.runner import KernelConfig
 
@@ -174,7 +200,7 @@ def check(b: Bench) -> dict[str, Any]:
     dec = _decoder(b, KernelConfig())
     t = time.monotonic()
     phased = dec.phased_step(pre.token, pre.pos, programs=dec.programs).clone()
-    torch.cuda.synchronize()
+    _sync()
     out["phased"] = {"vs_hf_bf16": _cmp(phased, pre.ref_logits), "vs_hf_fp32": _cmp(phased, pre.ref_logits_fp32),
                      "first_call_s": round(time.monotonic() - t, 1)}  # fmt: skip
     print(f"   phased: {out['phased']['vs_hf_bf16']}", flush=True)
@@ -182,7 +208,7 @@ def check(b: Bench) -> dict[str, Any]:
         d = _decoder(b, KernelConfig(launch=launch))
         t = time.monotonic()
         lg = d.step(pre.token, pre.pos).clone()
-        torch.cuda.synchronize()
+        _sync()
         first = time.monotonic() - t
         err = d.error()
         lg2 = d.step(pre.token, pre.pos).clone()  # again: the barrier counter was reset by the first launch
@@ -211,7 +237,10 @@ def mk_time(b: Bench) -> dict[str, Any]:
 
     out: dict[str, Any] = {}
     a = b.args
-    for name, cfg in (("megakernel_v1_per_step", KernelConfig()), ("megakernel_per_layer", KernelConfig(launch="layer"))):
+    for name, cfg in (
+        ("megakernel_v1_per_step", KernelConfig()),
+        ("megakernel_per_layer", KernelConfig(launch="layer")),
+    ):
         dec = _decoder(b, cfg)
         dec.set_token(b.pre.token)
         out[name] = {**time_loop(_greedy(dec, b.pre.pos), a.steps, a.repeats), "config": dec.cfg.as_dict(),
@@ -237,7 +266,9 @@ def _probe_run(b: Bench, cfg: Any, steps: int) -> dict[str, Any]:
 
     dec = _decoder(b, cfg)
     dec.set_token(b.pre.token)
-    probes = [raw_probe.allocate(dec.programs, events_per_program(e - s, h), dec.x.device) for s, e, h in dec.launches()]
+    probes = [
+        raw_probe.allocate(dec.programs, events_per_program(e - s, h), dec.x.device) for s, e, h in dec.launches()
+    ]
 
     def instrumented(i: int) -> None:
         dec.step(None, b.pre.pos + i, probes=probes)
@@ -260,9 +291,10 @@ def _probe_run(b: Bench, cfg: Any, steps: int) -> dict[str, Any]:
 def _print_regions(summary: dict[str, Any]) -> None:
     regs = summary.get("regions", {})
     total = sum(r["median_ns"] for r in regs.values()) or 1.0
-    print(f"   programs {summary.get('programs')} on {summary.get('sms')} SMs, program span median "
-          f"{(summary.get('program_span_median_ns') or 0) / 1e3:.1f} us, tail {(summary.get('tail_ns') or 0) / 1e3:.1f} us,"
-          f" dropped events {summary.get('dropped_events')}")  # fmt: skip
+    span = (summary.get("program_span_median_ns") or 0) / 1e3
+    tail = (summary.get("tail_ns") or 0) / 1e3
+    print(f"   programs {summary.get('programs')} on {summary.get('sms')} SMs, program span median {span:.1f} us, "
+          f"tail {tail:.1f} us, dropped events {summary.get('dropped_events')}")  # fmt: skip
     for name, r in regs.items():
         print(f"   {name:16s} median/program {r['median_ns'] / 1e3:9.1f} us ({100 * r['median_ns'] / total:5.1f} %)"
               f"  min {r['min_ns'] / 1e3:8.1f}  max {r['max_ns'] / 1e3:8.1f}  intervals {r['intervals']}")  # fmt: skip
@@ -297,14 +329,14 @@ def measure(b: Bench) -> dict[str, Any]:
     ]
     over = [o.__dict__ for o in getattr(report, "device_overhead", [])]
     return {"store": store.name, "device": dev, "overhead": over, "runs": [r.status for r in report.runs],
-            "logits_vs_hf": _cmp(step.out, b.pre.ref_logits)}  # fmt: skip
+            "logits_vs_hf": _cmp(step.out, b.pre.ref_logits) if step.out is not None else None}  # fmt: skip
 
 
 def _static_cache(b: Bench) -> Any:
     import torch
     from transformers import StaticCache
 
-    return StaticCache(config=b.hf.config, max_batch_size=1, max_cache_len=b.max_len, device="cuda",
+    return StaticCache(config=b.hf.config, max_batch_size=1, max_cache_len=b.max_len, device=DEV,
                        dtype=torch.bfloat16)  # fmt: skip
 
 
@@ -314,12 +346,12 @@ def _hf_stepper(b: Bench) -> tuple[Any, Any, Any, Any]:
 
     cache = _static_cache(b)
     g = torch.Generator(device="cpu").manual_seed(1)
-    prompt = torch.randint(0, b.hf.config.vocab_size, (1, PROMPT_LEN), generator=g).cuda()
+    prompt = torch.randint(0, b.hf.config.vocab_size, (1, PROMPT_LEN), generator=g).to(DEV)
     with torch.no_grad():
-        b.hf(input_ids=prompt, past_key_values=cache, cache_position=torch.arange(PROMPT_LEN, device="cuda"),
+        b.hf(input_ids=prompt, past_key_values=cache, cache_position=torch.arange(PROMPT_LEN, device=DEV),
              use_cache=True)  # fmt: skip
-    tok = torch.tensor([[b.pre.token]], device="cuda")
-    pos_t = torch.tensor([PROMPT_LEN], device="cuda")
+    tok = torch.tensor([[b.pre.token]], device=DEV)
+    pos_t = torch.tensor([PROMPT_LEN], device=DEV)
 
     def fwd() -> Any:
         with torch.no_grad():
@@ -345,7 +377,9 @@ def baselines(b: Bench) -> dict[str, Any]:
             tok.copy_(fwd()[0, -1].argmax())
 
         out["pytorch_eager_hf"] = time_loop(eager, a.steps, a.repeats)
-        print(f"   pytorch eager (transformers, static cache): {out['pytorch_eager_hf']['ms_per_token']:.4f}", flush=True)
+        print(
+            f"   pytorch eager (transformers, static cache): {out['pytorch_eager_hf']['ms_per_token']:.4f}", flush=True
+        )
         try:
             s = torch.cuda.Stream()
             s.wait_stream(torch.cuda.current_stream())
@@ -376,10 +410,10 @@ def baselines(b: Bench) -> dict[str, Any]:
         out["pytorch_eager_hf"] = {"error": f"{type(exc).__name__}: {str(exc)[:500]}",
                                    "traceback": traceback.format_exc()[-2000:]}  # fmt: skip
         print(f"   transformers eager failed: {exc!s:.300}", flush=True)
-    torch.cuda.synchronize()
+    _sync()
     ts = TorchStep(b.w, b.pre.k_cache.clone(), b.pre.v_cache.clone())
-    tok1 = torch.tensor([b.pre.token], device="cuda")
-    pos1 = torch.tensor([PROMPT_LEN], device="cuda")
+    tok1 = torch.tensor([b.pre.token], device=DEV)
+    pos1 = torch.tensor([PROMPT_LEN], device=DEV)
     with torch.no_grad():
         out["torch_step_vs_ref"] = _cmp(ts(tok1, pos1), b.pre.ref_logits)
 
@@ -389,23 +423,28 @@ def baselines(b: Bench) -> dict[str, Any]:
 
         out["pytorch_eager_plain"] = time_loop(teager, a.steps, a.repeats)
         print(f"   pytorch eager (plain step): {out['pytorch_eager_plain']['ms_per_token']:.4f}", flush=True)
-        s = torch.cuda.Stream()
-        s.wait_stream(torch.cuda.current_stream())
-        with torch.cuda.stream(s):
-            for _ in range(3):
-                ts(tok1, pos1)
-        torch.cuda.current_stream().wait_stream(s)
-        g2 = torch.cuda.CUDAGraph()
-        with torch.cuda.graph(g2):
-            lg = ts(tok1, pos1)
+        try:
+            s = torch.cuda.Stream()
+            s.wait_stream(torch.cuda.current_stream())
+            with torch.cuda.stream(s):
+                for _ in range(3):
+                    ts(tok1, pos1)
+            torch.cuda.current_stream().wait_stream(s)
+            g2 = torch.cuda.CUDAGraph()
+            with torch.cuda.graph(g2):
+                lg = ts(tok1, pos1)
 
-        def treplay(i: int) -> None:
-            pos1.fill_(PROMPT_LEN + i)
-            g2.replay()
-            tok1.copy_(lg.argmax())
+            def treplay(i: int) -> None:
+                pos1.fill_(PROMPT_LEN + i)
+                g2.replay()
+                tok1.copy_(lg.argmax())
 
-        out["pytorch_cuda_graph_plain"] = time_loop(treplay, a.steps, a.repeats)
-        print(f"   pytorch + CUDA graph (plain step): {out['pytorch_cuda_graph_plain']['ms_per_token']:.4f}", flush=True)
+            out["pytorch_cuda_graph_plain"] = time_loop(treplay, a.steps, a.repeats)
+            ms = out["pytorch_cuda_graph_plain"]["ms_per_token"]
+            print(f"   pytorch + CUDA graph (plain step): {ms:.4f}", flush=True)
+        except Exception as exc:
+            out["pytorch_cuda_graph_plain"] = {"error": f"{type(exc).__name__}: {str(exc)[:500]}"}
+            print(f"   CUDA graph of the plain step failed: {exc!s:.300}", flush=True)
     return out
 
 
@@ -416,14 +455,14 @@ def compile_child(args: argparse.Namespace) -> int:
 
     from examples.gpu.decode import model as M
 
-    b.hf = M.make_model(M.TINYLLAMA, max_len=b.max_len, seed=args.seed, device="cuda")
+    b.hf = M.make_model(shape(), max_len=b.max_len, seed=args.seed, device=DEV)
     b.pre = M.Prefilled(None, None, 0, PROMPT_LEN, None, None)
     fwd, tok, pos_t, _ = _hf_stepper(b)
     b.hf.forward = torch.compile(b.hf.forward, mode="reduce-overhead", fullgraph=False)
     t = time.monotonic()
     for _ in range(3):
         fwd()
-    torch.cuda.synchronize()
+    _sync()
     compile_s = time.monotonic() - t
 
     def step(i: int) -> None:
@@ -443,22 +482,26 @@ def compile_stage(b: Bench) -> dict[str, Any]:
         p = subprocess.run(cmd, capture_output=True, text=True, timeout=b.args.compile_cap, cwd=ROOT)
     except subprocess.TimeoutExpired:
         print(f"   torch.compile: over the {b.args.compile_cap} s cap", flush=True)
-        return {"error": f"compile and timing took more than the {b.args.compile_cap} s cap", "cap_s": b.args.compile_cap}
+        return {
+            "error": f"compile and timing took more than the {b.args.compile_cap} s cap",
+            "cap_s": b.args.compile_cap,
+        }
     line = next((ln for ln in p.stdout.splitlines() if ln.startswith("COMPILE_RESULT ")), None)
     if line is None:
         return {"error": f"child exited {p.returncode}", "stderr": p.stderr[-3000:]}
     r = json.loads(line.split(" ", 1)[1])
     r["wall_s"] = round(time.monotonic() - t, 1)
-    print(f"   torch.compile reduce-overhead: {r['ms_per_token']:.4f} ms/token (compile {r['compile_s']} s)", flush=True)
+    print(
+        f"   torch.compile reduce-overhead: {r['ms_per_token']:.4f} ms/token (compile {r['compile_s']} s)", flush=True
+    )
     return r
 
 
 def sweep(b: Bench) -> dict[str, Any]:
-    import torch
 
     from examples.gpu.decode.runner import KernelConfig
 
-    sms = torch.cuda.get_device_properties(0).multi_processor_count
+    sms = _sms()
     rows: list[dict[str, Any]] = []
     t_end = time.monotonic() + b.args.sweep_budget
     base = KernelConfig()
@@ -484,7 +527,7 @@ def sweep(b: Bench) -> dict[str, Any]:
             row["error"] = f"{type(exc).__name__}: {str(exc)[:400]}"
         rows.append(row)
         ms = row.get("ms_per_token")
-        print(f"   {json.dumps(change):80s} {'%.4f ms/token' % ms if ms else row.get('error', row.get('skipped'))}",
+        print(f"   {json.dumps(change):80s} {f'{ms:.4f} ms/token' if ms else row.get('error', row.get('skipped'))}",
               flush=True)  # fmt: skip
         b.results["sweep_partial"] = rows
         b.save()
@@ -505,13 +548,14 @@ def sweep(b: Bench) -> dict[str, Any]:
 
 
 def floor(b: Bench) -> dict[str, Any]:
-    from examples.gpu.decode import model as M
 
-    s = M.TINYLLAMA
+    s = shape()
     w = s.weight_bytes()
     kv = 2 * s.layers * s.kv_heads * PROMPT_LEN * s.head_dim * 2
-    return {"weight_bytes": w, "kv_bytes_at_1024": kv, "bandwidth_Bps": H200_BANDWIDTH,
-            "floor_ms_per_token": 1e3 * w / H200_BANDWIDTH, "floor_with_kv_ms": 1e3 * (w + kv) / H200_BANDWIDTH}  # fmt: skip
+    return {
+        "weight_bytes": w, "kv_bytes_at_1024": kv, "bandwidth_Bps": H200_BANDWIDTH,
+        "floor_ms_per_token": 1e3 * w / H200_BANDWIDTH, "floor_with_kv_ms": 1e3 * (w + kv) / H200_BANDWIDTH,
+    }  # fmt: skip
 
 
 def summary(b: Bench) -> None:
@@ -537,8 +581,23 @@ def summary(b: Bench) -> None:
     r["summary_ms_per_token"] = dict(rows)
     print("== ms/token (median of repeats; greedy decoding from position 1024)")
     for name, v in rows:
-        print(f"==   {name:48s} {('%.4f' % v) if v is not None else 'n/a'}")
+        print(f"==   {name:48s} {f'{v:.4f}' if v is not None else 'n/a'}")
     b.save()
+
+
+def _dry_cpu() -> None:
+    global DEV, DRY, PROMPT_LEN
+    os.environ["TRITON_INTERPRET"] = "1"
+    DEV, DRY, PROMPT_LEN = "cpu", True, 20
+    from examples.gpu.decode.check_phased import fix_interpreter_index
+    from examples.gpu.decode.runner import Decoder
+
+    fix_interpreter_index()
+
+    def step(self: Any, token: Any, pos: int, *, probes: Any = None) -> Any:
+        return self.phased_step(token, pos)
+
+    Decoder.step = step  # type: ignore[method-assign]
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -551,7 +610,10 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--compile-cap", type=float, default=150.0)
     p.add_argument("--sweep-budget", type=float, default=60.0)
     p.add_argument("--compile-child", action="store_true", help=argparse.SUPPRESS)
+    p.add_argument("--dry-cpu", action="store_true", help="check the harness on the CPU (tiny shape, interpreter)")
     a = p.parse_args(argv)
+    if a.dry_cpu:
+        _dry_cpu()
     out = Path(a.out)
     out.mkdir(parents=True, exist_ok=True)
     if a.compile_child:

@@ -111,13 +111,13 @@ def _matvec(
 @triton.jit
 def _gate_up(
     wg_ptr, wu_ptr, x_ptr, nw_ptr, rstd, out_ptr, pid, nprog,
-    I: tl.constexpr, K: tl.constexpr, BN: tl.constexpr, BK: tl.constexpr,
+    FF: tl.constexpr, K: tl.constexpr, BN: tl.constexpr, BK: tl.constexpr,
 ):  # fmt: skip
-    """``act = silu(W_g @ xn) * (W_u @ xn)`` with ``xn = x * rstd * nw``; ``W_g``, ``W_u`` row-major ``I x K``."""
+    """``act = silu(W_g @ xn) * (W_u @ xn)`` with ``xn = x * rstd * nw``; ``W_g``, ``W_u`` row-major ``FF x K``."""
     offs_k = tl.arange(0, BK)
-    for tile in range(pid, tl.cdiv(I, BN), nprog):
+    for tile in range(pid, tl.cdiv(FF, BN), nprog):
         rows = tile * BN + tl.arange(0, BN)
-        rmask = rows < I
+        rmask = rows < FF
         acc_g = tl.zeros([BN, BK], dtype=tl.float32)
         acc_u = tl.zeros([BN, BK], dtype=tl.float32)
         for k in range(0, K, BK):
@@ -217,16 +217,16 @@ def _grid_sync(sync_ptr, target, t_start, timeout_ns):
 
 @triton.jit
 def _layer_pointers(
-    l, w_qkv, w_o, w_gate, w_up, w_down, ln_attn, ln_mlp, k_cache, v_cache, max_len,
-    H: tl.constexpr, NQ: tl.constexpr, NKV: tl.constexpr, D: tl.constexpr, I: tl.constexpr,
+    li, w_qkv, w_o, w_gate, w_up, w_down, ln_attn, ln_mlp, k_cache, v_cache, max_len,
+    H: tl.constexpr, NQ: tl.constexpr, NKV: tl.constexpr, D: tl.constexpr, FF: tl.constexpr,
 ):  # fmt: skip
-    l64 = l.to(tl.int64)
+    l64 = li.to(tl.int64)
     return (
         w_qkv + l64 * ((NQ + 2 * NKV) * D * H),
         w_o + l64 * (H * NQ * D),
-        w_gate + l64 * (I * H),
-        w_up + l64 * (I * H),
-        w_down + l64 * (H * I),
+        w_gate + l64 * (FF * H),
+        w_up + l64 * (FF * H),
+        w_down + l64 * (H * FF),
         ln_attn + l64 * H,
         ln_mlp + l64 * H,
         k_cache + l64 * NKV * max_len * D,
@@ -239,14 +239,14 @@ def decode_phase(
     x_ptr, emb_ptr, tok_ptr, qkv_ptr, att_ptr, act_ptr, logits_ptr,
     w_qkv, w_o, w_gate, w_up, w_down, ln_attn, ln_mlp, ln_final, w_head, k_cache, v_cache, rope_ptr,
     pos, max_len, layer, eps, sm_scale,
-    H: tl.constexpr, NQ: tl.constexpr, NKV: tl.constexpr, D: tl.constexpr, I: tl.constexpr, V: tl.constexpr,
+    H: tl.constexpr, NQ: tl.constexpr, NKV: tl.constexpr, D: tl.constexpr, FF: tl.constexpr, V: tl.constexpr,
     PHASE: tl.constexpr, BN: tl.constexpr, BK: tl.constexpr, BT: tl.constexpr,
 ):  # fmt: skip
     """The PHASED driver: phase ``PHASE`` of layer ``layer`` (or the LM head); the launch boundary syncs."""
     pid = tl.program_id(0)
     nprog = tl.num_programs(0)
     wqkv, wo, wg, wu, wd, n1, n2, kc, vc = _layer_pointers(
-        layer, w_qkv, w_o, w_gate, w_up, w_down, ln_attn, ln_mlp, k_cache, v_cache, max_len, H, NQ, NKV, D, I
+        layer, w_qkv, w_o, w_gate, w_up, w_down, ln_attn, ln_mlp, k_cache, v_cache, max_len, H, NQ, NKV, D, FF
     )
     src = tl.where(layer == 0, emb_ptr + tl.load(tok_ptr).to(tl.int64) * H, x_ptr)
     if PHASE == 0:
@@ -258,9 +258,9 @@ def decode_phase(
         _matvec(wo, att_ptr, n1, 1.0, src, x_ptr, H, pid, nprog, NQ * D, BN, BK, False, True)
     elif PHASE == 3:
         rstd = _rstd(x_ptr, eps, H, BK)
-        _gate_up(wg, wu, x_ptr, n2, rstd, act_ptr, pid, nprog, I, H, BN, BK)
+        _gate_up(wg, wu, x_ptr, n2, rstd, act_ptr, pid, nprog, FF, H, BN, BK)
     elif PHASE == 4:
-        _matvec(wd, act_ptr, n2, 1.0, x_ptr, x_ptr, H, pid, nprog, I, BN, BK, False, True)
+        _matvec(wd, act_ptr, n2, 1.0, x_ptr, x_ptr, H, pid, nprog, FF, BN, BK, False, True)
     else:
         rstd = _rstd(x_ptr, eps, H, BK)
         _matvec(w_head, x_ptr, ln_final, rstd, x_ptr, logits_ptr, V, pid, nprog, H, BN, BK, True, False)
@@ -272,7 +272,7 @@ def decode_megakernel(
     w_qkv, w_o, w_gate, w_up, w_down, ln_attn, ln_mlp, ln_final, w_head, k_cache, v_cache, rope_ptr,
     sync_ptr, pos, max_len, layer_begin, layer_end, eps, sm_scale, timeout_ns,
     probe,
-    H: tl.constexpr, NQ: tl.constexpr, NKV: tl.constexpr, D: tl.constexpr, I: tl.constexpr, V: tl.constexpr,
+    H: tl.constexpr, NQ: tl.constexpr, NKV: tl.constexpr, D: tl.constexpr, FF: tl.constexpr, V: tl.constexpr,
     BN_QKV: tl.constexpr, BN_O: tl.constexpr, BN_GU: tl.constexpr, BN_DOWN: tl.constexpr, BN_HEAD: tl.constexpr,
     BK: tl.constexpr, BT: tl.constexpr, HEAD: tl.constexpr,
 ):  # fmt: skip
@@ -286,7 +286,7 @@ def decode_megakernel(
     n_sync = 0
     for layer in range(layer_begin, layer_end):
         wqkv, wo, wg, wu, wd, n1, n2, kc, vc = _layer_pointers(
-            layer, w_qkv, w_o, w_gate, w_up, w_down, ln_attn, ln_mlp, k_cache, v_cache, max_len, H, NQ, NKV, D, I
+            layer, w_qkv, w_o, w_gate, w_up, w_down, ln_attn, ln_mlp, k_cache, v_cache, max_len, H, NQ, NKV, D, FF
         )
         src = tl.where(layer == 0, emb_row, x_ptr)
         c = dm.enter(probe, c, "norm_attn")
@@ -317,14 +317,14 @@ def decode_megakernel(
         rstd = _rstd(x_ptr, eps, H, BK)
         c = dm.exit(probe, c, "norm_mlp")
         c = dm.enter(probe, c, "gate_up")
-        _gate_up(wg, wu, x_ptr, n2, rstd, act_ptr, pid, nprog, I, H, BN_GU, BK)
+        _gate_up(wg, wu, x_ptr, n2, rstd, act_ptr, pid, nprog, FF, H, BN_GU, BK)
         c = dm.exit(probe, c, "gate_up")
         c = dm.enter(probe, c, "wait_gate_up")
         n_sync += 1
         _grid_sync(sync_ptr, n_sync * nprog, t_start, timeout_ns)
         c = dm.exit(probe, c, "wait_gate_up")
         c = dm.enter(probe, c, "down")
-        _matvec(wd, act_ptr, n2, 1.0, x_ptr, x_ptr, H, pid, nprog, I, BN_DOWN, BK, False, True)
+        _matvec(wd, act_ptr, n2, 1.0, x_ptr, x_ptr, H, pid, nprog, FF, BN_DOWN, BK, False, True)
         c = dm.exit(probe, c, "down")
         c = dm.enter(probe, c, "wait_down")
         n_sync += 1

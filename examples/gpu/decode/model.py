@@ -135,9 +135,9 @@ def pack(model: Any, shape: DecodeShape, max_len: int, *, weight_dtype: Any = No
         return torch.stack([get(layer).detach() for layer in layers]).to(wd).contiguous()
 
     att = [layer.self_attn for layer in layers]
-    w_qkv = torch.stack(
-        [torch.cat([a.q_proj.weight, a.k_proj.weight, a.v_proj.weight], 0).detach() for a in att]
-    ).to(wd)
+    w_qkv = torch.stack([torch.cat([a.q_proj.weight, a.k_proj.weight, a.v_proj.weight], 0).detach() for a in att]).to(
+        wd
+    )
     positions = torch.arange(max_len, device=dev)[None]
     probe = torch.zeros(1, device=dev, dtype=torch.float32)
     cos, sin = model.model.rotary_emb(probe, positions)

@@ -109,7 +109,7 @@ class Decoder:
 
     def _dims(self) -> dict[str, int]:
         s = self.shape
-        return {"H": s.hidden, "NQ": s.heads, "NKV": s.kv_heads, "D": s.head_dim, "I": s.intermediate, "V": s.vocab}
+        return {"H": s.hidden, "NQ": s.heads, "NKV": s.kv_heads, "D": s.head_dim, "FF": s.intermediate, "V": s.vocab}
 
     def set_token(self, token: Any) -> None:
         """The token to decode next: an int, a one-element device tensor (copied without a host sync), or ``None``
@@ -125,7 +125,7 @@ class Decoder:
     def phased_step(self, token: Any, pos: int, *, programs: int | None = None, bn: int = 16) -> Any:
         """One step, one launch per phase (``programs`` each); returns the logits (fp32, the decoder's buffer)."""
         self.set_token(token)
-        s, cfg = self.shape, self.cfg
+        s = self.shape
         grid = (programs or self.programs,)
         for layer in range(s.layers):
             for phase in (K.PH_QKV, K.PH_ATTENTION, K.PH_O_PROJ, K.PH_GATE_UP, K.PH_DOWN):
@@ -215,7 +215,7 @@ def compile_sm90(shape: DecodeShape, cfg: KernelConfig, *, instrumented: bool, h
     sig |= {"pos": "i32", "max_len": "i32", "layer_begin": "i32", "layer_end": "i32"}
     sig |= {"eps": "fp32", "sm_scale": "fp32", "timeout_ns": "i64"}
     consts: dict[str, Any] = {
-        "H": shape.hidden, "NQ": shape.heads, "NKV": shape.kv_heads, "D": shape.head_dim, "I": shape.intermediate,
+        "H": shape.hidden, "NQ": shape.heads, "NKV": shape.kv_heads, "D": shape.head_dim, "FF": shape.intermediate,
         "V": shape.vocab, "BN_QKV": cfg.bn_qkv, "BN_O": cfg.bn_o, "BN_GU": cfg.bn_gu, "BN_DOWN": cfg.bn_down,
         "BN_HEAD": cfg.bn_head, "BK": cfg.bk, "BT": cfg.bt, "HEAD": head,
     }  # fmt: skip
