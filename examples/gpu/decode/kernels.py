@@ -85,8 +85,12 @@ def _rstd(x_ptr, eps, H: tl.constexpr, BK: tl.constexpr):
 def _matvec(
     w_ptr, x_ptr, nw_ptr, rstd, res_ptr, out_ptr, N, pid, nprog,
     K: tl.constexpr, BN: tl.constexpr, BK: tl.constexpr, NORM: tl.constexpr, RES: tl.constexpr,
+    STAGES: tl.constexpr, UNROLL: tl.constexpr,
 ):  # fmt: skip
     """``out[n] = sum_k W[n, k] * xn[k] (+ res[n])`` for the row tiles ``pid, pid + nprog, ...``.
+
+    ``STAGES`` > 1 lets Triton pipeline the k-loop's loads (``cp.async`` into shared memory, ``STAGES - 1`` steps
+    ahead); ``UNROLL`` unrolls it so that the loads of several steps are in flight together.
 
     ``W`` is row-major ``N x K`` bf16; ``xn = x * rstd * nw`` with ``NORM`` (an RMSNorm folded into the loads), else
     ``x``. ``res`` may alias ``out``: each row is read and written by the one program that owns its tile.
@@ -96,7 +100,7 @@ def _matvec(
         rows = tile * BN + tl.arange(0, BN)
         rmask = rows < N
         acc = tl.zeros([BN, BK], dtype=tl.float32)
-        for k in range(0, K, BK):
+        for k in tl.range(0, K, BK, num_stages=STAGES, loop_unroll_factor=UNROLL):
             xk = tl.load(x_ptr + k + offs_k, cache_modifier=".cg")
             if NORM:
                 xk = xk * rstd * tl.load(nw_ptr + k + offs_k)
@@ -111,7 +115,8 @@ def _matvec(
 @triton.jit
 def _gate_up(
     wg_ptr, wu_ptr, x_ptr, nw_ptr, rstd, out_ptr, pid, nprog,
-    FF: tl.constexpr, K: tl.constexpr, BN: tl.constexpr, BK: tl.constexpr,
+    FF: tl.constexpr, K: tl.constexpr, BN: tl.constexpr, BK: tl.constexpr, STAGES: tl.constexpr,
+    UNROLL: tl.constexpr,
 ):  # fmt: skip
     """``act = silu(W_g @ xn) * (W_u @ xn)`` with ``xn = x * rstd * nw``; ``W_g``, ``W_u`` row-major ``FF x K``."""
     offs_k = tl.arange(0, BK)
@@ -120,7 +125,7 @@ def _gate_up(
         rmask = rows < FF
         acc_g = tl.zeros([BN, BK], dtype=tl.float32)
         acc_u = tl.zeros([BN, BK], dtype=tl.float32)
-        for k in range(0, K, BK):
+        for k in tl.range(0, K, BK, num_stages=STAGES, loop_unroll_factor=UNROLL):
             xk = tl.load(x_ptr + k + offs_k, cache_modifier=".cg") * rstd * tl.load(nw_ptr + k + offs_k)
             at = rows[:, None] * K + (k + offs_k)[None, :]
             g = tl.load(wg_ptr + at, mask=rmask[:, None], other=0.0)
@@ -251,19 +256,19 @@ def decode_phase(
     src = tl.where(layer == 0, emb_ptr + tl.load(tok_ptr).to(tl.int64) * H, x_ptr)
     if PHASE == 0:
         rstd = _rstd(src, eps, H, BK)
-        _matvec(wqkv, src, n1, rstd, src, qkv_ptr, (NQ + 2 * NKV) * D, pid, nprog, H, BN, BK, True, False)
+        _matvec(wqkv, src, n1, rstd, src, qkv_ptr, (NQ + 2 * NKV) * D, pid, nprog, H, BN, BK, True, False, 1, 1)
     elif PHASE == 1:
         _attention(qkv_ptr, kc, vc, att_ptr, rope_ptr, pos, max_len, sm_scale, pid, nprog, NQ, NKV, D, BT)
     elif PHASE == 2:
-        _matvec(wo, att_ptr, n1, 1.0, src, x_ptr, H, pid, nprog, NQ * D, BN, BK, False, True)
+        _matvec(wo, att_ptr, n1, 1.0, src, x_ptr, H, pid, nprog, NQ * D, BN, BK, False, True, 1, 1)
     elif PHASE == 3:
         rstd = _rstd(x_ptr, eps, H, BK)
-        _gate_up(wg, wu, x_ptr, n2, rstd, act_ptr, pid, nprog, FF, H, BN, BK)
+        _gate_up(wg, wu, x_ptr, n2, rstd, act_ptr, pid, nprog, FF, H, BN, BK, 1, 1)
     elif PHASE == 4:
-        _matvec(wd, act_ptr, n2, 1.0, x_ptr, x_ptr, H, pid, nprog, FF, BN, BK, False, True)
+        _matvec(wd, act_ptr, n2, 1.0, x_ptr, x_ptr, H, pid, nprog, FF, BN, BK, False, True, 1, 1)
     else:
         rstd = _rstd(x_ptr, eps, H, BK)
-        _matvec(w_head, x_ptr, ln_final, rstd, x_ptr, logits_ptr, V, pid, nprog, H, BN, BK, True, False)
+        _matvec(w_head, x_ptr, ln_final, rstd, x_ptr, logits_ptr, V, pid, nprog, H, BN, BK, True, False, 1, 1)
 
 
 @triton.jit
@@ -274,7 +279,7 @@ def decode_megakernel(
     probe,
     H: tl.constexpr, NQ: tl.constexpr, NKV: tl.constexpr, D: tl.constexpr, FF: tl.constexpr, V: tl.constexpr,
     BN_QKV: tl.constexpr, BN_O: tl.constexpr, BN_GU: tl.constexpr, BN_DOWN: tl.constexpr, BN_HEAD: tl.constexpr,
-    BK: tl.constexpr, BT: tl.constexpr, HEAD: tl.constexpr,
+    BK: tl.constexpr, BT: tl.constexpr, HEAD: tl.constexpr, STAGES: tl.constexpr, UNROLL: tl.constexpr,
 ):  # fmt: skip
     """The PERSISTENT driver: layers ``[layer_begin, layer_end)`` and, with ``HEAD``, the final norm and LM head, in
     one launch of one program per SM, with a grid barrier after each phase of a layer."""
@@ -293,7 +298,24 @@ def decode_megakernel(
         rstd = _rstd(src, eps, H, BK)
         c = dm.exit(probe, c, "norm_attn")
         c = dm.enter(probe, c, "qkv")
-        _matvec(wqkv, src, n1, rstd, src, qkv_ptr, (NQ + 2 * NKV) * D, pid, nprog, H, BN_QKV, BK, True, False)
+        _matvec(
+            wqkv,
+            src,
+            n1,
+            rstd,
+            src,
+            qkv_ptr,
+            (NQ + 2 * NKV) * D,
+            pid,
+            nprog,
+            H,
+            BN_QKV,
+            BK,
+            True,
+            False,
+            STAGES,
+            UNROLL,
+        )
         c = dm.exit(probe, c, "qkv")
         c = dm.enter(probe, c, "wait_qkv")
         n_sync += 1
@@ -307,7 +329,7 @@ def decode_megakernel(
         _grid_sync(sync_ptr, n_sync * nprog, t_start, timeout_ns)
         c = dm.exit(probe, c, "wait_attention")
         c = dm.enter(probe, c, "o_proj")
-        _matvec(wo, att_ptr, n1, 1.0, src, x_ptr, H, pid, nprog, NQ * D, BN_O, BK, False, True)
+        _matvec(wo, att_ptr, n1, 1.0, src, x_ptr, H, pid, nprog, NQ * D, BN_O, BK, False, True, STAGES, UNROLL)
         c = dm.exit(probe, c, "o_proj")
         c = dm.enter(probe, c, "wait_o_proj")
         n_sync += 1
@@ -317,14 +339,14 @@ def decode_megakernel(
         rstd = _rstd(x_ptr, eps, H, BK)
         c = dm.exit(probe, c, "norm_mlp")
         c = dm.enter(probe, c, "gate_up")
-        _gate_up(wg, wu, x_ptr, n2, rstd, act_ptr, pid, nprog, FF, H, BN_GU, BK)
+        _gate_up(wg, wu, x_ptr, n2, rstd, act_ptr, pid, nprog, FF, H, BN_GU, BK, STAGES, UNROLL)
         c = dm.exit(probe, c, "gate_up")
         c = dm.enter(probe, c, "wait_gate_up")
         n_sync += 1
         _grid_sync(sync_ptr, n_sync * nprog, t_start, timeout_ns)
         c = dm.exit(probe, c, "wait_gate_up")
         c = dm.enter(probe, c, "down")
-        _matvec(wd, act_ptr, n2, 1.0, x_ptr, x_ptr, H, pid, nprog, FF, BN_DOWN, BK, False, True)
+        _matvec(wd, act_ptr, n2, 1.0, x_ptr, x_ptr, H, pid, nprog, FF, BN_DOWN, BK, False, True, STAGES, UNROLL)
         c = dm.exit(probe, c, "down")
         c = dm.enter(probe, c, "wait_down")
         n_sync += 1
@@ -335,7 +357,9 @@ def decode_megakernel(
         rstd = _rstd(x_ptr, eps, H, BK)
         c = dm.exit(probe, c, "norm_final")
         c = dm.enter(probe, c, "lm_head")
-        _matvec(w_head, x_ptr, ln_final, rstd, x_ptr, logits_ptr, V, pid, nprog, H, BN_HEAD, BK, True, False)
+        _matvec(
+            w_head, x_ptr, ln_final, rstd, x_ptr, logits_ptr, V, pid, nprog, H, BN_HEAD, BK, True, False, STAGES, UNROLL
+        )
         c = dm.exit(probe, c, "lm_head")
     dm.end(probe, c)
     # the last program to finish resets the barrier counter for the next launch (every program is past its last

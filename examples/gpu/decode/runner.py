@@ -30,7 +30,8 @@ class KernelConfig:
     """Tuning parameters of the persistent kernel (and the block sizes of the phased one).
 
     ``bn_*`` are the rows of one work item of each matrix-vector phase, ``bk`` the columns of one load step,
-    ``bt`` the cache positions of one attention step; ``programs`` the persistent grid (0: one per SM);
+    ``bt`` the cache positions of one attention step; ``stages`` > 1 pipelines the loads of the matrix-vector
+    loops (``cp.async``), ``unroll`` unrolls them; ``programs`` the persistent grid (0: one per SM);
     ``launch`` is ``"step"`` (one launch per token) or ``"layer"`` (one per layer, the head in the last).
     """
 
@@ -42,6 +43,8 @@ class KernelConfig:
     bk: int = 256
     bt: int = 64
     num_warps: int = 4
+    stages: int = 1
+    unroll: int = 1
     programs: int = 0
     launch: str = "step"
     timeout_s: float = 2.0
@@ -162,7 +165,8 @@ class Decoder:
             *self._tensors(), self.sync, pos, self.w.max_len, layer_begin, layer_end, s.eps, self.sm_scale,
             int(cfg.timeout_s * 1e9), probe,
             **self._dims(), BN_QKV=cfg.bn_qkv, BN_O=cfg.bn_o, BN_GU=cfg.bn_gu, BN_DOWN=cfg.bn_down,
-            BN_HEAD=cfg.bn_head, BK=cfg.bk, BT=cfg.bt, HEAD=head, num_warps=cfg.num_warps,
+            BN_HEAD=cfg.bn_head, BK=cfg.bk, BT=cfg.bt, HEAD=head, STAGES=cfg.stages, UNROLL=cfg.unroll,
+            num_warps=cfg.num_warps,
         )  # fmt: skip
 
     def error(self) -> int:
@@ -217,7 +221,7 @@ def compile_sm90(shape: DecodeShape, cfg: KernelConfig, *, instrumented: bool, h
     consts: dict[str, Any] = {
         "H": shape.hidden, "NQ": shape.heads, "NKV": shape.kv_heads, "D": shape.head_dim, "FF": shape.intermediate,
         "V": shape.vocab, "BN_QKV": cfg.bn_qkv, "BN_O": cfg.bn_o, "BN_GU": cfg.bn_gu, "BN_DOWN": cfg.bn_down,
-        "BN_HEAD": cfg.bn_head, "BK": cfg.bk, "BT": cfg.bt, "HEAD": head,
+        "BN_HEAD": cfg.bn_head, "BK": cfg.bk, "BT": cfg.bt, "HEAD": head, "STAGES": cfg.stages, "UNROLL": cfg.unroll,
     }  # fmt: skip
     if instrumented:
         sig["probe"] = "*i64"
