@@ -440,7 +440,12 @@ class Recorder:
             def launch(c: Any = c, fn: Any = fn) -> None:
                 fn[(c.grid,)](*c.args, **dict(c.kwargs))
 
-            row |= summary(self.timed(launch))
+            try:
+                row |= summary(self.timed(launch))
+            except Exception as exc:  # launched once, failed in the timed launches
+                row |= {"status": "failed", "cause": " ".join(f"{type(exc).__name__}: {exc}".split())[:500]}
+                self.sink.write("candidates", row)
+                continue
             row["events_per_slot"] = events_per_slot(cfg, p, self.sms)
             self.sink.write("candidates", row)
             try:  # one instrumented launch: the device-region phases, decoded in the pool
