@@ -156,8 +156,9 @@ class Sink:
 # -- compile pool ----------------------------------------------------------------------------------------------
 def _pool_init() -> None:
     signal.signal(signal.SIGINT, signal.SIG_IGN)
-    from bench.recorded_launch import use_sm90_driver
+    from bench.recorded_launch import pin_cache_keys, use_sm90_driver
 
+    pin_cache_keys()  # the same keys as the GPU process (see there)
     use_sm90_driver()
 
 
@@ -400,6 +401,7 @@ class Recorder:
                  "max_err": a_err, "wrong": a_bad}  # fmt: skip
         self.baseline(n, "autotune", 1, tuned_call, extra)
         complete = True
+        recompiled = 0
         for p in space(cfg):
             if time.monotonic() > deadline:
                 complete = False
@@ -420,7 +422,9 @@ class Recorder:
                 t_first = time.monotonic()
                 kernel = fn[(c.grid,)](*c.args, **dict(c.kwargs))
                 torch.cuda.synchronize()
-                row["first_launch_s"] = round(time.monotonic() - t_first, 4)  # > 0.3 s: not found in the cache
+                row["first_launch_s"] = round(time.monotonic() - t_first, 4)
+                if row["first_launch_s"] > 0.3:  # compiled here: the pool's compile was not found in the cache
+                    recompiled += 1
             except Exception as exc:
                 row |= {"status": "launch_failed", "cause": " ".join(f"{type(exc).__name__}: {exc}".split())[:500]}
                 self.sink.write("candidates", row)
@@ -436,7 +440,12 @@ class Recorder:
             def launch(c: Any = c, fn: Any = fn) -> None:
                 fn[(c.grid,)](*c.args, **dict(c.kwargs))
 
-            row |= summary(self.timed(launch))
+            try:
+                row |= summary(self.timed(launch))
+            except Exception as exc:  # launched once, failed in the timed launches
+                row |= {"status": "failed", "cause": " ".join(f"{type(exc).__name__}: {exc}".split())[:500]}
+                self.sink.write("candidates", row)
+                continue
             row["events_per_slot"] = events_per_slot(cfg, p, self.sms)
             self.sink.write("candidates", row)
             try:  # one instrumented launch: the device-region phases, decoded in the pool
@@ -453,7 +462,13 @@ class Recorder:
         self.baseline(n, "autotune", 2, tuned_call, {"picked": key_of(picked)})
         self.baseline(n, "vendor", 2, vendor, {})
         self.sink.write("configs", {"config": n, "label": cfg.label, "complete": complete,
-                                    "seconds": round(time.monotonic() - t0, 2)})  # fmt: skip
+                                    "seconds": round(time.monotonic() - t0, 2), "recompiled": recompiled})  # fmt: skip
+        if recompiled:
+            print(
+                f"WARNING: configuration {n}: {recompiled} candidates took > 0.3 s to launch the first time "
+                "(compiled again in the GPU process: Triton's cache keys differ from the pool's)",
+                flush=True,
+            )
         del t, ref
         torch.cuda.empty_cache()
         return complete
@@ -500,6 +515,11 @@ def main(argv: list[str] | None = None) -> int:
     print(f"plan: {est['configurations']} configurations, {est['candidates']} candidates, {est['compile_units']} "
           f"compiles; estimated {est['total_s']} s (compile {est['compile_s']} s, measure {est['measure_s']} s, "
           f"autotune {est['autotune_s']} s)", flush=True)  # fmt: skip
+    from bench.recorded_launch import pin_cache_keys
+
+    keys = pin_cache_keys()  # before any launch, autotuning or compile: the cache keys every process uses
+    plan["cache_keys"] = list(keys)
+    (out / "plan.json").write_text(json.dumps(plan, indent=1))
     sink = Sink(out)
     todo = units(numbers, per_config)
     ctx = mp.get_context("spawn")

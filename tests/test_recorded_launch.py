@@ -157,3 +157,24 @@ def test_an_instrumented_launch_decodes_into_the_phases_the_rules_read() -> None
     # 2 x 2 x 100 ns of load over (1000 + 2000) ns: each program ends 100 ns after its last event
     assert shares["load"] == pytest.approx(400 / 3000, rel=0.02)
     assert ph["tail_ns"] > 0
+
+
+PIN = """
+import sys
+if sys.argv[1] == "attention-first":
+    import examples.gpu.persistent_attention  # noqa: F401
+from bench.recorded_launch import pin_cache_keys
+print(" ".join(pin_cache_keys()))
+"""
+
+
+def test_every_process_hashes_the_kernels_to_the_same_cache_keys() -> None:
+    """The compile processes and the GPU process must look up the same Triton cache entries whatever they imported
+    or compiled first (Triton 3.6's keys depend on which kernel sharing the markers was hashed first)."""
+    keys = []
+    for first in ("gemm-first", "attention-first"):
+        res = subprocess.run([sys.executable, "-c", PIN, first], capture_output=True, text=True, cwd=ROOT,
+                             env={"PYTHONPATH": str(ROOT), "PATH": "/usr/bin:/bin"}, timeout=300)  # fmt: skip
+        assert res.returncode == 0, res.stderr[-2000:]
+        keys.append(res.stdout.split())
+    assert len(keys[0]) == 2 and keys[0] == keys[1]
