@@ -19,6 +19,7 @@ from __future__ import annotations
 import argparse
 import json
 import math
+import re
 import statistics
 import sys
 from pathlib import Path
@@ -156,12 +157,36 @@ def decisions(tables: dict[int, ConfigTable], budget: int, seed: int = 0) -> dic
     return out
 
 
+LOG_VERSIONS = re.compile(r"^torch (?P<torch>\S+) triton (?P<triton>\S+)", re.M)
+LOG_DONE = re.compile(r"^done in (?P<wall_s>[0-9.]+) s", re.M)
+LOG_DEVICE = re.compile(r"^name, driver_version.*\n(?P<device>[^,\n]+),", re.M)
+
+
+def record_facts(folder: Path) -> dict[str, Any]:
+    """The run's facts: ``record.json`` (the recorder's own), else what the GPU check's log says (``record.log``:
+    its ``torch X triton Y`` line, the device from ``nvidia-smi``'s table and the recorder's ``done in N s``)."""
+    meta_path, log_path = folder / "record.json", folder / "record.log"
+    if meta_path.exists():
+        return dict(json.loads(meta_path.read_text()))
+    if not log_path.exists():
+        return {}
+    text = log_path.read_text(errors="replace")
+    out: dict[str, Any] = {"source": "record.log"}
+    for rx in (LOG_VERSIONS, LOG_DEVICE):
+        m = rx.search(text)
+        if m:
+            out |= {k: v.strip() for k, v in m.groupdict().items()}
+    done = LOG_DONE.search(text)
+    if done:
+        out["wall_s"] = float(done["wall_s"])
+    return out
+
+
 def build(folder: Path, *, seeds: tuple[int, ...] = SEEDS, budgets: tuple[int, ...] = BUDGETS) -> dict[str, Any]:
     """The whole report of one recording."""
     tables = load(folder)
-    meta_path = folder / "record.json"
     plan_path = folder / "plan.json"
-    meta = json.loads(meta_path.read_text()) if meta_path.exists() else {}
+    meta = record_facts(folder)
     plan = json.loads(plan_path.read_text()) if plan_path.exists() else {}
     rows = [config_row(t) for t in tables.values()]
     counted = [r for r in rows if r["counted"]]
