@@ -320,9 +320,9 @@ def picked_params(cfg: Config, best: Any) -> dict[str, Any]:
     if cfg.kind == "gemm":
         return {"block_m": kw["BLOCK_M"], "block_n": kw["BLOCK_N"], "block_k": kw["BLOCK_K"],
                 "group_m": kw["GROUP_M"], "num_warps": best.num_warps, "num_stages": best.num_stages,
-                "ctas_per_sm": 1}  # fmt: skip
+                "ctas_per_sm": 1, "split_k": 1}  # fmt: skip
     return {"block_m": kw["BLOCK_M"], "block_n": kw["BLOCK_N"], "num_warps": best.num_warps,
-            "num_stages": best.num_stages, "heavy_first": False, "ctas_per_sm": 1}  # fmt: skip
+            "num_stages": best.num_stages, "heavy_first": False, "ctas_per_sm": 1, "split_kv": 1}  # fmt: skip
 
 
 def launch_facts(kernel: Any) -> dict[str, Any]:
@@ -376,7 +376,7 @@ class Recorder:
         """Measure configuration ``n``; ``False`` when the deadline stopped it."""
         import torch
 
-        from bench.recorded_launch import call, events_per_slot, kernel_fn, probe_buffer, unit_key
+        from bench.recorded_launch import call, events_per_slot, kernel_fn, probe_buffer, scratch, unit_key
 
         cfg = CONFIGS[n - 1]
         t0 = time.monotonic()
@@ -414,10 +414,11 @@ class Recorder:
                 row |= {"status": "compile_failed", "cause": unit.error}
                 self.sink.write("candidates", row)
                 continue
-            c = call(cfg, p, t, instrumented=False, sms=self.sms)
-            fn = kernel_fn(c)
             out = t["c"] if cfg.kind == "gemm" else t["o"]
             try:
+                tp = t | scratch(cfg, p, "cuda")  # a split candidate's workspace and counters (none otherwise)
+                c = call(cfg, p, tp, instrumented=False, sms=self.sms)
+                fn = kernel_fn(c)
                 out.fill_(float("nan"))
                 t_first = time.monotonic()
                 kernel = fn[(c.grid,)](*c.args, **dict(c.kwargs))
@@ -450,7 +451,7 @@ class Recorder:
             self.sink.write("candidates", row)
             try:  # one instrumented launch: the device-region phases, decoded in the pool
                 buf = probe_buffer(cfg, p, "cuda", self.sms)
-                ci = call(cfg, p, t | {"probe": buf}, instrumented=True, sms=self.sms)
+                ci = call(cfg, p, tp | {"probe": buf}, instrumented=True, sms=self.sms)
                 fn[(ci.grid,)](*ci.args, **dict(ci.kwargs))
                 host = buf.cpu().numpy()
                 fut = self.pool.submit(_phases, n, p, host)

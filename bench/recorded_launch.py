@@ -38,11 +38,22 @@ class Call:
     probe_index: int
 
 
-def tiles(cfg: Config, p: dict[str, Any]) -> int:
-    """Work units of the persistent loop."""
+def split(cfg: Config, p: dict[str, Any]) -> int:
+    """Slices of each output tile's inner loop (``split_k`` of a GEMM, ``split_kv`` of attention; 1 when the
+    candidate has none, as in recordings made before the split variants)."""
+    return int(p.get("split_k" if cfg.kind == "gemm" else "split_kv", 1))
+
+
+def output_tiles(cfg: Config, p: dict[str, Any]) -> int:
+    """Output tiles of the candidate's tile shape."""
     if cfg.kind == "gemm":
         return math.ceil(cfg.m / p["block_m"]) * math.ceil(cfg.n / p["block_n"])
     return cfg.batch * cfg.heads * math.ceil(cfg.seq_q / p["block_m"])
+
+
+def tiles(cfg: Config, p: dict[str, Any]) -> int:
+    """Work units of the persistent loop: output tiles times the slices of each (split-K / split-KV)."""
+    return output_tiles(cfg, p) * split(cfg, p)
 
 
 def programs(cfg: Config, p: dict[str, Any], sms: int = SMS) -> int:
@@ -53,8 +64,8 @@ def programs(cfg: Config, p: dict[str, Any], sms: int = SMS) -> int:
 def steps_per_tile(cfg: Config, p: dict[str, Any]) -> int:
     """Inner-loop steps of the longest tile (k-steps of a GEMM tile, KV blocks of an attention tile)."""
     if cfg.kind == "gemm":
-        return math.ceil(cfg.k / p["block_k"])
-    return math.ceil(cfg.seq_kv / p["block_n"])
+        return math.ceil(math.ceil(cfg.k / p["block_k"]) / split(cfg, p))
+    return math.ceil(math.ceil(cfg.seq_kv / p["block_n"]) / split(cfg, p))
 
 
 def step_flops(cfg: Config, p: dict[str, Any]) -> float:
@@ -78,14 +89,25 @@ def events_per_slot(cfg: Config, p: dict[str, Any], sms: int = SMS) -> int:
 
 def call(cfg: Config, p: dict[str, Any], tensors: dict[str, Any], *, instrumented: bool, sms: int = SMS) -> Call:
     """The JIT call of candidate ``p`` on ``cfg``; ``tensors`` holds tensors (or dtypes, for ``warmup``) by name:
-    GEMM ``a, b, c, probe``; attention ``q, k, v, o, probe`` (``probe`` only when ``instrumented``)."""
+    GEMM ``a, b, c, probe``; attention ``q, k, v, o, probe`` (``probe`` only when ``instrumented``); a split
+    candidate also its scratch (:func:`scratch_shapes`)."""
     probe = tensors.get("probe") if instrumented else None
     grid = programs(cfg, p, sms)
     opts = (("num_warps", int(p["num_warps"])), ("num_stages", int(p["num_stages"])))
+    parts = split(cfg, p)
     if cfg.kind == "gemm":
         m, n, k = cfg.m, cfg.n, cfg.k
         # fp8: B is K-major (its transpose is contiguous), as torch._scaled_mm takes it
         sbk, sbn = (1, k) if cfg.dtype == "fp8" else (n, 1)
+        if parts > 1:
+            args = (tensors["a"], tensors["b"], tensors["c"], tensors["ws"], tensors["locks"], m, n, k, k, 1, sbk,
+                    sbn, n, 1, probe)  # fmt: skip
+            kw = (
+                ("BLOCK_M", int(p["block_m"])), ("BLOCK_N", int(p["block_n"])), ("BLOCK_K", int(p["block_k"])),
+                ("GROUP_M", int(p["group_m"])), ("SPLIT_K", parts), ("NUM_SMS", int(p["ctas_per_sm"]) * sms),
+                ("MARKS", "kstep" if instrumented else "none"), *opts,
+            )  # fmt: skip
+            return Call("examples.gpu.split_gemm", "split_gemm", args, kw, grid, 14)
         args = (tensors["a"], tensors["b"], tensors["c"], m, n, k, k, 1, sbk, sbn, n, 1, probe)
         kw = (
             ("BLOCK_M", int(p["block_m"])), ("BLOCK_N", int(p["block_n"])), ("BLOCK_K", int(p["block_k"])),
@@ -94,6 +116,15 @@ def call(cfg: Config, p: dict[str, Any], tensors: dict[str, Any], *, instrumente
         )  # fmt: skip
         return Call("examples.gpu.persistent_gemm", "persistent_gemm", args, kw, grid, 12)
     scale = LOG2E / math.sqrt(cfg.head_dim)
+    if parts > 1:
+        args = (tensors["q"], tensors["k"], tensors["v"], tensors["o"], tensors["ws_o"], tensors["ws_ml"],
+                tensors["locks"], probe, scale, cfg.batch * cfg.heads, cfg.seq_q, cfg.seq_kv)  # fmt: skip
+        kw = (
+            ("HEAD_DIM", cfg.head_dim), ("BLOCK_M", int(p["block_m"])), ("BLOCK_N", int(p["block_n"])),
+            ("SPLIT_KV", parts), ("NUM_PROGRAMS", int(p["ctas_per_sm"]) * sms),
+            ("MARKS", "block" if instrumented else "none"), *opts,
+        )  # fmt: skip
+        return Call("examples.gpu.split_attention", "split_attention", args, kw, grid, 7)
     args = (tensors["q"], tensors["k"], tensors["v"], tensors["o"], probe, scale, cfg.batch * cfg.heads,
             cfg.seq_q, cfg.seq_kv)  # fmt: skip
     kw = (
@@ -116,14 +147,38 @@ def kernel_fn(c: Call) -> Any:
     return function_of(c.module, c.function)
 
 
+def scratch_shapes(cfg: Config, p: dict[str, Any]) -> dict[str, tuple[int, str]]:
+    """The scratch tensors a split candidate's launch needs (name -> elements, torch dtype name); none otherwise."""
+    if split(cfg, p) == 1:
+        return {}
+    if cfg.kind == "gemm":
+        from examples.gpu.split_gemm import scratch_shapes as gemm_scratch
+
+        return gemm_scratch(cfg.m, cfg.n, int(p["block_m"]), int(p["block_n"]), split(cfg, p))
+    from examples.gpu.split_attention import scratch_shapes as attn_scratch
+
+    heads = cfg.batch * cfg.heads
+    return attn_scratch(heads, cfg.seq_q, cfg.head_dim, int(p["block_m"]), split(cfg, p))
+
+
+def scratch(cfg: Config, p: dict[str, Any], device: Any) -> dict[str, Any]:
+    """Zeroed scratch tensors of a split candidate (the kernels leave their counters zero after each launch)."""
+    import torch
+
+    return {n: torch.zeros(size, device=device, dtype=getattr(torch, dt)) for n, (size, dt) in
+            scratch_shapes(cfg, p).items()}  # fmt: skip
+
+
 def dtype_stand_ins(cfg: Config) -> dict[str, Any]:
     """Torch dtypes in place of the tensors (``JITFunction.warmup`` specialises on them as on aligned tensors)."""
     import torch
 
     dt = getattr(torch, TORCH_DTYPES[cfg.dtype])
     if cfg.kind == "gemm":
-        return {"a": dt, "b": dt, "c": torch.bfloat16 if cfg.dtype == "fp8" else dt, "probe": torch.int64}
-    return {"q": dt, "k": dt, "v": dt, "o": dt, "probe": torch.int64}
+        return {"a": dt, "b": dt, "c": torch.bfloat16 if cfg.dtype == "fp8" else dt, "probe": torch.int64,
+                "ws": torch.float32, "locks": torch.int32}  # fmt: skip
+    return {"q": dt, "k": dt, "v": dt, "o": dt, "probe": torch.int64, "ws_o": torch.float32,
+            "ws_ml": torch.float32, "locks": torch.int32}  # fmt: skip
 
 
 def unit_key(cfg: Config, p: dict[str, Any], instrumented: bool) -> str:
@@ -138,12 +193,13 @@ def unit_key(cfg: Config, p: dict[str, Any], instrumented: bool) -> str:
 
 def dtype_stand_ins_names(cfg: Config) -> dict[str, Any]:
     """Placeholder names for the tensors (for keys; no torch needed)."""
-    names = ("a", "b", "c") if cfg.kind == "gemm" else ("q", "k", "v", "o")
+    names = ("a", "b", "c", "ws", "locks") if cfg.kind == "gemm" else ("q", "k", "v", "o", "ws_o", "ws_ml", "locks")
     return {n: n for n in (*names, "probe")}
 
 
 KERNELS = (("examples.gpu.persistent_gemm", "persistent_gemm"), ("examples.gpu.persistent_attention",
-           "persistent_attention"))  # fmt: skip
+           "persistent_attention"), ("examples.gpu.split_gemm", "split_gemm"),
+           ("examples.gpu.split_attention", "split_attention"))  # fmt: skip
 """The JIT functions of the table, in the order :func:`pin_cache_keys` hashes them."""
 
 
@@ -283,8 +339,12 @@ __all__ = [
     "kernel_fn",
     "phases_job",
     "pin_cache_keys",
+    "output_tiles",
     "probe_buffer",
     "programs",
+    "scratch",
+    "scratch_shapes",
+    "split",
     "step_flops",
     "steps_per_tile",
     "tiles",

@@ -1,13 +1,17 @@
 """The fixed candidate spaces of the recorded optimisation table, and Triton's tutorial autotune lists translated
 to the persistent kernels' parameters.
 
-A candidate of the GEMM (examples/gpu/persistent_gemm.py) is ``block_m, block_n, block_k, group_m, num_warps,
-num_stages, ctas_per_sm``; one of the attention kernel (examples/gpu/persistent_attention.py) is ``block_m,
-block_n, num_warps, num_stages, heavy_first, ctas_per_sm``.  The spaces are explicit lists (the same for every
-configuration of a kernel, so a family compiles each candidate once): the tutorial list, which is what
-``triton.autotune`` is given for baseline (a), plus the launch settings and tile shapes the tutorials leave out
-(the kernels' shipped defaults, two CTAs per SM, the tile order of a causal mask, group sizes), so that a search
-can find more than the autotuner does.
+A candidate of the GEMM (examples/gpu/persistent_gemm.py; with ``split_k`` > 1 examples/gpu/split_gemm.py) is
+``block_m, block_n, block_k, group_m, num_warps, num_stages, ctas_per_sm, split_k``; one of the attention kernel
+(examples/gpu/persistent_attention.py; with ``split_kv`` > 1 examples/gpu/split_attention.py) is ``block_m,
+block_n, num_warps, num_stages, heavy_first, ctas_per_sm, split_kv``.  The spaces are explicit lists (the same for
+every configuration of a kernel family, so a family compiles each candidate once): the tutorial list, which is
+what ``triton.autotune`` is given for baseline (a), plus the launch settings and tile shapes the tutorials leave
+out (the kernels' shipped defaults, two CTAs per SM, the tile order of a causal mask, group sizes) and the
+kernels' split-K / split-KV variants, so that a search can find more than the autotuner does.
+
+Recordings made before the split variants existed have candidates without ``split_k`` / ``split_kv``;
+bench/replay_table.py reads them with the keys they have.
 
 Tutorial lists (Triton's tutorials, as published for Triton 3.x):
 
@@ -27,17 +31,18 @@ from typing import Any
 
 from bench.recorded_configs import Config
 
-GEMM_KEYS = ("block_m", "block_n", "block_k", "group_m", "num_warps", "num_stages", "ctas_per_sm")
-ATTN_KEYS = ("block_m", "block_n", "num_warps", "num_stages", "heavy_first", "ctas_per_sm")
+GEMM_KEYS = ("block_m", "block_n", "block_k", "group_m", "num_warps", "num_stages", "ctas_per_sm", "split_k")
+ATTN_KEYS = ("block_m", "block_n", "num_warps", "num_stages", "heavy_first", "ctas_per_sm", "split_kv")
 
 
-def _gemm(bm: int, bn: int, bk: int, s: int, w: int, g: int = 8, c: int = 1) -> dict[str, Any]:
+def _gemm(bm: int, bn: int, bk: int, s: int, w: int, g: int = 8, c: int = 1, sk: int = 1) -> dict[str, Any]:
     return {"block_m": bm, "block_n": bn, "block_k": bk, "group_m": g, "num_warps": w, "num_stages": s,
-            "ctas_per_sm": c}  # fmt: skip
+            "ctas_per_sm": c, "split_k": sk}  # fmt: skip
 
 
-def _attn(bm: int, bn: int, s: int, w: int, hf: bool = False, c: int = 1) -> dict[str, Any]:
-    return {"block_m": bm, "block_n": bn, "num_warps": w, "num_stages": s, "heavy_first": hf, "ctas_per_sm": c}
+def _attn(bm: int, bn: int, s: int, w: int, hf: bool = False, c: int = 1, skv: int = 1) -> dict[str, Any]:
+    return {"block_m": bm, "block_n": bn, "num_warps": w, "num_stages": s, "heavy_first": hf, "ctas_per_sm": c,
+            "split_kv": skv}  # fmt: skip
 
 
 # fmt: off
@@ -63,6 +68,15 @@ GEMM_EXTRA = [
 ]
 """Beyond the tutorials: the kernel's shipped default (128x128x64, 3 stages, 8 warps), other group sizes, two CTAs
 per SM for tiles small enough to share an SM, 256-row tiles and small square tiles."""
+GEMM_SPLIT = [
+    _gemm(128, 128, 64, 3, 8, sk=2), _gemm(128, 128, 64, 3, 8, sk=4), _gemm(128, 128, 64, 3, 8, sk=8),
+    _gemm(128, 256, 64, 3, 8, sk=2), _gemm(128, 256, 64, 3, 8, sk=4), _gemm(128, 128, 128, 3, 8, sk=4),
+    _gemm(64, 128, 64, 4, 4, sk=2), _gemm(64, 128, 64, 4, 4, sk=4), _gemm(128, 64, 64, 4, 4, sk=2),
+    _gemm(64, 64, 64, 4, 4, sk=4),
+]
+"""Split-K (examples/gpu/split_gemm.py, reduced in the same launch): the K range of each output tile cut into 2-8
+slices that are separate work units, for GEMMs whose output tiles cannot fill 132 SMs (skinny M or N, small
+``M x N`` with a long K).  No tutorial list has it: ``triton.autotune`` over those lists cannot find it."""
 
 _TUTORIAL_ATTN_ALL = [_attn(bm, bn, s, w) for bm in (64, 128) for bn in (32, 64) for s in (3, 4, 7) for w in (4, 8)]
 TUTORIAL_ATTENTION = [p for p in _TUTORIAL_ATTN_ALL
@@ -81,6 +95,13 @@ ATTN_CAUSAL_EXTRA = [
     _attn(128, 64, 3, 4, hf=True), _attn(64, 64, 3, 4, hf=True),
 ]
 """Causal only: the longest query blocks first (``heavy_first``), so the last wave holds the short tiles."""
+ATTN_SPLIT = [
+    _attn(64, 64, 3, 4, skv=2), _attn(64, 64, 3, 4, skv=4), _attn(64, 64, 3, 4, skv=8), _attn(64, 128, 3, 4, skv=4),
+    _attn(128, 64, 2, 8, skv=2), _attn(128, 64, 2, 8, skv=4), _attn(64, 64, 3, 4, c=2, skv=4),
+]
+"""Full attention only: split-KV (examples/gpu/split_attention.py, combined in the same launch): the KV range of
+each output tile cut into 2-8 slices that are separate work units, for decode-shaped calls (a short query against
+a long KV cache: few output tiles, each a long walk over the keys).  No tutorial list has it."""
 # fmt: on
 
 GEMM_DEFAULT = _gemm(128, 128, 64, 3, 8)
@@ -120,8 +141,8 @@ def autotune_list(cfg: Config) -> list[dict[str, Any]]:
 def space(cfg: Config) -> list[dict[str, Any]]:
     """Every candidate measured for ``cfg``: the autotune list first, then the extra points."""
     if cfg.kind == "gemm":
-        return _unique(autotune_list(cfg) + GEMM_EXTRA)
-    extra = ATTN_EXTRA + (ATTN_CAUSAL_EXTRA if cfg.causal else [])
+        return _unique(autotune_list(cfg) + GEMM_EXTRA + GEMM_SPLIT)
+    extra = ATTN_EXTRA + (ATTN_CAUSAL_EXTRA if cfg.causal else ATTN_SPLIT)
     return _unique(autotune_list(cfg) + extra)
 
 
@@ -139,7 +160,11 @@ def axes(cfg: Config) -> dict[str, tuple[Any, ...]]:
 
 __all__ = [
     "ATTN_DEFAULT",
+    "ATTN_KEYS",
+    "ATTN_SPLIT",
     "GEMM_DEFAULT",
+    "GEMM_KEYS",
+    "GEMM_SPLIT",
     "TUTORIAL_ATTENTION",
     "TUTORIAL_MATMUL",
     "TUTORIAL_MATMUL_FP8",

@@ -31,7 +31,6 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from argus_lab import optimize as opt
-from bench.recorded_spaces import default
 from bench.replay_table import H200, PHASE_ROLES, ConfigTable, evaluation, model, space, static_facts
 
 EXPLORE = 0.15
@@ -204,7 +203,7 @@ def evolve(t: ConfigTable, budget: int, seed: int, *, evidence: bool) -> Replay:
         near = min(dist.values())
         return rng.choice(sorted(k for k in pool if dist[k] == near))
 
-    start = opt.Candidate.of(default(t.cfg)).key
+    start = opt.Candidate.of(t.default()).key
     read(start, "default", None, "Start from the kernel's shipped configuration.")
     for _ in range(INITIAL_RANDOM):
         if len(out.read) >= budget:
@@ -249,7 +248,7 @@ def rules(t: ConfigTable, budget: int, seed: int = 0) -> Replay:
         rec = t.candidates.get(c.key)
         return None if rec is None else static_facts(rec)
 
-    search = opt.EvidenceGuided(ctx.space, opt.Candidate.of(default(t.cfg)), ctx, static=lookup)
+    search = opt.EvidenceGuided(ctx.space, opt.Candidate.of(t.default()), ctx, static=lookup)
     res = opt.run_search(search, reader, opt.Budget(candidates=budget), target=t.cfg.label)
     out = Replay("rule set", seed, budget, read=[s.candidate for s in res.steps])
     for i, d in enumerate(res.decisions):

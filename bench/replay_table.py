@@ -39,9 +39,9 @@ PHASE_ROLES = {
 """Which device regions play which part for the optimiser's rules (examples/gpu's markers)."""
 ROLES = {
     "gemm": {"tile_m": "block_m", "tile_n": "block_n", "tile_k": "block_k", "group": "group_m",
-             "warps": "num_warps", "stages": "num_stages", "ctas_per_sm": "ctas_per_sm"},
+             "warps": "num_warps", "stages": "num_stages", "ctas_per_sm": "ctas_per_sm", "split": "split_k"},
     "attn": {"tile_m": "block_m", "tile_n": "block_n", "warps": "num_warps", "stages": "num_stages",
-             "order": "heavy_first", "ctas_per_sm": "ctas_per_sm"},
+             "order": "heavy_first", "ctas_per_sm": "ctas_per_sm", "split": "split_kv"},
 }  # fmt: skip
 
 
@@ -96,13 +96,25 @@ class ConfigTable:
     complete: bool = False
 
     @property
+    def keys(self) -> tuple[str, ...]:
+        """The parameters the recorded candidates have (a recording made before the split variants lacks
+        ``split_k`` / ``split_kv``), in the space's order."""
+        every = GEMM_KEYS if self.cfg.kind == "gemm" else ATTN_KEYS
+        return tuple(k for k in every if all(k in r.params for r in self.candidates.values()))
+
+    def default(self) -> dict[str, Any]:
+        """The kernel's shipped configuration as this recording's candidates write it (where searches start)."""
+        keys = self.keys
+        return {k: v for k, v in default(self.cfg).items() if k in keys}
+
+    @property
     def usable(self) -> bool:
         """Both baselines' first passes and the default candidate were measured."""
         return (
             self.complete
             and 1 in self.autotune.passes
             and 1 in self.vendor.passes
-            and key_of(default(self.cfg)) in self.candidates
+            and key_of(self.default()) in self.candidates
         )
 
     def best(self) -> Recorded | None:
@@ -182,14 +194,15 @@ def model(cfg: Config, params: dict[str, Any]) -> opt.Model:
 
 def space(t: ConfigTable) -> opt.Space:
     """The recorded space as the optimiser's: axes of the recorded values, a candidate valid when it was recorded."""
-    keys = GEMM_KEYS if t.cfg.kind == "gemm" else ATTN_KEYS
+    keys = t.keys
     recorded = set(t.candidates)
     axes = {k: tuple(sorted({r.params[k] for r in t.candidates.values()})) for k in keys}
+    roles = {role: name for role, name in ROLES[t.cfg.kind].items() if name in keys}
 
     def constraint(c: opt.Candidate) -> str | None:
         return None if c.key in recorded else "not in the recorded space"
 
-    return opt.Space.of(axes, ROLES[t.cfg.kind], constraint, note="the candidates recorded on the H200")
+    return opt.Space.of(axes, roles, constraint, note="the candidates recorded on the H200")
 
 
 def static_facts(rec: Recorded) -> opt.StaticFacts | str | None:

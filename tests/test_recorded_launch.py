@@ -21,8 +21,8 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
 from bench.recorded_configs import CONFIGS, Config  # noqa: E402
-from bench.recorded_launch import events_per_slot, programs, unit_key  # noqa: E402
-from bench.recorded_spaces import autotune_list, default, space  # noqa: E402
+from bench.recorded_launch import KERNELS, events_per_slot, programs, scratch_shapes, tiles, unit_key  # noqa: E402
+from bench.recorded_spaces import ATTN_SPLIT, GEMM_SPLIT, autotune_list, default, space  # noqa: E402
 
 INTERPRET = """
 import torch, torch.nn.functional as F
@@ -37,34 +37,44 @@ def _patched(tensor, scope):
 interp._patch_lang_tensor = _patched
 
 from bench.recorded_configs import Config
-from bench.recorded_launch import call, kernel_fn
+from bench.recorded_launch import call, kernel_fn, scratch
 
 torch.manual_seed(0)
 worst = 0.0
 def run(cfg, p, t, out):
+    # a split candidate's scratch as the recorder makes it; launched twice on it: the kernels must leave their
+    # per-tile counters at zero, or the second launch reduces at the wrong slice
+    t = t | scratch(cfg, p, "cpu")
     c = call(cfg, p, t, instrumented=False, sms=2)
-    kernel_fn(c)[(c.grid,)](*c.args, **dict(c.kwargs))
+    for _ in range(2):
+        out.fill_(float("nan"))
+        kernel_fn(c)[(c.grid,)](*c.args, **dict(c.kwargs))
+    if "locks" in t:
+        assert int(t["locks"].abs().sum()) == 0, "split counters not reset"
     return out
 
 gp = {"block_m": 16, "block_n": 32, "block_k": 16, "group_m": 2, "num_warps": 4, "num_stages": 2, "ctas_per_sm": 2}
-for transposed in (False, True):
-    cfg = Config("gemm", "fp8" if transposed else "fp16", "test", m=48, n=64, k=80)
-    a = torch.randn(48, 80)
-    b = torch.randn(64, 80).t() if transposed else torch.randn(80, 64)  # fp8 configs take B K-major
-    c = torch.empty(48, 64)
-    out = run(cfg, gp, {"a": a, "b": b, "c": c}, c)
-    err = (out - a @ b).abs().max().item()
-    assert err < 1e-3, ("gemm", transposed, err)
-    worst = max(worst, err)
+for split_k in (1, 2, 3, 8):  # 8 slices of 5 k-steps: some slices are empty
+    for transposed in (False, True):
+        cfg = Config("gemm", "fp8" if transposed else "fp16", "test", m=48, n=64, k=80)
+        a = torch.randn(48, 80)
+        b = torch.randn(64, 80).t() if transposed else torch.randn(80, 64)  # fp8 configs take B K-major
+        c = torch.empty(48, 64)
+        out = run(cfg, gp | {"split_k": split_k}, {"a": a, "b": b, "c": c}, c)
+        err = (out - a @ b).abs().max().item()
+        assert err < 1e-3, ("gemm", split_k, transposed, err)
+        worst = max(worst, err)
 
 ap = {"block_m": 16, "block_n": 16, "num_warps": 4, "num_stages": 2, "heavy_first": False, "ctas_per_sm": 1}
-for nq, nkv, causal in ((8, 64, False), (16, 48, False), (32, 32, True)):
+cases = [(8, 64, False, 1), (16, 48, False, 1), (32, 32, True, 1), (8, 64, False, 2), (16, 48, False, 4),
+         (24, 64, False, 3)]
+for nq, nkv, causal, split_kv in cases:  # split-KV: 4 slices of 3 KV blocks leave one slice empty
     cfg = Config("attn", "fp16", "test", batch=1, heads=3, seq_q=nq, seq_kv=nkv, head_dim=16, causal=causal)
     q, k, v = torch.randn(1, 3, nq, 16), torch.randn(1, 3, nkv, 16), torch.randn(1, 3, nkv, 16)
     o = torch.empty_like(q)
-    out = run(cfg, ap, {"q": q, "k": k, "v": v, "o": o}, o)
+    out = run(cfg, ap | {"split_kv": split_kv}, {"q": q, "k": k, "v": v, "o": o}, o)
     err = (out - F.scaled_dot_product_attention(q, k, v, is_causal=causal)).abs().max().item()
-    assert err < 1e-4, ("attn", nq, nkv, causal, err)
+    assert err < 1e-4, ("attn", nq, nkv, causal, split_kv, err)
     worst = max(worst, err)
 print("ok", worst)
 """
@@ -72,7 +82,8 @@ print("ok", worst)
 
 def test_the_recorded_calls_compute_the_right_result_in_the_interpreter() -> None:
     """GEMM with row-major and K-major B (fp8 layout, fp32 values), attention with a short query against a longer KV
-    cache and a causal square: each against torch."""
+    cache and a causal square, and the split-K / split-KV variants (empty slices included, launched twice on one
+    scratch): each against torch."""
     env = {"TRITON_INTERPRET": "1", "PYTHONPATH": str(ROOT), "PATH": "/usr/bin:/bin"}
     out = subprocess.run(
         [sys.executable, "-c", INTERPRET], capture_output=True, text=True, cwd=ROOT, env=env, timeout=600
@@ -90,7 +101,7 @@ def test_configurations_cover_the_issue_and_spaces_hold_the_tutorial_lists() -> 
     assert any(c.seq_q < c.seq_kv for c in attn)  # decode-shaped
     for c in CONFIGS:
         pts = space(c)
-        assert 24 <= len(pts) <= 40, (c.label, len(pts))
+        assert 24 <= len(pts) <= 48, (c.label, len(pts))
         assert all(p in pts for p in autotune_list(c)) and default(c) in pts
         assert c.why
 
@@ -113,6 +124,28 @@ def test_probe_slots_hold_every_event_of_a_small_launch_and_cap_a_large_one() ->
     assert events_per_slot(small, p) == 4 * (512 // 64) + 2 + 2
     big = Config("gemm", "bf16", "", m=8192, n=8192, k=8192)
     assert events_per_slot(big, p) == 2048
+
+
+def test_split_candidates_are_more_work_units_of_the_same_tile_and_only_outside_the_autotune_lists() -> None:
+    """A split-K candidate of a 512 x 512 x 16384 GEMM: 16 output tiles of 128 x 128, 8 slices each -> 128 programs
+    of 32 k-steps (the events a program records follow); the workspace holds every slice's fp32 tile.  Split-KV of a
+    decode call (q 64, kv 16384, 128 heads): 4 slices per tile.  No tutorial list (baseline (a)) holds a split, and
+    causal attention spaces have none (the kernel has no causal mask)."""
+    g = Config("gemm", "bf16", "", m=512, n=512, k=16384)
+    p = dict(default(g), split_k=8)
+    assert tiles(g, p) == 16 * 8 and programs(g, p) == 128
+    assert events_per_slot(g, p) == 4 * (16384 // 64 // 8) + 2 + 2
+    assert scratch_shapes(g, p) == {"ws": (16 * 8 * 128 * 128, "float32"), "locks": (16, "int32")}
+    assert scratch_shapes(g, default(g)) == {}
+    a = Config("attn", "fp16", "", batch=4, heads=32, seq_q=64, seq_kv=16384, head_dim=128)
+    pa = {"block_m": 64, "block_n": 64, "num_warps": 4, "num_stages": 3, "heavy_first": False, "ctas_per_sm": 1,
+          "split_kv": 4}  # fmt: skip
+    assert tiles(a, pa) == 128 * 4 and programs(a, pa) == 132
+    for c in CONFIGS:
+        splits = [p for p in space(c) if p.get("split_k", 1) > 1 or p.get("split_kv", 1) > 1]
+        assert not any(p in autotune_list(c) for p in splits)
+        want = GEMM_SPLIT if c.kind == "gemm" else ([] if c.causal else ATTN_SPLIT)
+        assert splits == want, c.label
 
 
 def test_a_dry_run_compiles_for_sm90_and_writes_the_plan(tmp_path: Path) -> None:
@@ -177,4 +210,4 @@ def test_every_process_hashes_the_kernels_to_the_same_cache_keys() -> None:
                              env={"PYTHONPATH": str(ROOT), "PATH": "/usr/bin:/bin"}, timeout=300)  # fmt: skip
         assert res.returncode == 0, res.stderr[-2000:]
         keys.append(res.stdout.split())
-    assert len(keys[0]) == 2 and keys[0] == keys[1]
+    assert len(keys[0]) == len(KERNELS) == 4 and keys[0] == keys[1]

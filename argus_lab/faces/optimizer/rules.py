@@ -10,8 +10,10 @@ The rules (highest priority first):
 
 ``spills``      the kernel spills to local memory -> fewer stages, smaller tiles, more warps
 ``residency``   more CTAs per SM were asked than registers/shared memory let reside -> one CTA per SM
-``underfill``   fewer programs ran than the GPU has SMs -> smaller tiles (more tiles)
-``tail``        the last SM ends well after the median SM -> tile shapes and orders with better-balanced waves
+``underfill``   fewer programs ran than the GPU has SMs -> split each tile's inner loop (split-K / split-KV, when
+                the space has a ``split`` role), smaller tiles (more tiles)
+``tail``        the last SM ends well after the median SM -> tile shapes, splits and orders with better-balanced
+                waves
 ``memory``      the memory phase is a large part of each loop step -> one more pipeline stage, a longer k-step
 ``occupancy``   registers and shared memory leave room for a second CTA on each SM, and the epilogue or a slow
                 step leaves the tensor cores idle -> two CTAs per SM
@@ -138,7 +140,8 @@ def rule_residency(ev: Evaluation, ctx: RuleContext) -> list[Proposal]:
 
 
 def rule_underfill(ev: Evaluation, ctx: RuleContext) -> list[Proposal]:
-    """Fewer programs than SMs: halve the tile along m, along n, or both (more, smaller tiles)."""
+    """Fewer programs than SMs: split each tile's inner loop into more work units (the ``split`` role: split-K,
+    split-KV; first, as it keeps the tile), or halve the tile along m, along n, or both (more, smaller tiles)."""
     sms = ctx.spec.sms if ctx.spec is not None else None
     used = ev.phases.sms_used if ev.phases is not None and ev.phases.sms_used else None
     model = ev.model or ctx.model(ev.candidate)
@@ -155,6 +158,9 @@ def rule_underfill(ev: Evaluation, ctx: RuleContext) -> list[Proposal]:
     _propose(out, n_down, "underfill", f"{why}; halve tile_n", prio - 0.1)
     if m_down is not None:
         _propose(out, ctx.move(m_down, "tile_n", -1), "underfill", f"{why}; halve both", prio - 0.2)
+    # first: more work units with the same tile (its MMA shape and loads per step stay as they are)
+    split = ctx.move(ev.candidate, "split", 1)
+    _propose(out, split, "underfill", f"{why}; split each tile's inner loop into more work units", prio + 0.1)
     return [p for p in out if _programs(ctx, p.candidate) > used]
 
 
@@ -177,7 +183,7 @@ def rule_tail(ev: Evaluation, ctx: RuleContext) -> list[Proposal]:
     why = f"SM tail {ph.tail_ns / 1e3:.1f} us = {ph.tail_fraction:.0%} of the {ph.span_ns / 1e3:.1f} us span"
     prio = 6.0 + min(ph.tail_fraction, 0.5)
     out: list[Proposal] = []
-    moves = [(r, d) for r in ("tile_m", "tile_n", "ctas_per_sm") for d in (-1, 1)]
+    moves = [(r, d) for r in ("tile_m", "tile_n", "ctas_per_sm", "split") for d in (-1, 1)]
     for role, d in moves:
         c = ctx.move(ev.candidate, role, d)
         if c is None:
