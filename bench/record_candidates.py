@@ -320,7 +320,7 @@ def picked_params(cfg: Config, best: Any) -> dict[str, Any]:
     if cfg.kind == "gemm":
         return {"block_m": kw["BLOCK_M"], "block_n": kw["BLOCK_N"], "block_k": kw["BLOCK_K"],
                 "group_m": kw["GROUP_M"], "num_warps": best.num_warps, "num_stages": best.num_stages,
-                "ctas_per_sm": 1, "split_k": 1}  # fmt: skip
+                "ctas_per_sm": 1, "split_k": 1, "tma": False}  # fmt: skip
     return {"block_m": kw["BLOCK_M"], "block_n": kw["BLOCK_N"], "num_warps": best.num_warps,
             "num_stages": best.num_stages, "heavy_first": False, "ctas_per_sm": 1, "split_kv": 1}  # fmt: skip
 
@@ -365,6 +365,9 @@ class Recorder:
         # two event records take well under that)
         self.sleep_cycles = int(clock_khz * 1e3 * 100e-6 * args.launches)
         self.decodes: list[cf.Future[Any]] = []
+        from examples.gpu.tma_gemm import set_scratch_allocator
+
+        set_scratch_allocator("cuda")  # the TMA candidates' device-side descriptors need global scratch
 
     def timed(self, fn: Any) -> list[float]:
         return time_calls(fn, warmup=self.args.warmup, launches=self.args.launches, sleep_cycles=self.sleep_cycles)

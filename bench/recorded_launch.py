@@ -99,6 +99,15 @@ def call(cfg: Config, p: dict[str, Any], tensors: dict[str, Any], *, instrumente
         m, n, k = cfg.m, cfg.n, cfg.k
         # fp8: B is K-major (its transpose is contiguous), as torch._scaled_mm takes it
         sbk, sbn = (1, k) if cfg.dtype == "fp8" else (n, 1)
+        if p.get("tma"):
+            args = (tensors["a"], tensors["b"], tensors["c"], m, n, k, probe)
+            kw = (
+                ("BLOCK_M", int(p["block_m"])), ("BLOCK_N", int(p["block_n"])), ("BLOCK_K", int(p["block_k"])),
+                ("GROUP_M", int(p["group_m"])), ("NUM_SMS", int(p["ctas_per_sm"]) * sms),
+                ("B_KMAJOR", cfg.dtype == "fp8"), ("EPI_SUBTILE", True), ("FLATTEN", True),
+                ("MARKS", "kstep" if instrumented else "none"), *opts,
+            )  # fmt: skip
+            return Call("examples.gpu.tma_gemm", "tma_gemm", args, kw, grid, 6)
         if parts > 1:
             args = (tensors["a"], tensors["b"], tensors["c"], tensors["ws"], tensors["locks"], m, n, k, k, 1, sbk,
                     sbn, n, 1, probe)  # fmt: skip
@@ -199,7 +208,7 @@ def dtype_stand_ins_names(cfg: Config) -> dict[str, Any]:
 
 KERNELS = (("examples.gpu.persistent_gemm", "persistent_gemm"), ("examples.gpu.persistent_attention",
            "persistent_attention"), ("examples.gpu.split_gemm", "split_gemm"),
-           ("examples.gpu.split_attention", "split_attention"))  # fmt: skip
+           ("examples.gpu.split_attention", "split_attention"), ("examples.gpu.tma_gemm", "tma_gemm"))  # fmt: skip
 """The JIT functions of the table, in the order :func:`pin_cache_keys` hashes them."""
 
 

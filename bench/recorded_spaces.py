@@ -1,16 +1,17 @@
 """The fixed candidate spaces of the recorded optimisation table, and Triton's tutorial autotune lists translated
 to the persistent kernels' parameters.
 
-A candidate of the GEMM (examples/gpu/persistent_gemm.py; with ``split_k`` > 1 examples/gpu/split_gemm.py) is
-``block_m, block_n, block_k, group_m, num_warps, num_stages, ctas_per_sm, split_k``; one of the attention kernel
+A candidate of the GEMM (examples/gpu/persistent_gemm.py; with ``split_k`` > 1 examples/gpu/split_gemm.py, with
+``tma`` examples/gpu/tma_gemm.py) is ``block_m, block_n, block_k, group_m, num_warps, num_stages, ctas_per_sm,
+split_k, tma``; one of the attention kernel
 (examples/gpu/persistent_attention.py; with ``split_kv`` > 1 examples/gpu/split_attention.py) is ``block_m,
 block_n, num_warps, num_stages, heavy_first, ctas_per_sm, split_kv``.  The spaces are explicit lists (the same for
 every configuration of a kernel family, so a family compiles each candidate once): the tutorial list, which is
 what ``triton.autotune`` is given for baseline (a), plus the launch settings and tile shapes the tutorials leave
 out (the kernels' shipped defaults, two CTAs per SM, the tile order of a causal mask, group sizes) and the
-kernels' split-K / split-KV variants, so that a search can find more than the autotuner does.
+kernels' split-K / split-KV and TMA variants, so that a search can find more than the autotuner does.
 
-Recordings made before the split variants existed have candidates without ``split_k`` / ``split_kv``;
+Recordings made before these variants existed have candidates without ``split_k`` / ``split_kv`` / ``tma``;
 bench/replay_table.py reads them with the keys they have.
 
 Tutorial lists (Triton's tutorials, as published for Triton 3.x):
@@ -31,13 +32,15 @@ from typing import Any
 
 from bench.recorded_configs import Config
 
-GEMM_KEYS = ("block_m", "block_n", "block_k", "group_m", "num_warps", "num_stages", "ctas_per_sm", "split_k")
+GEMM_KEYS = ("block_m", "block_n", "block_k", "group_m", "num_warps", "num_stages", "ctas_per_sm", "split_k", "tma")
 ATTN_KEYS = ("block_m", "block_n", "num_warps", "num_stages", "heavy_first", "ctas_per_sm", "split_kv")
 
 
-def _gemm(bm: int, bn: int, bk: int, s: int, w: int, g: int = 8, c: int = 1, sk: int = 1) -> dict[str, Any]:
+def _gemm(
+    bm: int, bn: int, bk: int, s: int, w: int, g: int = 8, c: int = 1, sk: int = 1, tma: bool = False
+) -> dict[str, Any]:
     return {"block_m": bm, "block_n": bn, "block_k": bk, "group_m": g, "num_warps": w, "num_stages": s,
-            "ctas_per_sm": c, "split_k": sk}  # fmt: skip
+            "ctas_per_sm": c, "split_k": sk, "tma": tma}  # fmt: skip
 
 
 def _attn(bm: int, bn: int, s: int, w: int, hf: bool = False, c: int = 1, skv: int = 1) -> dict[str, Any]:
@@ -77,6 +80,15 @@ GEMM_SPLIT = [
 """Split-K (examples/gpu/split_gemm.py, reduced in the same launch): the K range of each output tile cut into 2-8
 slices that are separate work units, for GEMMs whose output tiles cannot fill 132 SMs (skinny M or N, small
 ``M x N`` with a long K).  No tutorial list has it: ``triton.autotune`` over those lists cannot find it."""
+GEMM_TMA = [
+    _gemm(128, 256, 64, 3, 8, tma=True), _gemm(128, 256, 64, 4, 8, tma=True), _gemm(128, 128, 64, 4, 8, tma=True),
+    _gemm(256, 128, 64, 3, 8, tma=True), _gemm(128, 256, 128, 3, 8, tma=True), _gemm(128, 128, 128, 4, 8, tma=True),
+]
+"""The TMA kernel (examples/gpu/tma_gemm.py: device-side tensor descriptors, the tile loop flattened with the
+k-loop into one software pipeline, the epilogue stored in two halves) at the tile shapes the persistent tutorial
+favours for large GEMMs; the tutorial lists' pointer-based kernel cannot use the TMA.  (128 x 256 x 128 needs
+more shared memory than a CTA has in bf16/fp16: it is there for fp8, and recorded as a compile failure
+elsewhere.)"""
 
 _TUTORIAL_ATTN_ALL = [_attn(bm, bn, s, w) for bm in (64, 128) for bn in (32, 64) for s in (3, 4, 7) for w in (4, 8)]
 TUTORIAL_ATTENTION = [p for p in _TUTORIAL_ATTN_ALL
@@ -141,7 +153,7 @@ def autotune_list(cfg: Config) -> list[dict[str, Any]]:
 def space(cfg: Config) -> list[dict[str, Any]]:
     """Every candidate measured for ``cfg``: the autotune list first, then the extra points."""
     if cfg.kind == "gemm":
-        return _unique(autotune_list(cfg) + GEMM_EXTRA + GEMM_SPLIT)
+        return _unique(autotune_list(cfg) + GEMM_EXTRA + GEMM_SPLIT + GEMM_TMA)
     extra = ATTN_EXTRA + (ATTN_CAUSAL_EXTRA if cfg.causal else ATTN_SPLIT)
     return _unique(autotune_list(cfg) + extra)
 
@@ -165,6 +177,7 @@ __all__ = [
     "GEMM_DEFAULT",
     "GEMM_KEYS",
     "GEMM_SPLIT",
+    "GEMM_TMA",
     "TUTORIAL_ATTENTION",
     "TUTORIAL_MATMUL",
     "TUTORIAL_MATMUL_FP8",

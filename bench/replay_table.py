@@ -39,7 +39,8 @@ PHASE_ROLES = {
 """Which device regions play which part for the optimiser's rules (examples/gpu's markers)."""
 ROLES = {
     "gemm": {"tile_m": "block_m", "tile_n": "block_n", "tile_k": "block_k", "group": "group_m",
-             "warps": "num_warps", "stages": "num_stages", "ctas_per_sm": "ctas_per_sm", "split": "split_k"},
+             "warps": "num_warps", "stages": "num_stages", "ctas_per_sm": "ctas_per_sm", "split": "split_k",
+             "async_copy": "tma"},
     "attn": {"tile_m": "block_m", "tile_n": "block_n", "warps": "num_warps", "stages": "num_stages",
              "order": "heavy_first", "ctas_per_sm": "ctas_per_sm", "split": "split_kv"},
 }  # fmt: skip

@@ -14,7 +14,8 @@ The rules (highest priority first):
                 the space has a ``split`` role), smaller tiles (more tiles)
 ``tail``        the last SM ends well after the median SM -> tile shapes, splits and orders with better-balanced
                 waves
-``memory``      the memory phase is a large part of each loop step -> one more pipeline stage, a longer k-step
+``memory``      the memory phase is a large part of each loop step -> one more pipeline stage, bulk asynchronous
+                copies (TMA, when the space has an ``async_copy`` role), a longer k-step
 ``occupancy``   registers and shared memory leave room for a second CTA on each SM, and the epilogue or a slow
                 step leaves the tensor cores idle -> two CTAs per SM
 ``step``        the loop step runs far below the tensor cores' peak without being memory-bound -> more warps,
@@ -215,6 +216,9 @@ def rule_memory(ev: Evaluation, ctx: RuleContext) -> list[Proposal]:
     why = f"the {mem_name} phase is {frac:.0%} of {mem_name} + {math_name}"
     out: list[Proposal] = []
     _propose(out, ctx.move(ev.candidate, "stages", 1), "memory", f"{why}; one more pipeline stage", 4.0 + frac)
+    if ctx.value(ev.candidate, "async_copy") is False:  # a space with a bulk-copy (TMA) variant of the kernel
+        tma = ctx.toggle(ev.candidate, "async_copy")
+        _propose(out, tma, "memory", f"{why}; bulk asynchronous copies (TMA)", 3.95 + frac)
     _propose(out, ctx.move(ev.candidate, "tile_k", 1), "memory", f"{why}; longer k-step", 3.9 + frac)
     return out
 
