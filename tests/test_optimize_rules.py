@@ -138,6 +138,45 @@ def test_underfill_halves_the_tile_when_fewer_programs_than_sms() -> None:
     assert r.rule_underfill(evaluation(phases=phases(sms_used=132)), context()) == []
 
 
+def split_context(m: int, n: int) -> r.RuleContext:
+    """The GEMM space with a split-K axis and a TMA variant (the recorded table's roles ``split``, ``async_copy``);
+    the model counts work units as tiles x slices."""
+    axes = AXES | {"split_k": (1, 2, 4), "tma": (False, True)}
+    space = opt.Space.of(axes, ROLES | {"split": "split_k", "async_copy": "tma"})
+    base = gemm_model(m, n)
+
+    def model(c: opt.Candidate) -> opt.Model:
+        one = base(c)  # type: ignore[misc]
+        assert one is not None
+        units = one.tiles * int(c.get("split_k"))
+        return opt.Model(units, min(int(c.get("ctas_per_sm")) * 132, units), 132, one.shared_bytes, one.step_flops)
+
+    return r.RuleContext(space, model, H200, ROLES_OF_PHASES)
+
+
+def test_underfill_splits_the_inner_loop_first_when_the_space_can() -> None:
+    """512 x 512 (16 tiles of 128 x 128): 16 of 132 SMs ran. Splitting K keeps the tile and gives 32 work units; it
+    is the first proposal, before the tile halvings; a space without the role proposes no split."""
+    ctx = split_context(512, 512)
+    cand = DEFAULT.with_params(split_k=1, tma=False)
+    props = sorted(r.rule_underfill(evaluation(cand, phases=phases(sms_used=16)), ctx), key=lambda p: -p.priority)
+    assert props[0].candidate == cand.with_params(split_k=2)
+    assert "split each tile's inner loop" in props[0].reason
+    assert {p.candidate.get("split_k") for p in props[1:]} == {1}
+    plain = r.rule_underfill(evaluation(phases=phases(sms_used=16)), context(512, 512))
+    assert plain and all(p.candidate.get("split_k") is None for p in plain)
+
+
+def test_memory_share_proposes_bulk_copies_only_to_a_candidate_without_them() -> None:
+    ctx = split_context(4096, 4096)
+    cand = DEFAULT.with_params(split_k=1, tma=False)
+    shares = {"load": 0.115, "mma": 0.135}
+    props = r.rule_memory(evaluation(cand, phases=phases(shares=shares)), ctx)
+    assert cand.with_params(tma=True) in [p.candidate for p in props]
+    on = r.rule_memory(evaluation(cand.with_params(tma=True), phases=phases(shares=shares)), ctx)
+    assert all(p.candidate.get("tma") is True for p in on)
+
+
 def test_tail_proposes_moves_with_better_wave_efficiency_only() -> None:
     """3072 x 3072: 576 tiles on 132 SMs (4.36 waves); the tail evidence (19 %) asks for better-balanced tiles."""
     ctx = context(3072, 3072)

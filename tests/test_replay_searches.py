@@ -22,7 +22,7 @@ sys.path.insert(0, str(ROOT))
 from argus_lab import optimize as opt  # noqa: E402
 from argus_lab.report.diff import mann_whitney  # noqa: E402
 from bench import replay_report as rr  # noqa: E402
-from bench.recorded_spaces import default  # noqa: E402
+from bench.recorded_spaces import default, space  # noqa: E402
 from bench.replay_searches import SEARCHERS, context, evolve, rules  # noqa: E402
 from bench.replay_table import ConfigTable, evaluation, load  # noqa: E402
 from tests.recorded_table_synth import write  # noqa: E402
@@ -40,7 +40,7 @@ def tables(synth: Path) -> dict[int, ConfigTable]:
 
 def test_the_table_reads_back_every_candidate_with_its_evidence(tables: dict[int, ConfigTable]) -> None:
     t = tables[1]
-    assert t.usable and len(t.candidates) == 34
+    assert t.usable and len(t.candidates) == len(space(t.cfg))
     ok = [r for r in t.candidates.values() if r.ok]
     ev = evaluation(t, ok[0].key)
     assert ev.ok and ev.time is not None and ev.time.n == 30
@@ -165,3 +165,20 @@ def test_a_packed_recording_reads_the_same(synth: Path, tmp_path: Path) -> None:
         assert a[n].candidates.keys() == b[n].candidates.keys()
         assert all(np.array_equal(a[n].candidates[k].samples, b[n].candidates[k].samples) for k in a[n].candidates)
         assert np.array_equal(a[n].autotune.passes[2], b[n].autotune.passes[2])
+
+
+def test_the_run_facts_come_from_the_gpu_checks_log_when_record_json_did_not_come_back(tmp_path: Path) -> None:
+    """The device tool once returned only 8 files and record.json was lost: the report then reads the versions,
+    the device and the wall time from the GPU check's log (its lines as scripts/gpu-check prints them)."""
+    log = (
+        "== gpu-check 2026-12-02T12:18:39Z python=/opt/torch/.venv/bin/python3 parts=[table]\n"
+        "name, driver_version, clocks.current.sm [MHz]\nNVIDIA H200, 580.159.04, 345 MHz\n"
+        "torch 2.11.0+cu130 triton 3.6.0 duckdb 2.0.1\nplan: 47 configurations\ndone in 81.7 s: /root/out/table\n"
+    )
+    (tmp_path / "record.log").write_text(log)
+    facts = rr.record_facts(tmp_path)
+    assert facts == {"source": "record.log", "torch": "2.11.0+cu130", "triton": "3.6.0", "device": "NVIDIA H200",
+                     "wall_s": 81.7}  # fmt: skip
+    (tmp_path / "record.json").write_text(json.dumps({"torch": "x", "wall_s": 1.0}))
+    assert rr.record_facts(tmp_path) == {"torch": "x", "wall_s": 1.0}  # the recorder's own facts win
+    assert rr.record_facts(tmp_path / "missing") == {}
