@@ -76,7 +76,9 @@ def split_attention(
             first = tl.cast(tile * SPLIT_KV, tl.int64)
             m_all = tl.full((BLOCK_M,), float("-inf"), dtype=tl.float32)
             for j in range(SPLIT_KV):
-                m_all = tl.maximum(m_all, tl.load(ws_ml_ptr + (first + j) * (2 * BLOCK_M) + offs_r, cache_modifier=".cg"))
+                m_all = tl.maximum(
+                    m_all, tl.load(ws_ml_ptr + (first + j) * (2 * BLOCK_M) + offs_r, cache_modifier=".cg")
+                )
             l_all = tl.zeros((BLOCK_M,), dtype=tl.float32)
             o_all = tl.zeros((BLOCK_M, HEAD_DIM), dtype=tl.float32)
             for j in range(SPLIT_KV):
@@ -132,8 +134,10 @@ def launch(
         raise ValueError(msg)
     o = out if out is not None else torch.empty_like(q)
     if scratch is None:
-        scratch = {name: torch.zeros(size, device=q.device, dtype=getattr(torch, dt))
-                   for name, (size, dt) in scratch_shapes(batch * heads, n_ctx, d, block_m, split_kv).items()}  # fmt: skip
+        shapes = scratch_shapes(batch * heads, n_ctx, d, block_m, split_kv)
+        scratch = {
+            name: torch.zeros(size, device=q.device, dtype=getattr(torch, dt)) for name, (size, dt) in shapes.items()
+        }
     units = tiles(batch * heads, n_ctx, block_m) * split_kv
     split_attention[(min(num_programs, units),)](
         q, k, v, o, scratch["ws_o"], scratch["ws_ml"], scratch["locks"], None, LOG2E / math.sqrt(d), batch * heads,

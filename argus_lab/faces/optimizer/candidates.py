@@ -23,7 +23,16 @@ Param = int | float | str | bool
 """A parameter value: JSON scalars only, so that a candidate travels as JSON."""
 
 ROLES: tuple[str, ...] = (
-    "tile_m", "tile_n", "tile_k", "stages", "warps", "ctas_per_sm", "order", "group", "split", "async_copy"
+    "tile_m",
+    "tile_n",
+    "tile_k",
+    "stages",
+    "warps",
+    "ctas_per_sm",
+    "order",
+    "group",
+    "split",
+    "async_copy",
 )
 """What a parameter means to the evidence-guided rules (docs/optimize.md, "The rule set")."""
 
