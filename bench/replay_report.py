@@ -4,6 +4,7 @@ over it at equal budgets and ten seeds; JSON, Markdown, and the section of docs/
 
     python bench/replay_report.py tests/data/gpu/optimize_table               # JSON + Markdown next to the data
     python bench/replay_report.py tests/data/gpu/optimize_table --docs docs/benchmarks.md   # and the docs section
+    python bench/replay_report.py tests/data/gpu/optimize_table --install OUT/table.tgz --pack --docs docs/benchmarks.md
 
 Verdicts (one rule everywhere): a candidate *beats* a baseline when its recorded samples are faster by the two-sided
 Mann-Whitney U test (p < 0.01) and its median is faster by more than the noise: 1 %, or the run-to-run change of
@@ -337,6 +338,38 @@ def pack(folder: Path) -> None:
         path.unlink()
 
 
+RECORDED = ("*.jsonl", "*.jsonl.gz", "plan.json", "record.json", "record.log", "report.json", "report.md",
+            "decisions.json")  # fmt: skip
+"""The files of one recording and its report in the data folder (what :func:`install` replaces)."""
+
+
+def install(tarball: Path, folder: Path) -> None:
+    """Unpack a recording (``OUT/table.tgz`` of the GPU check's part ``table``) into ``folder``, replacing the one
+    there; its report is kept as ``previous/report.md``."""
+    import shutil
+    import tarfile
+    import tempfile
+
+    with tempfile.TemporaryDirectory() as tmp:
+        with tarfile.open(tarball) as tar:
+            tar.extractall(tmp, filter="data")
+        found = sorted(Path(tmp).rglob("candidates.jsonl*"))
+        if not found:
+            msg = f"{tarball} holds no candidates.jsonl: give the OUT/table.tgz the GPU check's part table wrote"
+            raise FileNotFoundError(msg)
+        src = found[0].parent
+        folder.mkdir(parents=True, exist_ok=True)
+        if (folder / "report.md").exists():
+            (folder / "previous").mkdir(exist_ok=True)
+            shutil.copy2(folder / "report.md", folder / "previous" / "report.md")
+        for pattern in RECORDED:
+            for old in folder.glob(pattern):
+                old.unlink()
+        for new in src.iterdir():
+            if new.is_file():
+                shutil.copy2(new, folder / new.name)
+
+
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("data", type=Path, help="the folder bench/record_candidates.py wrote")
@@ -344,7 +377,11 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--seeds", type=int, default=len(SEEDS))
     ap.add_argument("--command", default=DEFAULT_COMMAND, help="how the data was recorded (for the text)")
     ap.add_argument("--pack", action="store_true", help="gzip the recorded .jsonl files first (they read the same)")
+    ap.add_argument("--install", type=Path, help="first unpack this OUT/table.tgz into DATA (replacing its recording; "
+                    "the old report is kept as previous/report.md)")  # fmt: skip
     args = ap.parse_args(argv)
+    if args.install:
+        install(args.install, args.data)
     if args.pack:
         pack(args.data)
     doc = build(args.data, seeds=tuple(range(args.seeds)))

@@ -182,3 +182,31 @@ def test_the_run_facts_come_from_the_gpu_checks_log_when_record_json_did_not_com
     (tmp_path / "record.json").write_text(json.dumps({"torch": "x", "wall_s": 1.0}))
     assert rr.record_facts(tmp_path) == {"torch": "x", "wall_s": 1.0}  # the recorder's own facts win
     assert rr.record_facts(tmp_path / "missing") == {}
+
+
+def test_install_unpacks_a_gpu_check_tarball_and_keeps_the_previous_report(synth: Path, tmp_path: Path) -> None:
+    """The GPU check's part table returns one tarball (OUT/table.tgz holding table/); installing it replaces the
+    recording in the data folder, drops the old one's files, and keeps the old report as previous/report.md."""
+    import shutil
+    import tarfile
+
+    stage = tmp_path / "out" / "table"
+    shutil.copytree(synth, stage)
+    tgz = tmp_path / "out" / "table.tgz"
+    with tarfile.open(tgz, "w:gz") as tar:
+        tar.add(stage, arcname="table")
+    data = tmp_path / "data"
+    data.mkdir()
+    (data / "report.md").write_text("the first recording's report\n")
+    (data / "phases.jsonl.gz").write_bytes(b"stale")  # a file of the old recording the new one may not have
+    (data / "README.md").write_text("kept\n")
+    rr.install(tgz, data)
+    assert (data / "previous" / "report.md").read_text() == "the first recording's report\n"
+    assert not (data / "report.md").exists() and (data / "README.md").read_text() == "kept\n"
+    assert sorted(p.name for p in data.glob("*.jsonl*")) == sorted(p.name for p in synth.glob("*.jsonl*"))
+    assert load(data).keys() == load(synth).keys()
+    empty = tmp_path / "empty.tgz"
+    with tarfile.open(empty, "w:gz") as tar:
+        tar.add(data / "README.md", arcname="table/README.md")
+    with pytest.raises(FileNotFoundError, match=r"no candidates\.jsonl"):
+        rr.install(empty, tmp_path / "elsewhere")
