@@ -56,24 +56,27 @@ interpreter (checks the harness itself; its figures mean nothing)."""
 STAGES = ("setup", "check", "mk_time", "probe", "floor", "baselines", "sweep", "measure", "hf_graph", "compile")
 
 SWEEP: list[dict[str, Any]] = [
+    {"splits": 4},
+    {"splits": 4, "unroll": 4},
+    {"splits": 4, "stages": 3},
+    {"splits": 8, "bt": 32, "unroll": 4},
     {"unroll": 4},
     {"stages": 3},
-    {"unroll": 2},
-    {"stages": 4},
-    {"unroll": 4, "bn_qkv": 8, "bn_o": 8, "bn_gu": 8, "bn_down": 8, "bn_head": 32},
-    {"stages": 3, "num_warps": 8, "bk": 512},
-    {"unroll": 2, "num_warps": 8, "bk": 512, "bn_gu": 32},
-    {"stages": 3, "programs_per_sm": 2},
-    {"unroll": 4, "bn_qkv": 8, "bn_o": 16, "bn_gu": 16, "bn_down": 16, "bn_head": 64},
-    {"bn_qkv": 8, "bn_o": 8, "bn_gu": 8, "bn_down": 8, "bn_head": 32},
+    {"splits": 4, "unroll": 4, "bn_qkv": 8, "bn_o": 8, "bn_gu": 8, "bn_down": 8, "bn_head": 32},
+    {"splits": 4, "stages": 4},
+    {"splits": 4, "stages": 3, "num_warps": 8, "bk": 512},
+    {"splits": 4, "unroll": 2, "num_warps": 8, "bk": 512, "bn_gu": 32},
+    {"splits": 4, "stages": 3, "programs_per_sm": 2},
+    {"splits": 2, "unroll": 4},
+    {"splits": 4, "unroll": 4, "bn_qkv": 32, "bn_o": 16, "bn_gu": 32, "bn_down": 16, "bn_head": 128},
     {"bk": 512},
     {"num_warps": 8},
-    {"programs_per_sm": 2},
-    {"bt": 128},
 ]
-"""Changes to the default KernelConfig (``programs_per_sm``: programs = that x SMs), most promising first: the
-default's k-loops keep one step of loads in flight per program (about 8 KiB per SM), far too little to cover the
-memory latency; ``stages`` (cp.async pipelining) and ``unroll`` put several steps in flight."""
+"""Changes to the default KernelConfig (``programs_per_sm``: programs = that x SMs), most promising first. The
+default gives each of the 32 heads one work item that walks all 1,024 cached positions (16 dependent steps) while
+100 SMs wait: ``splits`` cuts them into slices. Its k-loops keep one step of loads in flight per program (about
+8 KiB per SM), far too little to cover the memory latency; ``stages`` (cp.async pipelining) and ``unroll`` put
+several steps in flight."""
 
 
 class Bench:

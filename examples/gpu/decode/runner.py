@@ -24,6 +24,9 @@ import argus_lab.device
 from examples.gpu.decode import kernels as K
 from examples.gpu.decode.model import DecodeShape, PackedWeights
 
+MAX_SPLITS = 32
+"""The most slices of the cache positions per head (the attention scratch buffer is sized for it)."""
+
 
 @dataclass(frozen=True)
 class KernelConfig:
@@ -31,7 +34,9 @@ class KernelConfig:
 
     ``bn_*`` are the rows of one work item of each matrix-vector phase, ``bk`` the columns of one load step,
     ``bt`` the cache positions of one attention step; ``stages`` > 1 pipelines the loads of the matrix-vector
-    loops (``cp.async``), ``unroll`` unrolls them; ``programs`` the persistent grid (0: one per SM);
+    loops (``cp.async``), ``unroll`` unrolls them; ``splits`` cuts each head's cache positions into that many
+    slices, one work item each (flash-decoding; the output projection combines them); ``programs`` is the
+    persistent grid (0: one per SM);
     ``launch`` is ``"step"`` (one launch per token) or ``"layer"`` (one per layer, the head in the last).
     """
 
@@ -45,11 +50,15 @@ class KernelConfig:
     num_warps: int = 4
     stages: int = 1
     unroll: int = 1
+    splits: int = 1
     programs: int = 0
     launch: str = "step"
     timeout_s: float = 2.0
 
     def __post_init__(self) -> None:
+        if self.splits < 1 or self.splits > MAX_SPLITS or self.splits & (self.splits - 1):
+            msg = f"splits must be a power of two from 1 to {MAX_SPLITS}, got {self.splits}"
+            raise ValueError(msg)
         if self.launch not in ("step", "layer"):
             msg = f"launch must be 'step' or 'layer', got {self.launch!r}"
             raise ValueError(msg)
@@ -58,8 +67,11 @@ class KernelConfig:
         """The same config with block sizes no larger than ``shape`` allows (``bk`` divides every input width)."""
         widths = (shape.hidden, shape.heads * shape.head_dim, shape.intermediate)
         bk = self.bk
-        while any(w % bk for w in widths):
+        while any(w % bk for w in widths) and bk > shape.head_dim:
             bk //= 2
+        if any(w % bk for w in widths) or bk % shape.head_dim:
+            msg = f"no load width from {self.bk} down to head_dim {shape.head_dim} divides the widths {widths}"
+            raise ValueError(msg)
         return replace(self, bk=bk)
 
     def as_dict(self) -> dict[str, Any]:
@@ -93,7 +105,7 @@ class Decoder:
         f32 = torch.float32
         self.x = torch.zeros(s.hidden, device=dev, dtype=f32)
         self.qkv = torch.zeros(s.qkv_rows, device=dev, dtype=f32)
-        self.att = torch.zeros(s.heads * s.head_dim, device=dev, dtype=f32)
+        self.att = torch.zeros(s.heads * MAX_SPLITS * (s.head_dim + 2), device=dev, dtype=f32)
         self.act = torch.zeros(s.intermediate, device=dev, dtype=f32)
         self.logits = torch.zeros(s.vocab, device=dev, dtype=f32)
         self.tok = torch.zeros(1, device=dev, dtype=torch.int64)
@@ -140,7 +152,8 @@ class Decoder:
         s, cfg = self.shape, self.cfg
         K.decode_phase[grid](
             *self._tensors(), pos, self.w.max_len, layer, s.eps, self.sm_scale,
-            **self._dims(), PHASE=phase, BN=bn, BK=cfg.bk, BT=cfg.bt, num_warps=cfg.num_warps,
+            **self._dims(), PHASE=phase, BN=bn, BK=cfg.bk, BT=cfg.bt, SPLITS=cfg.splits,
+            num_warps=cfg.num_warps,
         )  # fmt: skip
 
     # -- the persistent driver
@@ -166,7 +179,7 @@ class Decoder:
             int(cfg.timeout_s * 1e9), probe,
             **self._dims(), BN_QKV=cfg.bn_qkv, BN_O=cfg.bn_o, BN_GU=cfg.bn_gu, BN_DOWN=cfg.bn_down,
             BN_HEAD=cfg.bn_head, BK=cfg.bk, BT=cfg.bt, HEAD=head, STAGES=cfg.stages, UNROLL=cfg.unroll,
-            num_warps=cfg.num_warps,
+            SPLITS=cfg.splits, num_warps=cfg.num_warps,
         )  # fmt: skip
 
     def error(self) -> int:
@@ -222,6 +235,7 @@ def compile_sm90(shape: DecodeShape, cfg: KernelConfig, *, instrumented: bool, h
         "H": shape.hidden, "NQ": shape.heads, "NKV": shape.kv_heads, "D": shape.head_dim, "FF": shape.intermediate,
         "V": shape.vocab, "BN_QKV": cfg.bn_qkv, "BN_O": cfg.bn_o, "BN_GU": cfg.bn_gu, "BN_DOWN": cfg.bn_down,
         "BN_HEAD": cfg.bn_head, "BK": cfg.bk, "BT": cfg.bt, "HEAD": head, "STAGES": cfg.stages, "UNROLL": cfg.unroll,
+        "SPLITS": cfg.splits,
     }  # fmt: skip
     if instrumented:
         sig["probe"] = "*i64"
