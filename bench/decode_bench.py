@@ -8,6 +8,8 @@
 Stages run in order; each is wrapped, so a failing stage records its error and the next still runs; results are
 written to ``OUT/decode_bench.json`` after every stage and summarised on stdout (lines starting ``==``):
 
+* ``warm``: a pool of processes compiles every configuration's kernels into Triton's cache while the next stages
+  run (the first timing stage waits for it: no compile competes with a timed host loop);
 * ``setup``: a seeded ``LlamaForCausalLM`` of TinyLlama's shape (random weights, bf16) on the GPU, its weights
   packed, a 1,024-token random prompt prefilled by ``transformers``, the reference logits of the next step
   (``transformers`` bf16, and an fp32 copy of the model);
@@ -53,7 +55,7 @@ DEV = "cuda"
 DRY = False
 """``--dry-cpu``: the tiny shape on the CPU, the megakernel replaced by the phased driver under the Triton
 interpreter (checks the harness itself; its figures mean nothing)."""
-STAGES = ("setup", "check", "mk_time", "probe", "floor", "baselines", "sweep", "measure", "hf_graph", "compile")
+STAGES = ("warm", "setup", "check", "mk_time", "probe", "floor", "baselines", "sweep", "measure", "hf_graph", "compile")
 
 SWEEP: list[dict[str, Any]] = [
     {"splits": 4},
@@ -90,6 +92,8 @@ class Bench:
         self.w: Any = None
         self.pre: Any = None
         self.phased: Any = None  # the phased driver's logits of the first step (check stage)
+        self.pool: Any = None  # the compile pool of the warm stage, and its jobs
+        self.jobs: list[Any] = []
         self.max_len = PROMPT_LEN + max(args.steps, 8) + 8
 
     def save(self) -> None:
@@ -171,6 +175,52 @@ def _config(base: Any, change: dict[str, Any], sms: int) -> Any:
 
 
 # -- stages ------------------------------------------------------------------------------------------------------
+def _sweep_configs(sms: int) -> list[Any]:
+    from examples.gpu.decode.runner import KernelConfig
+
+    return [_config(KernelConfig(), change, sms) for change in [{}, *SWEEP]]
+
+
+def warm(b: Bench) -> dict[str, Any]:
+    """Start a pool of processes compiling every configuration's kernels into Triton's cache (not waited for here:
+    the first timing stage waits, so that no compile competes with a timed host loop)."""
+    import multiprocessing
+    from concurrent.futures import ProcessPoolExecutor
+
+    from examples.gpu.decode.runner import KernelConfig, warm_job
+
+    if DEV != "cuda":
+        return {"skipped": "no GPU"}
+    sms = 132  # the grid is no part of a compile key: any count gives the same kernels
+    workers = max(1, min(b.args.compile_workers, (os.cpu_count() or 2) - 2))
+    b.pool = ProcessPoolExecutor(max_workers=workers, mp_context=multiprocessing.get_context("spawn"))
+    configs = _sweep_configs(sms)
+    jobs: list[tuple[Any, tuple[str, ...]]] = [(configs[0], ("clean", "phased", "instrumented"))]
+    jobs.append((KernelConfig(launch="layer"), ("clean",)))
+    jobs += [(c, ("clean", "instrumented")) for c in configs[1:]]
+    b.jobs = [b.pool.submit(warm_job, shape(), cfg, variants) for cfg, variants in jobs]
+    return {"workers": workers, "jobs": len(b.jobs)}
+
+
+def wait_warm(b: Bench, timeout: float = 150.0) -> None:
+    """Wait for the compile pool (at most ``timeout`` s) and record what it did."""
+    from concurrent.futures import wait
+
+    if b.pool is None:
+        return
+    t = time.monotonic()
+    done, pending = wait(b.jobs, timeout=timeout)
+    res = [f.result() for f in done]
+    b.results["warm_done"] = {
+        "waited_s": round(time.monotonic() - t, 1), "done": len(done), "pending": len(pending),
+        "errors": [(k, e) for k, _, e in res if e], "job_seconds": [round(x, 1) for _, x, _ in res],
+    }  # fmt: skip
+    print(f"   compile pool: {len(done)} done, {len(pending)} pending, waited {b.results['warm_done']['waited_s']} s,"
+          f" errors {len(b.results['warm_done']['errors'])}", flush=True)  # fmt: skip
+    b.pool.shutdown(wait=False, cancel_futures=True)
+    b.pool = None
+
+
 def setup(b: Bench) -> dict[str, Any]:
     import torch
     import transformers
@@ -246,6 +296,7 @@ def _greedy(dec: Any, pos0: int) -> Any:
 def mk_time(b: Bench) -> dict[str, Any]:
     from examples.gpu.decode.runner import KernelConfig
 
+    wait_warm(b)
     out: dict[str, Any] = {}
     a = b.args
     for name, cfg in (
@@ -510,6 +561,32 @@ def compile_stage(b: Bench) -> dict[str, Any]:
     return r
 
 
+def _phases(b: Bench, dec: Any) -> dict[str, Any]:
+    """One instrumented step of ``dec`` (a probe made here): per region the median time per program (us), the
+    share of the barrier waits in a program's marked time, the span and the tail (the sweep's evidence)."""
+    from examples.gpu.decode import kernels as K
+    from examples.gpu.decode import raw_probe
+    from examples.gpu.decode.runner import events_per_program
+
+    try:
+        probes = [
+            raw_probe.allocate(dec.programs, events_per_program(e - s, h), dec.x.device) for s, e, h in dec.launches()
+        ]
+        dec.step(b.pre.token, b.pre.pos, probes=probes)
+        summ = raw_probe.summarize(probes[0], K.PHASES)
+    except Exception as exc:
+        return {"error": f"{type(exc).__name__}: {str(exc)[:300]}"}
+    regs = {n: round(r["median_ns"] / 1e3, 2) for n, r in summ["regions"].items()}
+    total = sum(regs.values()) or 1.0
+    waits = sum(v for n, v in regs.items() if n.startswith("wait_"))
+    return {
+        "median_us_per_program": regs, "wait_share": round(waits / total, 4),
+        "span_us": round((summ["program_span_median_ns"] or 0) / 1e3, 1),
+        "tail_us": round((summ["tail_ns"] or 0) / 1e3, 1),
+        "sms": summ["sms"], "dropped_events": summ["dropped_events"],
+    }  # fmt: skip
+
+
 def _correct(row: dict[str, Any]) -> bool:
     """A swept config counts only if its logits equal the phased driver's (up to summation order) or, without
     those, are within 10 % of the reference's scale of transformers'."""
@@ -524,6 +601,7 @@ def sweep(b: Bench) -> dict[str, Any]:
 
     from examples.gpu.decode.runner import KernelConfig
 
+    wait_warm(b)
     sms = _sms()
     rows: list[dict[str, Any]] = []
     t_end = time.monotonic() + b.args.sweep_budget
@@ -547,6 +625,7 @@ def sweep(b: Bench) -> dict[str, Any]:
             else:
                 dec.set_token(b.pre.token)
                 row.update(time_loop(_greedy(dec, b.pre.pos), b.args.steps, b.args.repeats))
+                row["phases"] = _phases(b, dec)
             row["config"] = dec.cfg.as_dict()
         except Exception as exc:
             row["error"] = f"{type(exc).__name__}: {str(exc)[:400]}"
@@ -556,6 +635,11 @@ def sweep(b: Bench) -> dict[str, Any]:
         what = f"{ms:.4f} ms/token" if ms else row.get("error", row.get("skipped"))
         diff = row.get("vs_phased", row.get("vs_hf_bf16", {})).get("max_abs_diff")
         print(f"   {json.dumps(change):70s} {what}  correct={row['correct']} max_abs_diff={diff}", flush=True)
+        ph = row.get("phases", {}).get("median_us_per_program")
+        if ph:
+            top = sorted(ph.items(), key=lambda kv: -kv[1])[:6]
+            print(f"     wait share {row['phases']['wait_share']:.1%}; "
+                  + ", ".join(f"{n} {v:.0f} us" for n, v in top), flush=True)  # fmt: skip
         b.results["sweep_partial"] = rows
         b.save()
     ok = [r for r in rows if r.get("ms_per_token") and _correct(r)]
@@ -635,6 +719,7 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--seed", type=int, default=0)
     p.add_argument("--compile-cap", type=float, default=150.0)
     p.add_argument("--sweep-budget", type=float, default=60.0)
+    p.add_argument("--compile-workers", type=int, default=8, help="processes compiling kernels ahead (warm stage)")
     p.add_argument("--compile-child", action="store_true", help=argparse.SUPPRESS)
     p.add_argument("--dry-cpu", action="store_true", help="check the harness on the CPU (tiny shape, interpreter)")
     a = p.parse_args(argv)
@@ -651,13 +736,15 @@ def main(argv: list[str] | None = None) -> int:
         p.error(f"unknown stages {unknown}; choose from {', '.join(STAGES)}")
     fns = {
         "setup": setup, "check": check, "mk_time": mk_time, "probe": probe, "measure": measure, "baselines": baselines,
-        "hf_graph": hf_graph, "compile": compile_stage, "sweep": sweep, "floor": floor,
+        "hf_graph": hf_graph, "compile": compile_stage, "sweep": sweep, "floor": floor, "warm": warm,
     }  # fmt: skip
     for name in stages:
-        if name != "setup" and name != "floor" and name != "compile" and b.pre is None:
+        if name not in ("warm", "setup", "floor", "compile") and b.pre is None:
             b.results[name] = {"error": "setup failed: no model"}
             continue
         b.stage(name, lambda fn=fns[name]: fn(b))
+    if b.pool is not None:
+        b.pool.shutdown(wait=False, cancel_futures=True)
     summary(b)
     return 0 if all("error" not in (b.results.get(s) or {}) for s in ("setup", "check")) else 1
 

@@ -276,7 +276,7 @@ def _layer_pointers(
     )
 
 
-@triton.jit
+@triton.jit(do_not_specialize=["pos", "max_len", "layer"])
 def decode_phase(
     x_ptr, emb_ptr, tok_ptr, qkv_ptr, att_ptr, act_ptr, logits_ptr,
     w_qkv, w_o, w_gate, w_up, w_down, ln_attn, ln_mlp, ln_final, w_head, k_cache, v_cache, rope_ptr,
@@ -308,7 +308,7 @@ def decode_phase(
         _matvec(w_head, x_ptr, ln_final, rstd, x_ptr, logits_ptr, V, pid, nprog, H, BN, BK, True, False, 1, 1)
 
 
-@triton.jit
+@triton.jit(do_not_specialize=["pos", "max_len", "layer_begin", "layer_end", "timeout_ns"])
 def decode_megakernel(
     x_ptr, emb_ptr, tok_ptr, qkv_ptr, att_ptr, act_ptr, logits_ptr,
     w_qkv, w_o, w_gate, w_up, w_down, ln_attn, ln_mlp, ln_final, w_head, k_cache, v_cache, rope_ptr,
