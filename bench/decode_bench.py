@@ -24,6 +24,9 @@ written to ``OUT/decode_bench.json`` after every stage and summarised on stdout 
 * ``measure``: ``argus_lab.measure(DecodeStep, "gpu.time,dev.*")``, the store kept in OUT (needs CUPTI, DuckDB);
 * ``baselines``: the plain PyTorch step of ``examples/gpu/decode/torch_step.py`` eager and in a CUDA graph, and
   ``transformers`` eager with a static cache;
+* ``optimize``: ``argus_lab.optimize`` on the megakernel's parameters (examples/gpu/decode/optimize_target.py):
+  the evidence-guided search and the timing-only one with the same budget (``--opt-budget``), one shared record;
+  needs CUPTI and DuckDB like ``measure``; with it in the stages the warm pool compiles the whole space;
 * ``hf_graph``: ``transformers``' step captured in a CUDA graph (late: a failed capture may spoil the stream);
 * ``compile``: ``torch.compile(mode="reduce-overhead")`` of ``transformers``' step, in a child process capped at
   ``--compile-cap`` seconds (a cap reached is recorded as such);
@@ -55,7 +58,10 @@ DEV = "cuda"
 DRY = False
 """``--dry-cpu``: the tiny shape on the CPU, the megakernel replaced by the phased driver under the Triton
 interpreter (checks the harness itself; its figures mean nothing)."""
-STAGES = ("warm", "setup", "check", "mk_time", "probe", "floor", "baselines", "sweep", "measure", "hf_graph", "compile")
+STAGES = (
+    "warm", "setup", "check", "mk_time", "probe", "floor", "baselines", "sweep", "measure", "optimize", "hf_graph",
+    "compile",
+)  # fmt: skip
 
 SWEEP: list[dict[str, Any]] = [
     {"splits": 4},
@@ -198,6 +204,15 @@ def warm(b: Bench) -> dict[str, Any]:
     jobs: list[tuple[Any, tuple[str, ...]]] = [(configs[0], ("clean", "phased", "instrumented"))]
     jobs.append((KernelConfig(launch="layer"), ("clean",)))
     jobs += [(c, ("clean", "instrumented")) for c in configs[1:]]
+    if "optimize" in b.args.stages:
+        from examples.gpu.decode.optimize_target import space_configs
+
+        seen = {json.dumps(c.as_dict(), sort_keys=True) for c, _ in jobs}
+        jobs += [
+            (c, ("clean", "instrumented"))
+            for c in space_configs(sms)
+            if json.dumps(c.as_dict(), sort_keys=True) not in seen
+        ]
     b.jobs = [b.pool.submit(warm_job, shape(), cfg, variants) for cfg, variants in jobs]
     return {"workers": workers, "jobs": len(b.jobs)}
 
@@ -512,6 +527,40 @@ def hf_graph(b: Bench) -> dict[str, Any]:
     return out
 
 
+def optimize(b: Bench) -> dict[str, Any]:
+    """argus_lab.optimize on the megakernel's parameters: timing-only against evidence-guided, the same budget,
+    one shared record (a candidate both ask is measured once), into OUT/decode_optimize_h200.duckdb."""
+    import argus_lab
+    from examples.gpu.decode.optimize_target import DecodeTarget
+
+    wait_warm(b)
+    opt = argus_lab.optimize
+    ref = b.phased if b.phased is not None else b.pre.ref_logits
+    target = DecodeTarget(b.w, b.pre.k_cache, b.pre.v_cache, b.pre.token, b.pre.pos, ref, sms=_sms())
+    store = b.out / "decode_optimize_h200.duckdb"
+    if store.exists():
+        store.unlink()
+    session = opt.Session(target, str(store), repeat=b.args.opt_repeat, warmup=2, phases=True)
+    ctx = opt.RuleContext(session.space, target.model, session.spec, target.phase_roles)
+    budget = opt.Budget(candidates=b.args.opt_budget)
+    record: dict[str, Any] = {}
+    out: dict[str, Any] = {"budget": b.args.opt_budget, "space_valid": len(session.space.valid())}
+    searches = (
+        ("evidence_guided", opt.EvidenceGuided(session.space, target.default(), ctx)),
+        ("timing_only", opt.TimingOnly(session.space, target.default(), seed=b.args.seed)),
+    )
+    for name, search in searches:
+        res = opt.run_search(search, session.evaluate, budget, target=target.name, record=record)
+        out[name] = res.to_dict()
+        out[name + "_text"] = res.text()
+        print(f"   {name}: {res.speedup_text()}", flush=True)
+        print("\n".join("     " + ln for ln in res.text().splitlines()[:30]), flush=True)
+        b.results["optimize_partial"] = out
+        b.save()
+    b.results.pop("optimize_partial", None)
+    return out
+
+
 def compile_child(args: argparse.Namespace) -> int:
     """In a child process: torch.compile(mode="reduce-overhead") of transformers' step; prints one JSON line."""
     b = Bench(Path(args.out), args)
@@ -719,6 +768,8 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--seed", type=int, default=0)
     p.add_argument("--compile-cap", type=float, default=150.0)
     p.add_argument("--sweep-budget", type=float, default=60.0)
+    p.add_argument("--opt-budget", type=int, default=6, help="candidates per search in the optimize stage")
+    p.add_argument("--opt-repeat", type=int, default=5, help="measured steps per candidate in the optimize stage")
     p.add_argument("--compile-workers", type=int, default=8, help="processes compiling kernels ahead (warm stage)")
     p.add_argument("--compile-child", action="store_true", help=argparse.SUPPRESS)
     p.add_argument("--dry-cpu", action="store_true", help="check the harness on the CPU (tiny shape, interpreter)")
@@ -737,6 +788,7 @@ def main(argv: list[str] | None = None) -> int:
     fns = {
         "setup": setup, "check": check, "mk_time": mk_time, "probe": probe, "measure": measure, "baselines": baselines,
         "hf_graph": hf_graph, "compile": compile_stage, "sweep": sweep, "floor": floor, "warm": warm,
+        "optimize": optimize,
     }  # fmt: skip
     for name in stages:
         if name not in ("warm", "setup", "floor", "compile") and b.pre is None:
