@@ -22,12 +22,12 @@ written to ``OUT/decode_bench.json`` after every stage and summarised on stdout 
 * ``probe``: the instrumented megakernel (a probe buffer made here, ``examples/gpu/decode/raw_probe.py``): its
   ms/token against the clean variant (the overhead) and per region the time per program, per SM the spans;
 * ``measure``: ``argus_lab.measure(DecodeStep, "gpu.time,dev.*")``, the store kept in OUT (needs CUPTI, DuckDB);
-* ``baselines``: the plain PyTorch step of ``examples/gpu/decode/torch_step.py`` eager and in a CUDA graph, and
-  ``transformers`` eager with a static cache;
+* ``baselines``: the plain PyTorch step of ``examples/gpu/decode/torch_step.py`` eager and in a CUDA graph;
 * ``optimize``: ``argus_lab.optimize`` on the megakernel's parameters (examples/gpu/decode/optimize_target.py):
   the evidence-guided search and the timing-only one with the same budget (``--opt-budget``), one shared record;
   needs CUPTI and DuckDB like ``measure``; with it in the stages the warm pool compiles the whole space;
-* ``hf_graph``: ``transformers``' step captured in a CUDA graph (late: a failed capture may spoil the stream);
+* ``hf``: ``transformers``' step with a static cache, eager and captured in a CUDA graph (late: a device assert
+  in it would spoil the CUDA context of the stages after it);
 * ``compile``: ``torch.compile(mode="reduce-overhead")`` of ``transformers``' step, in a child process capped at
   ``--compile-cap`` seconds (a cap reached is recorded as such);
 * ``sweep``: megakernel configurations (block rows per phase, ``bk``, warps, programs per SM), each checked
@@ -59,32 +59,32 @@ DRY = False
 """``--dry-cpu``: the tiny shape on the CPU, the megakernel replaced by the phased driver under the Triton
 interpreter (checks the harness itself; its figures mean nothing)."""
 STAGES = (
-    "warm", "setup", "check", "mk_time", "probe", "floor", "baselines", "sweep", "measure", "optimize", "hf_graph",
-    "compile",
+    "warm", "setup", "check", "mk_time", "probe", "floor", "sweep", "optimize", "baselines", "measure", "hf", "compile",
 )  # fmt: skip
 
 SWEEP: list[dict[str, Any]] = [
+    {"splits": 4, "bn_qkv": 8},
+    {"splits": 4, "bn_qkv": 8, "unroll": 4},
+    {"splits": 4, "bn_qkv": 8, "stages": 3},
+    {"splits": 8, "bt": 32, "bn_qkv": 8, "unroll": 4},
+    {"splits": 4, "bt": 128, "bn_qkv": 8, "unroll": 4},
+    {"splits": 4, "bn_qkv": 8, "bn_gu": 8, "unroll": 4, "bk": 512},
+    {"splits": 4, "bn_qkv": 8, "stages": 4},
+    {"splits": 4, "bn_qkv": 8, "stages": 3, "num_warps": 8, "bk": 512},
+    {"splits": 4, "bn_qkv": 8, "unroll": 2, "num_warps": 8, "bk": 512},
+    {"splits": 4, "bn_qkv": 8, "stages": 3, "programs_per_sm": 2},
+    {"splits": 4, "bn_qkv": 8, "bn_head": 128, "unroll": 4},
+    {"splits": 8, "bt": 64, "bn_qkv": 8, "stages": 3},
     {"splits": 4},
-    {"splits": 4, "unroll": 4},
-    {"splits": 4, "stages": 3},
-    {"splits": 8, "bt": 32, "unroll": 4},
     {"unroll": 4},
     {"stages": 3},
-    {"splits": 4, "unroll": 4, "bn_qkv": 8, "bn_o": 8, "bn_gu": 8, "bn_down": 8, "bn_head": 32},
-    {"splits": 4, "stages": 4},
-    {"splits": 4, "stages": 3, "num_warps": 8, "bk": 512},
-    {"splits": 4, "unroll": 2, "num_warps": 8, "bk": 512, "bn_gu": 32},
-    {"splits": 4, "stages": 3, "programs_per_sm": 2},
-    {"splits": 2, "unroll": 4},
-    {"splits": 4, "unroll": 4, "bn_qkv": 32, "bn_o": 16, "bn_gu": 32, "bn_down": 16, "bn_head": 128},
-    {"bk": 512},
-    {"num_warps": 8},
 ]
-"""Changes to the default KernelConfig (``programs_per_sm``: programs = that x SMs), most promising first. The
-default gives each of the 32 heads one work item that walks all 1,024 cached positions (16 dependent steps) while
-100 SMs wait: ``splits`` cuts them into slices. Its k-loops keep one step of loads in flight per program (about
-8 KiB per SM), far too little to cover the memory latency; ``stages`` (cp.async pipelining) and ``unroll`` put
-several steps in flight."""
+"""Changes to the default KernelConfig (``programs_per_sm``: programs = that x SMs), most promising first, from the
+first H200 run's device regions (tests/data/gpu/decode): the waits after the attention were 39 % of a program's
+time, because each of the 32 heads was one work item walking all 1,024 cached positions while 100 SMs waited
+(``splits`` cuts them into slices); the waits after qkv were 6 %, because 192 row tiles of 16 fall unevenly on 132
+programs (``bn_qkv`` 8: 384 tiles); the weight phases streamed at 1.6-2.3 TB/s with one k-step of loads in flight
+per program (``stages``: cp.async pipelining, ``unroll``: several steps in flight)."""
 
 
 class Bench:
@@ -100,6 +100,7 @@ class Bench:
         self.phased: Any = None  # the phased driver's logits of the first step (check stage)
         self.pool: Any = None  # the compile pool of the warm stage, and its jobs
         self.jobs: list[Any] = []
+        self.n_sweep_jobs = 0
         self.max_len = PROMPT_LEN + max(args.steps, 8) + 8
 
     def save(self) -> None:
@@ -204,6 +205,7 @@ def warm(b: Bench) -> dict[str, Any]:
     jobs: list[tuple[Any, tuple[str, ...]]] = [(configs[0], ("clean", "phased", "instrumented"))]
     jobs.append((KernelConfig(launch="layer"), ("clean",)))
     jobs += [(c, ("clean", "instrumented")) for c in configs[1:]]
+    n_sweep = len(jobs)
     if "optimize" in b.args.stages:
         from examples.gpu.decode.optimize_target import space_configs
 
@@ -214,16 +216,23 @@ def warm(b: Bench) -> dict[str, Any]:
             if json.dumps(c.as_dict(), sort_keys=True) not in seen
         ]
     b.jobs = [b.pool.submit(warm_job, shape(), cfg, variants) for cfg, variants in jobs]
-    return {"workers": workers, "jobs": len(b.jobs)}
+    b.n_sweep_jobs = n_sweep
+    return {"workers": workers, "jobs": len(b.jobs), "sweep_jobs": n_sweep}
 
 
-def wait_warm(b: Bench, timeout: float = 150.0) -> None:
-    """Wait for the compile pool (at most ``timeout`` s) and record what it did."""
+def wait_warm(b: Bench, timeout: float = 150.0, *, sweep_only: bool = False) -> None:
+    """Wait for the compile pool (at most ``timeout`` s; ``sweep_only``: for the jobs of the sweep's configurations)
+    and, once all are done, record what it did and shut it down."""
     from concurrent.futures import wait
 
     if b.pool is None:
         return
     t = time.monotonic()
+    if sweep_only:
+        done, pending = wait(b.jobs[: b.n_sweep_jobs], timeout=timeout)
+        print(f"   compile pool: the sweep's {len(done)} jobs done, {len(pending)} pending, waited "
+              f"{time.monotonic() - t:.1f} s", flush=True)  # fmt: skip
+        return
     done, pending = wait(b.jobs, timeout=timeout)
     res = [f.result() for f in done]
     b.results["warm_done"] = {
@@ -311,7 +320,7 @@ def _greedy(dec: Any, pos0: int) -> Any:
 def mk_time(b: Bench) -> dict[str, Any]:
     from examples.gpu.decode.runner import KernelConfig
 
-    wait_warm(b)
+    wait_warm(b, sweep_only=True)
     out: dict[str, Any] = {}
     a = b.args
     for name, cfg in (
@@ -413,7 +422,11 @@ def _static_cache(b: Bench) -> Any:
     import torch
     from transformers import StaticCache
 
-    return StaticCache(config=b.hf.config, max_batch_size=1, max_cache_len=b.max_len, device=DEV,
+    # transformers 5.x ignores the cache_position we pass and appends every call at its own next slot (5.17 on the
+    # H200 overflowed a cache sized for the positions: a device assert in index_copy_), so the cache holds every
+    # call of this process: the prompt, the check, and the warm-up and timed steps of each stage using it
+    calls = 1 + 2 * (min(b.args.steps, 4) + b.args.steps * b.args.repeats) + 8
+    return StaticCache(config=b.hf.config, max_batch_size=1, max_cache_len=PROMPT_LEN + calls, device=DEV,
                        dtype=torch.bfloat16)  # fmt: skip
 
 
@@ -458,11 +471,12 @@ def _failed(exc: BaseException) -> dict[str, str]:
 
 
 def baselines(b: Bench) -> dict[str, Any]:
-    """The plain PyTorch step eager and in a CUDA graph, and transformers' step eager (its graph: ``hf_graph``)."""
+    """The plain PyTorch step (examples/gpu/decode/torch_step.py) eager and in a CUDA graph."""
     import torch
 
     from examples.gpu.decode.torch_step import TorchStep
 
+    wait_warm(b)  # no compile competes with the host-bound eager loop
     out: dict[str, Any] = {}
     a = b.args
     ts = TorchStep(b.w, b.pre.k_cache.clone(), b.pre.v_cache.clone())
@@ -491,39 +505,39 @@ def baselines(b: Bench) -> dict[str, Any]:
         except Exception as exc:
             out["pytorch_cuda_graph_plain"] = _failed(exc)
             print(f"   CUDA graph of the plain step failed: {exc!s:.300}", flush=True)
-    try:
-        fwd, tok, pos_t, _ = _hf_stepper(b)
-        out["hf_first_step_vs_ref"] = _cmp(fwd()[0, -1].float(), b.pre.ref_logits)
-
-        def eager(i: int) -> None:
-            pos_t.fill_(PROMPT_LEN + i)
-            tok.copy_(fwd()[0, -1].argmax())
-
-        out["pytorch_eager_hf"] = time_loop(eager, a.steps, a.repeats)
-        ms = out["pytorch_eager_hf"]["ms_per_token"]
-        print(f"   pytorch eager (transformers, static cache): {ms:.4f}", flush=True)
-    except Exception as exc:
-        out["pytorch_eager_hf"] = _failed(exc)
-        print(f"   transformers eager failed: {exc!s:.300}", flush=True)
     return out
 
 
-def hf_graph(b: Bench) -> dict[str, Any]:
-    """transformers' step on a static cache captured in a CUDA graph (last: a failed capture may spoil the stream)."""
+def hf(b: Bench) -> dict[str, Any]:
+    """transformers' step on a static cache: eager, then captured in a CUDA graph (late stages: a device assert in
+    transformers' code would spoil the process's CUDA context for every stage after it)."""
+    out: dict[str, Any] = {}
     fwd, tok, pos_t, _ = _hf_stepper(b)
-    graph, logits = _capture(fwd)
+    out["first_step_vs_ref"] = _cmp(fwd()[0, -1].float(), b.pre.ref_logits)
 
-    def replay(i: int) -> None:
+    def eager(i: int) -> None:
         pos_t.fill_(PROMPT_LEN + i)
-        graph.replay()
-        tok.copy_(logits[0, -1].argmax())
+        tok.copy_(fwd()[0, -1].argmax())
 
-    pos_t.fill_(PROMPT_LEN)
-    tok.fill_(b.pre.token)
-    graph.replay()
-    out: dict[str, Any] = {"first_step_vs_ref": _cmp(logits[0, -1].float(), b.pre.ref_logits)}
-    out.update(time_loop(replay, b.args.steps, b.args.repeats))
-    print(f"   pytorch + CUDA graph (transformers): {out['ms_per_token']:.4f}", flush=True)
+    out["pytorch_eager_hf"] = time_loop(eager, b.args.steps, b.args.repeats)
+    print(f"   pytorch eager (transformers, static cache): {out['pytorch_eager_hf']['ms_per_token']:.4f}", flush=True)
+    b.results["hf_partial"] = out
+    b.save()
+    try:
+        graph, logits = _capture(fwd)
+
+        def replay(i: int) -> None:
+            pos_t.fill_(PROMPT_LEN + i)
+            graph.replay()
+            tok.copy_(logits[0, -1].argmax())
+
+        out["pytorch_cuda_graph_hf"] = time_loop(replay, b.args.steps, b.args.repeats)
+        ms = out["pytorch_cuda_graph_hf"]["ms_per_token"]
+        print(f"   pytorch + CUDA graph (transformers): {ms:.4f}", flush=True)
+    except Exception as exc:
+        out["pytorch_cuda_graph_hf"] = _failed(exc)
+        print(f"   CUDA graph of transformers' step failed: {exc!s:.300}", flush=True)
+    b.results.pop("hf_partial", None)
     return out
 
 
@@ -650,7 +664,7 @@ def sweep(b: Bench) -> dict[str, Any]:
 
     from examples.gpu.decode.runner import KernelConfig
 
-    wait_warm(b)
+    wait_warm(b, sweep_only=True)
     sms = _sms()
     rows: list[dict[str, Any]] = []
     t_end = time.monotonic() + b.args.sweep_budget
@@ -727,8 +741,8 @@ def summary(b: Bench) -> None:
             v = v.get(k, {}) if isinstance(v, dict) else {}
         return v if isinstance(v, (int, float)) else None
 
-    rows.append(("pytorch eager (transformers, static cache)", get("baselines", "pytorch_eager_hf", "ms_per_token")))
-    rows.append(("pytorch + CUDA graph (transformers)", get("hf_graph", "ms_per_token")))
+    rows.append(("pytorch eager (transformers, static cache)", get("hf", "pytorch_eager_hf", "ms_per_token")))
+    rows.append(("pytorch + CUDA graph (transformers)", get("hf", "pytorch_cuda_graph_hf", "ms_per_token")))
     rows.append(("pytorch eager (plain step)", get("baselines", "pytorch_eager_plain", "ms_per_token")))
     rows.append(("pytorch + CUDA graph (plain step)", get("baselines", "pytorch_cuda_graph_plain", "ms_per_token")))
     rows.append(("torch.compile reduce-overhead", get("compile", "ms_per_token")))
@@ -787,7 +801,7 @@ def main(argv: list[str] | None = None) -> int:
         p.error(f"unknown stages {unknown}; choose from {', '.join(STAGES)}")
     fns = {
         "setup": setup, "check": check, "mk_time": mk_time, "probe": probe, "measure": measure, "baselines": baselines,
-        "hf_graph": hf_graph, "compile": compile_stage, "sweep": sweep, "floor": floor, "warm": warm,
+        "hf": hf, "compile": compile_stage, "sweep": sweep, "floor": floor, "warm": warm,
         "optimize": optimize,
     }  # fmt: skip
     for name in stages:

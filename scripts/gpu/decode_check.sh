@@ -28,7 +28,7 @@ fi
 export PYTHONPATH="$SITE:$PWD${PYTHONPATH:+:$PYTHONPATH}"
 export TRITON_CACHE_DIR=${TRITON_CACHE_DIR:-/tmp/triton-cache-decode}
 LIMIT=${DECODE_LIMIT_S:-220}
-STAGES=${DECODE_STAGES:-warm,setup,check,mk_time,probe,floor,baselines,sweep,measure,hf_graph}
+STAGES=${DECODE_STAGES:-warm,setup,check,mk_time,probe,floor,sweep,baselines,measure,hf}
 status=0
 if [ "${DECODE_TESTS:-0}" = 1 ]; then
   timeout -k 5 120 "$PY" -m pytest -q -m gpu -p no:cacheprovider tests/gpu/test_decode_megakernel_gpu.py || status=1

@@ -262,7 +262,7 @@ def _layer_pointers(
     li, w_qkv, w_o, w_gate, w_up, w_down, ln_attn, ln_mlp, k_cache, v_cache, max_len,
     H: tl.constexpr, NQ: tl.constexpr, NKV: tl.constexpr, D: tl.constexpr, FF: tl.constexpr,
 ):  # fmt: skip
-    l64 = li.to(tl.int64)
+    l64 = tl.cast(li, tl.int64)
     return (
         w_qkv + l64 * ((NQ + 2 * NKV) * D * H),
         w_o + l64 * (H * NQ * D),
