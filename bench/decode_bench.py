@@ -276,36 +276,47 @@ def _decoder(b: Bench, cfg: Any) -> Any:
 
 
 def check(b: Bench) -> dict[str, Any]:
-
+    """The phased driver and the megakernel (per layer, per step) against transformers; each part on its own, so
+    one failing leaves the others' figures."""
     from examples.gpu.decode.runner import KernelConfig
 
     out: dict[str, Any] = {}
     pre = b.pre
-    dec = _decoder(b, KernelConfig())
-    t = time.monotonic()
-    phased = dec.phased_step(pre.token, pre.pos, programs=dec.programs).clone()
-    b.phased = phased
-    _sync()
-    out["phased"] = {"vs_hf_bf16": _cmp(phased, pre.ref_logits), "vs_hf_fp32": _cmp(phased, pre.ref_logits_fp32),
-                     "first_call_s": round(time.monotonic() - t, 1)}  # fmt: skip
-    print(f"   phased: {out['phased']['vs_hf_bf16']}", flush=True)
-    for launch in ("layer", "step"):
-        d = _decoder(b, KernelConfig(launch=launch))
+    try:
+        dec = _decoder(b, KernelConfig())
         t = time.monotonic()
-        lg = d.step(pre.token, pre.pos).clone()
+        phased = dec.phased_step(pre.token, pre.pos, programs=dec.programs).clone()
+        b.phased = phased
         _sync()
-        first = time.monotonic() - t
-        err = d.error()
-        lg2 = d.step(pre.token, pre.pos).clone()  # again: the barrier counter was reset by the first launch
-        r = {
-            "vs_hf_bf16": _cmp(lg, pre.ref_logits), "vs_hf_fp32": _cmp(lg, pre.ref_logits_fp32),
-            "vs_phased": _cmp(lg, phased), "second_call_vs_first_max_abs": float((lg2 - lg).abs().max()),
-            "barrier_error": err, "barrier_error_after_second": d.error(), "sync_words": d.sync.tolist(),
-            "first_call_s": round(first, 1), "programs": d.programs,
-        }  # fmt: skip
-        out[f"megakernel_per_{launch}"] = r
-        print(f"   megakernel per {launch}: {r['vs_hf_bf16']} vs phased max {r['vs_phased']['max_abs_diff']:.3g}"
-              f" error={err}", flush=True)  # fmt: skip
+        out["phased"] = {"vs_hf_bf16": _cmp(phased, pre.ref_logits), "vs_hf_fp32": _cmp(phased, pre.ref_logits_fp32),
+                         "first_call_s": round(time.monotonic() - t, 1)}  # fmt: skip
+        print(f"   phased: {out['phased']['vs_hf_bf16']}", flush=True)
+    except Exception as exc:
+        out["phased"] = _failed(exc)
+        print(f"   phased FAILED: {exc!s:.300}", flush=True)
+    for launch in ("layer", "step"):
+        try:
+            d = _decoder(b, KernelConfig(launch=launch))
+            t = time.monotonic()
+            lg = d.step(pre.token, pre.pos).clone()
+            _sync()
+            first = time.monotonic() - t
+            err = d.error()
+            lg2 = d.step(pre.token, pre.pos).clone()  # again: the barrier counter was reset by the first launch
+            r = {
+                "vs_hf_bf16": _cmp(lg, pre.ref_logits), "vs_hf_fp32": _cmp(lg, pre.ref_logits_fp32),
+                "second_call_vs_first_max_abs": float((lg2 - lg).abs().max()),
+                "barrier_error": err, "barrier_error_after_second": d.error(), "sync_words": d.sync.tolist(),
+                "first_call_s": round(first, 1), "programs": d.programs,
+            }  # fmt: skip
+            if b.phased is not None:
+                r["vs_phased"] = _cmp(lg, b.phased)
+            out[f"megakernel_per_{launch}"] = r
+            vs_phased = r["vs_phased"]["max_abs_diff"] if "vs_phased" in r else None
+            print(f"   megakernel per {launch}: {r['vs_hf_bf16']} vs phased max {vs_phased} error={err}", flush=True)
+        except Exception as exc:
+            out[f"megakernel_per_{launch}"] = _failed(exc)
+            print(f"   megakernel per {launch} FAILED: {exc!s:.300}", flush=True)
     return out
 
 
@@ -318,6 +329,7 @@ def _greedy(dec: Any, pos0: int) -> Any:
 
 
 def mk_time(b: Bench) -> dict[str, Any]:
+    """ms/token of the megakernel v1 (one launch per step, one per layer) and of the phased driver."""
     from examples.gpu.decode.runner import KernelConfig
 
     wait_warm(b, sweep_only=True)
@@ -327,20 +339,28 @@ def mk_time(b: Bench) -> dict[str, Any]:
         ("megakernel_v1_per_step", KernelConfig()),
         ("megakernel_per_layer", KernelConfig(launch="layer")),
     ):
-        dec = _decoder(b, cfg)
-        dec.set_token(b.pre.token)
-        out[name] = {**time_loop(_greedy(dec, b.pre.pos), a.steps, a.repeats), "config": dec.cfg.as_dict(),
-                     "barrier_error": dec.error()}  # fmt: skip
-        print(f"   {name}: {out[name]['ms_per_token']:.4f} ms/token", flush=True)
-    dec = _decoder(b, KernelConfig())
-    dec.set_token(b.pre.token)
+        try:
+            dec = _decoder(b, cfg)
+            dec.set_token(b.pre.token)
+            out[name] = {**time_loop(_greedy(dec, b.pre.pos), a.steps, a.repeats), "config": dec.cfg.as_dict(),
+                         "barrier_error": dec.error()}  # fmt: skip
+            print(f"   {name}: {out[name]['ms_per_token']:.4f} ms/token", flush=True)
+        except Exception as exc:
+            out[name] = _failed(exc)
+            print(f"   {name} FAILED: {exc!s:.300}", flush=True)
+    try:
+        pdec = _decoder(b, KernelConfig())
+        pdec.set_token(b.pre.token)
 
-    def phased(i: int) -> None:
-        dec.phased_step(None, b.pre.pos + i)
-        dec.tok.copy_(dec.logits.argmax())
+        def phased(i: int) -> None:
+            pdec.phased_step(None, b.pre.pos + i)
+            pdec.tok.copy_(pdec.logits.argmax())
 
-    out["phased"] = time_loop(phased, max(4, a.steps // 4), a.repeats)
-    print(f"   phased: {out['phased']['ms_per_token']:.4f} ms/token", flush=True)
+        out["phased"] = time_loop(phased, max(4, a.steps // 4), a.repeats)
+        print(f"   phased: {out['phased']['ms_per_token']:.4f} ms/token", flush=True)
+    except Exception as exc:
+        out["phased"] = _failed(exc)
+        print(f"   phased FAILED: {exc!s:.300}", flush=True)
     return out
 
 
