@@ -417,25 +417,44 @@ def probe(b: Bench) -> dict[str, Any]:
 
 
 def measure(b: Bench) -> dict[str, Any]:
+    """argus_lab.measure(DecodeStep, "gpu.time,dev.*") of v1 and of the sweep's best, one store each."""
     import argus_lab
     from examples.gpu.decode.runner import DecodeStep, KernelConfig
 
-    dec = _decoder(b, KernelConfig())
-    step = DecodeStep(dec, b.pre.token, b.pre.pos)
-    store = b.out / "decode_megakernel_h200.duckdb"
-    if store.exists():
-        store.unlink()
-    report = argus_lab.measure(step, "gpu.time,dev.*", repeat=3, warmup=1, store=str(store), progress=False)
-    text = report.text()
-    (b.out / "measure_report.txt").write_text(text)
-    print("\n".join("   " + ln for ln in text.splitlines()[:60]), flush=True)
-    dev = [
-        {"region": d.region, "signal": d.signal, "median": d.median, "unit": d.unit, "launches": d.launches}
-        for d in getattr(report, "device", [])
-    ]
-    over = [o.__dict__ for o in getattr(report, "device_overhead", [])]
-    return {"store": store.name, "device": dev, "overhead": over, "runs": [r.status for r in report.runs],
-            "logits_vs_hf": _cmp(step.out, b.pre.ref_logits) if step.out is not None else None}  # fmt: skip
+    variants = [("v1", KernelConfig())]
+    best = b.results.get("sweep", {}).get("best") if isinstance(b.results.get("sweep"), dict) else None
+    if best and best.get("change"):
+        variants.append(("best", _config(KernelConfig(), best["change"], _sms())))
+    out: dict[str, Any] = {}
+    for name, cfg in variants:
+        try:
+            dec = _decoder(b, cfg)
+            step = DecodeStep(dec, b.pre.token, b.pre.pos)
+            store = b.out / f"decode_megakernel_{name}_h200.duckdb"
+            if store.exists():
+                store.unlink()
+            report = argus_lab.measure(step, "gpu.time,dev.*", repeat=3, warmup=1, store=str(store), progress=False)
+            text = report.text()
+            (b.out / f"measure_report_{name}.txt").write_text(text)
+            print(f"   -- {name}: {dec.cfg.as_dict()}")
+            print("\n".join("   " + ln for ln in text.splitlines()[:60]), flush=True)
+            dev = [
+                {"region": d.region, "signal": d.signal, "median": d.median, "unit": d.unit, "launches": d.launches}
+                for d in getattr(report, "device", [])
+            ]
+            over = [o.__dict__ for o in getattr(report, "device_overhead", [])]
+            out[name] = {
+                "config": dec.cfg.as_dict(), "store": store.name, "device": dev, "overhead": over,
+                "runs": [r.status for r in report.runs],
+                "logits_vs_hf": _cmp(step.out, b.pre.ref_logits) if step.out is not None else None,
+            }  # fmt: skip
+        except Exception as exc:
+            out[name] = _failed(exc)
+            print(f"   measure {name} FAILED: {exc!s:.300}", flush=True)
+        b.results["measure_partial"] = out
+        b.save()
+    b.results.pop("measure_partial", None)
+    return out
 
 
 def _static_cache(b: Bench) -> Any:
