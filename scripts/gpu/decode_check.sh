@@ -9,7 +9,7 @@
 #
 # Installs the carried wheels (.whl/*.whl: cupti-python, duckdb, nvtx ... for the `measure` stage) into
 # /tmp/argus-site like scripts/gpu-check. Writes OUT/decode/decode_bench.json after every stage (so a timeout keeps
-# what was done), OUT/decode/decode_check.log, and with the measure stage the store decode_megakernel_h200.duckdb.
+# what was done), OUT/decode/decode_check.log, and with the measure stage the stores decode_megakernel_{v1,best}_h200.duckdb.
 set -uo pipefail
 cd "$(dirname "$0")/../.."
 OUT=${OUT:-/tmp/argus-decode}
