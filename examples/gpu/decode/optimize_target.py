@@ -110,6 +110,7 @@ class DecodeTarget:
         s = self.w.shape
         weights = s.weight_bytes()
         kv = 2 * s.layers * s.kv_heads * self.pos * s.head_dim * 2
+        # two FLOPs per bf16 weight (a multiply-add per parameter): as many FLOPs as weight bytes
         return argus_lab.optimize.Work(flops=float(weights), bytes=float(weights + kv), dtype="bf16")
 
     def model(self, c: Any) -> Any:
