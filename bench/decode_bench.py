@@ -8,6 +8,8 @@
 Stages run in order; each is wrapped, so a failing stage records its error and the next still runs; results are
 written to ``OUT/decode_bench.json`` after every stage and summarised on stdout (lines starting ``==``):
 
+* ``warm``: a pool of processes compiles every configuration's kernels into Triton's cache while the next stages
+  run (the first timing stage waits for it: no compile competes with a timed host loop);
 * ``setup``: a seeded ``LlamaForCausalLM`` of TinyLlama's shape (random weights, bf16) on the GPU, its weights
   packed, a 1,024-token random prompt prefilled by ``transformers``, the reference logits of the next step
   (``transformers`` bf16, and an fp32 copy of the model);
@@ -20,9 +22,12 @@ written to ``OUT/decode_bench.json`` after every stage and summarised on stdout 
 * ``probe``: the instrumented megakernel (a probe buffer made here, ``examples/gpu/decode/raw_probe.py``): its
   ms/token against the clean variant (the overhead) and per region the time per program, per SM the spans;
 * ``measure``: ``argus_lab.measure(DecodeStep, "gpu.time,dev.*")``, the store kept in OUT (needs CUPTI, DuckDB);
-* ``baselines``: the plain PyTorch step of ``examples/gpu/decode/torch_step.py`` eager and in a CUDA graph, and
-  ``transformers`` eager with a static cache;
-* ``hf_graph``: ``transformers``' step captured in a CUDA graph (late: a failed capture may spoil the stream);
+* ``baselines``: the plain PyTorch step of ``examples/gpu/decode/torch_step.py`` eager and in a CUDA graph;
+* ``optimize``: ``argus_lab.optimize`` on the megakernel's parameters (examples/gpu/decode/optimize_target.py):
+  the evidence-guided search and the timing-only one with the same budget (``--opt-budget``), one shared record;
+  needs CUPTI and DuckDB like ``measure``; with it in the stages the warm pool compiles the whole space;
+* ``hf``: ``transformers``' step with a static cache, eager and captured in a CUDA graph (late: a device assert
+  in it would spoil the CUDA context of the stages after it);
 * ``compile``: ``torch.compile(mode="reduce-overhead")`` of ``transformers``' step, in a child process capped at
   ``--compile-cap`` seconds (a cap reached is recorded as such);
 * ``sweep``: megakernel configurations (block rows per phase, ``bk``, warps, programs per SM), each checked
@@ -53,27 +58,33 @@ DEV = "cuda"
 DRY = False
 """``--dry-cpu``: the tiny shape on the CPU, the megakernel replaced by the phased driver under the Triton
 interpreter (checks the harness itself; its figures mean nothing)."""
-STAGES = ("setup", "check", "mk_time", "probe", "floor", "baselines", "sweep", "measure", "hf_graph", "compile")
+STAGES = (
+    "warm", "setup", "check", "mk_time", "probe", "floor", "sweep", "optimize", "baselines", "measure", "hf", "compile",
+)  # fmt: skip
 
 SWEEP: list[dict[str, Any]] = [
+    {"splits": 4, "bn_qkv": 8},
+    {"splits": 4, "bn_qkv": 8, "unroll": 4},
+    {"splits": 4, "bn_qkv": 8, "stages": 3},
+    {"splits": 8, "bt": 32, "bn_qkv": 8, "unroll": 4},
+    {"splits": 4, "bt": 128, "bn_qkv": 8, "unroll": 4},
+    {"splits": 4, "bn_qkv": 8, "bn_gu": 8, "unroll": 4, "bk": 512},
+    {"splits": 4, "bn_qkv": 8, "stages": 4},
+    {"splits": 4, "bn_qkv": 8, "stages": 3, "num_warps": 8, "bk": 512},
+    {"splits": 4, "bn_qkv": 8, "unroll": 2, "num_warps": 8, "bk": 512},
+    {"splits": 4, "bn_qkv": 8, "stages": 3, "programs_per_sm": 2},
+    {"splits": 4, "bn_qkv": 8, "bn_head": 128, "unroll": 4},
+    {"splits": 8, "bt": 64, "bn_qkv": 8, "stages": 3},
+    {"splits": 4},
     {"unroll": 4},
     {"stages": 3},
-    {"unroll": 2},
-    {"stages": 4},
-    {"unroll": 4, "bn_qkv": 8, "bn_o": 8, "bn_gu": 8, "bn_down": 8, "bn_head": 32},
-    {"stages": 3, "num_warps": 8, "bk": 512},
-    {"unroll": 2, "num_warps": 8, "bk": 512, "bn_gu": 32},
-    {"stages": 3, "programs_per_sm": 2},
-    {"unroll": 4, "bn_qkv": 8, "bn_o": 16, "bn_gu": 16, "bn_down": 16, "bn_head": 64},
-    {"bn_qkv": 8, "bn_o": 8, "bn_gu": 8, "bn_down": 8, "bn_head": 32},
-    {"bk": 512},
-    {"num_warps": 8},
-    {"programs_per_sm": 2},
-    {"bt": 128},
 ]
-"""Changes to the default KernelConfig (``programs_per_sm``: programs = that x SMs), most promising first: the
-default's k-loops keep one step of loads in flight per program (about 8 KiB per SM), far too little to cover the
-memory latency; ``stages`` (cp.async pipelining) and ``unroll`` put several steps in flight."""
+"""Changes to the default KernelConfig (``programs_per_sm``: programs = that x SMs), most promising first, from the
+first H200 run's device regions (tests/data/gpu/decode): the waits after the attention were 39 % of a program's
+time, because each of the 32 heads was one work item walking all 1,024 cached positions while 100 SMs waited
+(``splits`` cuts them into slices); the waits after qkv were 6 %, because 192 row tiles of 16 fall unevenly on 132
+programs (``bn_qkv`` 8: 384 tiles); the weight phases streamed at 1.6-2.3 TB/s with one k-step of loads in flight
+per program (``stages``: cp.async pipelining, ``unroll``: several steps in flight)."""
 
 
 class Bench:
@@ -87,6 +98,9 @@ class Bench:
         self.w: Any = None
         self.pre: Any = None
         self.phased: Any = None  # the phased driver's logits of the first step (check stage)
+        self.pool: Any = None  # the compile pool of the warm stage, and its jobs
+        self.jobs: list[Any] = []
+        self.n_sweep_jobs = 0
         self.max_len = PROMPT_LEN + max(args.steps, 8) + 8
 
     def save(self) -> None:
@@ -168,6 +182,69 @@ def _config(base: Any, change: dict[str, Any], sms: int) -> Any:
 
 
 # -- stages ------------------------------------------------------------------------------------------------------
+def _sweep_configs(sms: int) -> list[Any]:
+    from examples.gpu.decode.runner import KernelConfig
+
+    return [_config(KernelConfig(), change, sms) for change in [{}, *SWEEP]]
+
+
+def warm(b: Bench) -> dict[str, Any]:
+    """Start a pool of processes compiling every configuration's kernels into Triton's cache (not waited for here:
+    the first timing stage waits, so that no compile competes with a timed host loop)."""
+    import multiprocessing
+    from concurrent.futures import ProcessPoolExecutor
+
+    from examples.gpu.decode.runner import KernelConfig, warm_job
+
+    if DEV != "cuda":
+        return {"skipped": "no GPU"}
+    sms = 132  # the grid is no part of a compile key: any count gives the same kernels
+    workers = max(1, min(b.args.compile_workers, (os.cpu_count() or 2) - 2))
+    b.pool = ProcessPoolExecutor(max_workers=workers, mp_context=multiprocessing.get_context("spawn"))
+    configs = _sweep_configs(sms)
+    jobs: list[tuple[Any, tuple[str, ...]]] = [(configs[0], ("clean", "phased", "instrumented"))]
+    jobs.append((KernelConfig(launch="layer"), ("clean",)))
+    jobs += [(c, ("clean", "instrumented")) for c in configs[1:]]
+    n_sweep = len(jobs)
+    if "optimize" in b.args.stages:
+        from examples.gpu.decode.optimize_target import space_configs
+
+        seen = {json.dumps(c.as_dict(), sort_keys=True) for c, _ in jobs}
+        jobs += [
+            (c, ("clean", "instrumented"))
+            for c in space_configs(sms)
+            if json.dumps(c.as_dict(), sort_keys=True) not in seen
+        ]
+    b.jobs = [b.pool.submit(warm_job, shape(), cfg, variants) for cfg, variants in jobs]
+    b.n_sweep_jobs = n_sweep
+    return {"workers": workers, "jobs": len(b.jobs), "sweep_jobs": n_sweep}
+
+
+def wait_warm(b: Bench, timeout: float = 150.0, *, sweep_only: bool = False) -> None:
+    """Wait for the compile pool (at most ``timeout`` s; ``sweep_only``: for the jobs of the sweep's configurations)
+    and, once all are done, record what it did and shut it down."""
+    from concurrent.futures import wait
+
+    if b.pool is None:
+        return
+    t = time.monotonic()
+    if sweep_only:
+        done, pending = wait(b.jobs[: b.n_sweep_jobs], timeout=timeout)
+        print(f"   compile pool: the sweep's {len(done)} jobs done, {len(pending)} pending, waited "
+              f"{time.monotonic() - t:.1f} s", flush=True)  # fmt: skip
+        return
+    done, pending = wait(b.jobs, timeout=timeout)
+    res = [f.result() for f in done]
+    b.results["warm_done"] = {
+        "waited_s": round(time.monotonic() - t, 1), "done": len(done), "pending": len(pending),
+        "errors": [(k, e) for k, _, e in res if e], "job_seconds": [round(x, 1) for _, x, _ in res],
+    }  # fmt: skip
+    print(f"   compile pool: {len(done)} done, {len(pending)} pending, waited {b.results['warm_done']['waited_s']} s,"
+          f" errors {len(b.results['warm_done']['errors'])}", flush=True)  # fmt: skip
+    b.pool.shutdown(wait=False, cancel_futures=True)
+    b.pool = None
+
+
 def setup(b: Bench) -> dict[str, Any]:
     import torch
     import transformers
@@ -199,36 +276,47 @@ def _decoder(b: Bench, cfg: Any) -> Any:
 
 
 def check(b: Bench) -> dict[str, Any]:
-
+    """The phased driver and the megakernel (per layer, per step) against transformers; each part on its own, so
+    one failing leaves the others' figures."""
     from examples.gpu.decode.runner import KernelConfig
 
     out: dict[str, Any] = {}
     pre = b.pre
-    dec = _decoder(b, KernelConfig())
-    t = time.monotonic()
-    phased = dec.phased_step(pre.token, pre.pos, programs=dec.programs).clone()
-    b.phased = phased
-    _sync()
-    out["phased"] = {"vs_hf_bf16": _cmp(phased, pre.ref_logits), "vs_hf_fp32": _cmp(phased, pre.ref_logits_fp32),
-                     "first_call_s": round(time.monotonic() - t, 1)}  # fmt: skip
-    print(f"   phased: {out['phased']['vs_hf_bf16']}", flush=True)
-    for launch in ("layer", "step"):
-        d = _decoder(b, KernelConfig(launch=launch))
+    try:
+        dec = _decoder(b, KernelConfig())
         t = time.monotonic()
-        lg = d.step(pre.token, pre.pos).clone()
+        phased = dec.phased_step(pre.token, pre.pos, programs=dec.programs).clone()
+        b.phased = phased
         _sync()
-        first = time.monotonic() - t
-        err = d.error()
-        lg2 = d.step(pre.token, pre.pos).clone()  # again: the barrier counter was reset by the first launch
-        r = {
-            "vs_hf_bf16": _cmp(lg, pre.ref_logits), "vs_hf_fp32": _cmp(lg, pre.ref_logits_fp32),
-            "vs_phased": _cmp(lg, phased), "second_call_vs_first_max_abs": float((lg2 - lg).abs().max()),
-            "barrier_error": err, "barrier_error_after_second": d.error(), "sync_words": d.sync.tolist(),
-            "first_call_s": round(first, 1), "programs": d.programs,
-        }  # fmt: skip
-        out[f"megakernel_per_{launch}"] = r
-        print(f"   megakernel per {launch}: {r['vs_hf_bf16']} vs phased max {r['vs_phased']['max_abs_diff']:.3g}"
-              f" error={err}", flush=True)  # fmt: skip
+        out["phased"] = {"vs_hf_bf16": _cmp(phased, pre.ref_logits), "vs_hf_fp32": _cmp(phased, pre.ref_logits_fp32),
+                         "first_call_s": round(time.monotonic() - t, 1)}  # fmt: skip
+        print(f"   phased: {out['phased']['vs_hf_bf16']}", flush=True)
+    except Exception as exc:
+        out["phased"] = _failed(exc)
+        print(f"   phased FAILED: {exc!s:.300}", flush=True)
+    for launch in ("layer", "step"):
+        try:
+            d = _decoder(b, KernelConfig(launch=launch))
+            t = time.monotonic()
+            lg = d.step(pre.token, pre.pos).clone()
+            _sync()
+            first = time.monotonic() - t
+            err = d.error()
+            lg2 = d.step(pre.token, pre.pos).clone()  # again: the barrier counter was reset by the first launch
+            r = {
+                "vs_hf_bf16": _cmp(lg, pre.ref_logits), "vs_hf_fp32": _cmp(lg, pre.ref_logits_fp32),
+                "second_call_vs_first_max_abs": float((lg2 - lg).abs().max()),
+                "barrier_error": err, "barrier_error_after_second": d.error(), "sync_words": d.sync.tolist(),
+                "first_call_s": round(first, 1), "programs": d.programs,
+            }  # fmt: skip
+            if b.phased is not None:
+                r["vs_phased"] = _cmp(lg, b.phased)
+            out[f"megakernel_per_{launch}"] = r
+            vs_phased = r["vs_phased"]["max_abs_diff"] if "vs_phased" in r else None
+            print(f"   megakernel per {launch}: {r['vs_hf_bf16']} vs phased max {vs_phased} error={err}", flush=True)
+        except Exception as exc:
+            out[f"megakernel_per_{launch}"] = _failed(exc)
+            print(f"   megakernel per {launch} FAILED: {exc!s:.300}", flush=True)
     return out
 
 
@@ -241,28 +329,38 @@ def _greedy(dec: Any, pos0: int) -> Any:
 
 
 def mk_time(b: Bench) -> dict[str, Any]:
+    """ms/token of the megakernel v1 (one launch per step, one per layer) and of the phased driver."""
     from examples.gpu.decode.runner import KernelConfig
 
+    wait_warm(b, sweep_only=True)
     out: dict[str, Any] = {}
     a = b.args
     for name, cfg in (
         ("megakernel_v1_per_step", KernelConfig()),
         ("megakernel_per_layer", KernelConfig(launch="layer")),
     ):
-        dec = _decoder(b, cfg)
-        dec.set_token(b.pre.token)
-        out[name] = {**time_loop(_greedy(dec, b.pre.pos), a.steps, a.repeats), "config": dec.cfg.as_dict(),
-                     "barrier_error": dec.error()}  # fmt: skip
-        print(f"   {name}: {out[name]['ms_per_token']:.4f} ms/token", flush=True)
-    dec = _decoder(b, KernelConfig())
-    dec.set_token(b.pre.token)
+        try:
+            dec = _decoder(b, cfg)
+            dec.set_token(b.pre.token)
+            out[name] = {**time_loop(_greedy(dec, b.pre.pos), a.steps, a.repeats), "config": dec.cfg.as_dict(),
+                         "barrier_error": dec.error()}  # fmt: skip
+            print(f"   {name}: {out[name]['ms_per_token']:.4f} ms/token", flush=True)
+        except Exception as exc:
+            out[name] = _failed(exc)
+            print(f"   {name} FAILED: {exc!s:.300}", flush=True)
+    try:
+        pdec = _decoder(b, KernelConfig())
+        pdec.set_token(b.pre.token)
 
-    def phased(i: int) -> None:
-        dec.phased_step(None, b.pre.pos + i)
-        dec.tok.copy_(dec.logits.argmax())
+        def phased(i: int) -> None:
+            pdec.phased_step(None, b.pre.pos + i)
+            pdec.tok.copy_(pdec.logits.argmax())
 
-    out["phased"] = time_loop(phased, max(4, a.steps // 4), a.repeats)
-    print(f"   phased: {out['phased']['ms_per_token']:.4f} ms/token", flush=True)
+        out["phased"] = time_loop(phased, max(4, a.steps // 4), a.repeats)
+        print(f"   phased: {out['phased']['ms_per_token']:.4f} ms/token", flush=True)
+    except Exception as exc:
+        out["phased"] = _failed(exc)
+        print(f"   phased FAILED: {exc!s:.300}", flush=True)
     return out
 
 
@@ -319,32 +417,55 @@ def probe(b: Bench) -> dict[str, Any]:
 
 
 def measure(b: Bench) -> dict[str, Any]:
+    """argus_lab.measure(DecodeStep, "gpu.time,dev.*") of v1 and of the sweep's best, one store each."""
     import argus_lab
     from examples.gpu.decode.runner import DecodeStep, KernelConfig
 
-    dec = _decoder(b, KernelConfig())
-    step = DecodeStep(dec, b.pre.token, b.pre.pos)
-    store = b.out / "decode_megakernel_h200.duckdb"
-    if store.exists():
-        store.unlink()
-    report = argus_lab.measure(step, "gpu.time,dev.*", repeat=3, warmup=1, store=str(store), progress=False)
-    text = report.text()
-    (b.out / "measure_report.txt").write_text(text)
-    print("\n".join("   " + ln for ln in text.splitlines()[:60]), flush=True)
-    dev = [
-        {"region": d.region, "signal": d.signal, "median": d.median, "unit": d.unit, "launches": d.launches}
-        for d in getattr(report, "device", [])
-    ]
-    over = [o.__dict__ for o in getattr(report, "device_overhead", [])]
-    return {"store": store.name, "device": dev, "overhead": over, "runs": [r.status for r in report.runs],
-            "logits_vs_hf": _cmp(step.out, b.pre.ref_logits) if step.out is not None else None}  # fmt: skip
+    variants = [("v1", KernelConfig())]
+    best = b.results.get("sweep", {}).get("best") if isinstance(b.results.get("sweep"), dict) else None
+    if best and best.get("change"):
+        variants.append(("best", _config(KernelConfig(), best["change"], _sms())))
+    out: dict[str, Any] = {}
+    for name, cfg in variants:
+        try:
+            dec = _decoder(b, cfg)
+            step = DecodeStep(dec, b.pre.token, b.pre.pos)
+            store = b.out / f"decode_megakernel_{name}_h200.duckdb"
+            if store.exists():
+                store.unlink()
+            report = argus_lab.measure(step, "gpu.time,dev.*", repeat=3, warmup=1, store=str(store), progress=False)
+            text = report.text()
+            (b.out / f"measure_report_{name}.txt").write_text(text)
+            print(f"   -- {name}: {dec.cfg.as_dict()}")
+            print("\n".join("   " + ln for ln in text.splitlines()[:60]), flush=True)
+            dev = [
+                {"region": d.region, "signal": d.signal, "median": d.median, "unit": d.unit, "launches": d.launches}
+                for d in getattr(report, "device", [])
+            ]
+            over = [o.__dict__ for o in getattr(report, "device_overhead", [])]
+            out[name] = {
+                "config": dec.cfg.as_dict(), "store": store.name, "device": dev, "overhead": over,
+                "runs": [r.status for r in report.runs],
+                "logits_vs_hf": _cmp(step.out, b.pre.ref_logits) if step.out is not None else None,
+            }  # fmt: skip
+        except Exception as exc:
+            out[name] = _failed(exc)
+            print(f"   measure {name} FAILED: {exc!s:.300}", flush=True)
+        b.results["measure_partial"] = out
+        b.save()
+    b.results.pop("measure_partial", None)
+    return out
 
 
 def _static_cache(b: Bench) -> Any:
     import torch
     from transformers import StaticCache
 
-    return StaticCache(config=b.hf.config, max_batch_size=1, max_cache_len=b.max_len, device=DEV,
+    # transformers 5.x ignores the cache_position we pass and appends every call at its own next slot (5.17 on the
+    # H200 overflowed a cache sized for the positions: a device assert in index_copy_), so the cache holds every
+    # call of this process: the prompt, the check, and the warm-up and timed steps of each stage using it
+    calls = 1 + 2 * (min(b.args.steps, 4) + b.args.steps * b.args.repeats) + 8
+    return StaticCache(config=b.hf.config, max_batch_size=1, max_cache_len=PROMPT_LEN + calls, device=DEV,
                        dtype=torch.bfloat16)  # fmt: skip
 
 
@@ -389,11 +510,12 @@ def _failed(exc: BaseException) -> dict[str, str]:
 
 
 def baselines(b: Bench) -> dict[str, Any]:
-    """The plain PyTorch step eager and in a CUDA graph, and transformers' step eager (its graph: ``hf_graph``)."""
+    """The plain PyTorch step (examples/gpu/decode/torch_step.py) eager and in a CUDA graph."""
     import torch
 
     from examples.gpu.decode.torch_step import TorchStep
 
+    wait_warm(b)  # no compile competes with the host-bound eager loop
     out: dict[str, Any] = {}
     a = b.args
     ts = TorchStep(b.w, b.pre.k_cache.clone(), b.pre.v_cache.clone())
@@ -422,39 +544,73 @@ def baselines(b: Bench) -> dict[str, Any]:
         except Exception as exc:
             out["pytorch_cuda_graph_plain"] = _failed(exc)
             print(f"   CUDA graph of the plain step failed: {exc!s:.300}", flush=True)
-    try:
-        fwd, tok, pos_t, _ = _hf_stepper(b)
-        out["hf_first_step_vs_ref"] = _cmp(fwd()[0, -1].float(), b.pre.ref_logits)
-
-        def eager(i: int) -> None:
-            pos_t.fill_(PROMPT_LEN + i)
-            tok.copy_(fwd()[0, -1].argmax())
-
-        out["pytorch_eager_hf"] = time_loop(eager, a.steps, a.repeats)
-        ms = out["pytorch_eager_hf"]["ms_per_token"]
-        print(f"   pytorch eager (transformers, static cache): {ms:.4f}", flush=True)
-    except Exception as exc:
-        out["pytorch_eager_hf"] = _failed(exc)
-        print(f"   transformers eager failed: {exc!s:.300}", flush=True)
     return out
 
 
-def hf_graph(b: Bench) -> dict[str, Any]:
-    """transformers' step on a static cache captured in a CUDA graph (last: a failed capture may spoil the stream)."""
+def hf(b: Bench) -> dict[str, Any]:
+    """transformers' step on a static cache: eager, then captured in a CUDA graph (late stages: a device assert in
+    transformers' code would spoil the process's CUDA context for every stage after it)."""
+    out: dict[str, Any] = {}
     fwd, tok, pos_t, _ = _hf_stepper(b)
-    graph, logits = _capture(fwd)
+    out["first_step_vs_ref"] = _cmp(fwd()[0, -1].float(), b.pre.ref_logits)
 
-    def replay(i: int) -> None:
+    def eager(i: int) -> None:
         pos_t.fill_(PROMPT_LEN + i)
-        graph.replay()
-        tok.copy_(logits[0, -1].argmax())
+        tok.copy_(fwd()[0, -1].argmax())
 
-    pos_t.fill_(PROMPT_LEN)
-    tok.fill_(b.pre.token)
-    graph.replay()
-    out: dict[str, Any] = {"first_step_vs_ref": _cmp(logits[0, -1].float(), b.pre.ref_logits)}
-    out.update(time_loop(replay, b.args.steps, b.args.repeats))
-    print(f"   pytorch + CUDA graph (transformers): {out['ms_per_token']:.4f}", flush=True)
+    out["pytorch_eager_hf"] = time_loop(eager, b.args.steps, b.args.repeats)
+    print(f"   pytorch eager (transformers, static cache): {out['pytorch_eager_hf']['ms_per_token']:.4f}", flush=True)
+    b.results["hf_partial"] = out
+    b.save()
+    try:
+        graph, logits = _capture(fwd)
+
+        def replay(i: int) -> None:
+            pos_t.fill_(PROMPT_LEN + i)
+            graph.replay()
+            tok.copy_(logits[0, -1].argmax())
+
+        out["pytorch_cuda_graph_hf"] = time_loop(replay, b.args.steps, b.args.repeats)
+        ms = out["pytorch_cuda_graph_hf"]["ms_per_token"]
+        print(f"   pytorch + CUDA graph (transformers): {ms:.4f}", flush=True)
+    except Exception as exc:
+        out["pytorch_cuda_graph_hf"] = _failed(exc)
+        print(f"   CUDA graph of transformers' step failed: {exc!s:.300}", flush=True)
+    b.results.pop("hf_partial", None)
+    return out
+
+
+def optimize(b: Bench) -> dict[str, Any]:
+    """argus_lab.optimize on the megakernel's parameters: timing-only against evidence-guided, the same budget,
+    one shared record (a candidate both ask is measured once), into OUT/decode_optimize_h200.duckdb."""
+    import argus_lab
+    from examples.gpu.decode.optimize_target import DecodeTarget
+
+    wait_warm(b)
+    opt = argus_lab.optimize
+    ref = b.phased if b.phased is not None else b.pre.ref_logits
+    target = DecodeTarget(b.w, b.pre.k_cache, b.pre.v_cache, b.pre.token, b.pre.pos, ref, sms=_sms())
+    store = b.out / "decode_optimize_h200.duckdb"
+    if store.exists():
+        store.unlink()
+    session = opt.Session(target, str(store), repeat=b.args.opt_repeat, warmup=2, phases=True)
+    ctx = opt.RuleContext(session.space, target.model, session.spec, target.phase_roles)
+    budget = opt.Budget(candidates=b.args.opt_budget)
+    record: dict[str, Any] = {}
+    out: dict[str, Any] = {"budget": b.args.opt_budget, "space_valid": len(session.space.valid())}
+    searches = (
+        ("evidence_guided", opt.EvidenceGuided(session.space, target.default(), ctx)),
+        ("timing_only", opt.TimingOnly(session.space, target.default(), seed=b.args.seed)),
+    )
+    for name, search in searches:
+        res = opt.run_search(search, session.evaluate, budget, target=target.name, record=record)
+        out[name] = res.to_dict()
+        out[name + "_text"] = res.text()
+        print(f"   {name}: {res.speedup_text()}", flush=True)
+        print("\n".join("     " + ln for ln in res.text().splitlines()[:30]), flush=True)
+        b.results["optimize_partial"] = out
+        b.save()
+    b.results.pop("optimize_partial", None)
     return out
 
 
@@ -507,6 +663,32 @@ def compile_stage(b: Bench) -> dict[str, Any]:
     return r
 
 
+def _phases(b: Bench, dec: Any) -> dict[str, Any]:
+    """One instrumented step of ``dec`` (a probe made here): per region the median time per program (us), the
+    share of the barrier waits in a program's marked time, the span and the tail (the sweep's evidence)."""
+    from examples.gpu.decode import kernels as K
+    from examples.gpu.decode import raw_probe
+    from examples.gpu.decode.runner import events_per_program
+
+    try:
+        probes = [
+            raw_probe.allocate(dec.programs, events_per_program(e - s, h), dec.x.device) for s, e, h in dec.launches()
+        ]
+        dec.step(b.pre.token, b.pre.pos, probes=probes)
+        summ = raw_probe.summarize(probes[0], K.PHASES)
+    except Exception as exc:
+        return {"error": f"{type(exc).__name__}: {str(exc)[:300]}"}
+    regs = {n: round(r["median_ns"] / 1e3, 2) for n, r in summ["regions"].items()}
+    total = sum(regs.values()) or 1.0
+    waits = sum(v for n, v in regs.items() if n.startswith("wait_"))
+    return {
+        "median_us_per_program": regs, "wait_share": round(waits / total, 4),
+        "span_us": round((summ["program_span_median_ns"] or 0) / 1e3, 1),
+        "tail_us": round((summ["tail_ns"] or 0) / 1e3, 1),
+        "sms": summ["sms"], "dropped_events": summ["dropped_events"],
+    }  # fmt: skip
+
+
 def _correct(row: dict[str, Any]) -> bool:
     """A swept config counts only if its logits equal the phased driver's (up to summation order) or, without
     those, are within 10 % of the reference's scale of transformers'."""
@@ -521,6 +703,7 @@ def sweep(b: Bench) -> dict[str, Any]:
 
     from examples.gpu.decode.runner import KernelConfig
 
+    wait_warm(b, sweep_only=True)
     sms = _sms()
     rows: list[dict[str, Any]] = []
     t_end = time.monotonic() + b.args.sweep_budget
@@ -544,6 +727,7 @@ def sweep(b: Bench) -> dict[str, Any]:
             else:
                 dec.set_token(b.pre.token)
                 row.update(time_loop(_greedy(dec, b.pre.pos), b.args.steps, b.args.repeats))
+                row["phases"] = _phases(b, dec)
             row["config"] = dec.cfg.as_dict()
         except Exception as exc:
             row["error"] = f"{type(exc).__name__}: {str(exc)[:400]}"
@@ -553,6 +737,11 @@ def sweep(b: Bench) -> dict[str, Any]:
         what = f"{ms:.4f} ms/token" if ms else row.get("error", row.get("skipped"))
         diff = row.get("vs_phased", row.get("vs_hf_bf16", {})).get("max_abs_diff")
         print(f"   {json.dumps(change):70s} {what}  correct={row['correct']} max_abs_diff={diff}", flush=True)
+        ph = row.get("phases", {}).get("median_us_per_program")
+        if ph:
+            top = sorted(ph.items(), key=lambda kv: -kv[1])[:6]
+            print(f"     wait share {row['phases']['wait_share']:.1%}; "
+                  + ", ".join(f"{n} {v:.0f} us" for n, v in top), flush=True)  # fmt: skip
         b.results["sweep_partial"] = rows
         b.save()
     ok = [r for r in rows if r.get("ms_per_token") and _correct(r)]
@@ -591,8 +780,8 @@ def summary(b: Bench) -> None:
             v = v.get(k, {}) if isinstance(v, dict) else {}
         return v if isinstance(v, (int, float)) else None
 
-    rows.append(("pytorch eager (transformers, static cache)", get("baselines", "pytorch_eager_hf", "ms_per_token")))
-    rows.append(("pytorch + CUDA graph (transformers)", get("hf_graph", "ms_per_token")))
+    rows.append(("pytorch eager (transformers, static cache)", get("hf", "pytorch_eager_hf", "ms_per_token")))
+    rows.append(("pytorch + CUDA graph (transformers)", get("hf", "pytorch_cuda_graph_hf", "ms_per_token")))
     rows.append(("pytorch eager (plain step)", get("baselines", "pytorch_eager_plain", "ms_per_token")))
     rows.append(("pytorch + CUDA graph (plain step)", get("baselines", "pytorch_cuda_graph_plain", "ms_per_token")))
     rows.append(("torch.compile reduce-overhead", get("compile", "ms_per_token")))
@@ -632,6 +821,9 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--seed", type=int, default=0)
     p.add_argument("--compile-cap", type=float, default=150.0)
     p.add_argument("--sweep-budget", type=float, default=60.0)
+    p.add_argument("--opt-budget", type=int, default=6, help="candidates per search in the optimize stage")
+    p.add_argument("--opt-repeat", type=int, default=5, help="measured steps per candidate in the optimize stage")
+    p.add_argument("--compile-workers", type=int, default=8, help="processes compiling kernels ahead (warm stage)")
     p.add_argument("--compile-child", action="store_true", help=argparse.SUPPRESS)
     p.add_argument("--dry-cpu", action="store_true", help="check the harness on the CPU (tiny shape, interpreter)")
     a = p.parse_args(argv)
@@ -648,13 +840,16 @@ def main(argv: list[str] | None = None) -> int:
         p.error(f"unknown stages {unknown}; choose from {', '.join(STAGES)}")
     fns = {
         "setup": setup, "check": check, "mk_time": mk_time, "probe": probe, "measure": measure, "baselines": baselines,
-        "hf_graph": hf_graph, "compile": compile_stage, "sweep": sweep, "floor": floor,
+        "hf": hf, "compile": compile_stage, "sweep": sweep, "floor": floor, "warm": warm,
+        "optimize": optimize,
     }  # fmt: skip
     for name in stages:
-        if name != "setup" and name != "floor" and name != "compile" and b.pre is None:
+        if name not in ("warm", "setup", "floor", "compile") and b.pre is None:
             b.results[name] = {"error": "setup failed: no model"}
             continue
         b.stage(name, lambda fn=fns[name]: fn(b))
+    if b.pool is not None:
+        b.pool.shutdown(wait=False, cancel_futures=True)
     summary(b)
     return 0 if all("error" not in (b.results.get(s) or {}) for s in ("setup", "check")) else 1
 

@@ -1,9 +1,10 @@
 """GPU test of the TinyLlama decode megakernel (examples/gpu/decode): its logits against ``transformers``.
 
 A seeded TinyLlama-1.1B-shaped ``LlamaForCausalLM`` (random weights, bf16) prefills a 1,024-token prompt; the
-persistent megakernel (one launch per step, and one per layer) decodes the next token from the copied cache. Its
-logits must be as close to the fp32 model's as ``transformers``' own bf16 step is (within twice that distance),
-equal the phased driver's (same arithmetic, another synchronisation), and no grid barrier may time out.
+persistent megakernel decodes the next token from the copied cache: one launch per step, one per layer, and one per
+step with each head's cache positions in four slices. Its logits must be as close to the fp32 model's as
+``transformers``' own bf16 step is (within twice that distance), equal the phased driver's (same arithmetic, another
+synchronisation), and no grid barrier may time out.
 """
 
 from __future__ import annotations
@@ -30,13 +31,16 @@ def tinyllama() -> tuple[Any, Any]:
     return w, pre
 
 
-@pytest.mark.parametrize("launch", ["step", "layer"])
-def test_the_megakernel_decodes_a_token_as_transformers_does(tinyllama: tuple[Any, Any], launch: str) -> None:
+@pytest.mark.parametrize(("launch", "splits"), [("step", 1), ("layer", 1), ("step", 4)])
+def test_the_megakernel_decodes_a_token_as_transformers_does(
+    tinyllama: tuple[Any, Any], launch: str, splits: int
+) -> None:
     from examples.gpu.decode import model as M
     from examples.gpu.decode.runner import Decoder, KernelConfig
 
     w, pre = tinyllama
-    dec = Decoder(w, pre.k_cache.clone(), pre.v_cache.clone(), KernelConfig(launch=launch))
+    cfg = KernelConfig(launch=launch, splits=splits)
+    dec = Decoder(w, pre.k_cache.clone(), pre.v_cache.clone(), cfg)
     logits = dec.step(pre.token, pre.pos).clone()
     assert dec.error() == 0, "a grid barrier timed out: were all programs resident?"
     again = dec.step(pre.token, pre.pos).clone()  # the counter was reset by the last program of the first launch
@@ -48,5 +52,5 @@ def test_the_megakernel_decodes_a_token_as_transformers_does(tinyllama: tuple[An
     assert ours["max_abs_diff"] <= max(2 * hf_bf16["max_abs_diff"], 1e-3), (ours, hf_bf16)
     assert ours["top1_agree"] or ours_bf16["top1_agree"], (ours, ours_bf16)
     assert float((again - logits).abs().max()) == 0.0
-    phased = Decoder(w, pre.k_cache.clone(), pre.v_cache.clone(), KernelConfig()).phased_step(pre.token, pre.pos)
+    phased = Decoder(w, pre.k_cache.clone(), pre.v_cache.clone(), cfg).phased_step(pre.token, pre.pos)
     assert float((phased - logits).abs().max()) <= 1e-4 * max(float(logits.abs().max()), 1.0)

@@ -85,7 +85,8 @@ def _rstd(x_ptr, eps, H: tl.constexpr, BK: tl.constexpr):
 def _matvec(
     w_ptr, x_ptr, nw_ptr, rstd, res_ptr, out_ptr, N, pid, nprog,
     K: tl.constexpr, BN: tl.constexpr, BK: tl.constexpr, NORM: tl.constexpr, RES: tl.constexpr,
-    STAGES: tl.constexpr, UNROLL: tl.constexpr,
+    STAGES: tl.constexpr, UNROLL: tl.constexpr, ATT: tl.constexpr = 0, NQ: tl.constexpr = 1, D: tl.constexpr = 1,
+    SPLITS: tl.constexpr = 1,
 ):  # fmt: skip
     """``out[n] = sum_k W[n, k] * xn[k] (+ res[n])`` for the row tiles ``pid, pid + nprog, ...``.
 
@@ -93,7 +94,9 @@ def _matvec(
     ahead); ``UNROLL`` unrolls it so that the loads of several steps are in flight together.
 
     ``W`` is row-major ``N x K`` bf16; ``xn = x * rstd * nw`` with ``NORM`` (an RMSNorm folded into the loads), else
-    ``x``. ``res`` may alias ``out``: each row is read and written by the one program that owns its tile.
+    ``x``; with ``ATT`` the input vector is the attention output combined from its slices at ``x_ptr``
+    (:func:`_att_chunk`). ``res`` may alias ``out``: each row is read and written by the one program that owns its
+    tile.
     """
     offs_k = tl.arange(0, BK)
     for tile in range(pid, tl.cdiv(N, BN), nprog):
@@ -101,7 +104,10 @@ def _matvec(
         rmask = rows < N
         acc = tl.zeros([BN, BK], dtype=tl.float32)
         for k in tl.range(0, K, BK, num_stages=STAGES, loop_unroll_factor=UNROLL):
-            xk = tl.load(x_ptr + k + offs_k, cache_modifier=".cg")
+            if ATT:  # noqa: SIM108 (a constexpr branch: only one of the two is compiled)
+                xk = _att_chunk(x_ptr, k, NQ, D, BK, SPLITS)
+            else:
+                xk = tl.load(x_ptr + k + offs_k, cache_modifier=".cg")
             if NORM:
                 xk = xk * rstd * tl.load(nw_ptr + k + offs_k)
             w = tl.load(w_ptr + rows[:, None] * K + (k + offs_k)[None, :], mask=rmask[:, None], other=0.0)
@@ -148,12 +154,15 @@ def _rope(a, b, cos, sin):
 @triton.jit
 def _attention(
     qkv_ptr, kc_ptr, vc_ptr, att_ptr, rope_ptr, pos, max_len, sm_scale, pid, nprog,
-    NQ: tl.constexpr, NKV: tl.constexpr, D: tl.constexpr, BT: tl.constexpr,
+    NQ: tl.constexpr, NKV: tl.constexpr, D: tl.constexpr, BT: tl.constexpr, SPLITS: tl.constexpr,
 ):  # fmt: skip
-    """One query head per work item: RoPE, then the online softmax over cache positions ``[0, pos)`` and the new
-    token (from ``qkv``), writing ``att[h]``. The first head of each KV group appends the rotated k and v at ``pos``
-    (no program reads position ``pos`` of the cache in this step). ``kc``/``vc`` point at this layer's
-    ``NKV x max_len x D`` bf16 cache; ``rope`` is ``max_len x D`` fp32 (cos of the ``D/2`` frequencies, then sin).
+    """Work item ``(h, sp)``: query head ``h``, the ``sp``-th of ``SPLITS`` slices of the cache positions ``[0, pos)``
+    (flash-decoding). RoPE on q and the new k, then the online softmax over the slice; slice 0 also takes the new
+    token (from ``qkv``). Writes the slice's unnormalised output, running maximum and sum (see :func:`_att_chunk`,
+    which the output projection combines them with). The item ``(first head of a KV group, 0)`` appends the rotated
+    k and v at ``pos`` (no program reads position ``pos`` of the cache in this step). ``kc``/``vc`` point at this
+    layer's ``NKV x max_len x D`` bf16 cache; ``rope`` is ``max_len x D`` fp32 (cos of the ``D/2`` frequencies,
+    then sin).
     """
     HALF: tl.constexpr = D // 2
     GROUP: tl.constexpr = NQ // NKV
@@ -162,7 +171,11 @@ def _attention(
     offs_t = tl.arange(0, BT)
     cos = tl.load(rope_ptr + pos * D + offs_h)
     sin = tl.load(rope_ptr + pos * D + HALF + offs_h)
-    for h in range(pid, NQ, nprog):
+    chunk = tl.cdiv(tl.cdiv(pos, SPLITS), BT) * BT
+    ml_ptr = att_ptr + NQ * SPLITS * D
+    for item in range(pid, NQ * SPLITS, nprog):
+        h = item // SPLITS
+        sp = item % SPLITS
         g = h // GROUP
         q_at = qkv_ptr + h * D
         k_at = qkv_ptr + (NQ + g) * D
@@ -176,14 +189,18 @@ def _attention(
         v = tl.load(v_at + offs_d, cache_modifier=".cg").to(tl.bfloat16).to(tl.float32)
         q1 = q1 * sm_scale
         q2 = q2 * sm_scale
-        m_i = tl.sum(q1 * k1, axis=0) + tl.sum(q2 * k2, axis=0)  # the new token's score
-        l_i = m_i * 0.0 + 1.0
-        acc = v
+        first = sp == 0
+        s_new = tl.sum(q1 * k1, axis=0) + tl.sum(q2 * k2, axis=0)  # the new token's score (slice 0 only)
+        m_i = tl.where(first, s_new, -1.0e30)
+        l_i = tl.where(first, 1.0, 0.0)
+        acc = v * l_i
         kbase = kc_ptr + g * max_len * D
         vbase = vc_ptr + g * max_len * D
-        for t0 in range(0, pos, BT):
+        t_lo = sp * chunk
+        t_hi = tl.minimum(t_lo + chunk, pos)
+        for t0 in range(t_lo, t_hi, BT):
             t = t0 + offs_t
-            tmask = t < pos
+            tmask = t < t_hi
             kk1 = tl.load(kbase + t[:, None] * D + offs_h[None, :], mask=tmask[:, None], other=0.0).to(tl.float32)
             kk2 = tl.load(kbase + t[:, None] * D + HALF + offs_h[None, :], mask=tmask[:, None], other=0.0)
             s = tl.sum(kk1 * q1[None, :], axis=1) + tl.sum(kk2.to(tl.float32) * q2[None, :], axis=1)
@@ -195,11 +212,31 @@ def _attention(
             vv = tl.load(vbase + t[:, None] * D + offs_d[None, :], mask=tmask[:, None], other=0.0).to(tl.float32)
             acc = acc * alpha + tl.sum(p[:, None] * vv, axis=0)
             m_i = m_new
-        tl.store(att_ptr + h * D + offs_d, (acc / l_i).to(tl.bfloat16).to(tl.float32))
-        if h % GROUP == 0:
+        tl.store(att_ptr + item * D + offs_d, acc)
+        tl.store(ml_ptr + 2 * item, m_i)
+        tl.store(ml_ptr + 2 * item + 1, l_i)
+        if (h % GROUP == 0) & first:
             tl.store(kbase + pos * D + offs_h, k1.to(tl.bfloat16))
             tl.store(kbase + pos * D + HALF + offs_h, k2.to(tl.bfloat16))
             tl.store(vbase + pos * D + offs_d, v.to(tl.bfloat16))
+
+
+@triton.jit
+def _att_chunk(att_ptr, k, NQ: tl.constexpr, D: tl.constexpr, BK: tl.constexpr, SPLITS: tl.constexpr):
+    """Elements ``[k, k + BK)`` of the attention output (``BK / D`` whole heads): the ``SPLITS`` slices of each head
+    combined (rescaled to the largest running maximum, divided by the rescaled sum), rounded to bf16."""
+    HB: tl.constexpr = BK // D
+    heads = k // D + tl.arange(0, HB)
+    idx = heads[:, None] * SPLITS + tl.arange(0, SPLITS)[None, :]  # (HB, SPLITS) work items
+    ml_ptr = att_ptr + NQ * SPLITS * D
+    m = tl.load(ml_ptr + 2 * idx, cache_modifier=".cg")
+    l = tl.load(ml_ptr + 2 * idx + 1, cache_modifier=".cg")  # noqa: E741
+    wgt = tl.exp(m - tl.max(m, axis=1)[:, None])
+    den = tl.sum(wgt * l, axis=1)
+    offs_d = tl.arange(0, D)
+    acc = tl.load(att_ptr + idx[:, :, None] * D + offs_d[None, None, :], cache_modifier=".cg")
+    out = tl.sum(acc * wgt[:, :, None], axis=1) / den[:, None]
+    return tl.reshape(out, [BK]).to(tl.bfloat16).to(tl.float32)
 
 
 @triton.jit
@@ -225,7 +262,7 @@ def _layer_pointers(
     li, w_qkv, w_o, w_gate, w_up, w_down, ln_attn, ln_mlp, k_cache, v_cache, max_len,
     H: tl.constexpr, NQ: tl.constexpr, NKV: tl.constexpr, D: tl.constexpr, FF: tl.constexpr,
 ):  # fmt: skip
-    l64 = li.to(tl.int64)
+    l64 = tl.cast(li, tl.int64)
     return (
         w_qkv + l64 * ((NQ + 2 * NKV) * D * H),
         w_o + l64 * (H * NQ * D),
@@ -239,13 +276,13 @@ def _layer_pointers(
     )
 
 
-@triton.jit
+@triton.jit(do_not_specialize=["pos", "max_len", "layer"])
 def decode_phase(
     x_ptr, emb_ptr, tok_ptr, qkv_ptr, att_ptr, act_ptr, logits_ptr,
     w_qkv, w_o, w_gate, w_up, w_down, ln_attn, ln_mlp, ln_final, w_head, k_cache, v_cache, rope_ptr,
     pos, max_len, layer, eps, sm_scale,
     H: tl.constexpr, NQ: tl.constexpr, NKV: tl.constexpr, D: tl.constexpr, FF: tl.constexpr, V: tl.constexpr,
-    PHASE: tl.constexpr, BN: tl.constexpr, BK: tl.constexpr, BT: tl.constexpr,
+    PHASE: tl.constexpr, BN: tl.constexpr, BK: tl.constexpr, BT: tl.constexpr, SPLITS: tl.constexpr,
 ):  # fmt: skip
     """The PHASED driver: phase ``PHASE`` of layer ``layer`` (or the LM head); the launch boundary syncs."""
     pid = tl.program_id(0)
@@ -258,9 +295,9 @@ def decode_phase(
         rstd = _rstd(src, eps, H, BK)
         _matvec(wqkv, src, n1, rstd, src, qkv_ptr, (NQ + 2 * NKV) * D, pid, nprog, H, BN, BK, True, False, 1, 1)
     elif PHASE == 1:
-        _attention(qkv_ptr, kc, vc, att_ptr, rope_ptr, pos, max_len, sm_scale, pid, nprog, NQ, NKV, D, BT)
+        _attention(qkv_ptr, kc, vc, att_ptr, rope_ptr, pos, max_len, sm_scale, pid, nprog, NQ, NKV, D, BT, SPLITS)
     elif PHASE == 2:
-        _matvec(wo, att_ptr, n1, 1.0, src, x_ptr, H, pid, nprog, NQ * D, BN, BK, False, True, 1, 1)
+        _matvec(wo, att_ptr, n1, 1.0, src, x_ptr, H, pid, nprog, NQ * D, BN, BK, False, True, 1, 1, 1, NQ, D, SPLITS)
     elif PHASE == 3:
         rstd = _rstd(x_ptr, eps, H, BK)
         _gate_up(wg, wu, x_ptr, n2, rstd, act_ptr, pid, nprog, FF, H, BN, BK, 1, 1)
@@ -271,7 +308,7 @@ def decode_phase(
         _matvec(w_head, x_ptr, ln_final, rstd, x_ptr, logits_ptr, V, pid, nprog, H, BN, BK, True, False, 1, 1)
 
 
-@triton.jit
+@triton.jit(do_not_specialize=["pos", "max_len", "layer_begin", "layer_end", "timeout_ns"])
 def decode_megakernel(
     x_ptr, emb_ptr, tok_ptr, qkv_ptr, att_ptr, act_ptr, logits_ptr,
     w_qkv, w_o, w_gate, w_up, w_down, ln_attn, ln_mlp, ln_final, w_head, k_cache, v_cache, rope_ptr,
@@ -280,6 +317,7 @@ def decode_megakernel(
     H: tl.constexpr, NQ: tl.constexpr, NKV: tl.constexpr, D: tl.constexpr, FF: tl.constexpr, V: tl.constexpr,
     BN_QKV: tl.constexpr, BN_O: tl.constexpr, BN_GU: tl.constexpr, BN_DOWN: tl.constexpr, BN_HEAD: tl.constexpr,
     BK: tl.constexpr, BT: tl.constexpr, HEAD: tl.constexpr, STAGES: tl.constexpr, UNROLL: tl.constexpr,
+    SPLITS: tl.constexpr,
 ):  # fmt: skip
     """The PERSISTENT driver: layers ``[layer_begin, layer_end)`` and, with ``HEAD``, the final norm and LM head, in
     one launch of one program per SM, with a grid barrier after each phase of a layer."""
@@ -322,14 +360,35 @@ def decode_megakernel(
         _grid_sync(sync_ptr, n_sync * nprog, t_start, timeout_ns)
         c = dm.exit(probe, c, "wait_qkv")
         c = dm.enter(probe, c, "attention")
-        _attention(qkv_ptr, kc, vc, att_ptr, rope_ptr, pos, max_len, sm_scale, pid, nprog, NQ, NKV, D, BT)
+        _attention(qkv_ptr, kc, vc, att_ptr, rope_ptr, pos, max_len, sm_scale, pid, nprog, NQ, NKV, D, BT, SPLITS)
         c = dm.exit(probe, c, "attention")
         c = dm.enter(probe, c, "wait_attention")
         n_sync += 1
         _grid_sync(sync_ptr, n_sync * nprog, t_start, timeout_ns)
         c = dm.exit(probe, c, "wait_attention")
         c = dm.enter(probe, c, "o_proj")
-        _matvec(wo, att_ptr, n1, 1.0, src, x_ptr, H, pid, nprog, NQ * D, BN_O, BK, False, True, STAGES, UNROLL)
+        _matvec(
+            wo,
+            att_ptr,
+            n1,
+            1.0,
+            src,
+            x_ptr,
+            H,
+            pid,
+            nprog,
+            NQ * D,
+            BN_O,
+            BK,
+            False,
+            True,
+            STAGES,
+            UNROLL,
+            1,
+            NQ,
+            D,
+            SPLITS,
+        )
         c = dm.exit(probe, c, "o_proj")
         c = dm.enter(probe, c, "wait_o_proj")
         n_sync += 1

@@ -24,6 +24,9 @@ import argus_lab.device
 from examples.gpu.decode import kernels as K
 from examples.gpu.decode.model import DecodeShape, PackedWeights
 
+MAX_SPLITS = 32
+"""The most slices of the cache positions per head (the attention scratch buffer is sized for it)."""
+
 
 @dataclass(frozen=True)
 class KernelConfig:
@@ -31,7 +34,9 @@ class KernelConfig:
 
     ``bn_*`` are the rows of one work item of each matrix-vector phase, ``bk`` the columns of one load step,
     ``bt`` the cache positions of one attention step; ``stages`` > 1 pipelines the loads of the matrix-vector
-    loops (``cp.async``), ``unroll`` unrolls them; ``programs`` the persistent grid (0: one per SM);
+    loops (``cp.async``), ``unroll`` unrolls them; ``splits`` cuts each head's cache positions into that many
+    slices, one work item each (flash-decoding; the output projection combines them); ``programs`` is the
+    persistent grid (0: one per SM);
     ``launch`` is ``"step"`` (one launch per token) or ``"layer"`` (one per layer, the head in the last).
     """
 
@@ -45,11 +50,15 @@ class KernelConfig:
     num_warps: int = 4
     stages: int = 1
     unroll: int = 1
+    splits: int = 1
     programs: int = 0
     launch: str = "step"
     timeout_s: float = 2.0
 
     def __post_init__(self) -> None:
+        if self.splits < 1 or self.splits > MAX_SPLITS or self.splits & (self.splits - 1):
+            msg = f"splits must be a power of two from 1 to {MAX_SPLITS}, got {self.splits}"
+            raise ValueError(msg)
         if self.launch not in ("step", "layer"):
             msg = f"launch must be 'step' or 'layer', got {self.launch!r}"
             raise ValueError(msg)
@@ -58,8 +67,11 @@ class KernelConfig:
         """The same config with block sizes no larger than ``shape`` allows (``bk`` divides every input width)."""
         widths = (shape.hidden, shape.heads * shape.head_dim, shape.intermediate)
         bk = self.bk
-        while any(w % bk for w in widths):
+        while any(w % bk for w in widths) and bk > shape.head_dim:
             bk //= 2
+        if any(w % bk for w in widths) or bk % shape.head_dim:
+            msg = f"no load width from {self.bk} down to head_dim {shape.head_dim} divides the widths {widths}"
+            raise ValueError(msg)
         return replace(self, bk=bk)
 
     def as_dict(self) -> dict[str, Any]:
@@ -93,13 +105,14 @@ class Decoder:
         f32 = torch.float32
         self.x = torch.zeros(s.hidden, device=dev, dtype=f32)
         self.qkv = torch.zeros(s.qkv_rows, device=dev, dtype=f32)
-        self.att = torch.zeros(s.heads * s.head_dim, device=dev, dtype=f32)
+        self.att = torch.zeros(s.heads * MAX_SPLITS * (s.head_dim + 2), device=dev, dtype=f32)
         self.act = torch.zeros(s.intermediate, device=dev, dtype=f32)
         self.logits = torch.zeros(s.vocab, device=dev, dtype=f32)
         self.tok = torch.zeros(1, device=dev, dtype=torch.int64)
         self.sync = torch.zeros(K.SYNC_WORDS, device=dev, dtype=torch.int32)
         self.sm_scale = 1.0 / math.sqrt(s.head_dim)
         self.programs = self.cfg.programs or (num_sms(dev) if dev.type == "cuda" else 4)
+        self.compile_only = False  # True: launches only compile (Triton's warmup), for a pool filling the cache
 
     # -- shared argument lists
     def _tensors(self) -> list[Any]:
@@ -138,9 +151,10 @@ class Decoder:
 
     def _phase(self, grid: tuple[int], phase: int, layer: int, pos: int, bn: int) -> None:
         s, cfg = self.shape, self.cfg
-        K.decode_phase[grid](
-            *self._tensors(), pos, self.w.max_len, layer, s.eps, self.sm_scale,
-            **self._dims(), PHASE=phase, BN=bn, BK=cfg.bk, BT=cfg.bt, num_warps=cfg.num_warps,
+        self._run(
+            K.decode_phase, grid, *self._tensors(), pos, self.w.max_len, layer, s.eps, self.sm_scale,
+            **self._dims(), PHASE=phase, BN=bn, BK=cfg.bk, BT=cfg.bt, SPLITS=cfg.splits,
+            num_warps=cfg.num_warps,
         )  # fmt: skip
 
     # -- the persistent driver
@@ -161,13 +175,19 @@ class Decoder:
     def launch(self, layer_begin: int, layer_end: int, head: bool, pos: int, probe: Any = None) -> None:
         """One launch of the persistent kernel over layers ``[layer_begin, layer_end)`` (and the head)."""
         s, cfg = self.shape, self.cfg
-        K.decode_megakernel[(self.programs,)](
-            *self._tensors(), self.sync, pos, self.w.max_len, layer_begin, layer_end, s.eps, self.sm_scale,
-            int(cfg.timeout_s * 1e9), probe,
+        self._run(
+            K.decode_megakernel, (self.programs,), *self._tensors(), self.sync, pos, self.w.max_len, layer_begin,
+            layer_end, s.eps, self.sm_scale, int(cfg.timeout_s * 1e9), probe,
             **self._dims(), BN_QKV=cfg.bn_qkv, BN_O=cfg.bn_o, BN_GU=cfg.bn_gu, BN_DOWN=cfg.bn_down,
             BN_HEAD=cfg.bn_head, BK=cfg.bk, BT=cfg.bt, HEAD=head, STAGES=cfg.stages, UNROLL=cfg.unroll,
-            num_warps=cfg.num_warps,
+            SPLITS=cfg.splits, num_warps=cfg.num_warps,
         )  # fmt: skip
+
+    def _run(self, kernel: Any, grid: tuple[int], *args: Any, **kwargs: Any) -> None:
+        if self.compile_only:
+            kernel.warmup(*args, grid=grid, **kwargs)
+        else:
+            kernel[grid](*args, **kwargs)
 
     def error(self) -> int:
         """The error word: 1 when a grid barrier timed out since the last :meth:`clear_error` (syncs the device)."""
@@ -176,6 +196,46 @@ class Decoder:
     def clear_error(self) -> None:
         """Zero the sync words (after a timed-out launch the barrier counter is not back at 0)."""
         self.sync.zero_()
+
+
+def warm_job(shape: DecodeShape, cfg: KernelConfig, variants: tuple[str, ...]) -> tuple[str, float, str | None]:
+    """Compile ``cfg``'s kernels into Triton's cache without launching (in a pool's process on the GPU machine, so
+    that the measuring process finds them compiled): ``variants`` among ``"clean"``, ``"instrumented"``,
+    ``"phased"``. The arguments are stand-ins with the real ones' types and alignment (the JIT specialises on
+    those, and the scalar arguments that vary are not specialised), so the cache keys are those of the real launches.
+    Returns (the config as JSON, seconds, the error or ``None``)."""
+    import json
+    import time
+
+    import torch
+
+    from examples.gpu.decode import model as M
+
+    t0 = time.monotonic()
+    key = json.dumps({**cfg.as_dict(), "variants": list(variants)}, sort_keys=True)
+    try:
+        dev = torch.device("cuda")
+        f32, bf16 = torch.float32, torch.bfloat16
+
+        def t(dtype: Any) -> Any:
+            return torch.zeros(64, dtype=dtype, device=dev)
+
+        w = M.PackedWeights(
+            shape=shape, max_len=2048, emb=t(f32), w_qkv=t(bf16), w_o=t(bf16), w_gate=t(bf16), w_up=t(bf16),
+            w_down=t(bf16), ln_attn=t(f32), ln_mlp=t(f32), ln_final=t(f32), w_head=t(bf16), rope=t(f32),
+        )  # fmt: skip
+        dec = Decoder(w, t(bf16), t(bf16), cfg)
+        dec.compile_only = True
+        for b, e, head in {(0, 1, h) for _, _, h in dec.launches()}:
+            if "clean" in variants:
+                dec.launch(b, e, head, 1000)
+            if "instrumented" in variants:
+                dec.launch(b, e, head, 1000, t(torch.int64))
+        if "phased" in variants:
+            dec.phased_step(0, 1000)
+        return key, time.monotonic() - t0, None
+    except Exception as exc:  # reported by the pool's caller; the measuring process compiles it itself then
+        return key, time.monotonic() - t0, f"{type(exc).__name__}: {exc}"
 
 
 class DecodeStep:
@@ -222,6 +282,7 @@ def compile_sm90(shape: DecodeShape, cfg: KernelConfig, *, instrumented: bool, h
         "H": shape.hidden, "NQ": shape.heads, "NKV": shape.kv_heads, "D": shape.head_dim, "FF": shape.intermediate,
         "V": shape.vocab, "BN_QKV": cfg.bn_qkv, "BN_O": cfg.bn_o, "BN_GU": cfg.bn_gu, "BN_DOWN": cfg.bn_down,
         "BN_HEAD": cfg.bn_head, "BK": cfg.bk, "BT": cfg.bt, "HEAD": head, "STAGES": cfg.stages, "UNROLL": cfg.unroll,
+        "SPLITS": cfg.splits,
     }  # fmt: skip
     if instrumented:
         sig["probe"] = "*i64"
