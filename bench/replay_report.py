@@ -338,7 +338,7 @@ def pack(folder: Path) -> None:
         path.unlink()
 
 
-RECORDED = ("*.jsonl", "*.jsonl.gz", "plan.json", "record.json", "record.log", "report.json", "report.md",
+RECORDED = ("*.jsonl", "*.jsonl.gz", "*.log", "plan.json", "record.json", "report.json", "report.md",
             "decisions.json")  # fmt: skip
 """The files of one recording and its report in the data folder (what :func:`install` replaces)."""
 
