@@ -345,7 +345,7 @@ RECORDED = ("*.jsonl", "*.jsonl.gz", "*.log", "plan.json", "record.json", "repor
 
 def install(tarball: Path, folder: Path) -> None:
     """Unpack a recording (``OUT/table.tgz`` of the GPU check's part ``table``) into ``folder``, replacing the one
-    there; its report is kept as ``previous/report.md``."""
+    there; its report and log are kept as ``previous/report.md`` and ``previous/record.log``."""
     import shutil
     import tarfile
     import tempfile
@@ -359,9 +359,10 @@ def install(tarball: Path, folder: Path) -> None:
             raise FileNotFoundError(msg)
         src = found[0].parent
         folder.mkdir(parents=True, exist_ok=True)
-        if (folder / "report.md").exists():
-            (folder / "previous").mkdir(exist_ok=True)
-            shutil.copy2(folder / "report.md", folder / "previous" / "report.md")
+        for kept in ("report.md", "record.log"):  # the previous recording's figures and how it ran
+            if (folder / kept).exists():
+                (folder / "previous").mkdir(exist_ok=True)
+                shutil.copy2(folder / kept, folder / "previous" / kept)
         for pattern in RECORDED:
             for old in folder.glob(pattern):
                 old.unlink()

@@ -198,10 +198,12 @@ def test_install_unpacks_a_gpu_check_tarball_and_keeps_the_previous_report(synth
     data = tmp_path / "data"
     data.mkdir()
     (data / "report.md").write_text("the first recording's report\n")
+    (data / "record.log").write_text("the first recording's log\n")
     (data / "phases.jsonl.gz").write_bytes(b"stale")  # a file of the old recording the new one may not have
     (data / "README.md").write_text("kept\n")
     rr.install(tgz, data)
     assert (data / "previous" / "report.md").read_text() == "the first recording's report\n"
+    assert (data / "previous" / "record.log").read_text() == "the first recording's log\n"
     assert not (data / "report.md").exists() and (data / "README.md").read_text() == "kept\n"
     assert sorted(p.name for p in data.glob("*.jsonl*")) == sorted(p.name for p in synth.glob("*.jsonl*"))
     assert load(data).keys() == load(synth).keys()
