@@ -228,6 +228,12 @@ def _x(v: dict[str, Any] | None) -> str:
     return f"{v['speedup']:.3f}{'*' if v['faster'] else ''}"
 
 
+def _space_sizes(doc: dict[str, Any]) -> str:
+    """The range of recorded candidates per configuration, e.g. ``30-50``."""
+    sizes = [int(r["candidates"]) for r in doc["rows"]]
+    return "-" if not sizes else f"{min(sizes)}-{max(sizes)}" if min(sizes) != max(sizes) else str(sizes[0])
+
+
 def markdown(doc: dict[str, Any], command: str) -> str:
     """The section: how it was recorded and replayed, the seed's numbers per searcher, then one row per
     configuration."""
@@ -253,7 +259,7 @@ def markdown(doc: dict[str, Any], command: str) -> str:
         "autotuner over the tutorials' list). Geo-mean: of baseline (a)'s median over the best's, every counted "
         "configuration (below 1 when a search's best is slower).",
         "",
-        f"Budget {main['budget']} candidates read per search (of 25-34 per space):",
+        f"Budget {main['budget']} candidates read per search (of {_space_sizes(doc)} per space):",
         "",
         "| searcher | improved over (a), mean (min-max) over seeds | geo-mean speed-up over (a), mean (min-max) | "
         "best beats the vendor kernel |",
