@@ -175,23 +175,43 @@ def _phases(n: int, p: dict[str, Any], buf: Any) -> dict[str, Any]:
 
 
 # -- the GPU side ----------------------------------------------------------------------------------------------
-def time_calls(fn: Any, *, warmup: int, launches: int, sleep_cycles: int) -> list[float]:
+SLEEP_RETRIES = 2
+"""Times a measurement is taken again, with twice the GPU sleep, when the sleep ran out before the host had queued
+every launch (:func:`time_calls`)."""
+
+
+def time_calls(fn: Any, *, warmup: int, launches: int, sleep_cycles: int) -> tuple[list[float], int]:
     """The one timing protocol: ``warmup`` calls, then ``launches`` calls each between two CUDA events, queued
-    behind a GPU sleep so the events time the GPU work alone. Returns ns per call."""
+    behind a GPU sleep so the events time the GPU work alone. Returns ns per call and how many times it was
+    taken again.
+
+    The sleep must outlast the host's queueing of every launch, or the GPU waits for the host between two events
+    and the wait counts as kernel time (a busy host: the compile pool beside it).  An event recorded right after
+    the sleep tells: when it has completed by the time the last launch is queued, the sleep ran out, and the
+    measurement is taken again with twice the sleep (at most :data:`SLEEP_RETRIES` times; the last one is kept).
+    """
     import torch
 
     for _ in range(warmup):
         fn()
     torch.cuda.synchronize()
-    starts = [torch.cuda.Event(enable_timing=True) for _ in range(launches)]
-    ends = [torch.cuda.Event(enable_timing=True) for _ in range(launches)]
-    torch.cuda._sleep(sleep_cycles)
-    for s, e in zip(starts, ends, strict=True):
-        s.record()
-        fn()
-        e.record()
-    torch.cuda.synchronize()
-    return [float(s.elapsed_time(e)) * 1e6 for s, e in zip(starts, ends, strict=True)]
+    retries = 0
+    while True:
+        starts = [torch.cuda.Event(enable_timing=True) for _ in range(launches)]
+        ends = [torch.cuda.Event(enable_timing=True) for _ in range(launches)]
+        awake = torch.cuda.Event()
+        torch.cuda._sleep(sleep_cycles)
+        awake.record()
+        for s, e in zip(starts, ends, strict=True):
+            s.record()
+            fn()
+            e.record()
+        ran_out = awake.query()
+        torch.cuda.synchronize()
+        if not ran_out or retries >= SLEEP_RETRIES:
+            return [float(s.elapsed_time(e)) * 1e6 for s, e in zip(starts, ends, strict=True)], retries
+        retries += 1
+        sleep_cycles *= 2
 
 
 def make_inputs(cfg: Config, seed: int = 0) -> dict[str, Any]:
@@ -369,11 +389,15 @@ class Recorder:
 
         set_scratch_allocator("cuda")  # the TMA candidates' device-side descriptors need global scratch
 
-    def timed(self, fn: Any) -> list[float]:
-        return time_calls(fn, warmup=self.args.warmup, launches=self.args.launches, sleep_cycles=self.sleep_cycles)
+    def timed(self, fn: Any) -> dict[str, Any]:
+        """The samples' summary, and how often the GPU sleep ran out first (``sleep_retries``, when it did)."""
+        samples, retries = time_calls(
+            fn, warmup=self.args.warmup, launches=self.args.launches, sleep_cycles=self.sleep_cycles
+        )
+        return summary(samples) | ({"sleep_retries": retries} if retries else {})
 
     def baseline(self, n: int, which: str, pas: int, fn: Any, extra: dict[str, Any]) -> None:
-        self.sink.write("baselines", {"config": n, "which": which, "pass": pas, **summary(self.timed(fn)), **extra})
+        self.sink.write("baselines", {"config": n, "which": which, "pass": pas, **self.timed(fn), **extra})
 
     def config(self, n: int, deadline: float) -> bool:
         """Measure configuration ``n``; ``False`` when the deadline stopped it."""
@@ -445,7 +469,7 @@ class Recorder:
                 fn[(c.grid,)](*c.args, **dict(c.kwargs))
 
             try:
-                row |= summary(self.timed(launch))
+                row |= self.timed(launch)
             except Exception as exc:  # launched once, failed in the timed launches
                 row |= {"status": "failed", "cause": " ".join(f"{type(exc).__name__}: {exc}".split())[:500]}
                 self.sink.write("candidates", row)

@@ -228,6 +228,12 @@ def _x(v: dict[str, Any] | None) -> str:
     return f"{v['speedup']:.3f}{'*' if v['faster'] else ''}"
 
 
+def _space_sizes(doc: dict[str, Any]) -> str:
+    """The range of recorded candidates per configuration, e.g. ``30-50``."""
+    sizes = [int(r["candidates"]) for r in doc["rows"]]
+    return "-" if not sizes else f"{min(sizes)}-{max(sizes)}" if min(sizes) != max(sizes) else str(sizes[0])
+
+
 def markdown(doc: dict[str, Any], command: str) -> str:
     """The section: how it was recorded and replayed, the seed's numbers per searcher, then one row per
     configuration."""
@@ -253,7 +259,7 @@ def markdown(doc: dict[str, Any], command: str) -> str:
         "autotuner over the tutorials' list). Geo-mean: of baseline (a)'s median over the best's, every counted "
         "configuration (below 1 when a search's best is slower).",
         "",
-        f"Budget {main['budget']} candidates read per search (of 25-34 per space):",
+        f"Budget {main['budget']} candidates read per search (of {_space_sizes(doc)} per space):",
         "",
         "| searcher | improved over (a), mean (min-max) over seeds | geo-mean speed-up over (a), mean (min-max) | "
         "best beats the vendor kernel |",
@@ -338,14 +344,14 @@ def pack(folder: Path) -> None:
         path.unlink()
 
 
-RECORDED = ("*.jsonl", "*.jsonl.gz", "plan.json", "record.json", "record.log", "report.json", "report.md",
+RECORDED = ("*.jsonl", "*.jsonl.gz", "*.log", "plan.json", "record.json", "report.json", "report.md",
             "decisions.json")  # fmt: skip
 """The files of one recording and its report in the data folder (what :func:`install` replaces)."""
 
 
 def install(tarball: Path, folder: Path) -> None:
     """Unpack a recording (``OUT/table.tgz`` of the GPU check's part ``table``) into ``folder``, replacing the one
-    there; its report is kept as ``previous/report.md``."""
+    there; its report and log are kept as ``previous/report.md`` and ``previous/record.log``."""
     import shutil
     import tarfile
     import tempfile
@@ -359,9 +365,10 @@ def install(tarball: Path, folder: Path) -> None:
             raise FileNotFoundError(msg)
         src = found[0].parent
         folder.mkdir(parents=True, exist_ok=True)
-        if (folder / "report.md").exists():
-            (folder / "previous").mkdir(exist_ok=True)
-            shutil.copy2(folder / "report.md", folder / "previous" / "report.md")
+        for kept in ("report.md", "record.log"):  # the previous recording's figures and how it ran
+            if (folder / kept).exists():
+                (folder / "previous").mkdir(exist_ok=True)
+                shutil.copy2(folder / kept, folder / "previous" / kept)
         for pattern in RECORDED:
             for old in folder.glob(pattern):
                 old.unlink()

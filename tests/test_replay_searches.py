@@ -191,17 +191,21 @@ def test_install_unpacks_a_gpu_check_tarball_and_keeps_the_previous_report(synth
     import tarfile
 
     stage = tmp_path / "out" / "table"
-    shutil.copytree(synth, stage)
+    stage.mkdir(parents=True)
+    for f in [*synth.glob("*.jsonl*"), synth / "plan.json", synth / "record.json"]:  # the recorder's files only
+        shutil.copy2(f, stage / f.name)
     tgz = tmp_path / "out" / "table.tgz"
     with tarfile.open(tgz, "w:gz") as tar:
         tar.add(stage, arcname="table")
     data = tmp_path / "data"
     data.mkdir()
     (data / "report.md").write_text("the first recording's report\n")
+    (data / "record.log").write_text("the first recording's log\n")
     (data / "phases.jsonl.gz").write_bytes(b"stale")  # a file of the old recording the new one may not have
     (data / "README.md").write_text("kept\n")
     rr.install(tgz, data)
     assert (data / "previous" / "report.md").read_text() == "the first recording's report\n"
+    assert (data / "previous" / "record.log").read_text() == "the first recording's log\n"
     assert not (data / "report.md").exists() and (data / "README.md").read_text() == "kept\n"
     assert sorted(p.name for p in data.glob("*.jsonl*")) == sorted(p.name for p in synth.glob("*.jsonl*"))
     assert load(data).keys() == load(synth).keys()
