@@ -1,4 +1,5 @@
-"""Issue 15 on evidence recorded on the H200 by ``scripts/gpu/issue15.sh OUT`` (files copied to tests/data/gpu/issue15).
+"""Scoped ncu replay and compiler facts on evidence recorded on the H200 by ``scripts/gpu/ncu_scope_compiler.sh OUT``
+(files copied to tests/data/gpu/issue15).
 
 Three workloads of examples/gpu/, each through ``argus-lab run`` (see tests/data/README.md for the command):
 
@@ -58,7 +59,7 @@ def _recorded(name: str, folder: Path | None = None) -> Path:
             return cand
     why = f"; {_PENDING[name]}" if name in _PENDING and folder is None else ""
     pytest.skip(
-        f"{base}/{name} is not recorded yet{why}: run `scripts/gpu/issue15.sh OUT` on the H200 and copy "
+        f"{base}/{name} is not recorded yet{why}: run `scripts/gpu/ncu_scope_compiler.sh OUT` on the H200 and copy "
         "OUT/*.duckdb(.gz), OUT/profiler_names.json and OUT/issue15-summary.json there (tests/data/README.md)"
     )
 
@@ -91,7 +92,7 @@ def _joined(store: Store, runs: list[str]) -> argus_lab.Report:
 
 def test_recorded_files_stay_small() -> None:
     if not DATA.exists():
-        pytest.skip("tests/data/gpu/issue15/ is not recorded yet (scripts/gpu/issue15.sh on the H200)")
+        pytest.skip("tests/data/gpu/issue15/ is not recorded yet (scripts/gpu/ncu_scope_compiler.sh on the H200)")
     big = [p.name for p in DATA.rglob("*") if p.is_file() and p.stat().st_size >= MAX_BYTES]
     assert not big
 

@@ -1,13 +1,13 @@
 #!/usr/bin/env bash
 # Issue 17 on two H200s (kind nvidia-h200-x2): the profile-guided overlap study, five settings, hard limit 270 s.
-#   PYTHONPATH=/tmp/argus-site:$PWD scripts/gpu/issue17.sh OUT
+#   PYTHONPATH=/tmp/argus-site:$PWD scripts/gpu/two_gpu_study.sh OUT
 # (run from the repository root after the carried wheels are installed into /tmp/argus-site).  Writes
 # OUT/pgo/pgo.json (the study), OUT/pgo/pgo.md (its table, scripts/render_pgo.py), OUT/pgo/stores/*.duckdb
 # (compacted argus evidence, one store per setting), OUT/pgo/plain/suite.json (plain steps/s), OUT/pgo/info/,
 # OUT/pgo/logs/ and OUT/issue17.log.  NCCL's NVLink SHARP stays off (NCCL_NVLS_ENABLE=0).
 set -uo pipefail
 cd "$(dirname "$0")/../.."
-OUT=${1:?usage: scripts/gpu/issue17.sh OUT}
+OUT=${1:?usage: scripts/gpu/two_gpu_study.sh OUT}
 mkdir -p "$OUT/pgo"
 PY=${ARGUS_PYTHON:-/opt/torch/.venv/bin/python3}
 [ -x "$PY" ] || PY=$(command -v python3)

@@ -4,7 +4,7 @@
 # argument sets it): the benchmark stops starting processes at its budget and kills a process past its deadline;
 # `timeout` ends everything 2 s before the limit at the latest.
 #
-#   scripts/gpu/issue13.sh OUT [LIMIT_S]   (from the repository root; PYTHONPATH=/tmp/argus-site:$PWD with the wheels)
+#   scripts/gpu/timing_overhead.sh OUT [LIMIT_S]   (from the repository root; PYTHONPATH=/tmp/argus-site:$PWD with the wheels)
 #
 # 1. environment: nvidia-smi, the native extension built into OUT/native-cache;
 # 2. correctness (one process, <= 30 s): gpu.time and gpu.span against CUDA events without a tool on regions of
@@ -21,10 +21,10 @@
 #    no-tool blocks and a CPU probe).
 # Writes OUT/issue13.log, OUT/timing-overhead.{txt,json} (rewritten after every process), OUT/checks.json,
 # OUT/procs/*.json (one per process, rewritten after every block pair), OUT/logs/*.log, OUT/stores/*.duckdb.gz.
-# CPU dry run: ISSUE13_DEVICE=cpu ISSUE13_TINY=1 scripts/gpu/issue13.sh /tmp/i13 (GPU tools and checks skipped).
+# CPU dry run: ISSUE13_DEVICE=cpu ISSUE13_TINY=1 scripts/gpu/timing_overhead.sh /tmp/i13 (GPU tools and checks skipped).
 set -uo pipefail
 cd "$(dirname "$0")/../.."
-OUT=${1:?usage: scripts/gpu/issue13.sh OUT [LIMIT_S]}
+OUT=${1:?usage: scripts/gpu/timing_overhead.sh OUT [LIMIT_S]}
 HARD=${2:-${ISSUE13_LIMIT_S:-150}}
 mkdir -p "$OUT"
 T0=$(date +%s)

@@ -65,7 +65,7 @@ def test_heterogeneity_and_readable_names_in_the_exported_report(in_browser: InB
         groups = page.locator("h4", has_text="instance groups")
         groups.wait_for(timeout=5_000)
         assert page.locator("td", has_text="a different kernel sequence").count() >= 1
-        page.screenshot(path="/tmp/argus_browser_issue15.png", full_page=True)
+        page.screenshot(path="/tmp/argus_browser_first_call.png", full_page=True)
         pg.check_clean()
         page.close()
 

@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Issue 15 on the H200, in ONE device call, HARD LIMIT 90 s wall (the script stops itself by 87 s; the first
 # recording took 66 s):
-#   scripts/gpu/issue15.sh OUT
+#   scripts/gpu/ncu_scope_compiler.sh OUT
 # run from the repository root with the carried wheels installed (PYTHONPATH=/tmp/argus-site:$PWD; python
 # /opt/torch/.venv/bin/python3 unless ARGUS_PYTHON says otherwise).  It records, through `argus-lab run`
 # (python -m argus_lab.faces.cli), three workloads of examples/gpu/ into small DuckDB stores under OUT:
@@ -16,12 +16,12 @@
 # plus OUT/profiler_names.json (torch.profiler's kernel names of the same decode step), OUT/ncu_env.log (whether an
 # environment variable set to an empty value reaches a process ncu starts), one log per step, the ncu children's
 # OUT/*.duckdb.runs/<run>/nvtx-scope.json (what their scope gate saw), and
-# OUT/issue15-summary.json + the printed summary (scripts/gpu/issue15_summary.py).  Every file is kept < 8 MB
+# OUT/issue15-summary.json + the printed summary (scripts/gpu/ncu_scope_compiler_summary.py).  Every file is kept < 8 MB
 # (a larger one is gzipped; .ncu-rep files of cuBLAS kernels are removed).  The compile case runs alongside the
 # first (timing-only) step; the ncu steps run alone.
 set -uo pipefail
 cd "$(dirname "$0")/../.."
-OUT=${1:?usage: scripts/gpu/issue15.sh OUT}
+OUT=${1:?usage: scripts/gpu/ncu_scope_compiler.sh OUT}
 mkdir -p "$OUT"
 OUT=$(cd "$OUT" && pwd)  # absolute: the workloads run from examples/gpu
 T0=$(date +%s)
@@ -90,7 +90,7 @@ wait "$BG_COMPILED" 2>/dev/null
 wait "$BG_PROFILER" 2>/dev/null
 
 DEADLINE=$((T0 + 86))
-step summary 7 "$PY" scripts/gpu/issue15_summary.py "$OUT"
+step summary 7 "$PY" scripts/gpu/ncu_scope_compiler_summary.py "$OUT"
 cat "$OUT/summary.log" 2>/dev/null
 
 # keep every file < 8 MB: cuBLAS .ncu-rep files go, anything else that large is gzipped

@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # Issue 20 on the H200, as a user gets argus_lab: run once from the repository root, within 100 s wall:
-#   scripts/gpu/issue20.sh OUT
+#   scripts/gpu/wheel_check.sh OUT
 # Needs (carried): dist/argus_lab-*.whl (built on the CPU machine with the JupyterLab extension inside) and the
 # wheels the H200 image lacks in .whl/ (duckdb, nvtx, cupti-python 13.0.1); optionally .whl/pm/ (cupti-python 13.4.0
 # + nvidia-cuda-cupti 13.4.92) for the version-mismatch step.  Steps:
@@ -17,7 +17,7 @@
 # and OUT/e2e.duckdb.gz (the end-to-end store).  Environment overrides (for the CPU dry run):
 # ARGUS_TORCH_PYTHON, ARGUS_WHEELS, ARGUS_U20_WORK, ARGUS_U20_BUDGET (seconds, default 95).
 set -uo pipefail
-OUT=${1:?usage: scripts/gpu/issue20.sh OUT}
+OUT=${1:?usage: scripts/gpu/wheel_check.sh OUT}
 mkdir -p "$OUT"
 OUT=$(cd "$OUT" && pwd)
 REPO=$(cd "$(dirname "$0")/../.." && pwd)
@@ -83,7 +83,7 @@ timeout "$(cap 40)" "$ARGUS" doctor --save "$WORK/doctor.json" | tee "$OUT/docto
 echo "(doctor exit status ${PIPESTATUS[0]})"
 
 step "3. live pass counts vs ncu (background) and 4. argus-lab run end to end"
-timeout "$(cap 45)" "$VPY" "$REPO/scripts/gpu/issue20.py" passes "$WORK/passes.json" --jobs 4 --timeout 40 \
+timeout "$(cap 45)" "$VPY" "$REPO/scripts/gpu/wheel_check.py" passes "$WORK/passes.json" --jobs 4 --timeout 40 \
   > "$WORK/passes.txt" 2>&1 &
 PASSES_PID=$!
 cp "$REPO/examples/gpu/nested_torch.py" "$WORK/x/work.py"
@@ -93,7 +93,7 @@ timeout "$(cap 60)" "$ARGUS" run work.py --signals "$SIGNALS" --repeat 2 --warmu
   > "$WORK/e2e.txt" 2>&1
 echo "argus-lab run exit status $?"
 cat "$WORK/e2e.txt"
-timeout "$(cap 20)" "$VPY" "$REPO/scripts/gpu/issue20.py" check "$WORK/x/e2e.duckdb" "$WORK/e2e.json" \
+timeout "$(cap 20)" "$VPY" "$REPO/scripts/gpu/wheel_check.py" check "$WORK/x/e2e.duckdb" "$WORK/e2e.json" \
   ${SIGNALS//,/ } || status=1
 gzip -c "$WORK/x/e2e.duckdb" > "$OUT/e2e.duckdb.gz" 2>/dev/null || true
 wait "$PASSES_PID"

@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # Issue 19: record a Kineto trace, an .ncu-rep and an Nsight Systems export on the H200 (tests/data/traces/).
-#   scripts/gpu/issue19.sh OUT
+#   scripts/gpu/record_traces.sh OUT
 # Run from the repository root after the wheels are in /tmp/argus-site; HARD LIMIT 90 s wall for everything.
 # Every file left in OUT is < 8 MB; no .qdstrm is left; OUT/summary.json says what each step did (nsys errors
 # with the tool's own text).  Copy OUT/{kineto_gpt2.json.gz,ncu_regions.ncu-rep,nsys_regions.sqlite*,

@@ -1,9 +1,10 @@
-"""What the issue-15 recording shows (scripts/gpu/issue15.sh): read the stores it wrote, print the "done when" facts.
+"""What the scoped-ncu and compiler recording shows (scripts/gpu/ncu_scope_compiler.sh): read the stores it wrote,
+print the "done when" facts.
 
-    python scripts/gpu/issue15_summary.py OUT
+    python scripts/gpu/ncu_scope_compiler_summary.py OUT
 
-Writes OUT/issue15-summary.json (the facts below, for tests/test_issue15_recorded.py), compacts the stores (16 KiB
-DuckDB blocks, :mod:`argus_lab.store.compact`) and prints:
+Writes OUT/issue15-summary.json (the facts below, for tests/test_ncu_scope_compiler_recorded.py), compacts the
+stores (16 KiB DuckDB blocks, :mod:`argus_lab.store.compact`) and prints:
 
 1. autotune.duckdb, request 2 (ncu, ``--scope 'matmul; instances=1:'``): every kernel ncu replayed, by region path
    and instance, the instance matches, the counters of every measured instance, and the compiler table (which
@@ -235,7 +236,7 @@ def _scope_state(run_folder: Path) -> dict[str, Any] | None:
 
 def main(argv: list[str]) -> int:
     if len(argv) != 1:
-        print("usage: python scripts/gpu/issue15_summary.py OUT", file=sys.stderr)
+        print("usage: python scripts/gpu/ncu_scope_compiler_summary.py OUT", file=sys.stderr)
         return 2
     folder = Path(argv[0])
     out: dict[str, Any] = {}

@@ -4,8 +4,8 @@
 # (default 200; the driver stops starting candidates 4 s before its deadline, kills its workers 6 s after it, writes
 # the table; `timeout` ends it 9 s after its deadline, and the merge and file checks below take at most 9 s more).
 #
-#   scripts/gpu/issue21.sh OUT                                  # all 24 configurations, budget 8 (fewer if late)
-#   scripts/gpu/issue21.sh OUT --only 10-24 --budget 4 --limit 240   # the continuation of the first run
+#   scripts/gpu/optimize_bench.sh OUT                                  # all 24 configurations, budget 8 (fewer if late)
+#   scripts/gpu/optimize_bench.sh OUT --only 10-24 --budget 4 --limit 240   # the continuation of the first run
 #
 # (from the repository root; PYTHONPATH=/tmp/argus-site:$PWD with the carried wheels installed there.)
 # Options (or variables): --only SPEC (ISSUE21_ONLY; configurations by number, bench/optimize_configs.py),
@@ -25,10 +25,10 @@
 # saying what was kept, the .runs/ folder).  The worker stores stay outside OUT (the result files are the
 # benchmark's evidence).  With --only and the first run's results in tests/data/gpu/optimize/run1, OUT/merged/ gets
 # the table of both runs (bench/optimize_bench.py OUT/merged --merge tests/data/gpu/optimize/run1 OUT).
-# CPU dry run: ISSUE21_DEVICE=cpu ISSUE21_TINY=1 scripts/gpu/issue21.sh /tmp/i21 (compiles, skips every measurement).
+# CPU dry run: ISSUE21_DEVICE=cpu ISSUE21_TINY=1 scripts/gpu/optimize_bench.sh /tmp/i21 (compiles, skips every measurement).
 set -uo pipefail
 cd "$(dirname "$0")/../.."
-OUT=${1:?usage: scripts/gpu/issue21.sh OUT [--only 10-24] [--budget 4] [--limit 240] [--walk 13]}
+OUT=${1:?usage: scripts/gpu/optimize_bench.sh OUT [--only 10-24] [--budget 4] [--limit 240] [--walk 13]}
 shift
 ONLY=${ISSUE21_ONLY:-}
 BUDGET_N=${ISSUE21_BUDGET:-}
@@ -40,7 +40,7 @@ while [ $# -gt 0 ]; do
     --budget) BUDGET_N=${2:?--budget needs a number, e.g. --budget 4}; shift 2 ;;
     --limit) TOTAL=${2:?--limit needs seconds, e.g. --limit 240}; shift 2 ;;
     --walk) WALK=${2:?--walk needs a configuration number, e.g. --walk 13}; shift 2 ;;
-    *) echo "issue21.sh: unknown option $1 (known: --only SPEC, --budget N, --limit S, --walk N)" >&2; exit 2 ;;
+    *) echo "optimize_bench.sh: unknown option $1 (known: --only SPEC, --budget N, --limit S, --walk N)" >&2; exit 2 ;;
   esac
 done
 mkdir -p "$OUT"

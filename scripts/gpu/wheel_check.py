@@ -1,11 +1,11 @@
 #!/usr/bin/env python3
-"""Helpers of ``scripts/gpu/issue20.sh``, run with the Python of the venv the wheel was installed into, from a
+"""Helpers of ``scripts/gpu/wheel_check.sh``, run with the Python of the venv the wheel was installed into, from a
 folder outside the repository (so ``argus_lab`` is the installed package, not the checkout).
 
-``issue20.py passes OUT.json [--jobs N] [--timeout S]``
+``wheel_check.py passes OUT.json [--jobs N] [--timeout S]``
     The planner's default pass model on this machine (live CUPTI count on a GPU host) against ncu's own
     ``profiler__replayer_passes`` for the sets of ``scripts/record_ncu_passes.py:LIVE_SETS`` (ncu runs in parallel).
-``issue20.py check STORE OUT.json SIGNAL [SIGNAL ...]``
+``wheel_check.py check STORE OUT.json SIGNAL [SIGNAL ...]``
     What the end-to-end run stored: per requested signal, the number of region-instance values and their median;
     runs and their status.  Exit status 1 when a requested signal has no value.
 """

@@ -1,9 +1,9 @@
 """Record issue 18's H200 evidence: the persistent GEMM measured with gpu.time (clean) + dev.* (instrumented).
 
-    PYTHONPATH=/tmp/argus-site:$PWD /opt/torch/.venv/bin/python3 scripts/gpu/issue18_record.py DEST
-    PYTHONPATH=$PWD python scripts/gpu/issue18_record.py DEST --dry-run     # no GPU: the CPU parts only
+    PYTHONPATH=/tmp/argus-site:$PWD /opt/torch/.venv/bin/python3 scripts/gpu/device_gemm_record.py DEST
+    PYTHONPATH=$PWD python scripts/gpu/device_gemm_record.py DEST --dry-run     # no GPU: the CPU parts only
 
-``scripts/gpu/issue18.sh OUT`` runs it with DEST = OUT/issue18.  One host region ``gemm_step`` around one launch of
+``scripts/gpu/device_gemm.sh OUT`` runs it with DEST = OUT/issue18.  One host region ``gemm_step`` around one launch of
 ``examples/gpu/persistent_gemm.py`` (3072 x 3072 x 1024 bf16, k-step marks: load / mma / epilogue; 576 tiles on
 132 SMs, so 48 SMs run a fifth tile: a visible tail) is measured by ``argus_lab.measure(step, "gpu.time,dev.*",
 repeat=3, warmup=1)``: the planner's clean CUPTI run and its instrumented device run, joined.  Writes into DEST:
