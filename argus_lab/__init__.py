@@ -22,8 +22,8 @@ import importlib
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
+    from argus_lab import optimize as optimize
     from argus_lab import plan as plan
-    from argus_lab.faces import optimize as optimize
     from argus_lab.faces.importing import import_trace as import_trace
     from argus_lab.faces.measure import measure as measure
     from argus_lab.faces.measure import open_store as open_store
@@ -46,7 +46,7 @@ _PUBLIC: dict[str, tuple[str, str | None]] = {
     "open_store": ("argus_lab.faces.measure", "open_store"),
     "import_trace": ("argus_lab.faces.importing", "import_trace"),
     "sql": ("argus_lab.faces.query", "sql"),
-    "optimize": ("argus_lab.faces.optimize", None),  # the optimisation loop (docs/optimize.md)
+    "optimize": ("argus_lab.optimize", None),  # the optimisation loop (docs/optimize.md)
     "Report": ("argus_lab.report", "Report"),
 }
 

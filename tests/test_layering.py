@@ -26,12 +26,12 @@ STAGES: tuple[tuple[str, ...], ...] = (
     ("argus_lab.regions", "argus_lab.device"),
     ("argus_lab.plan",),
     ("argus_lab.run",),
-    ("argus_lab.backends",),
+    ("argus_lab.backends", "argus_lab.importers"),
     ("argus_lab.join",),
     ("argus_lab.store",),
     ("argus_lab.report",),
     ("argus_lab.views",),
-    ("argus_lab.faces", "argus_lab"),
+    ("argus_lab.optimize", "argus_lab.faces", "argus_lab"),
 )
 """Each stage's module prefixes, upstream first (stage 0, ``errors``/``units``, is usable by all)."""
 
@@ -42,7 +42,7 @@ LAZY_NAMES = {
     "DEFAULT_SIGNALS": "argus_lab.plan",
     "measure": "argus_lab.faces.measure",
     "open_store": "argus_lab.faces.measure",
-    "optimize": "argus_lab.faces.optimize",
+    "optimize": "argus_lab.optimize",
     "Report": "argus_lab.report",
 }
 """What ``from argus_lab import NAME`` imports for the names the package exports lazily."""
@@ -136,11 +136,11 @@ def test_the_guard_sees_function_level_relative_and_type_checking_imports() -> N
 
 
 def test_the_optimisation_loop_is_a_face() -> None:
-    """``argus_lab.optimize`` is the module ``argus_lab.faces.optimize``, exported lazily like ``measure``, and its
-    parts (``faces/optimizer/``) sit in the faces stage."""
+    """``argus_lab.optimize`` is the package ``argus_lab.optimize``, exported lazily like ``measure``, and its
+    parts (``optimize/``) sit in the top stage."""
     assert argus_lab.optimize.__name__ == LAZY_NAMES["optimize"]
     faces = len(STAGES) - 1
-    assert stage_of("argus_lab.faces.optimize") == stage_of("argus_lab.faces.optimizer.session") == faces
+    assert stage_of("argus_lab.optimize") == stage_of("argus_lab.optimize.session") == faces
 
 
 def test_measured_process_imports_stay_light() -> None:

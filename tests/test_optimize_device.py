@@ -16,10 +16,10 @@ import pytest
 
 pytest.importorskip("torch")
 
+from argus_lab import optimize as opt
 from argus_lab.backends.device.decode import decode
-from argus_lab.faces import optimize as opt
-from argus_lab.faces.optimizer import session as session_module
-from argus_lab.faces.optimizer.rules import MEMORY_SHARE, TAIL_FRACTION
+from argus_lab.optimize import session as session_module
+from argus_lab.optimize.rules import MEMORY_SHARE, TAIL_FRACTION
 from argus_lab.regions import Region
 from tests.device_cases import PHASES, FakeCupti, cpu_backends, raw
 

@@ -428,8 +428,8 @@ def _export(args: argparse.Namespace) -> int:
 
 
 def _import(args: argparse.Namespace) -> int:
-    from argus_lab.backends.imported import detect_format
     from argus_lab.faces.importing import import_trace
+    from argus_lab.importers import detect_format
 
     fmt = args.format or detect_format(args.file)
     if args.domain and fmt == "kineto":

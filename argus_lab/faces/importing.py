@@ -1,6 +1,6 @@
 """``argus_lab.import_trace``: a trace recorded by another tool becomes a run of the store, then joined.
 
-The importers (:mod:`argus_lab.backends.imported`) turn a file into raw evidence tables; this module gives them a
+The importers (:mod:`argus_lab.importers`) turn a file into raw evidence tables; this module gives them a
 run (session, request, run row with ``variant = 'imported'`` and the command that imported it), writes them in
 one transaction and runs the join, so the imported evidence has attribution classes and region values like a
 measured run's, and can be compared with one.
@@ -18,8 +18,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from argus_lab.backends.imported import ImportedTrace, detect_format, read_trace
 from argus_lab.errors import StoreError
+from argus_lab.importers import ImportedTrace, detect_format, read_trace
 from argus_lab.join import JoinSummary, attribute_request
 from argus_lab.run.runtime import session_columns
 from argus_lab.store import Store

@@ -15,8 +15,8 @@ from typing import TYPE_CHECKING
 from argus_lab.units import fmt, percent, times
 
 if TYPE_CHECKING:
-    from argus_lab.faces.optimizer.evidence import Evaluation, Phases, Timing
-    from argus_lab.faces.optimizer.search import SearchResult
+    from argus_lab.optimize.evidence import Evaluation, Phases, Timing
+    from argus_lab.optimize.search import SearchResult
 
 EVIDENCE_WORDS: dict[str, str] = {
     "instance": "region instances",

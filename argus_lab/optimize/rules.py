@@ -25,8 +25,9 @@ from __future__ import annotations
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 
-from argus_lab.faces.optimizer.candidates import Candidate, Space
-from argus_lab.faces.optimizer.evidence import DeviceSpec, Evaluation, Model, StaticFacts, occupancy
+from argus_lab.optimize.candidates import Candidate, Space
+from argus_lab.optimize.evidence import Evaluation, Model, StaticFacts, occupancy
+from argus_lab.optimize.specs import DeviceSpec
 
 SPILL_BYTES = 0
 """Any local memory per thread counts as spilling."""

@@ -21,8 +21,10 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-from argus_lab.backends.imported import ncu_file
-from argus_lab.backends.imported.common import (
+from argus_lab.backends.ncu import parse as ncu_parse
+from argus_lab.errors import BackendUnavailableError, ImportFormatError
+from argus_lab.importers import ncu_file
+from argus_lab.importers.common import (
     ImportedTrace,
     SourceInfo,
     artifact_rows,
@@ -30,8 +32,6 @@ from argus_lab.backends.imported.common import (
     provenance_rows,
     region_rows,
 )
-from argus_lab.backends.ncu import parse as ncu_parse
-from argus_lab.errors import BackendUnavailableError, ImportFormatError
 
 MODULE = "nvtx"
 """The module of regions imported from NVTX ranges (part of their identity)."""
@@ -257,7 +257,7 @@ def _instances(
 
 
 def _dump_isolated(p: Path, metrics: Sequence[str], timeout_s: float, framing: ncu_file.Framing) -> dict[str, Any]:
-    cmd = [sys.executable, "-m", "argus_lab.backends.imported.ncu_rep", str(p)]
+    cmd = [sys.executable, "-m", "argus_lab.importers.ncu_rep", str(p)]
     if metrics:
         cmd += ["--metrics", ",".join(metrics)]
     env = dict(os.environ)
@@ -320,7 +320,7 @@ def _domains(action: Any) -> list[str]:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    """``python -m argus_lab.backends.imported.ncu_rep REPORT [--metrics a,b]``: kernels and NVTX stacks as JSON."""
+    """``python -m argus_lab.importers.ncu_rep REPORT [--metrics a,b]``: kernels and NVTX stacks as JSON."""
     import argparse
 
     ap = argparse.ArgumentParser(description="print the kernels of an .ncu-rep with their NVTX stacks as JSON")

@@ -33,12 +33,12 @@ import os
 from pathlib import Path
 from typing import Any
 
-from argus_lab.backends.imported import chrome_json, events
-from argus_lab.backends.imported.common import (
+from argus_lab.errors import ImportFormatError
+from argus_lab.importers import chrome_json, events
+from argus_lab.importers.common import (
     ImportedTrace,
     SourceInfo,
 )
-from argus_lab.errors import ImportFormatError
 
 MODULE = "torch.profiler"
 """The module of imported ``record_function`` regions (part of their identity)."""

@@ -35,8 +35,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from argus_lab.backends.imported.common import TEMP_PREFIX, gzip_errors, sweep_stale
 from argus_lab.errors import ImportFormatError
+from argus_lab.importers.common import TEMP_PREFIX, gzip_errors, sweep_stale
 
 _BOUNDARY = re.compile(rb"\}\s*,[ \t\r]*\n\s*\{")
 MIN_PART_BYTES = 16 << 20

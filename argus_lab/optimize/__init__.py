@@ -17,8 +17,8 @@ JSON, the rule set of the evidence-guided search, and how the benchmark holds bo
 
 from __future__ import annotations
 
-from argus_lab.faces.optimizer.candidates import ROLES, Budget, Candidate, OptimizeError, Param, Space
-from argus_lab.faces.optimizer.evidence import (
+from argus_lab.optimize.candidates import ROLES, Budget, Candidate, OptimizeError, Param, Space
+from argus_lab.optimize.evidence import (
     DEVICES,
     SCHEMA,
     STATUSES,
@@ -39,8 +39,8 @@ from argus_lab.faces.optimizer.evidence import (
     phases_of,
     roofline,
 )
-from argus_lab.faces.optimizer.rules import RULES, Proposal, RuleContext, done, propose, prune
-from argus_lab.faces.optimizer.search import (
+from argus_lab.optimize.rules import RULES, Proposal, RuleContext, done, propose, prune
+from argus_lab.optimize.search import (
     Decision,
     EvidenceGuided,
     Search,
@@ -50,7 +50,7 @@ from argus_lab.faces.optimizer.search import (
     TimingOnly,
     run_search,
 )
-from argus_lab.faces.optimizer.session import (
+from argus_lab.optimize.session import (
     DEFAULT_SIGNALS,
     DEVICE_SIGNALS,
     CandidateError,

@@ -22,10 +22,10 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
-from argus_lab.faces.optimizer.candidates import Budget, Candidate, OptimizeError, Space
-from argus_lab.faces.optimizer.evidence import Evaluation, StaticFacts
-from argus_lab.faces.optimizer.rules import Proposal, RuleContext, done, propose, prune
-from argus_lab.faces.optimizer.text import search_text, speedup_text
+from argus_lab.optimize.candidates import Budget, Candidate, OptimizeError, Space
+from argus_lab.optimize.evidence import Evaluation, StaticFacts
+from argus_lab.optimize.rules import Proposal, RuleContext, done, propose, prune
+from argus_lab.optimize.text import search_text, speedup_text
 
 
 @dataclass(frozen=True)

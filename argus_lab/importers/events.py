@@ -5,7 +5,7 @@ An importer stages its events in a DuckDB table ``ev`` with the columns ``kind``
 ``d`` (integer ns), ``corr`` (correlation id), ``device``, ``context``, ``stream``, ``grid``/``block`` (lists),
 ``regs``, ``nbytes`` and ``arg_name`` (thread names of ``meta`` rows); :func:`build` then
 
-* nests the annotations of each thread into region instances (:func:`~argus_lab.backends.imported.common.nest`),
+* nests the annotations of each thread into region instances (:func:`~argus_lab.importers.common.nest`),
 * finds each GPU record's launching call by correlation id (the longest call per id) and the innermost instance
   open on that call's thread at its start (ASOF over each thread's innermost-instance timeline, exits before
   entries at an equal nanosecond, as the join orders them): the instance the launch carried,
@@ -20,7 +20,8 @@ from typing import Any
 
 import numpy as np
 
-from argus_lab.backends.imported.common import (
+from argus_lab.backends.threads import role_of
+from argus_lab.importers.common import (
     MAX_DEPTH,
     MAX_PATH_CHARS,
     ImportedTrace,
@@ -32,7 +33,6 @@ from argus_lab.backends.imported.common import (
     provenance_rows,
     region_rows,
 )
-from argus_lab.backends.threads import role_of
 
 INSTANCES_SQL = """
 SELECT pid, tid, t, t + d AS e, name FROM ev WHERE kind = 'annotation' AND t IS NOT NULL ORDER BY pid, tid, t

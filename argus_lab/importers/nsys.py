@@ -16,7 +16,7 @@ Nsight Systems' documented SQLite export schema:
 ``globalTid`` serializes the process and thread ids (``tid = globalTid % 2**24``, ``pid = (globalTid >> 24) %
 2**24``).  Times are integer ns on the session's clock; ``TARGET_INFO_SESSION_START_TIME.utcEpochNs`` (when the
 export has it) is the session start in epoch ns and is added, so imported times are ``CLOCK_REALTIME`` like a
-measured run's.  The attribution is that of :mod:`argus_lab.backends.imported.events`.
+measured run's.  The attribution is that of :mod:`argus_lab.importers.events`.
 """
 
 from __future__ import annotations
@@ -31,9 +31,9 @@ from collections import Counter
 from pathlib import Path
 from typing import Any
 
-from argus_lab.backends.imported import events
-from argus_lab.backends.imported.common import ImportedTrace, SourceInfo, file_digest, sweep_stale
 from argus_lab.errors import BackendUnavailableError, ImportFormatError
+from argus_lab.importers import events
+from argus_lab.importers.common import ImportedTrace, SourceInfo, file_digest, sweep_stale
 
 MODULE = "nvtx"
 DOMAIN = "argus"
