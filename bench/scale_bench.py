@@ -97,7 +97,7 @@ p = export(Report(Store({path!r}), ["r-bench"]), {tmp!r} + "/r.html")
 out["bytes"] = p.stat().st_size
 """,
     "Perfetto export": """
-from argus_lab.faces.exporting import export
+from argus_lab.app.exporting import export
 from argus_lab.store import Store
 export(Store({path!r}), {tmp!r} + "/t.json", fmt="perfetto", run_ids=["r-bench"])
 out["bytes"] = __import__("os").path.getsize({tmp!r} + "/t.json")

@@ -304,7 +304,7 @@ def test_without_cupti_device_regions_still_nest_under_the_host_instance(tmp_pat
         from argus_lab.run import runtime
 
         mp.setattr(runtime, "load_backend", lambda name: DeviceCollector(cupti=NoCupti()))
-        from argus_lab.faces.measure import plan, run_plan
+        from argus_lab.app.measure import plan, run_plan
         from argus_lab.run.workload import Workload
 
         m = run_plan(plan("dev.*", repeat=2, warmup=0), Workload.from_target(step), Store(tmp_path / "s.duckdb"))

@@ -15,8 +15,8 @@ from typing import Any
 import pytest
 from kineto_synth import KinetoTrace
 
+from argus_lab.app.importing import import_trace
 from argus_lab.errors import ImportFormatError
-from argus_lab.faces.importing import import_trace
 from argus_lab.importers import chrome_json, detect_format, kineto
 from argus_lab.store import Store
 

@@ -20,8 +20,8 @@ from typing import Any
 
 import pytest
 
-from argus_lab.faces.exporting import export
-from argus_lab.faces.importing import import_trace
+from argus_lab.app.exporting import export
+from argus_lab.app.importing import import_trace
 from argus_lab.store import Store
 
 TRACES = Path(__file__).parent / "data" / "traces"

@@ -31,6 +31,7 @@ STAGES: tuple[tuple[str, ...], ...] = (
     ("argus_lab.store",),
     ("argus_lab.report",),
     ("argus_lab.views",),
+    ("argus_lab.app",),
     ("argus_lab.optimize", "argus_lab.faces", "argus_lab"),
 )
 """Each stage's module prefixes, upstream first (stage 0, ``errors``/``units``, is usable by all)."""
@@ -40,8 +41,8 @@ LAZY_NAMES = {
     "Region": "argus_lab.regions",
     "current_path": "argus_lab.regions",
     "DEFAULT_SIGNALS": "argus_lab.plan",
-    "measure": "argus_lab.faces.measure",
-    "open_store": "argus_lab.faces.measure",
+    "measure": "argus_lab.app.measure",
+    "open_store": "argus_lab.app.measure",
     "optimize": "argus_lab.optimize",
     "Report": "argus_lab.report",
 }

@@ -4,13 +4,13 @@ from __future__ import annotations
 
 import argparse
 import os
-import shlex
 import sys
 from collections.abc import Sequence
 from pathlib import Path
 
+from argus_lab.app.commands import command
 from argus_lab.errors import ArgusError
-from argus_lab.store.db import DEFAULT_STORE, default_store_path
+from argus_lab.store.db import default_store_path
 
 EPILOG = """examples:
   argus-lab run examples/nested.py --signals host.wall,host.cpu --repeat 5 --store argus.duckdb
@@ -271,7 +271,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         if args.command == "recover":
             return _recover(args)
         if args.command == "doctor":
-            from argus_lab.faces.doctor import main as doctor_main
+            from argus_lab.app.doctor import main as doctor_main
 
             return doctor_main(as_json=args.json, save=args.save)
         if args.command == "export":
@@ -307,7 +307,7 @@ def main(argv: Sequence[str] | None = None) -> int:
 
 
 def _run(args: argparse.Namespace) -> int:
-    from argus_lab.faces.measure import open_store, plan, run_plan
+    from argus_lab.app.measure import open_store, plan, run_plan
     from argus_lab.report.census import kernel_census
     from argus_lab.run.progress import lines
     from argus_lab.run.runtime import summarize, terminal_progress
@@ -410,7 +410,7 @@ def _show(args: argparse.Namespace) -> int:
 
 
 def _join(args: argparse.Namespace) -> int:
-    from argus_lab.faces.measure import join_runs, open_store
+    from argus_lab.app.measure import join_runs, open_store
 
     store = open_store(args.store)
     summaries = join_runs(store, args.run, every=args.all)
@@ -421,14 +421,14 @@ def _join(args: argparse.Namespace) -> int:
 
 
 def _export(args: argparse.Namespace) -> int:
-    from argus_lab.faces.exporting import export
+    from argus_lab.app.exporting import export
 
     print(_shown(export(args.store, args.out, fmt=args.format, run_ids=args.run, title=args.title).text()))
     return 0
 
 
 def _import(args: argparse.Namespace) -> int:
-    from argus_lab.faces.importing import import_trace
+    from argus_lab.app.importing import import_trace
     from argus_lab.importers import detect_format
 
     fmt = args.format or detect_format(args.file)
@@ -448,7 +448,7 @@ def _import(args: argparse.Namespace) -> int:
 
 
 def _recover(args: argparse.Namespace) -> int:
-    from argus_lab.faces.measure import recover_runs
+    from argus_lab.app.measure import recover_runs
 
     done = recover_runs(args.store, join=not args.no_join)
     for r in done.recovered:
@@ -463,7 +463,7 @@ def _recover(args: argparse.Namespace) -> int:
 
 
 def _plan(args: argparse.Namespace) -> int:
-    from argus_lab.faces.measure import plan_from_options
+    from argus_lab.app.measure import plan_from_options
 
     the_plan = plan_from_options(args)
     print(the_plan.to_json() if args.json else the_plan.explain())
@@ -479,16 +479,6 @@ def _signals() -> int:
              FAMILIES.items()]  # fmt: skip
     print(table(("signal", "unit", "backend", "what it measures"), rows, max_rows=len(rows)))
     return 0
-
-
-def command(*words: str | Path, store: Path) -> str:
-    """An ``argus-lab`` command line that works as printed: with ``--store`` unless ``store`` is the one a plain
-    ``argus-lab`` in this directory opens (``./argus.duckdb``, with no ``$ARGUS_STORE`` pointing elsewhere)."""
-    default = Path(DEFAULT_STORE).resolve()
-    argv = ["argus-lab", *map(str, words)]
-    if not (Path(store).resolve() == default and default_store_path().resolve() == default):
-        argv += ["--store", str(store)]
-    return shlex.join(argv)
 
 
 if __name__ == "__main__":

@@ -59,9 +59,9 @@ from IPython.core.magic_arguments import MagicArgumentParser
 
 from argus_lab.errors import ArgusError
 from argus_lab.faces.cell_code import DEFAULT_REPEAT, DEFAULT_WARMUP, SETUP_MODES, measure_line
-from argus_lab.faces.progress_view import NotebookLine
 from argus_lab.run.progress import throttled
 from argus_lab.run.workload import Workload
+from argus_lab.views.progress import NotebookLine
 
 if TYPE_CHECKING:
     from collections.abc import Callable
@@ -308,7 +308,7 @@ class ArgusMagics(Magics):
         if active_recorder() is not None:
             self._run_in_region(marker, cell)
             return
-        from argus_lab.faces.measure import plan, run_plan
+        from argus_lab.app.measure import plan, run_plan
 
         raised: list[BaseException] = []
 
@@ -437,7 +437,7 @@ class ArgusMagics(Magics):
         return tuple(out), notes
 
     def _measure(self, line: str, cell: str) -> Any:
-        from argus_lab.faces.measure import plan_from_options, run_plan
+        from argus_lab.app.measure import plan_from_options, run_plan
 
         args = measure_parser().parse_args(split_line(line, "%%argus"))
         _check_out_name(args.out, self.shell)
@@ -561,7 +561,7 @@ class ArgusMagics(Magics):
         return Store(self._store(store)).sql(query)
 
     def _doctor(self, rest: list[str]) -> None:
-        from argus_lab.faces.doctor import diagnose, render, to_json
+        from argus_lab.app.doctor import diagnose, render, to_json
 
         p = _parser("%argus doctor", "Check what this machine can measure: each line ok or the fix.")
         p.add_argument("--json", action="store_true", help="print the checks as JSON")
@@ -570,7 +570,7 @@ class ArgusMagics(Magics):
         print(to_json(checks) if args.json else render(checks))
 
     def _plan(self, rest: list[str]) -> None:
-        from argus_lab.faces.measure import plan_from_options
+        from argus_lab.app.measure import plan_from_options
 
         p = _parser("%argus plan", "Show the plan of a request without running it.")
         _request_options(p)
@@ -638,7 +638,7 @@ class ArgusMagics(Magics):
         return TableView(evidence.run_list(Store(self._store(args.store)), args.limit), "runs (newest first)")
 
     def _export(self, rest: list[str]) -> None:
-        from argus_lab.faces.exporting import export
+        from argus_lab.app.exporting import export
 
         p = _parser(
             "%argus export",
@@ -657,7 +657,7 @@ class ArgusMagics(Magics):
         print(result.text())
 
     def _import(self, rest: list[str]) -> Any:
-        from argus_lab.faces.importing import import_trace
+        from argus_lab.app.importing import import_trace
         from argus_lab.report import Report
         from argus_lab.report.text import escape
 

@@ -1,6 +1,6 @@
 """The join: attributes every piece of evidence of some runs to region instances, and derives region values.
 
-:func:`attribute_request` runs where a plan's runs end (:func:`argus_lab.faces.measure.run_plan` calls it once they
+:func:`attribute_request` runs where a plan's runs end (:func:`argus_lab.app.measure.run_plan` calls it once they
 are stored) and writes, in
 one transaction, for the given runs:
 

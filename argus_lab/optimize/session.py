@@ -29,9 +29,9 @@ from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Protocol, runtime_checkable
 
+from argus_lab.app.measure import open_store, plan, run_plan
 from argus_lab.device import instrumented
 from argus_lab.errors import ArgusError
-from argus_lab.faces.measure import open_store, plan, run_plan
 from argus_lab.optimize.candidates import Budget, Candidate, OptimizeError, Space
 from argus_lab.optimize.evidence import (
     Compiled,

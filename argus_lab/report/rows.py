@@ -20,9 +20,9 @@ from argus_lab.plan.backends import BACKENDS
 from argus_lab.plan.catalog import aggregation
 from argus_lab.plan.scope import Scope
 from argus_lab.report import sql as q
+from argus_lab.report.runs import RUNS
 from argus_lab.report.scope_sql import ScopeFilter, predicate, scoped
 from argus_lab.store import Store
-from argus_lab.store.queries import RUNS
 
 Shares = dict[str, float]
 
@@ -349,7 +349,7 @@ class RegionSummary:
 
 
 def read_runs(store: Store, ids: list[str]) -> tuple[RunRow, ...]:
-    """The runs, in plan order, with their provenance (:data:`argus_lab.store.queries.RUNS`)."""
+    """The runs, in plan order, with their provenance (:data:`argus_lab.report.runs.RUNS`)."""
     return tuple(
         RunRow(
             run_id=r["run_id"],

@@ -9,7 +9,7 @@
   (``on_error="stop"``; the remaining runs are stored as ``not run``).
 
 Everything goes to a :class:`~argus_lab.run.sink.Sink` (the store side implements it) as soon as a run ends.  The
-join is not run here: whoever drives the plan runs it where the runs end (:func:`argus_lab.faces.measure.run_plan`).
+join is not run here: whoever drives the plan runs it where the runs end (:func:`argus_lab.app.measure.run_plan`).
 """
 
 from __future__ import annotations
@@ -121,7 +121,7 @@ def execute(
     ``isolate``: every run is a child run in a fresh process (``python -m argus_lab.run.child``), so that nothing
     this process holds (another CUPTI client such as torch.profiler, state left by earlier code) touches the
     measurement; the workload must be one a child can run (a script, ``module:function``, a notebook cell).
-    The join is left to the caller (it runs where the runs end: :func:`argus_lab.faces.measure.run_plan`).
+    The join is left to the caller (it runs where the runs end: :func:`argus_lab.app.measure.run_plan`).
     ``count_kernels``: called with the id of each timing (CUPTI) run once it ended ``ok`` or ``partial``; the
     kernels it returns are the total the progress of the plan's later ncu runs counts down from.
     """

@@ -14,7 +14,7 @@ short connection, and every read another.
   reader may not write, or on a full disk is read all the same.
 
 The first write of a :class:`Store` also recovers what an earlier process left behind (runs still marked ``running``
-whose process is gone, and their run folders): see :mod:`argus_lab.store.recovery`.  Errors that mean the disk is
+whose process is gone, and their run folders): see :mod:`argus_lab.app.recovery`.  Errors that mean the disk is
 full or the file is damaged become :class:`~argus_lab.errors.StoreError` messages naming the cause and the fix
 (:func:`explain_error`).  docs/reliability.md explains the design.
 """
@@ -24,6 +24,7 @@ from __future__ import annotations
 import contextlib
 import errno
 import fcntl
+import importlib
 import os
 import re
 import shutil
@@ -253,10 +254,22 @@ def run_root(path: Path) -> Path:
     return path.with_name(path.name + ".runs")
 
 
+Recover = Callable[["Store"], list[Any]]
+"""What a store's first write runs to finish the runs dead processes left behind (returns what it recovered)."""
+
+RECOVERY_MODULE = "argus_lab.app.recovery"
+"""The module whose ``recover_stale(store)`` a store runs by default.  Recovery reads run folders and loads
+backends, so it belongs to the application; the store holds its name, never an import of it."""
+
+
+def _application_recovery(store: Store) -> list[Any]:
+    return importlib.import_module(RECOVERY_MODULE).recover_stale(store)
+
+
 class Store:
     """A DuckDB evidence store at ``path`` (created with the current schema on first write)."""
 
-    def __init__(self, path: str | os.PathLike[str] | None = None, *, recover: bool = True) -> None:
+    def __init__(self, path: str | os.PathLike[str] | None = None, *, recover: bool | Recover = True) -> None:
         self.path = one_file(Path(path) if path is not None else default_store_path())
         self._tlock = threading.RLock()
         self._con: duckdb.DuckDBPyConnection | None = None
@@ -264,10 +277,12 @@ class Store:
         self._read_only = False
         self._checked = False
         self._migrated = False  # tables and columns of this schema version added (done by the first write)
-        self._recover = recover  # the first write recovers runs left behind by dead processes
+        # the first write recovers runs left behind by dead processes: with the recovery handed in, or (True) the
+        # application's, loaded by the name RECOVERY_MODULE holds
+        self._recover: Recover | None = _application_recovery if recover is True else (recover or None)
         self._read_memory: str | None = None  # the limit of this thread's read (read() raises it on OOM)
         self.recovered: list[Any] = []
-        """What the first write recovered (:class:`argus_lab.store.recovery.Recovered` values)."""
+        """What the first write recovered (:class:`argus_lab.app.recovery.Recovered` values)."""
 
     def __repr__(self) -> str:
         return f"Store({str(self.path)!r})"
@@ -311,11 +326,9 @@ class Store:
                     try:
                         if not self._checked or (write and not self._migrated):
                             self._check_schema(con, write)
-                        if write and self._recover:
-                            self._recover = False
-                            from argus_lab.store.recovery import recover_stale
-
-                            self.recovered = recover_stale(self)
+                        if write and self._recover is not None:
+                            recover, self._recover = self._recover, None
+                            self.recovered = recover(self)
                         yield con
                     finally:
                         self._con = None

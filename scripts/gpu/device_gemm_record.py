@@ -40,7 +40,7 @@ def _measure_gpu(store: Path, summary: dict[str, Any]) -> Any:
     import torch
     import triton
 
-    from argus_lab.faces.measure import measure
+    from argus_lab.app.measure import measure
     from examples.gpu import persistent_gemm as pg
 
     summary["versions"] = {"torch": torch.__version__, "triton": triton.__version__,

@@ -18,6 +18,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from argus_lab.app.commands import command
 from argus_lab.errors import StoreError
 from argus_lab.importers import ImportedTrace, detect_format, read_trace
 from argus_lab.join import JoinSummary, attribute_request
@@ -80,8 +81,6 @@ def _import(st: Store, path: str | Path, kind: str, options: dict[str, Any]) -> 
     try:
         summary = attribute_request(st, [run_id])
     except StoreError as exc:  # the run is stored: say so, and how to join it once the store can be written
-        from argus_lab.faces.cli import command
-
         msg = (
             f"{exc}\nthe trace is stored as run {run_id} but not joined; once the store can be written, "
             f"`{command('join', '--run', run_id, store=st.path)}` attributes its evidence"

@@ -13,19 +13,20 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from argus_lab.app.recovery import Recovered, recover_stale, unknown_folders
 from argus_lab.errors import ScopeError, StoreError
-from argus_lab.faces.progress_view import choose as choose_progress
 from argus_lab.join import JoinSummary, attribute_request
 from argus_lab.plan import DEFAULT_SIGNALS, Plan, Request
 from argus_lab.plan.ncu_settings import KernelCensus
 from argus_lab.plan.planner import plan as plan_request
 from argus_lab.report import Report
 from argus_lab.report.census import kernel_census, scoped_kernels
+from argus_lab.report.runs import check_known, latest_runs, request_runs
 from argus_lab.run.progress import ProgressFn
 from argus_lab.run.runtime import Execution, OnError, execute
 from argus_lab.run.workload import Workload
-from argus_lab.store import Store, StoreSink, queries
-from argus_lab.store.recovery import Recovered, recover_stale, unknown_folders
+from argus_lab.store import Store, StoreSink
+from argus_lab.views.progress import choose as choose_progress
 
 
 def plan(
@@ -68,7 +69,7 @@ class Measurement:
 
 def open_store(store: str | Store | None = None) -> Store:
     """The evidence store at ``store`` (default ``./argus.duckdb`` or ``$ARGUS_STORE``); a Store is kept as it is."""
-    return store if isinstance(store, Store) else Store(store)
+    return store if isinstance(store, Store) else Store(store, recover=recover_stale)
 
 
 def join_runs(store: Store, run_ids: Sequence[str] | None = None, *, every: bool = False) -> list[JoinSummary]:
@@ -78,21 +79,14 @@ def join_runs(store: Store, run_ids: Sequence[str] | None = None, *, every: bool
     Raises :class:`~argus_lab.errors.StoreError` naming the unknown run ids, with how to list the known ones.
     """
     if run_ids:
-        known = {r[0] for r in store.rows("SELECT run_id FROM runs")}
-        missing = [r for r in run_ids if r not in known]
-        if missing:
-            msg = (
-                f"no run {missing[0]!r} in {store.path}; list the runs with `argus-lab show --all --store {store.path}`"
-            )
-            raise StoreError(msg)
+        check_known(store, run_ids)
         return [attribute_request(store, list(run_ids))]
     if every:
         groups: dict[str, list[str]] = {}
         for run_id, request_id in store.rows("SELECT run_id, request_id FROM runs ORDER BY started_ns, plan_index"):
             groups.setdefault(request_id or run_id, []).append(run_id)
         return [attribute_request(store, ids) for ids in groups.values()]
-    latest = store.rows(queries.LATEST_REQUEST)
-    ids = [r[0] for r in store.rows(queries.RUNS_OF_REQUEST, [latest[0][0]])] if latest else []
+    ids = latest_runs(store)
     return [attribute_request(store, ids)] if ids else []
 
 
@@ -107,7 +101,7 @@ class Recovery:
 
 def recover_runs(store: str | Store | None = None, *, join: bool = True) -> Recovery:
     """Finish the runs of ``store`` left ``running`` by processes that ended (from their run folders: shards,
-    status; see :mod:`argus_lab.store.recovery`), join them (each request's runs together) unless ``join`` is
+    status; see :mod:`argus_lab.app.recovery`), join them (each request's runs together) unless ``join`` is
     false, and list run folders the store has no record of."""
     st = open_store(store)
     st = Store(st.path, recover=False)  # recovered here, explicitly, rather than by the first write
@@ -119,7 +113,7 @@ def recover_runs(store: str | Store | None = None, *, join: bool = True) -> Reco
     if join and done:
         requests = sorted({d.request_id for d in done if d.status != "running"})
         for request_id in requests:
-            ids = [r[0] for r in st.rows(queries.RUNS_OF_REQUEST, [request_id])]
+            ids = request_runs(st, request_id)
             if ids:
                 joined.append(attribute_request(st, ids))
     return Recovery(tuple(done), tuple(joined), tuple(str(p) for p in unknown_folders(st)))

@@ -151,17 +151,10 @@ def resolve_runs(store: Store, run_ids: Sequence[str] | None) -> tuple[str, ...]
 def choose_runs(store: Store, run_ids: Sequence[str] | None) -> RunChoice:
     """``run_ids`` checked against the store; without them, the runs of the latest request that measured something,
     with a note for each newer request that was skipped (see the module docstring)."""
-    from argus_lab.store import queries
+    from argus_lab.report import runs as queries
 
     if run_ids:
-        known = {r[0] for r in store.rows("SELECT run_id FROM runs")}
-        missing = [r for r in run_ids if r not in known]
-        if missing:
-            msg = (
-                f"no run {missing[0]!r} in {store.path}; list its runs with `argus-lab show --all --store "
-                f"{store.path}` (or `%argus runs`)"
-            )
-            raise ExportError(msg)
+        queries.check_known(store, run_ids, ExportError)
         return RunChoice(tuple(dict.fromkeys(run_ids)))
     requests = store.records(queries.REQUESTS_NEWEST_FIRST)  # a missing store says so (StoreError)
     if not requests:

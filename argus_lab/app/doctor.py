@@ -27,7 +27,6 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
 
-import argus_lab
 from argus_lab.run.dists import pins_on, pip_install, requirement_on, satisfies, unmet_requirements, version_tuple
 from argus_lab.run.machine import package_version
 
@@ -121,7 +120,7 @@ def ncu_report_mismatch(reader: str, ncu: str) -> tuple[str, str] | None:
 def check_package() -> list[Check]:
     from argus_lab.plan.passes import DATA, TABLE_NAME
 
-    where = Path(argus_lab.__file__).resolve().parent
+    where = Path(__file__).resolve().parents[1]  # the argus_lab package folder
     version = package_version("argus_lab") or "(not installed as a distribution)"
     out = [Check("argus_lab", OK, f"{version} at {where} (Python {sys.version.split()[0]}, {sys.executable})")]
     tables = sorted(p.name for p in DATA.glob("ncu_passes_*.json"))
