@@ -92,7 +92,7 @@ out["chars"] = len(Report(Store({path!r}), ["r-bench"]).text())
     "HTML export": """
 from argus_lab.report import Report
 from argus_lab.store import Store
-from argus_lab.views.html import export
+from argus_lab.views.html_file import export
 p = export(Report(Store({path!r}), ["r-bench"]), {tmp!r} + "/r.html")
 out["bytes"] = p.stat().st_size
 """,

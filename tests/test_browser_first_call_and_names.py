@@ -16,7 +16,7 @@ from test_browser_report import CHROMIUM, InBrowser, Page, in_browser  # noqa: F
 
 from argus_lab import join
 from argus_lab.report import Report
-from argus_lab.views.html import export
+from argus_lab.views.html_file import export
 
 FILL = "_ZN2at6native29vectorized_elementwise_kernelILi4ENS0_11FillFunctorIiEESt5arrayIPcLm1EEEEviT0_T1_"
 SHOWN = "at::native::vectorized_elementwise_kernel<4, at::native::FillFunctor<…>, std::array<…> >"

@@ -20,7 +20,7 @@ import pytest
 import views_synthetic as vs
 
 from argus_lab.report import Report
-from argus_lab.views.html import export
+from argus_lab.views.html_file import export
 
 CHROMIUM = "/usr/bin/chromium"
 FLAGS = [

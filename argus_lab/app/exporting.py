@@ -7,7 +7,7 @@ button (the server's ``GET argus-lab/export``).  The format is given, or read fr
   chrome://tracing open (:func:`argus_lab.views.perfetto.write_trace`; every run of the report in one file);
 * ``parquet``: a folder (a name without a suffix, or ``*.parquet``), one Parquet file per table of the store,
   only the report's rows (:func:`argus_lab.views.perfetto.write_parquet`);
-* ``html``: ``*.html``, the report as one page that opens offline (:func:`argus_lab.views.html.export`).
+* ``html``: ``*.html``, the report as one page that opens offline (:func:`argus_lab.views.html_file.export`).
 
 Without run ids it exports the runs of the store's *latest request that measured something*: a request whose
 every run was skipped (GPU signals on a machine without a GPU) is passed over, and the export says so in a note
@@ -100,7 +100,7 @@ def export(
     check_target(path, kind)  # before the (long) export: one message naming the problem and the fix
     if kind == "html":
         from argus_lab.report import Report
-        from argus_lab.views.html import export as export_html
+        from argus_lab.views.html_file import export as export_html
 
         written = export_html(Report(st, list(runs)), path, title=title)
         return ExportResult(written, kind, runs, (written,), notes=notes)

@@ -10,6 +10,7 @@ from pathlib import Path
 
 from argus_lab.app.commands import command
 from argus_lab.errors import ArgusError
+from argus_lab.model.statuses import FAILED
 from argus_lab.store.db import default_store_path
 
 EPILOG = """examples:
@@ -338,7 +339,7 @@ def _run(args: argparse.Namespace) -> int:
     print(report.text())
     print(f"\nstored in {_shown(str(report.store.path))}\n{summarize(done.execution.results)}")
     for r in done.execution.results:  # the workload's own traceback (file and line), after the one-line summary
-        detail = r.cause.split("\n", 1)[1].strip() if r.status in ("failed", "died") and "\n" in r.cause else ""
+        detail = r.cause.split("\n", 1)[1].strip() if r.status in FAILED and "\n" in r.cause else ""
         if detail:
             print(f"\nrun {r.index} ({r.run_id}) {r.status}:\n" + "\n".join("  " + ln for ln in detail.splitlines()))
     implicit = workload.implicit_region

@@ -130,7 +130,7 @@ def read(
     }
     import pyarrow as pa
 
-    from argus_lab.run.columns import jsonable_columns
+    from argus_lab.model.columns import jsonable_columns
 
     arrow = {name: pa.table(jsonable_columns(cols)) for name, cols in tables.items()}
     arrow["region_instances"] = pa.table(

@@ -32,6 +32,7 @@ from typing import TYPE_CHECKING, Any, Protocol, runtime_checkable
 from argus_lab.app.measure import open_store, plan, run_plan
 from argus_lab.device import instrumented
 from argus_lab.errors import ArgusError
+from argus_lab.model.statuses import MEASURED
 from argus_lab.optimize.candidates import Budget, Candidate, OptimizeError, Space
 from argus_lab.optimize.evidence import (
     Compiled,
@@ -416,7 +417,7 @@ class Session:
         result = m.execution.results[0]
         if failure:
             return self._evaluation(cand, failure[0][0], failure[0][1], run_ids=run_ids)
-        if result.status not in ("ok", "partial"):
+        if result.status not in MEASURED:
             return self._evaluation(cand, "failed", f"run {result.status}: {result.cause}", run_ids=run_ids)
         report = m.report
         timing = self._timing(report, timer)
@@ -498,7 +499,7 @@ class Session:
     ) -> tuple[Phases | None, list[str]]:
         """The device phases of the instrumented run, from the Report's dev.* rows of the region and kernel."""
         inst = [r for r in execution.results if r.index > 0]
-        bad = [r for r in inst if r.status not in ("ok", "partial")]
+        bad = [r for r in inst if r.status not in MEASURED]
         if bad:
             return None, [f"no device phases: the instrumented run {bad[0].status}: {bad[0].cause[:300]}"]
         phases = device_phases(

@@ -30,9 +30,10 @@ import tempfile
 import time
 from collections.abc import Callable, Iterable
 from pathlib import Path
-from typing import IO, Any
+from typing import IO, TYPE_CHECKING, Any
 
-from argus_lab.plan.passes import PassModel
+if TYPE_CHECKING:  # a type only: passes.py loads this module when it wants a live count
+    from argus_lab.plan.passes import PassModel
 
 WORKER_MODULE = "argus_lab.backends.cupti.profiler_host"
 """The worker, run by name (``plan/`` imports nothing downstream)."""

@@ -35,7 +35,7 @@ import json
 from typing import TYPE_CHECKING, Any, Literal, get_args
 
 from argus_lab.errors import StoreError
-from argus_lab.join.attribution import CLASS_MEANINGS
+from argus_lab.model.vocabulary import CLASS_MEANINGS
 from argus_lab.plan.scope import Scope
 from argus_lab.report import coverage
 from argus_lab.report import device as dev

@@ -14,8 +14,8 @@ from typing import Any
 
 import pyarrow as pa
 
-from argus_lab.join import CLASSES
 from argus_lab.join.skew import RANKS
+from argus_lab.model.vocabulary import CLASSES
 from argus_lab.plan.backends import BACKENDS
 from argus_lab.plan.catalog import aggregation
 from argus_lab.plan.scope import Scope
@@ -316,7 +316,8 @@ REPLAY_BACKENDS = [b.name for b in BACKENDS.values() if b.perturbation == "repla
 
 
 def shares(weights: dict[str, float | None]) -> Shares:
-    """``{class: share of the total weight}`` in :data:`~argus_lab.join.CLASSES` order, zero shares left out."""
+    """``{class: share of the total weight}`` in :data:`~argus_lab.model.vocabulary.CLASSES` order, zero shares left
+    out."""
     vals = {c: float(weights.get(c) or 0.0) for c in CLASSES}
     total = sum(vals.values())
     if total <= 0:

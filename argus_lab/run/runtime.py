@@ -32,6 +32,7 @@ from pathlib import Path
 from typing import Any, Literal
 
 from argus_lab.errors import ArgusError, PlanError, WorkloadError
+from argus_lab.model.statuses import FAILED, MEASURED
 from argus_lab.plan.backends import BACKENDS
 from argus_lab.plan.catalog import lookup
 from argus_lab.plan.model import Plan, PlannedRun
@@ -228,14 +229,14 @@ def _execute_runs(
             counted = _counted(count_kernels, result) or counted
         if result.status == "interrupted":
             raise KeyboardInterrupt("SIGTERM" if "SIGTERM" in result.cause else "")
-        if result.status in ("failed", "died") and on_error == "stop":
+        if result.status in FAILED and on_error == "stop":
             stop = True
 
 
 def _counted(count_kernels: KernelCounter, result: RunResult) -> int | None:
     """The kernels ``count_kernels`` counts in a timing run that ended with evidence (None: it did not, or the
     count failed: progress never stops a measurement)."""
-    if result.status not in ("ok", "partial"):
+    if result.status not in MEASURED:
         return None
     try:
         return count_kernels(result.run_id)

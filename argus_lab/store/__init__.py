@@ -2,8 +2,8 @@
 what the runtime hands its evidence to), ``compact`` and ``trim``.  It imports only the evidence model
 (:mod:`argus_lab.model`); the queries that read it live in :mod:`argus_lab.report`."""
 
+from argus_lab.model.schema import SCHEMA_VERSION
 from argus_lab.store.db import Store, default_store_path
-from argus_lab.store.schema import SCHEMA_VERSION
 from argus_lab.store.sink import StoreSink
 
 __all__ = ["SCHEMA_VERSION", "Store", "StoreSink", "default_store_path"]

@@ -38,8 +38,8 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, TypeVar
 
 from argus_lab.errors import QueryError, SchemaVersionError, StoreError
-from argus_lab.run.columns import jsonable_columns
-from argus_lab.store.schema import (
+from argus_lab.model.columns import jsonable_columns
+from argus_lab.model.schema import (
     DDL,
     MIGRATIONS,
     REQUIRED,
@@ -574,7 +574,7 @@ class Store:
         self._checked = True
 
     def _check_required(self, con: duckdb.DuckDBPyConnection) -> None:
-        """Refuse a store that lacks a table or column every store has (:data:`argus_lab.store.schema.REQUIRED`)."""
+        """Refuse a store that lacks a table or column every store has (:data:`argus_lab.model.schema.REQUIRED`)."""
         have = {
             (t, c) for t, c in con.execute("SELECT table_name, column_name FROM information_schema.columns").fetchall()
         }

@@ -15,7 +15,7 @@ since) and read as it is before that.
 
 from __future__ import annotations
 
-from argus_lab.join.attribution_sql import (
+from argus_lab.model.views import (
     EXACT_ATTRIBUTIONS,
     INSTANCE_VALUE_COLUMNS,
     LARGEST_SERIES,
