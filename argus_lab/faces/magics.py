@@ -57,6 +57,7 @@ from IPython.core.error import UsageError
 from IPython.core.magic import Magics, cell_magic, line_cell_magic, magics_class
 from IPython.core.magic_arguments import MagicArgumentParser
 
+from argus_lab import config
 from argus_lab.errors import ArgusError
 from argus_lab.faces.cell_code import DEFAULT_REPEAT, DEFAULT_WARMUP, SETUP_MODES, measure_line
 from argus_lab.run.progress import throttled
@@ -201,7 +202,7 @@ def kernel_store(shell: Any = None) -> _Json:
         shell = get_ipython()
     magics = shell.magics_manager.registry.get("ArgusMagics") if shell is not None else None
     chosen = getattr(magics, "store_path", None)
-    env = os.environ.get("ARGUS_STORE")
+    env = config.value(config.ARGUS_STORE)
     source = "%argus store" if chosen else "ARGUS_STORE" if env else "default"
     path = os.path.abspath(os.path.expanduser(chosen or env or "argus.duckdb"))
     return _Json({"store": path, "source": source, "cwd": os.getcwd(), "notebook": notebook_path(shell)})

@@ -31,6 +31,7 @@ from collections import Counter
 from pathlib import Path
 from typing import Any
 
+from argus_lab import config
 from argus_lab.errors import BackendUnavailableError, ImportFormatError
 from argus_lab.importers import events
 from argus_lab.importers.common import ImportedTrace, SourceInfo, file_digest, sweep_stale
@@ -47,7 +48,7 @@ PUSH_POP, START_END, DOMAIN_CREATE = 59, 60, 75
 
 def find_nsys(explicit: str | None = None) -> str:
     """The ``nsys`` executable, or :class:`BackendUnavailableError` saying how to get one."""
-    cands = [explicit, os.environ.get("ARGUS_NSYS"), shutil.which("nsys")]
+    cands = [explicit, config.value(config.ARGUS_NSYS), shutil.which("nsys")]
     for pattern in NSYS_CANDIDATES:
         cands += sorted(glob.glob(pattern), reverse=True)
     for c in cands:

@@ -17,17 +17,13 @@ from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-from argus_lab.errors import ArgusError
+from argus_lab.errors import OptimizeError
 
 Param = int | float | str | bool
 """A parameter value: JSON scalars only, so that a candidate travels as JSON."""
 
 ROLES: tuple[str, ...] = ("tile_m", "tile_n", "tile_k", "stages", "warps", "ctas_per_sm", "order", "group")
 """What a parameter means to the evidence-guided rules (docs/optimize.md, "The rule set")."""
-
-
-class OptimizeError(ArgusError, ValueError):
-    """A mistake in using the optimisation loop (unknown parameter, a value outside the space, a bad budget)."""
 
 
 @dataclass(frozen=True)

@@ -31,7 +31,7 @@ from typing import TYPE_CHECKING, Any, Protocol, runtime_checkable
 
 from argus_lab.app.measure import open_store, plan, run_plan
 from argus_lab.device import instrumented
-from argus_lab.errors import ArgusError
+from argus_lab.errors import CandidateError
 from argus_lab.model.statuses import MEASURED
 from argus_lab.optimize.candidates import Budget, Candidate, OptimizeError, Space
 from argus_lab.optimize.evidence import (
@@ -64,14 +64,6 @@ ARTIFACT_KIND = "optimize.evaluation"
 PHASE_SOURCE = "dev.* of the planned instrumented run (one launch), read from the Report (argus_lab.report.device)"
 DEVICE_SIGNALS = ("dev.time", "dev.count", "dev.tail", "dev.span", "dev.unmarked", "dev.sm_busy")
 """The signals of the instrumented run a session adds for a target with device regions."""
-
-
-class CandidateError(ArgusError):
-    """A target could not build or launch a candidate: ``kind`` is ``compile`` or ``launch``."""
-
-    def __init__(self, kind: str, message: str) -> None:
-        super().__init__(message)
-        self.kind = kind
 
 
 @runtime_checkable

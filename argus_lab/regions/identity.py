@@ -10,6 +10,8 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any, Literal, Protocol, TypeVar
 
+from argus_lab import config
+
 RegionKind = Literal["host", "device"]
 F = TypeVar("F", bound=Callable[..., Any])
 
@@ -22,7 +24,7 @@ NVTX_SCOPE_DOMAIN = "argus-scope"
 ``ncu --nvtx-include argus-scope@in/`` replays exactly the kernels launched inside an in-scope instance."""
 NVTX_SCOPE_IN = "in"
 NVTX_SCOPE_OUT = "out"
-NVTX_SCOPE_ENV = "ARGUS_NVTX_SCOPE"
+NVTX_SCOPE_ENV = config.ARGUS_NVTX_SCOPE
 """Set (to the scope's text, never empty: ``**`` for every region) by the ncu launcher: the recorder then opens the
 scope ranges.  The child's driver also switches them on from the run's spec (:func:`nvtx_scope_on`), so that they
 never depend on an environment variable reaching the workload through the tool."""

@@ -8,6 +8,7 @@ import os
 from collections.abc import Callable
 from typing import Any
 
+from argus_lab import config
 from argus_lab.regions.identity import NVTX_DOMAIN, NVTX_SCOPE_DOMAIN, NVTX_SCOPE_ENV, NVTX_SCOPE_IN, NVTX_SCOPE_OUT
 
 
@@ -33,7 +34,7 @@ class _Nvtx:
 
     def resolve(self) -> None:
         self.mode = 1
-        if os.environ.get("ARGUS_NVTX", "1") == "0":
+        if config.get(config.ARGUS_NVTX) == "0":
             return
         try:
             import nvtx
@@ -44,7 +45,7 @@ class _Nvtx:
             return
         self.domain = domain
         self.pop = domain.pop_range
-        self.mode = 3 if os.environ.get("ARGUS_NVTX_PAYLOAD", "0") == "1" else 2
+        self.mode = 3 if config.get(config.ARGUS_NVTX_PAYLOAD) == "1" else 2
         if self.want_scope or NVTX_SCOPE_ENV in os.environ:
             self.open_scope_domain()
 
@@ -83,7 +84,7 @@ def nvtx_state() -> dict[str, Any]:
         nv.resolve()
     state = {1: "off", 2: "on", 3: "on, with instance payloads"}.get(nv.mode, "unresolved")
     if nv.mode == 1:
-        if os.environ.get("ARGUS_NVTX", "1") == "0":
+        if config.get(config.ARGUS_NVTX) == "0":
             why = "ARGUS_NVTX=0"
         else:
             try:

@@ -31,6 +31,7 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any, Literal
 
+from argus_lab import config
 from argus_lab.errors import ArgusError, PlanError, WorkloadError
 from argus_lab.model.statuses import FAILED, MEASURED
 from argus_lab.plan.backends import BACKENDS
@@ -348,7 +349,7 @@ def _execute_run(
         if result.status != "ok":
             return result
         return _finish(sink, run_id, run.index, "partial", cause, result.reps_done, result.seconds)
-    forced = (isolate or os.environ.get("ARGUS_FORCE_CHILD") == "1") and workload.can_run_in_child
+    forced = (isolate or config.value(config.ARGUS_FORCE_CHILD) == "1") and workload.can_run_in_child
     if run.launcher is not None or launch or forced:
         return _child_run(run, run_id, workload, sink, timeout_s, t0, launch, clock)
     return _in_process_run(run, run_id, workload, sink, t0, clock)
@@ -428,7 +429,8 @@ def _child_run(
             cmd = launcher.command(ctx, cmd)
         except ArgusError as exc:
             return _finish(sink, run_id, run.index, "failed", str(exc), 0, time.monotonic() - t0)
-    env = dict(os.environ, ARGUS_CHILD="1", ARGUS_RUN_ID=run_id, PYTHONUNBUFFERED="1")
+    env = dict(os.environ, PYTHONUNBUFFERED="1")
+    env[config.ARGUS_CHILD], env[config.ARGUS_RUN_ID] = "1", run_id
     env["PYTHONPATH"] = os.pathsep.join(
         filter(None, [str(Path(__file__).resolve().parents[2]), env.get("PYTHONPATH", "")])
     )

@@ -37,6 +37,7 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, TypeVar
 
+from argus_lab import config
 from argus_lab.errors import QueryError, SchemaVersionError, StoreError
 from argus_lab.model.columns import jsonable_columns
 from argus_lab.model.schema import (
@@ -54,7 +55,7 @@ if TYPE_CHECKING:
     import duckdb
     import pyarrow as pa
 
-DEFAULT_STORE = "argus.duckdb"
+DEFAULT_STORE = config.VARIABLES[config.ARGUS_STORE].default
 LOCK_TIMEOUT_S = 120.0
 RETRY_S = 0.02
 
@@ -116,7 +117,7 @@ _FULL = {
 
 def default_store_path() -> Path:
     """``$ARGUS_STORE`` if set, else ``./argus.duckdb``."""
-    return Path(os.environ.get("ARGUS_STORE", DEFAULT_STORE))
+    return Path(config.get(config.ARGUS_STORE))
 
 
 def _busy(exc: BaseException) -> bool:
@@ -195,7 +196,7 @@ def read_memory_steps() -> list[str]:
     more each time (1 GB, 4 GB, 16 GB, ...) below :data:`READ_MEMORY_SHARE` of this machine's memory, and that
     share last (e.g. 256 MB, 1 GB, 4 GB, 16 GB, 18 GB on 24 GB of memory; 256 MB, 1 GB, 4 GB, 16 GB, 64 GB, 96 GB
     on 128 GB)."""
-    given = os.environ.get("ARGUS_READ_MEMORY")
+    given = config.value(config.ARGUS_READ_MEMORY)
     if given:
         return [given]
     try:

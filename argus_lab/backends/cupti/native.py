@@ -67,6 +67,7 @@ from typing import Any, Literal
 
 import numpy as np
 
+from argus_lab import config
 from argus_lab.errors import BackendUnavailableError
 from argus_lab.plan.backends import TIMED_LAUNCH_SIGNALS
 
@@ -110,7 +111,7 @@ class Build:
 # -- build --------------------------------------------------------------------------------------------------
 def cache_dir() -> Path:
     """Where built modules are kept: ``$ARGUS_NATIVE_CACHE``, else ``$XDG_CACHE_HOME/argus_lab/native``."""
-    explicit = os.environ.get("ARGUS_NATIVE_CACHE", "")
+    explicit = config.get(config.ARGUS_NATIVE_CACHE)
     if explicit:
         return Path(explicit)
     base = os.environ.get("XDG_CACHE_HOME", "") or str(Path.home() / ".cache")
@@ -181,7 +182,7 @@ def load_module(path: Path) -> ModuleType:
 @functools.cache
 def build() -> Build:
     """The extension module, built once per source/Python version and cached (``ARGUS_NATIVE=0`` disables it)."""
-    if os.environ.get("ARGUS_NATIVE", "1") == "0":
+    if config.get(config.ARGUS_NATIVE) == "0":
         return Build(None, "", "disabled by ARGUS_NATIVE=0")
     try:
         source = SOURCE.read_bytes()

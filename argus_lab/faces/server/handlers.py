@@ -19,9 +19,9 @@ from typing import TYPE_CHECKING, Any
 import tornado.web
 from jupyter_server.base.handlers import APIHandler
 
-from argus_lab.errors import ArgusError
+from argus_lab.errors import ArgusError, StorePathError
 from argus_lab.faces.server import evidence
-from argus_lab.faces.server.paths import StorePathError, find_stores, notebook_store, resolve_store
+from argus_lab.faces.server.paths import find_stores, notebook_store, resolve_store
 from argus_lab.views.escape import bidi_restored, bidi_safe, bidi_safe_json
 
 if TYPE_CHECKING:
