@@ -73,6 +73,18 @@ ARGUS_NCU = "ARGUS_NCU"
 ARGUS_NSYS = "ARGUS_NSYS"
 
 
+# -- the defaults of a request (one place; each face states which it uses) ------------------------------------
+REPEAT = 5
+"""Measured repetitions when the caller names none: ``argus_lab.measure``, ``argus_lab.plan``, ``argus-lab run``."""
+WARMUP = 1
+"""Warm-up repetitions (run first, left out of summaries) when the caller names none, in every face."""
+CELL_REPEAT = 3
+"""Measured repetitions of a ``%%argus`` cell and the panel's cell code when ``-n`` is not given (a cell re-runs
+the user's code: fewer than a script)."""
+OPTIMIZE_REPEAT = 10
+"""Launches of a candidate's timing run in the optimisation loop (``argus_lab.optimize.Session``)."""
+
+
 def value(name: str, env: Mapping[str, str] | None = None) -> str | None:
     """The value of ``name`` in ``env`` (default: this process's environment), ``None`` when it is unset."""
     _known(name)
@@ -91,4 +103,4 @@ def _known(name: str) -> None:
         raise KeyError(msg)
 
 
-__all__ = ["VARIABLES", "Variable", "get", "value"]
+__all__ = ["CELL_REPEAT", "OPTIMIZE_REPEAT", "REPEAT", "VARIABLES", "WARMUP", "Variable", "get", "value"]

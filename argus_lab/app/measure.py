@@ -13,6 +13,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from argus_lab import config
 from argus_lab.app.recovery import Recovered, recover_stale, unknown_folders
 from argus_lab.errors import ScopeError, StoreError
 from argus_lab.join import JoinSummary, attribute_request
@@ -33,8 +34,8 @@ def plan(
     signals: str | list[str] = DEFAULT_SIGNALS,
     *,
     scope: str = "",
-    repeat: int = 5,
-    warmup: int = 1,
+    repeat: int = config.REPEAT,
+    warmup: int = config.WARMUP,
     census: KernelCensus | None = None,
     allow_unknown_counters: bool = False,
 ) -> Plan:
@@ -187,8 +188,8 @@ def measure(
     target: Any,
     signals: str | list[str] = DEFAULT_SIGNALS,
     *,
-    repeat: int = 5,
-    warmup: int = 1,
+    repeat: int = config.REPEAT,
+    warmup: int = config.WARMUP,
     scope: str = "",
     store: str | Store | None = None,
     args: tuple[str, ...] = (),

@@ -8,6 +8,7 @@ import sys
 from collections.abc import Sequence
 from pathlib import Path
 
+from argus_lab import config
 from argus_lab.app.commands import command
 from argus_lab.errors import ArgusError
 from argus_lab.model.statuses import FAILED
@@ -64,17 +65,17 @@ def _request_args(p: argparse.ArgumentParser) -> None:
         "--repeat",
         "-n",
         type=int,
-        default=5,
+        default=config.REPEAT,
         metavar="N",
-        help="measured repetitions of the workload (default 5), e.g. --repeat 10",
+        help=f"measured repetitions of the workload (default {config.REPEAT}), e.g. --repeat 10",
     )
     p.add_argument(
         "--warmup",
         "-w",
         type=int,
-        default=1,
+        default=config.WARMUP,
         metavar="N",
-        help="repetitions run first and marked warm-up, left out of summaries (default 1)",
+        help=f"repetitions run first and marked warm-up, left out of summaries (default {config.WARMUP})",
     )
     p.add_argument(
         "--scope",

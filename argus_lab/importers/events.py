@@ -33,6 +33,7 @@ from argus_lab.importers.common import (
     provenance_rows,
     region_rows,
 )
+from argus_lab.model.innermost import entry_key_sql, exit_key_sql, moment_key_sql
 
 INSTANCES_SQL = """
 SELECT pid, tid, t, t + d AS e, name FROM ev WHERE kind = 'annotation' AND t IS NOT NULL ORDER BY pid, tid, t
@@ -40,18 +41,23 @@ SELECT pid, tid, t, t + d AS e, name FROM ev WHERE kind = 'annotation' AND t IS 
 
 # each correlation id's launching call: the longest call with that id (``{calls}``: the aggregation, or, when no id
 # repeats -- the usual case -- the calls themselves)
-LAUNCH_SQL = """
+# the innermost instance at each launch: the rule of argus_lab.model.innermost, as the join applies it
+LAUNCH_SQL = (
+    """
 CREATE OR REPLACE TEMP TABLE launch AS
 WITH l AS ({calls}), seg AS (
-    SELECT pid, thread_id::BIGINT AS tid, start_ns * 2 + 1 AS key, instance_id AS inner_id FROM inst
+    SELECT pid, thread_id::BIGINT AS tid, ENTRY_KEY AS key, instance_id AS inner_id FROM inst
     SEMI JOIN inst_opens USING (instance_id)
     UNION ALL
-    SELECT pid, thread_id::BIGINT AS tid, end_ns * 2 AS key, parent_instance_id AS inner_id FROM inst
+    SELECT pid, thread_id::BIGINT AS tid, EXIT_KEY AS key, parent_instance_id AS inner_id FROM inst
     SEMI JOIN inst_closes USING (instance_id)
 )
 SELECT l.corr, l.pid, l.tid, l.t, l.d, nullif(s.inner_id, 0) AS instance_id
-FROM l ASOF LEFT JOIN seg s ON s.pid = l.pid AND s.tid = l.tid AND l.t * 2 + 1 >= s.key
-"""
+FROM l ASOF LEFT JOIN seg s ON s.pid = l.pid AND s.tid = l.tid AND MOMENT_KEY >= s.key
+""".replace("ENTRY_KEY", entry_key_sql("start_ns"))
+    .replace("EXIT_KEY", exit_key_sql("end_ns"))
+    .replace("MOMENT_KEY", moment_key_sql("l.t"))
+)
 LAUNCH_CALLS = "SELECT corr, pid, tid, t, d FROM ev WHERE kind = 'launch' AND corr IS NOT NULL"
 LAUNCH_LONGEST = (
     "SELECT corr, arg_max(pid, d) AS pid, arg_max(tid, d) AS tid, arg_max(t, d) AS t, max(d) AS d "

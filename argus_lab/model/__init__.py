@@ -9,7 +9,9 @@ writes it.
 * :mod:`~argus_lab.model.statuses`: the statuses a run ends with;
 * :mod:`~argus_lab.model.asked`: which signals a run's request named (the join stores, and the report shows, only
   those);
-* :mod:`~argus_lab.model.facts`: the ``compile.*`` signals and the ``kernel_facts`` columns they read.
+* :mod:`~argus_lab.model.facts`: the ``compile.*`` signals and the ``kernel_facts`` columns they read;
+* :mod:`~argus_lab.model.innermost`: which instance is innermost on a thread at a moment (the join and the
+  importers place launches by it).
 
 It imports nothing of argus_lab but :mod:`argus_lab.errors`; the store, the join and the report import it.
 """

@@ -29,6 +29,7 @@ from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Protocol, runtime_checkable
 
+from argus_lab import config
 from argus_lab.app.measure import open_store, plan, run_plan
 from argus_lab.device import instrumented
 from argus_lab.errors import CandidateError
@@ -176,7 +177,7 @@ class Session:
         *,
         budget: Budget | None = None,
         signals: tuple[str, ...] | list[str] | str | None = None,
-        repeat: int = 10,
+        repeat: int = config.OPTIMIZE_REPEAT,
         warmup: int = 2,
         phases: bool = True,
         include_report: bool = False,
