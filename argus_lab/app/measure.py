@@ -22,7 +22,7 @@ from argus_lab.plan.ncu_settings import KernelCensus
 from argus_lab.plan.planner import plan as plan_request
 from argus_lab.report import Report
 from argus_lab.report.census import kernel_census, scoped_kernels
-from argus_lab.report.runs import check_known, latest_runs, request_runs
+from argus_lab.report.runs import check_known, latest_runs, recorded_paths, request_runs, runs_by_request
 from argus_lab.run.progress import ProgressFn
 from argus_lab.run.runtime import Execution, OnError, execute
 from argus_lab.run.workload import Workload
@@ -83,10 +83,7 @@ def join_runs(store: Store, run_ids: Sequence[str] | None = None, *, every: bool
         check_known(store, run_ids)
         return [attribute_request(store, list(run_ids))]
     if every:
-        groups: dict[str, list[str]] = {}
-        for run_id, request_id in store.rows("SELECT run_id, request_id FROM runs ORDER BY started_ns, plan_index"):
-            groups.setdefault(request_id or run_id, []).append(run_id)
-        return [attribute_request(store, ids) for ids in groups.values()]
+        return [attribute_request(store, ids) for ids in runs_by_request(store).values()]
     ids = latest_runs(store)
     return [attribute_request(store, ids)] if ids else []
 
@@ -158,15 +155,7 @@ def check_scope_matched(store: Store, the_plan: Plan, run_ids: Sequence[str]) ->
     scope = the_plan.request.scope
     if not scope.globs or not run_ids:
         return
-    paths = sorted(
-        {
-            str(p)
-            for (p,) in store.rows(
-                "SELECT DISTINCT path FROM region_instances WHERE run_id IN (SELECT unnest(?::VARCHAR[]))",
-                [list(run_ids)],
-            )
-        }
-    )
+    paths = recorded_paths(store, run_ids)
     if not paths or any(scope.matches_path(p) for p in paths):
         return
     close: list[str] = []

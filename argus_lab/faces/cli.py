@@ -368,7 +368,7 @@ def _version() -> str:
 
 
 def _show(args: argparse.Namespace) -> int:
-    from argus_lab.report import Report
+    from argus_lab.report import Report, runs
     from argus_lab.store import Store
 
     store = Store(args.store)
@@ -377,10 +377,7 @@ def _show(args: argparse.Namespace) -> int:
         print("argus-lab: error: --pool pools the runs of --all; pass both (`show --all --pool`)", file=sys.stderr)
         return 2
     if args.all and not args.pool:  # one report per request: unrelated workloads are never pooled under one name
-        requests = store.rows(
-            "SELECT coalesce(request_id, run_id), list(run_id ORDER BY plan_index, started_ns), any_value(workload) "
-            "FROM runs GROUP BY 1 ORDER BY min(started_ns)"
-        )
+        requests = runs.requests_oldest_first(store)
         for k, (request, ids, workload) in enumerate(requests):
             print(f"{'' if k == 0 else chr(10)}== request {request} ({len(ids)} run(s)): {workload or '?'}")
             report = Report(store, list(ids))
@@ -391,14 +388,13 @@ def _show(args: argparse.Namespace) -> int:
             print(f"(no runs in {_shown(str(store.path))})")
         return 0
     if args.all:
-        run_ids = [r[0] for r in store.rows("SELECT run_id FROM runs ORDER BY started_ns")]
+        run_ids = runs.all_runs(store)
         print("(every run of the store pooled: instances of one region path from different requests are combined)")
     elif args.run:
-        known = {r[0] for r in store.rows("SELECT run_id FROM runs")}
-        missing = [r for r in args.run if r not in known]
-        if missing:
+        missing = runs.unknown_run(store, args.run)
+        if missing is not None:
             print(
-                f"argus-lab: error: no run {missing[0]!r} in {_shown(str(store.path))}; list runs with "
+                f"argus-lab: error: no run {missing!r} in {_shown(str(store.path))}; list runs with "
                 f"`argus-lab show --all --store {_shown(str(store.path))}`",
                 file=sys.stderr,
             )

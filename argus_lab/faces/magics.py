@@ -583,7 +583,7 @@ class ArgusMagics(Magics):
     def _report_for(self, args: Any) -> Report | None:
         """The report a line command shows: given runs, the store's newest request (``--latest``), this kernel's
         last report, or the newest request this kernel measured; None when this kernel measured nothing yet."""
-        from argus_lab.report import Report
+        from argus_lab.report import Report, runs
         from argus_lab.run.runtime import session_id
         from argus_lab.store import Store
 
@@ -592,20 +592,10 @@ class ArgusMagics(Magics):
         if self.last_report is not None and not args.store:
             return self.last_report
         store = Store(self._store(args.store))
-        mine = (
-            store.rows(
-                "SELECT request_id FROM requests WHERE session_id = ? ORDER BY created_ns DESC LIMIT 1", [session_id()]
-            )
-            if store.exists
-            else []
-        )
-        if mine:
-            ids = [
-                r[0]
-                for r in store.rows("SELECT run_id FROM runs WHERE request_id = ? ORDER BY plan_index", [mine[0][0]])
-            ]
+        ids = runs.session_latest_runs(store, session_id())
+        if ids is not None:
             return Report(store, ids)
-        others = store.rows("SELECT count(*) FROM runs")[0][0] if store.exists else 0
+        others = runs.run_count(store)
         where = (
             f" ({others} run(s) of earlier sessions are in {store.path}: `%argus show --latest` shows the newest, "
             "`%argus runs` lists them)"

@@ -52,6 +52,8 @@ from argus_lab.optimize.evidence import (
     roofline,
 )
 from argus_lab.regions import Region, region
+from argus_lab.report import device as device_sql
+from argus_lab.report import runs as runs_sql
 from argus_lab.run.machine import gpu_available, no_gpu_reason
 from argus_lab.run.workload import Workload
 from argus_lab.store import Store
@@ -549,16 +551,8 @@ def device_phases(
     if not rows:
         return None
     ids = list(run_ids)
-    sm = store.records(
-        "SELECT launch, count(*) AS sms, coalesce(sum(programs), 0) AS programs FROM device_sm "
-        "WHERE run_id IN (SELECT unnest(?::VARCHAR[])) GROUP BY run_id, launch ORDER BY run_id, launch DESC LIMIT 1",
-        [ids],
-    )
-    launches = store.records(
-        "SELECT coalesce(max(dropped), 0) AS dropped, list(problems) AS problems FROM device_launches "
-        "WHERE run_id IN (SELECT unnest(?::VARCHAR[])) AND kernel = ?",
-        [ids, kernel],
-    )
+    sm = store.records(device_sql.LAST_LAUNCH_SMS, [ids])
+    launches = store.records(device_sql.LAUNCH_PROBLEMS, [ids, kernel])
     problems: list[str] = []
     for p in (launches[0]["problems"] or []) if launches else []:
         problems.extend(json.loads(p) if isinstance(p, str) else (p or []))
@@ -581,15 +575,7 @@ def history(store: str | Path | Store, target: str | None = None) -> list[dict[s
     run's status and cause, the evaluation's outcome (``ok``, ``wrong_result``, ...) and median (on the timing run),
     the region ids of its instances, and the evaluation file (read from the run folder next to the store)."""
     st = open_store(store if not isinstance(store, Path) else str(store))
-    rows = st.records(
-        "SELECT r.run_id, r.variant, r.status, r.cause, r.settings, r.started_ns, a.path AS evaluation, "
-        "(SELECT string_agg(DISTINCT i.region_id, ',') FROM region_instances i WHERE i.run_id = r.run_id) "
-        "AS region_ids "
-        "FROM runs r LEFT JOIN artifacts a ON a.run_id = r.run_id AND a.kind = ? "
-        "WHERE json_extract_string(r.settings, '$.optimize.target') IS NOT NULL "
-        "AND (? IS NULL OR json_extract_string(r.settings, '$.optimize.target') = ?) ORDER BY r.started_ns",
-        [ARTIFACT_KIND, target, target],
-    )
+    rows = st.records(runs_sql.CANDIDATE_RUNS, [ARTIFACT_KIND, target, target])
     out = []
     for r in rows:
         settings = json.loads(r["settings"]) if isinstance(r["settings"], str) else (r["settings"] or {})

@@ -39,6 +39,70 @@ FROM region_instances WHERE run_id IN (SELECT unnest(?::VARCHAR[])) GROUP BY pat
 """
 
 
+CANDIDATE_RUNS = """
+SELECT r.run_id, r.variant, r.status, r.cause, r.settings, r.started_ns, a.path AS evaluation,
+       (SELECT string_agg(DISTINCT i.region_id, ',') FROM region_instances i WHERE i.run_id = r.run_id) AS region_ids
+FROM runs r LEFT JOIN artifacts a ON a.run_id = r.run_id AND a.kind = ?
+WHERE json_extract_string(r.settings, '$.optimize.target') IS NOT NULL
+  AND (? IS NULL OR json_extract_string(r.settings, '$.optimize.target') = ?) ORDER BY r.started_ns
+"""
+"""The optimisation loop's candidate runs (parameters: the evaluation artifact's kind, a target name or NULL twice),
+in the order they ran (``argus_lab.optimize.history``)."""
+
+
+def requests_oldest_first(store: Store) -> list[tuple[str, list[str], str | None]]:
+    """(request id, its run ids in plan order, workload) of every request, oldest first (a run without a request
+    is a request of its own)."""
+    rows = store.rows(
+        "SELECT coalesce(request_id, run_id), list(run_id ORDER BY plan_index, started_ns), any_value(workload) "
+        "FROM runs GROUP BY 1 ORDER BY min(started_ns)"
+    )
+    return [(str(r), list(ids), w) for r, ids, w in rows]
+
+
+def runs_by_request(store: Store) -> dict[str, list[str]]:
+    """Every run id grouped by its request (a run without one alone), in the order the runs started."""
+    groups: dict[str, list[str]] = {}
+    for run_id, request_id in store.rows("SELECT run_id, request_id FROM runs ORDER BY started_ns, plan_index"):
+        groups.setdefault(request_id or run_id, []).append(run_id)
+    return groups
+
+
+def all_runs(store: Store) -> list[str]:
+    """Every run id of the store, in the order the runs started."""
+    return [r[0] for r in store.rows("SELECT run_id FROM runs ORDER BY started_ns")]
+
+
+def run_count(store: Store) -> int:
+    """How many runs the store holds (0 for a store that does not exist yet)."""
+    return int(store.rows("SELECT count(*) FROM runs")[0][0]) if store.exists else 0
+
+
+def session_latest_runs(store: Store, session_id: str) -> list[str] | None:
+    """The run ids of the newest request of one session (a Python process), in plan order; ``None`` when it made
+    no request in this store."""
+    if not store.exists:
+        return None
+    mine = store.rows(
+        "SELECT request_id FROM requests WHERE session_id = ? ORDER BY created_ns DESC LIMIT 1", [session_id]
+    )
+    return request_runs(store, mine[0][0]) if mine else None
+
+
+def recorded_paths(store: Store, run_ids: Sequence[str]) -> list[str]:
+    """The region paths the runs recorded, sorted."""
+    rows = store.rows(
+        "SELECT DISTINCT path FROM region_instances WHERE run_id IN (SELECT unnest(?::VARCHAR[]))", [list(run_ids)]
+    )
+    return sorted({str(p) for (p,) in rows})
+
+
+def unknown_run(store: Store, run_ids: Sequence[str]) -> str | None:
+    """The first of ``run_ids`` the store has no record of (``None``: every one is known)."""
+    known = {r[0] for r in store.rows("SELECT run_id FROM runs")}
+    return next((r for r in run_ids if r not in known), None)
+
+
 def request_runs(store: Store, request_id: str) -> list[str]:
     """The run ids of one request, in plan order."""
     return [r[0] for r in store.rows(RUNS_OF_REQUEST, [request_id])]
@@ -52,11 +116,10 @@ def latest_runs(store: Store) -> list[str]:
 
 def check_known(store: Store, run_ids: Sequence[str], error: type[ArgusError] = StoreError) -> None:
     """Raise ``error`` naming the first of ``run_ids`` the store has no record of, with how to list the known ones."""
-    known = {r[0] for r in store.rows("SELECT run_id FROM runs")}
-    missing = [r for r in run_ids if r not in known]
-    if missing:
+    missing = unknown_run(store, run_ids)
+    if missing is not None:
         msg = (
-            f"no run {missing[0]!r} in {store.path}; list its runs with `argus-lab show --all --store "
+            f"no run {missing!r} in {store.path}; list its runs with `argus-lab show --all --store "
             f"{store.path}` (or `%argus runs`)"
         )
         raise error(msg)
