@@ -22,12 +22,12 @@ import importlib
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
+    from argus_lab import optimize as optimize
     from argus_lab import plan as plan
-    from argus_lab.faces import optimize as optimize
-    from argus_lab.faces.importing import import_trace as import_trace
-    from argus_lab.faces.measure import measure as measure
-    from argus_lab.faces.measure import open_store as open_store
-    from argus_lab.faces.query import sql as sql
+    from argus_lab.app.importing import import_trace as import_trace
+    from argus_lab.app.measure import measure as measure
+    from argus_lab.app.measure import open_store as open_store
+    from argus_lab.app.query import sql as sql
     from argus_lab.plan import DEFAULT_SIGNALS as DEFAULT_SIGNALS
     from argus_lab.regions import Region as Region
     from argus_lab.regions import current_path as current_path
@@ -42,11 +42,11 @@ _PUBLIC: dict[str, tuple[str, str | None]] = {
     "current_path": ("argus_lab.regions", "current_path"),
     "plan": ("argus_lab.plan", None),  # the package, callable: argus_lab.plan("host.wall").explain()
     "DEFAULT_SIGNALS": ("argus_lab.plan", "DEFAULT_SIGNALS"),
-    "measure": ("argus_lab.faces.measure", "measure"),
-    "open_store": ("argus_lab.faces.measure", "open_store"),
-    "import_trace": ("argus_lab.faces.importing", "import_trace"),
-    "sql": ("argus_lab.faces.query", "sql"),
-    "optimize": ("argus_lab.faces.optimize", None),  # the optimisation loop (docs/optimize.md)
+    "measure": ("argus_lab.app.measure", "measure"),
+    "open_store": ("argus_lab.app.measure", "open_store"),
+    "import_trace": ("argus_lab.app.importing", "import_trace"),
+    "sql": ("argus_lab.app.query", "sql"),
+    "optimize": ("argus_lab.optimize", None),  # the optimisation loop (docs/optimize.md)
     "Report": ("argus_lab.report", "Report"),
 }
 

@@ -61,3 +61,23 @@ class ExportError(ArgusError, ValueError):
 
 class ImportFormatError(ArgusError, ValueError):
     """A file given to ``argus-lab import`` is not a trace argus_lab can read (or not the format named)."""
+
+
+class OptimizeError(ArgusError, ValueError):
+    """A mistake in using the optimisation loop (unknown parameter, a value outside the space, a bad budget)."""
+
+
+class CandidateError(ArgusError):
+    """A target could not build or launch a candidate: ``kind`` is ``compile`` or ``launch``."""
+
+    def __init__(self, kind: str, message: str) -> None:
+        super().__init__(message)
+        self.kind = kind
+
+
+class DeviceBufferError(RegionMisuseError):
+    """A probe buffer shows misuse of the device markers or a buffer too small; the message names the fix."""
+
+
+class StorePathError(ValueError):
+    """A store path that a request to the Jupyter server may not use (outside the server's root, not a store)."""

@@ -63,7 +63,7 @@ out = {"import_s": total_s - res.join.seconds, "join_s": res.join.seconds, "tota
        "sub_us": got[3], "classes": res.join.counts.get("kernel", {}),
        "peak_rss_mib": peak_mib()}
 if sys.argv[3]:  # the Perfetto export of the imported run
-    from argus_lab.faces.exporting import export
+    from argus_lab.app.exporting import export
     t = time.perf_counter()
     done = export(store, sys.argv[3], run_ids=[res.run_id])
     out.update({"export_s": time.perf_counter() - t, "export_mib": done.path.stat().st_size / 2**20,

@@ -1,7 +1,7 @@
 """The benchmark's configurations (issue 21), their names and run order, and the seed's figures.
 
 ``CONFIGS`` are numbered from 1 in this order everywhere (the table's ``#`` column, ``--only`` and ``--walk`` of
-bench/optimize_bench.py and scripts/gpu/issue21.sh).
+bench/optimize_bench.py and scripts/gpu/optimize_bench.sh).
 """
 
 from __future__ import annotations

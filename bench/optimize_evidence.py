@@ -67,7 +67,7 @@ def gzip_file(path: Path) -> Path:
 
 def pack_walk(evidence: Path, *, limit: int = LIMIT, name: str = NAME) -> dict[str, Any]:
     """Pack ``evidence/<name>.duckdb`` as the module docstring says; returns (and writes) the pack record."""
-    from argus_lab.faces.optimizer.session import history
+    from argus_lab.optimize.session import history
     from argus_lab.store import Store
     from argus_lab.store.compact import compact
     from argus_lab.store.trim import device_interval_counts, drop_device_intervals, keep_runs

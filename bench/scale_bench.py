@@ -92,12 +92,12 @@ out["chars"] = len(Report(Store({path!r}), ["r-bench"]).text())
     "HTML export": """
 from argus_lab.report import Report
 from argus_lab.store import Store
-from argus_lab.views.html import export
+from argus_lab.views.html_file import export
 p = export(Report(Store({path!r}), ["r-bench"]), {tmp!r} + "/r.html")
 out["bytes"] = p.stat().st_size
 """,
     "Perfetto export": """
-from argus_lab.faces.exporting import export
+from argus_lab.app.exporting import export
 from argus_lab.store import Store
 export(Store({path!r}), {tmp!r} + "/t.json", fmt="perfetto", run_ids=["r-bench"])
 out["bytes"] = __import__("os").path.getsize({tmp!r} + "/t.json")

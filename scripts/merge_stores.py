@@ -16,8 +16,8 @@ from typing import TYPE_CHECKING
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
+from argus_lab.model.schema import SCHEMA_VERSION, TABLES, store_values_sql  # noqa: E402
 from argus_lab.store import Store  # noqa: E402
-from argus_lab.store.schema import SCHEMA_VERSION, TABLES, store_values_sql  # noqa: E402
 
 if TYPE_CHECKING:
     import duckdb

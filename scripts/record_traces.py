@@ -1,6 +1,6 @@
 """Record the traces that become tests/data/traces/ fixtures (H200 machine, within a hard time budget).
 
-    scripts/gpu/issue19.sh OUT            # the wrapper: 90 s hard limit, cleanup, size checks
+    scripts/gpu/record_traces.sh OUT            # the wrapper: 90 s hard limit, cleanup, size checks
     PYTHONPATH=/tmp/argus-site:$PWD /opt/torch/.venv/bin/python3 scripts/record_traces.py OUT --budget 75
 
 Three recordings run side by side (one GPU, 16 cores), each with a timeout inside the budget:

@@ -17,7 +17,7 @@ import sys
 import tempfile
 from pathlib import Path
 
-from argus_lab.faces.measure import join_runs
+from argus_lab.app.measure import join_runs
 from argus_lab.join.attribution_sql import JOIN_BACKEND_VERSION
 from argus_lab.store import Store
 from argus_lab.store.compact import compact

@@ -181,7 +181,7 @@ def cpu_backends(cupti: FakeCupti) -> Iterator[None]:
 def measure(store: Any, buffer: np.ndarray, *, signals: str = "gpu.time,dev.*", repeat: int = 3, warmup: int = 1,
             step: GemmStep | None = None) -> Any:  # fmt: skip
     """Plan and run ``signals`` on :class:`GemmStep` with :func:`cpu_backends`; returns the Measurement."""
-    from argus_lab.faces.measure import plan, run_plan
+    from argus_lab.app.measure import plan, run_plan
     from argus_lab.run.workload import Workload
 
     cupti = step.cupti if step is not None else FakeCupti()

@@ -12,7 +12,7 @@ from typing import Any, ClassVar
 
 import numpy as np
 
-from argus_lab.faces.optimize import Candidate, CandidateError, Model, Space, StaticFacts, Work
+from argus_lab.optimize import Candidate, CandidateError, Model, Space, StaticFacts, Work
 
 AXES = {"block": (8, 16, 32), "variant": ("ok", "wrong", "unbuildable", "crash")}
 

@@ -29,7 +29,7 @@ from recorded_cases import CASES, DATA, load_case
 from test_pgo_recorded import unpacked
 
 from argus_lab import join
-from argus_lab.faces.importing import import_trace
+from argus_lab.app.importing import import_trace
 from argus_lab.store import Store
 from argus_lab.views.perfetto import write_trace
 

@@ -18,7 +18,7 @@ from test_browser_report import InBrowser, Page, _click_first_bar
 from argus_lab import join
 from argus_lab.report import Report
 from argus_lab.store import Store
-from argus_lab.views.html import export
+from argus_lab.views.html_file import export
 
 pytestmark = test_browser_report.pytestmark
 in_browser = test_browser_report.in_browser

@@ -20,7 +20,7 @@ import pytest
 import views_synthetic as vs
 
 from argus_lab.report import Report
-from argus_lab.views.html import export
+from argus_lab.views.html_file import export
 
 CHROMIUM = "/usr/bin/chromium"
 FLAGS = [
@@ -359,7 +359,7 @@ def test_device_tab_draws_sm_lanes_and_the_region_drills_into_a_launch(in_browse
 
 def _measured(tmp_path: Path, script: str, repeat: int = 3) -> Report:
     """A real host measurement of a test workload script, joined, as a Report."""
-    from argus_lab.faces.measure import plan, run_plan
+    from argus_lab.app.measure import plan, run_plan
     from argus_lab.run.workload import Workload
 
     workload = Workload.script(ROOT / script)
@@ -441,7 +441,7 @@ def test_exported_timeline_draws_overlapping_ranges_on_overlap_lanes(in_browser:
     does, and no bar of a row covers another of that row."""
     from faults.faultkit import ranges_trace
 
-    from argus_lab.faces.importing import import_trace
+    from argus_lab.app.importing import import_trace
     from argus_lab.store import Store
 
     st = Store(tmp_path / "s.duckdb")

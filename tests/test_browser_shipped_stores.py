@@ -16,10 +16,10 @@ import test_browser_report
 from recorded_cases import shipped
 from test_browser_report import InBrowser, Page
 
-from argus_lab.faces.importing import import_trace
+from argus_lab.app.importing import import_trace
 from argus_lab.report import Report
 from argus_lab.store import Store
-from argus_lab.views.html import export
+from argus_lab.views.html_file import export
 from argus_lab.views.palette import CLASS_COLORS
 
 pytestmark = test_browser_report.pytestmark

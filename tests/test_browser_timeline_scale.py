@@ -17,7 +17,7 @@ from test_browser_report import CHROMIUM, InBrowser, Page, in_browser
 from argus_lab import join
 from argus_lab.report import Report
 from argus_lab.store import Store
-from argus_lab.views.html import export
+from argus_lab.views.html_file import export
 
 __all__ = ["in_browser"]
 

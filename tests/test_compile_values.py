@@ -148,14 +148,14 @@ def test_the_join_knows_every_compile_signal_of_the_catalog_with_its_unit() -> N
 
 
 def test_the_gpu_scripts_check_finds_every_requested_signal(wheel_store: Store, tmp_path: Path) -> None:
-    # the check of scripts/gpu/issue20.sh that said "MISSING values: compile.registers" on the H200
+    # the check of scripts/gpu/wheel_check.sh that said "MISSING values: compile.registers" on the H200
     import subprocess
     import sys
 
     root = Path(__file__).resolve().parents[1]
     signals = "host.wall gpu.time hw:dram__bytes_read.sum hw:sm__throughput.avg.pct_of_peak_sustained_elapsed"
     proc = subprocess.run(
-        [sys.executable, str(root / "scripts" / "gpu" / "issue20.py"), "check", str(wheel_store.path),
+        [sys.executable, str(root / "scripts" / "gpu" / "wheel_check.py"), "check", str(wheel_store.path),
          str(tmp_path / "e2e.json"), *signals.split(), "compile.registers", "sys.sm_clock"],
         capture_output=True, text=True, timeout=120, check=False,
     )  # fmt: skip

@@ -4,7 +4,7 @@ The probe buffers are the ones recorded on the H200 in phase A (``tests/data/gpu
 ``scripts/gpu_probe_device.py``); the kernel records around them are SYNTHETIC (:class:`tests.device_cases.FakeCupti`),
 so the nesting, the classes and the overhead rule are checked here, and the dev.* values are checked against an
 independent numpy computation from the stored rows.  ``tests/test_device_recorded.py`` checks the same on the run
-recorded on the H200 through argus_lab (``scripts/gpu/issue18.sh``).
+recorded on the H200 through argus_lab (``scripts/gpu/device_gemm.sh``).
 """
 
 from __future__ import annotations
@@ -304,7 +304,7 @@ def test_without_cupti_device_regions_still_nest_under_the_host_instance(tmp_pat
         from argus_lab.run import runtime
 
         mp.setattr(runtime, "load_backend", lambda name: DeviceCollector(cupti=NoCupti()))
-        from argus_lab.faces.measure import plan, run_plan
+        from argus_lab.app.measure import plan, run_plan
         from argus_lab.run.workload import Workload
 
         m = run_plan(plan("dev.*", repeat=2, warmup=0), Workload.from_target(step), Store(tmp_path / "s.duckdb"))

@@ -1,6 +1,6 @@
 """The persistent GEMM measured on the H200 through argus_lab: gpu.time (clean) + dev.* (instrumented), one store.
 
-Recorded by ``scripts/gpu/issue18.sh OUT`` (see tests/data/README.md): ``examples/gpu/persistent_gemm.py``'s
+Recorded by ``scripts/gpu/device_gemm.sh OUT`` (see tests/data/README.md): ``examples/gpu/persistent_gemm.py``'s
 ``GemmStep(3072, 3072, 1024)`` with k-step marks, ``argus_lab.measure(step, "gpu.time,dev.*", repeat=3,
 warmup=1)``.  576 output tiles on 132 persistent programs: 48 programs run a fifth tile, which is the tail.
 """
@@ -23,7 +23,7 @@ RECORDED = Path(os.environ.get("ARGUS_DEVICE_STORE", str(DATA / "device_gemm_h20
 
 pytestmark = pytest.mark.skipif(
     not RECORDED.exists(),
-    reason=f"{RECORDED} is not there: record it on the H200 with scripts/gpu/issue18.sh OUT and copy "
+    reason=f"{RECORDED} is not there: record it on the H200 with scripts/gpu/device_gemm.sh OUT and copy "
     "OUT/issue18/device_gemm_h200.duckdb to tests/data/gpu/device/ (tests/data/README.md)",
 )
 

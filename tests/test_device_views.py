@@ -16,7 +16,7 @@ from argus_lab import views
 from argus_lab.store import Store
 from argus_lab.views import device as dv
 from argus_lab.views.bundle import EXPORT, build
-from argus_lab.views.html import export
+from argus_lab.views.html_file import export
 from tests.device_cases import FakeCupti, GemmStep, measure, raw
 from tests.device_synth import build as synth
 

@@ -15,7 +15,7 @@ from typing import Any
 
 import pytest
 
-from argus_lab.faces import doctor
+from argus_lab.app import doctor
 from argus_lab.faces.cli import build_parser
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -139,7 +139,7 @@ def _env(tmp_path: Path, real: Sequence[str], recorded: Sequence[str] = ()) -> P
 
 def _checks_in(target: Path, call: str) -> dict[str, dict[str, Any]]:
     """``doctor.<call>`` run by a Python that sees only ``target`` and this checkout (``-S``: no site folders)."""
-    code = f"import json; from argus_lab.faces import doctor as d; print(d.to_json(d.{call}))"
+    code = f"import json; from argus_lab.app import doctor as d; print(d.to_json(d.{call}))"
     proc = subprocess.run(
         [sys.executable, "-S", "-c", code],
         capture_output=True,

@@ -24,7 +24,7 @@ from test_join_recorded import CASES, load_case
 from test_pgo_recorded import unpacked
 
 from argus_lab import join
-from argus_lab.faces.importing import import_trace
+from argus_lab.app.importing import import_trace
 from argus_lab.store import Store
 from argus_lab.views.perfetto import GPU_PID, LANE_TID_STEP, Lanes, _Writer, write_parquet, write_trace
 

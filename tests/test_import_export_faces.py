@@ -14,8 +14,8 @@ import pytest
 from kineto_synth import KinetoTrace
 
 import argus_lab
+from argus_lab.app.exporting import ExportError, export, format_of
 from argus_lab.faces.cli import main
-from argus_lab.faces.exporting import ExportError, export, format_of
 from argus_lab.run.machine import gpu_available
 from argus_lab.store import Store
 
@@ -36,7 +36,7 @@ def test_import_trace_is_public_and_lazy() -> None:
     import subprocess
     import sys
 
-    code = "import argus_lab, sys; assert 'argus_lab.faces.importing' not in sys.modules; print(argus_lab.import_trace)"
+    code = "import argus_lab, sys; assert 'argus_lab.app.importing' not in sys.modules; print(argus_lab.import_trace)"
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout
     assert "import_trace" in out
     assert "import_trace" in argus_lab.__all__

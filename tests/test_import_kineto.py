@@ -15,9 +15,9 @@ from typing import Any
 import pytest
 from kineto_synth import KinetoTrace
 
-from argus_lab.backends.imported import chrome_json, detect_format, kineto
+from argus_lab.app.importing import import_trace
 from argus_lab.errors import ImportFormatError
-from argus_lab.faces.importing import import_trace
+from argus_lab.importers import chrome_json, detect_format, kineto
 from argus_lab.store import Store
 
 B = 1_795_938_194_000_000_000

@@ -9,9 +9,9 @@ from pathlib import Path
 import pytest
 from nsys_synth import NsysExport
 
-from argus_lab.backends.imported import detect_format, nsys
+from argus_lab.app.importing import import_trace
 from argus_lab.errors import BackendUnavailableError, ImportFormatError
-from argus_lab.faces.importing import import_trace
+from argus_lab.importers import detect_format, nsys
 from argus_lab.store import Store
 
 DATA = Path(__file__).parent / "data"

@@ -1,4 +1,4 @@
-"""Traces recorded by other tools on the H200 (``scripts/gpu/issue19.sh``, files in tests/data/traces/): each
+"""Traces recorded by other tools on the H200 (``scripts/gpu/record_traces.sh``, files in tests/data/traces/): each
 imports into a store with its attribution classes, keeps every nanosecond, and survives an export round trip.
 
 The files are copied in by the lead after the one GPU run; while one is absent its tests are skipped with the
@@ -20,12 +20,14 @@ from typing import Any
 
 import pytest
 
-from argus_lab.faces.exporting import export
-from argus_lab.faces.importing import import_trace
+from argus_lab.app.exporting import export
+from argus_lab.app.importing import import_trace
 from argus_lab.store import Store
 
 TRACES = Path(__file__).parent / "data" / "traces"
-RECORD = "scripts/gpu/issue19.sh OUT on the H200, then copy OUT's files to tests/data/traces/ (tests/data/README.md)"
+RECORD = (
+    "scripts/gpu/record_traces.sh OUT on the H200, then copy OUT's files to tests/data/traces/ (tests/data/README.md)"
+)
 
 CLASSES = """
 SELECT i.path, a.class, count(*) AS n FROM attributions a

@@ -4,7 +4,7 @@ SYNTHETIC evidence (tests/join_synth.py) shaped like the autotuned Triton matmul
 run, instance 0 of ``matmul`` launches the autotuner's benchmark kernels and then the best configuration, every
 later instance one kernel; under ncu the autotuner benchmarked a different number of times (its count depends on
 timing), so instance 0's sequence differs while instances 1-3 agree.  The recorded form of the same case is in
-tests/test_issue15_recorded.py.
+tests/test_ncu_scope_compiler_recorded.py.
 """
 
 from __future__ import annotations

@@ -26,7 +26,7 @@ from pathlib import Path
 import pytest
 
 from argus_lab import join
-from argus_lab.faces.measure import plan
+from argus_lab.app.measure import plan
 from argus_lab.report import Report
 from argus_lab.store import Store
 

@@ -1,12 +1,17 @@
-"""The layout rule (docs/architecture.md): a module imports only from its own stage or stages upstream of it.
+"""The layout rule (docs/architecture.md, "Import order"): a module imports only from its own stage or from stages
+below it, and no set of modules imports itself round.
 
-Stages, upstream to downstream: markers (``regions``, ``device``) -> ``plan/`` -> ``run/`` -> ``backends/`` ->
-``join/`` -> ``store/`` -> ``report/`` -> ``views/`` -> ``faces/``; ``errors`` and ``units`` are usable by every
-stage, and the package's ``__init__`` (the public API, loaded lazily) counts as a face. Every import is checked, at
-module level, inside functions and under ``TYPE_CHECKING`` alike, by reading the source with :mod:`ast`. Two things
-are loaded by the name a declaration holds instead of imported, which is how an upstream stage reaches downstream
-code without depending on it: a backend's implementation (``BackendInfo.module``) and the Report's renderer
-(``report.report.RENDERER``).
+Stages, bottom first: ``errors``/``units``/``config`` -> ``model/`` -> ``store/`` -> markers (``regions``,
+``device``) -> ``plan/`` -> ``run/`` -> ``backends/`` and ``importers/`` -> ``join/`` -> ``report/`` -> ``views/``
+-> ``app/`` -> ``optimize/``, ``faces/`` and the package's ``__init__`` (the public API, loaded lazily).
+
+Every import is read from the source with :mod:`ast`: at module level, inside functions and under
+``TYPE_CHECKING`` alike for the direction; for cycles every import but those under ``TYPE_CHECKING`` (they never
+run).  Code below reaches code above only by a *name held in a declaration*, loaded with :mod:`importlib`: a
+backend's implementation (``BackendInfo.module``), the Report's renderer (``report.report.RENDERER``), the store's
+recovery (``store.db.RECOVERY_MODULE``) and the live pass counter's worker (``plan.live_passes.WORKER_MODULE``).
+The checker itself is tested on synthetic sources: it must report an upward import and a cycle, a function-level
+one included.
 """
 
 from __future__ import annotations
@@ -14,6 +19,7 @@ from __future__ import annotations
 import ast
 import subprocess
 import sys
+from collections.abc import Iterable, Mapping
 from pathlib import Path
 
 import argus_lab
@@ -22,30 +28,37 @@ PACKAGE = Path(argus_lab.__file__).resolve().parent
 ROOT = PACKAGE.parent
 
 STAGES: tuple[tuple[str, ...], ...] = (
-    ("argus_lab.errors", "argus_lab.units"),
+    ("argus_lab.errors", "argus_lab.units", "argus_lab.config"),
+    ("argus_lab.model",),
+    ("argus_lab.store",),
     ("argus_lab.regions", "argus_lab.device"),
     ("argus_lab.plan",),
     ("argus_lab.run",),
-    ("argus_lab.backends",),
+    ("argus_lab.backends", "argus_lab.importers"),
     ("argus_lab.join",),
-    ("argus_lab.store",),
     ("argus_lab.report",),
     ("argus_lab.views",),
-    ("argus_lab.faces", "argus_lab"),
+    ("argus_lab.app",),
+    ("argus_lab.optimize", "argus_lab.faces", "argus_lab"),
 )
-"""Each stage's module prefixes, upstream first (stage 0, ``errors``/``units``, is usable by all)."""
+"""Each stage's module prefixes, bottom first (stage 0, ``errors``/``units``/``config``, is usable by all)."""
 
 LAZY_NAMES = {
     "region": "argus_lab.regions",
     "Region": "argus_lab.regions",
     "current_path": "argus_lab.regions",
     "DEFAULT_SIGNALS": "argus_lab.plan",
-    "measure": "argus_lab.faces.measure",
-    "open_store": "argus_lab.faces.measure",
-    "optimize": "argus_lab.faces.optimize",
+    "measure": "argus_lab.app.measure",
+    "open_store": "argus_lab.app.measure",
+    "import_trace": "argus_lab.app.importing",
+    "sql": "argus_lab.app.query",
+    "optimize": "argus_lab.optimize",
     "Report": "argus_lab.report",
 }
 """What ``from argus_lab import NAME`` imports for the names the package exports lazily."""
+
+Import = tuple[int, str, bool]
+"""(line, imported module, whether the import is under ``TYPE_CHECKING``)."""
 
 
 def stage_of(module: str) -> int | None:
@@ -66,81 +79,219 @@ def module_name(path: Path) -> str:
     return ".".join(parts)
 
 
-def imported_modules(path: Path) -> list[tuple[int, str]]:
-    """(line, module) of every argus_lab module ``path`` imports, wherever the import statement is."""
-    name = module_name(path)
-    return imports_in(path.read_text(), name if path.name == "__init__.py" else name.rpartition(".")[0])
+def _type_checking_nodes(tree: ast.AST) -> set[int]:
+    """The ids of every node inside an ``if TYPE_CHECKING:`` body."""
+    inside: set[int] = set()
+    for node in ast.walk(tree):
+        if isinstance(node, ast.If) and "TYPE_CHECKING" in ast.unparse(node.test):
+            for stmt in node.body:
+                inside.update(id(n) for n in ast.walk(stmt))
+    return inside
 
 
-def imports_in(source: str, package: str) -> list[tuple[int, str]]:
-    """(line, module) of every argus_lab module imported by ``source``, a module of ``package``."""
-    out: list[tuple[int, str]] = []
-    for node in ast.walk(ast.parse(source)):
+def imports_in(source: str, package: str, known: Iterable[str]) -> list[Import]:
+    """Every argus_lab module imported by ``source``, a module of ``package``, wherever the import statement is;
+    ``known``: the module names that exist (``from pkg import name`` imports the module ``pkg.name`` when there is
+    one, else ``pkg`` itself)."""
+    modules = set(known)
+    tree = ast.parse(source)
+    guarded = _type_checking_nodes(tree)
+    out: list[Import] = []
+    for node in ast.walk(tree):
+        checking = id(node) in guarded
         if isinstance(node, ast.Import):
-            out += [(node.lineno, a.name) for a in node.names if a.name.split(".")[0] == "argus_lab"]
+            out += [(node.lineno, a.name, checking) for a in node.names if a.name.split(".")[0] == "argus_lab"]
         elif isinstance(node, ast.ImportFrom):
             if node.level:
                 base = package.split(".")[: len(package.split(".")) - node.level + 1]
-                source = ".".join([*base, node.module] if node.module else base)
+                origin = ".".join([*base, node.module] if node.module else base)
             else:
-                source = node.module or ""
-            if source.split(".")[0] != "argus_lab":
+                origin = node.module or ""
+            if origin.split(".")[0] != "argus_lab":
                 continue
             for alias in node.names:
-                sub = f"{source}.{alias.name}"
-                if source == "argus_lab" and alias.name in LAZY_NAMES:
-                    out.append((node.lineno, LAZY_NAMES[alias.name]))
-                elif (ROOT / sub.replace(".", "/")).with_suffix(".py").exists() or (
-                    ROOT / sub.replace(".", "/") / "__init__.py"
-                ).exists():
-                    out.append((node.lineno, sub))
+                sub = f"{origin}.{alias.name}"
+                if origin == "argus_lab" and alias.name in LAZY_NAMES:
+                    out.append((node.lineno, LAZY_NAMES[alias.name], checking))
                 else:
-                    out.append((node.lineno, source))
+                    out.append((node.lineno, sub if sub in modules else origin, checking))
     return out
 
 
-def sources() -> list[Path]:
-    return sorted(p for p in PACKAGE.rglob("*.py") if "labextension" not in p.parts)
+def package_of(module: str, is_package: bool) -> str:
+    return module if is_package else module.rpartition(".")[0]
 
 
+def sources() -> dict[str, str]:
+    """Every module of argus_lab: name -> source."""
+    paths = sorted(p for p in PACKAGE.rglob("*.py") if "labextension" not in p.parts)
+    return {module_name(p): p.read_text() for p in paths}
+
+
+def packages() -> set[str]:
+    return {module_name(p) for p in PACKAGE.rglob("__init__.py") if "labextension" not in p.parts}
+
+
+def upward_imports(modules: Mapping[str, str], pkgs: set[str]) -> list[str]:
+    """``module:line imports target`` for every import of a module from a stage above its own."""
+    offenders = []
+    for name, source in modules.items():
+        own = stage_of(name)
+        if own is None:
+            continue
+        for line, target, _ in imports_in(source, package_of(name, name in pkgs), modules):
+            theirs = stage_of(target)
+            if theirs is not None and theirs > own:
+                offenders.append(f"{name}:{line} imports {target} (stage {theirs} > {own})")
+    return offenders
+
+
+def import_cycles(modules: Mapping[str, str], pkgs: set[str]) -> list[list[str]]:
+    """The sets of modules that import each other round (strongly connected components of more than one module,
+    or a module importing itself), counting function-level imports, not those under ``TYPE_CHECKING``."""
+    graph: dict[str, set[str]] = {name: set() for name in modules}
+    for name, source in modules.items():
+        for _, target, checking in imports_in(source, package_of(name, name in pkgs), modules):
+            if not checking and target in graph:
+                graph[name].add(target)
+    index: dict[str, int] = {}
+    low: dict[str, int] = {}
+    stack: list[str] = []
+    on_stack: set[str] = set()
+    cycles: list[list[str]] = []
+    counter = 0
+    for start in sorted(graph):  # Tarjan's algorithm, iterative (no recursion limit on a deep chain)
+        if start in index:
+            continue
+        work: list[tuple[str, list[str]]] = [(start, sorted(graph[start]))]
+        index[start] = low[start] = counter
+        counter += 1
+        stack.append(start)
+        on_stack.add(start)
+        while work:
+            node, todo = work[-1]
+            if todo:
+                nxt = todo.pop()
+                if nxt not in index:
+                    index[nxt] = low[nxt] = counter
+                    counter += 1
+                    stack.append(nxt)
+                    on_stack.add(nxt)
+                    work.append((nxt, sorted(graph[nxt])))
+                elif nxt in on_stack:
+                    low[node] = min(low[node], index[nxt])
+                continue
+            work.pop()
+            if work:
+                low[work[-1][0]] = min(low[work[-1][0]], low[node])
+            if low[node] == index[node]:
+                component = []
+                while True:
+                    member = stack.pop()
+                    on_stack.discard(member)
+                    component.append(member)
+                    if member == node:
+                        break
+                if len(component) > 1 or node in graph[node]:
+                    cycles.append(sorted(component))
+    return cycles
+
+
+# -- the rule on argus_lab ---------------------------------------------------------------------------------------
 def test_every_module_belongs_to_a_stage() -> None:
-    lost = [module_name(p) for p in sources() if stage_of(module_name(p)) is None]
+    lost = [name for name in sources() if stage_of(name) is None]
     assert not lost, f"modules outside every stage (put each in a stage's folder, see docs/architecture.md): {lost}"
 
 
-def test_no_module_imports_from_a_stage_downstream_of_it() -> None:
-    offenders = []
-    for path in sources():
-        own = stage_of(module_name(path))
-        if own is None:
-            continue
-        for line, target in imported_modules(path):
-            theirs = stage_of(target)
-            if theirs is not None and theirs > own:
-                offenders.append(f"{path.relative_to(ROOT)}:{line} imports {target} (stage {theirs} > {own})")
-    assert not offenders, "imports from a downstream stage:\n" + "\n".join(offenders)
+def test_no_module_imports_from_a_stage_above_it() -> None:
+    offenders = upward_imports(sources(), packages())
+    assert not offenders, "imports from a stage above:\n" + "\n".join(offenders)
 
 
-def test_the_guard_sees_function_level_relative_and_type_checking_imports() -> None:
-    """The checker itself (SYNTHETIC source): imports in a function body, relative and under TYPE_CHECKING."""
+def test_no_import_cycle_even_through_function_level_imports() -> None:
+    cycles = import_cycles(sources(), packages())
+    assert not cycles, "modules that import each other round (break the cycle, see docs/architecture.md):\n" + (
+        "\n".join(" <-> ".join(c) for c in cycles)
+    )
+
+
+def test_the_store_imports_only_the_model() -> None:
+    """The store sits on the evidence model alone: no run, plan, join or application code (recovery is handed to it
+    by the application, by name)."""
+    modules, pkgs = sources(), packages()
+    wrong = sorted(
+        f"{name} imports {target}"
+        for name, source in modules.items()
+        if name.startswith("argus_lab.store")
+        for _, target, _ in imports_in(source, package_of(name, name in pkgs), modules)
+        if not target.startswith(("argus_lab.store", "argus_lab.model", "argus_lab.errors", "argus_lab.config"))
+    )
+    assert not wrong, wrong
+
+
+def test_the_stages_are_the_ones_the_architecture_page_names() -> None:
+    """docs/architecture.md states the same order as this test (its "Import order" block lists the stages)."""
+    page = (ROOT / "docs" / "architecture.md").read_text()
+    block = page.split("## Import order", 1)[1].split("```")[1]
+    named = [line.split()[0] for line in block.strip().splitlines() if line.strip() and line[0].isdigit()]
+    assert named == [str(i) for i in range(len(STAGES))], block
+    for prefixes in STAGES:
+        for prefix in prefixes:
+            short = prefix.removeprefix("argus_lab.") if prefix != "argus_lab" else "__init__"
+            assert short in block, f"{short} is missing from the import order of docs/architecture.md"
+
+
+# -- the checker itself, on SYNTHETIC sources ------------------------------------------------------------------
+def test_the_checker_sees_function_level_relative_and_type_checking_imports() -> None:
     source = (
         "from typing import TYPE_CHECKING\n"
         "if TYPE_CHECKING:\n    from argus_lab.views import bundle\n"
         "def f():\n    from argus_lab.report import Report\n    from ..store import db\n    return Report, db\n"
     )
-    found = {m for _, m in imports_in(source, "argus_lab.run")}
-    assert found == {"argus_lab.views.bundle", "argus_lab.report", "argus_lab.store.db"}
-    run = stage_of("argus_lab.run.runtime")
-    assert run is not None
-    assert all((stage_of(m) or 0) > run for m in found)
+    known = {"argus_lab.views.bundle", "argus_lab.store.db", "argus_lab.report"}
+    found = {(m, checking) for _, m, checking in imports_in(source, "argus_lab.run", known)}
+    assert found == {("argus_lab.views.bundle", True), ("argus_lab.report", False), ("argus_lab.store.db", False)}
 
 
-def test_the_optimisation_loop_is_a_face() -> None:
-    """``argus_lab.optimize`` is the module ``argus_lab.faces.optimize``, exported lazily like ``measure``, and its
-    parts (``faces/optimizer/``) sit in the faces stage."""
+def test_the_checker_fails_on_a_synthetic_upward_import() -> None:
+    modules = {
+        "argus_lab.store.db": "def reopen():\n    from argus_lab.app import recovery\n    return recovery\n",
+        "argus_lab.app.recovery": "from argus_lab.store.db import Store\n",
+    }
+    assert upward_imports(modules, set()) == ["argus_lab.store.db:2 imports argus_lab.app.recovery (stage 10 > 2)"]
+
+
+def test_the_checker_fails_on_a_synthetic_cycle_and_ignores_type_checking_ones() -> None:
+    cycle = {
+        "argus_lab.plan.passes": "from argus_lab.plan.explain import why\n",
+        "argus_lab.plan.explain": "def why():\n    from argus_lab.plan import planner\n",
+        "argus_lab.plan.planner": "import argus_lab.plan.passes\n",
+        "argus_lab.plan.model": "from argus_lab.plan.passes import x\n",
+    }
+    assert import_cycles(cycle, set()) == [
+        ["argus_lab.plan.explain", "argus_lab.plan.passes", "argus_lab.plan.planner"]
+    ]
+    assert upward_imports(cycle, set()) == []  # one stage: only the cycle test can see it
+    typing_only = {
+        "argus_lab.views.bundle": "from argus_lab.views.html import page\n",
+        "argus_lab.views.html": (
+            "from typing import TYPE_CHECKING\nif TYPE_CHECKING:\n    from argus_lab.views import bundle\n"
+        ),
+    }
+    assert import_cycles(typing_only, set()) == []
+    assert import_cycles({"argus_lab.join.a": "def f():\n    import argus_lab.join.a\n"}, set()) == [
+        ["argus_lab.join.a"]
+    ]
+
+
+# -- the public names and the measured process ---------------------------------------------------------------------
+def test_the_optimisation_loop_is_its_own_package_on_top() -> None:
+    """``argus_lab.optimize`` is the package ``argus_lab.optimize``, exported lazily like ``measure``, above the
+    application it measures through; the device peaks are in one module of it."""
     assert argus_lab.optimize.__name__ == LAZY_NAMES["optimize"]
-    faces = len(STAGES) - 1
-    assert stage_of("argus_lab.faces.optimize") == stage_of("argus_lab.faces.optimizer.session") == faces
+    top = len(STAGES) - 1
+    assert stage_of("argus_lab.optimize") == stage_of("argus_lab.optimize.session") == top
+    assert argus_lab.optimize.DeviceSpec.__module__ == "argus_lab.optimize.specs"
 
 
 def test_measured_process_imports_stay_light() -> None:

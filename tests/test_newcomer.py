@@ -16,7 +16,7 @@ from typing import Any
 import pytest
 from IPython.core.error import UsageError
 
-from argus_lab.faces.measure import plan, run_plan
+from argus_lab.app.measure import plan, run_plan
 from argus_lab.report import Report
 from argus_lab.run.machine import gpu_available
 from argus_lab.run.workload import Workload

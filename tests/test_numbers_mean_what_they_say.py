@@ -21,8 +21,8 @@ from join_synth import Inst, Kern, SynthRun, write
 
 import argus_lab
 from argus_lab import join
+from argus_lab.app.measure import plan
 from argus_lab.errors import ScopeError, UnknownSignalError
-from argus_lab.faces.measure import plan
 from argus_lab.plan.catalog import aggregation
 from argus_lab.report import Report
 from argus_lab.store import Store

@@ -14,7 +14,7 @@ from pathlib import Path
 import pytest
 
 import argus_lab
-from argus_lab.faces import optimize as opt
+from argus_lab import optimize as opt
 from argus_lab.regions import Region
 from tests.optimize_cpu import BlockedMatmul
 
@@ -35,7 +35,7 @@ def ok(block: int) -> dict[str, object]:
 
 def test_the_face_is_argus_lab_optimize_and_loads_lazily() -> None:
     assert argus_lab.optimize is opt
-    code = "import sys, argus_lab; print('argus_lab.faces.optimize' in sys.modules)"
+    code = "import sys, argus_lab; print('argus_lab.optimize' in sys.modules)"
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, cwd=ROOT, check=True, timeout=60)
     assert out.stdout.strip() == "False"
 

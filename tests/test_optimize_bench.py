@@ -1,7 +1,7 @@
 """bench/optimize_bench.py end to end on a host region (``--host-demo``: tests/optimize_cpu.py timed by host.wall in
 real argus_lab runs), its verdicts, and notebooks/optimize.ipynb on the walk evidence that run records.
 
-The H200 run (scripts/gpu/issue21.sh) uses the same driver with the GEMM and attention targets; here the driver's
+The H200 run (scripts/gpu/optimize_bench.sh) uses the same driver with the GEMM and attention targets; here the driver's
 bookkeeping, confirmation runs, verdicts, result files and table are exercised without a GPU.
 """
 

@@ -16,10 +16,10 @@ import pytest
 
 pytest.importorskip("torch")
 
+from argus_lab import optimize as opt
 from argus_lab.backends.device.decode import decode
-from argus_lab.faces import optimize as opt
-from argus_lab.faces.optimizer import session as session_module
-from argus_lab.faces.optimizer.rules import MEMORY_SHARE, TAIL_FRACTION
+from argus_lab.optimize import session as session_module
+from argus_lab.optimize.rules import MEMORY_SHARE, TAIL_FRACTION
 from argus_lab.regions import Region
 from tests.device_cases import PHASES, FakeCupti, cpu_backends, raw
 
@@ -150,7 +150,7 @@ def test_gpu_time_is_the_clean_runs_and_each_candidate_has_its_instrumented_run(
 
 def test_phases_of_the_persistent_gemm_recorded_on_the_h200(tmp_path: Path) -> None:
     """tests/data/gpu/device/device_gemm_h200.duckdb: GemmStep(3072, 3072, 1024), k-step marks, gpu.time + dev.*
-    measured by argus_lab on the H200 (scripts/gpu/issue18.sh); four instrumented launches of 132 CTAs."""
+    measured by argus_lab on the H200 (scripts/gpu/device_gemm.sh); four instrumented launches of 132 CTAs."""
     import shutil
 
     import argus_lab

@@ -17,7 +17,7 @@ from pathlib import Path
 
 import pytest
 
-from argus_lab.faces.optimizer.session import history
+from argus_lab.optimize.session import history
 from argus_lab.store import Store
 from argus_lab.store.trim import device_interval_counts, drop_device_intervals, keep_runs, run_tables
 

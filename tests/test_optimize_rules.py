@@ -13,6 +13,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
+from argus_lab import optimize as opt
 from argus_lab.backends.device.decode import decode
 from argus_lab.device import regions
 from argus_lab.device.layout import (
@@ -23,8 +24,7 @@ from argus_lab.device.layout import (
     buffer_words,
     slot_words,
 )
-from argus_lab.faces import optimize as opt
-from argus_lab.faces.optimizer import rules as r
+from argus_lab.optimize import rules as r
 from tests.device_synth import build
 
 DATA = Path(__file__).parent / "data" / "gpu" / "device"

@@ -12,8 +12,8 @@ from pathlib import Path
 
 import pytest
 
-from argus_lab.faces import optimize as opt
-from argus_lab.faces.optimizer import rules as r
+from argus_lab import optimize as opt
+from argus_lab.optimize import rules as r
 from tests.optimize_cpu import BlockedMatmul
 
 H200 = opt.device_spec("NVIDIA H200")

@@ -1,7 +1,7 @@
 """The benchmark's table (bench/optimize_table.py) over the first H200 run and merged with a continuation, and the
 selection and order of a continuation's configurations (bench/optimize_configs.py, bench/optimize_bench.py).
 
-Input: tests/data/gpu/optimize/run1/, the first H200 run of scripts/gpu/issue21.sh (tests/data/README.md): 24
+Input: tests/data/gpu/optimize/run1/, the first H200 run of scripts/gpu/optimize_bench.sh (tests/data/README.md): 24
 configurations planned, 9 finished, configuration 10 stopped at the deadline with its searches unfinished, 11-24
 not started.
 """

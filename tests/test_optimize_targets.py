@@ -17,8 +17,8 @@ import pytest
 
 triton = pytest.importorskip("triton")
 
+from argus_lab import optimize as opt  # noqa: E402
 from argus_lab.backends.compiler.artifacts import parse_res_usage  # noqa: E402
-from argus_lab.faces import optimize as opt  # noqa: E402
 from examples.gpu.optimize_targets import (  # noqa: E402
     AttentionTarget,
     GemmTarget,

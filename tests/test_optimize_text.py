@@ -15,7 +15,7 @@ from typing import Any
 
 import pytest
 
-from argus_lab.faces import optimize as opt
+from argus_lab import optimize as opt
 
 WALK = Path(__file__).parent / "data" / "gpu" / "optimize" / "run2" / "evidence" / "optimize_walk.json"
 

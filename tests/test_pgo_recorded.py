@@ -1,10 +1,11 @@
 """The profile-guided overlap study as recorded on two H200s (tests/data/gpu/two_ranks/pgo/, issue 17).
 
-Recorded by `ISSUE17_LIMIT=380 scripts/gpu/issue17.sh OUT` on nvidia-h200-x2 (tests/data/README.md): five settings,
-each measured by `argus-lab run` under torchrun (two ranks, NCCL), the rule's decision, the plain throughput of
-baseline against changed configuration, and `Report.diff` of the argus runs.  These tests re-derive from the
-recorded stores what the study printed: the rule reads the same figures and takes the same decision, `Report.diff`
-gives the same verdicts, and the table states every setting and the mean honestly (including the slower one).
+Recorded by `ISSUE17_LIMIT=380 scripts/gpu/two_gpu_study.sh OUT` on nvidia-h200-x2 (tests/data/README.md): five
+settings, each measured by `argus-lab run` under torchrun (two ranks, NCCL), the rule's decision, the plain
+throughput of baseline against changed configuration, and `Report.diff` of the argus runs.  These tests re-derive
+from the recorded stores what the study printed: the rule reads the same figures and takes the same decision,
+`Report.diff` gives the same verdicts, and the table states every setting and the mean honestly (including the
+slower one).
 """
 
 from __future__ import annotations

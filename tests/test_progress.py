@@ -18,7 +18,7 @@ from typing import Any
 import pytest
 
 import argus_lab
-from argus_lab.faces.measure import plan
+from argus_lab.app.measure import plan
 from argus_lab.plan.ncu_settings import KernelCensus, PathCensus
 from argus_lab.run.progress import ChildWatch, RunClock, Tick, terminal
 

@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from argus_lab.faces.measure import plan
+from argus_lab.app.measure import plan
 from argus_lab.report.census import scoped_kernels
 from argus_lab.run.progress import RunClock, Tick
 from tests.recorded_cases import shipped

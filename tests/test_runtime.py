@@ -8,7 +8,7 @@ from typing import Any
 import pytest
 
 import argus_lab
-from argus_lab.faces.measure import run_plan
+from argus_lab.app.measure import run_plan
 from argus_lab.plan import Plan, PlannedRun, Request
 from argus_lab.run.runtime import Execution
 from argus_lab.run.workload import Workload

@@ -171,7 +171,7 @@ def test_numpy_variable_width_strings_reach_the_store_as_fixed_width_unicode(sto
     to Arrow as fixed-width unicode, and the store holds the same text."""
     import numpy as np
 
-    from argus_lab.run.columns import jsonable_columns
+    from argus_lab.model.columns import jsonable_columns
 
     keys = np.asarray(["0/1/17/0", "0/1/18/0"], dtype=np.dtypes.StringDType())
     assert jsonable_columns({"kernel_key": keys})["kernel_key"].dtype.kind == "U"  # type: ignore[union-attr]

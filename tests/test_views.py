@@ -15,7 +15,8 @@ import argus_lab
 from argus_lab.report import Report
 from argus_lab.views import bundle, evidence
 from argus_lab.views.escape import json_for_script
-from argus_lab.views.html import export, fallback_html, standalone_html
+from argus_lab.views.html import fallback_html, standalone_html
+from argus_lab.views.html_file import export
 from argus_lab.views.timeline import TimelineLimits, pyramid, timeline_data
 
 

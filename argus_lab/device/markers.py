@@ -31,7 +31,7 @@ from __future__ import annotations
 import triton
 import triton.language as tl
 
-from argus_lab.device import region_code as _region_code
+from argus_lab.device.declarations import region_code as _region_code
 from argus_lab.device.layout import (
     H_EVENTS_PER_SLOT,
     H_GRID_OVERFLOW,

@@ -21,7 +21,7 @@ from __future__ import annotations
 
 from typing import Any, Protocol
 
-from argus_lab.device import DeviceRegions
+from argus_lab.device.declarations import DeviceRegions
 from argus_lab.errors import RegionMisuseError
 
 __all__ = ["ProbeSource", "install", "instrumented", "kernel_name", "probe", "uninstall"]

@@ -11,11 +11,12 @@ from __future__ import annotations
 import shlex
 from collections.abc import Sequence
 
+from argus_lab import config
 from argus_lab.errors import PlanError
 
-DEFAULT_REPEAT = 3
+DEFAULT_REPEAT = config.CELL_REPEAT
 """Measured repetitions of ``%%argus`` when ``-n`` is not given."""
-DEFAULT_WARMUP = 1
+DEFAULT_WARMUP = config.WARMUP
 """Warm-up repetitions of ``%%argus`` when ``-w`` is not given."""
 SETUP_MODES = ("marked", "history", "none")
 

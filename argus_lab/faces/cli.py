@@ -4,13 +4,15 @@ from __future__ import annotations
 
 import argparse
 import os
-import shlex
 import sys
 from collections.abc import Sequence
 from pathlib import Path
 
+from argus_lab import config
+from argus_lab.app.commands import command
 from argus_lab.errors import ArgusError
-from argus_lab.store.db import DEFAULT_STORE, default_store_path
+from argus_lab.model.statuses import FAILED
+from argus_lab.store.db import default_store_path
 
 EPILOG = """examples:
   argus-lab run examples/nested.py --signals host.wall,host.cpu --repeat 5 --store argus.duckdb
@@ -63,17 +65,17 @@ def _request_args(p: argparse.ArgumentParser) -> None:
         "--repeat",
         "-n",
         type=int,
-        default=5,
+        default=config.REPEAT,
         metavar="N",
-        help="measured repetitions of the workload (default 5), e.g. --repeat 10",
+        help=f"measured repetitions of the workload (default {config.REPEAT}), e.g. --repeat 10",
     )
     p.add_argument(
         "--warmup",
         "-w",
         type=int,
-        default=1,
+        default=config.WARMUP,
         metavar="N",
-        help="repetitions run first and marked warm-up, left out of summaries (default 1)",
+        help=f"repetitions run first and marked warm-up, left out of summaries (default {config.WARMUP})",
     )
     p.add_argument(
         "--scope",
@@ -271,7 +273,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         if args.command == "recover":
             return _recover(args)
         if args.command == "doctor":
-            from argus_lab.faces.doctor import main as doctor_main
+            from argus_lab.app.doctor import main as doctor_main
 
             return doctor_main(as_json=args.json, save=args.save)
         if args.command == "export":
@@ -307,7 +309,7 @@ def main(argv: Sequence[str] | None = None) -> int:
 
 
 def _run(args: argparse.Namespace) -> int:
-    from argus_lab.faces.measure import open_store, plan, run_plan
+    from argus_lab.app.measure import open_store, plan, run_plan
     from argus_lab.report.census import kernel_census
     from argus_lab.run.progress import lines
     from argus_lab.run.runtime import summarize, terminal_progress
@@ -338,7 +340,7 @@ def _run(args: argparse.Namespace) -> int:
     print(report.text())
     print(f"\nstored in {_shown(str(report.store.path))}\n{summarize(done.execution.results)}")
     for r in done.execution.results:  # the workload's own traceback (file and line), after the one-line summary
-        detail = r.cause.split("\n", 1)[1].strip() if r.status in ("failed", "died") and "\n" in r.cause else ""
+        detail = r.cause.split("\n", 1)[1].strip() if r.status in FAILED and "\n" in r.cause else ""
         if detail:
             print(f"\nrun {r.index} ({r.run_id}) {r.status}:\n" + "\n".join("  " + ln for ln in detail.splitlines()))
     implicit = workload.implicit_region
@@ -366,7 +368,7 @@ def _version() -> str:
 
 
 def _show(args: argparse.Namespace) -> int:
-    from argus_lab.report import Report
+    from argus_lab.report import Report, runs
     from argus_lab.store import Store
 
     store = Store(args.store)
@@ -375,10 +377,7 @@ def _show(args: argparse.Namespace) -> int:
         print("argus-lab: error: --pool pools the runs of --all; pass both (`show --all --pool`)", file=sys.stderr)
         return 2
     if args.all and not args.pool:  # one report per request: unrelated workloads are never pooled under one name
-        requests = store.rows(
-            "SELECT coalesce(request_id, run_id), list(run_id ORDER BY plan_index, started_ns), any_value(workload) "
-            "FROM runs GROUP BY 1 ORDER BY min(started_ns)"
-        )
+        requests = runs.requests_oldest_first(store)
         for k, (request, ids, workload) in enumerate(requests):
             print(f"{'' if k == 0 else chr(10)}== request {request} ({len(ids)} run(s)): {workload or '?'}")
             report = Report(store, list(ids))
@@ -389,14 +388,13 @@ def _show(args: argparse.Namespace) -> int:
             print(f"(no runs in {_shown(str(store.path))})")
         return 0
     if args.all:
-        run_ids = [r[0] for r in store.rows("SELECT run_id FROM runs ORDER BY started_ns")]
+        run_ids = runs.all_runs(store)
         print("(every run of the store pooled: instances of one region path from different requests are combined)")
     elif args.run:
-        known = {r[0] for r in store.rows("SELECT run_id FROM runs")}
-        missing = [r for r in args.run if r not in known]
-        if missing:
+        missing = runs.unknown_run(store, args.run)
+        if missing is not None:
             print(
-                f"argus-lab: error: no run {missing[0]!r} in {_shown(str(store.path))}; list runs with "
+                f"argus-lab: error: no run {missing!r} in {_shown(str(store.path))}; list runs with "
                 f"`argus-lab show --all --store {_shown(str(store.path))}`",
                 file=sys.stderr,
             )
@@ -410,7 +408,7 @@ def _show(args: argparse.Namespace) -> int:
 
 
 def _join(args: argparse.Namespace) -> int:
-    from argus_lab.faces.measure import join_runs, open_store
+    from argus_lab.app.measure import join_runs, open_store
 
     store = open_store(args.store)
     summaries = join_runs(store, args.run, every=args.all)
@@ -421,15 +419,15 @@ def _join(args: argparse.Namespace) -> int:
 
 
 def _export(args: argparse.Namespace) -> int:
-    from argus_lab.faces.exporting import export
+    from argus_lab.app.exporting import export
 
     print(_shown(export(args.store, args.out, fmt=args.format, run_ids=args.run, title=args.title).text()))
     return 0
 
 
 def _import(args: argparse.Namespace) -> int:
-    from argus_lab.backends.imported import detect_format
-    from argus_lab.faces.importing import import_trace
+    from argus_lab.app.importing import import_trace
+    from argus_lab.importers import detect_format
 
     fmt = args.format or detect_format(args.file)
     if args.domain and fmt == "kineto":
@@ -448,7 +446,7 @@ def _import(args: argparse.Namespace) -> int:
 
 
 def _recover(args: argparse.Namespace) -> int:
-    from argus_lab.faces.measure import recover_runs
+    from argus_lab.app.measure import recover_runs
 
     done = recover_runs(args.store, join=not args.no_join)
     for r in done.recovered:
@@ -463,7 +461,7 @@ def _recover(args: argparse.Namespace) -> int:
 
 
 def _plan(args: argparse.Namespace) -> int:
-    from argus_lab.faces.measure import plan_from_options
+    from argus_lab.app.measure import plan_from_options
 
     the_plan = plan_from_options(args)
     print(the_plan.to_json() if args.json else the_plan.explain())
@@ -479,16 +477,6 @@ def _signals() -> int:
              FAMILIES.items()]  # fmt: skip
     print(table(("signal", "unit", "backend", "what it measures"), rows, max_rows=len(rows)))
     return 0
-
-
-def command(*words: str | Path, store: Path) -> str:
-    """An ``argus-lab`` command line that works as printed: with ``--store`` unless ``store`` is the one a plain
-    ``argus-lab`` in this directory opens (``./argus.duckdb``, with no ``$ARGUS_STORE`` pointing elsewhere)."""
-    default = Path(DEFAULT_STORE).resolve()
-    argv = ["argus-lab", *map(str, words)]
-    if not (Path(store).resolve() == default and default_store_path().resolve() == default):
-        argv += ["--store", str(store)]
-    return shlex.join(argv)
 
 
 if __name__ == "__main__":

@@ -57,11 +57,12 @@ from IPython.core.error import UsageError
 from IPython.core.magic import Magics, cell_magic, line_cell_magic, magics_class
 from IPython.core.magic_arguments import MagicArgumentParser
 
+from argus_lab import config
 from argus_lab.errors import ArgusError
 from argus_lab.faces.cell_code import DEFAULT_REPEAT, DEFAULT_WARMUP, SETUP_MODES, measure_line
-from argus_lab.faces.progress_view import NotebookLine
 from argus_lab.run.progress import throttled
 from argus_lab.run.workload import Workload
+from argus_lab.views.progress import NotebookLine
 
 if TYPE_CHECKING:
     from collections.abc import Callable
@@ -201,7 +202,7 @@ def kernel_store(shell: Any = None) -> _Json:
         shell = get_ipython()
     magics = shell.magics_manager.registry.get("ArgusMagics") if shell is not None else None
     chosen = getattr(magics, "store_path", None)
-    env = os.environ.get("ARGUS_STORE")
+    env = config.value(config.ARGUS_STORE)
     source = "%argus store" if chosen else "ARGUS_STORE" if env else "default"
     path = os.path.abspath(os.path.expanduser(chosen or env or "argus.duckdb"))
     return _Json({"store": path, "source": source, "cwd": os.getcwd(), "notebook": notebook_path(shell)})
@@ -308,7 +309,7 @@ class ArgusMagics(Magics):
         if active_recorder() is not None:
             self._run_in_region(marker, cell)
             return
-        from argus_lab.faces.measure import plan, run_plan
+        from argus_lab.app.measure import plan, run_plan
 
         raised: list[BaseException] = []
 
@@ -437,7 +438,7 @@ class ArgusMagics(Magics):
         return tuple(out), notes
 
     def _measure(self, line: str, cell: str) -> Any:
-        from argus_lab.faces.measure import plan_from_options, run_plan
+        from argus_lab.app.measure import plan_from_options, run_plan
 
         args = measure_parser().parse_args(split_line(line, "%%argus"))
         _check_out_name(args.out, self.shell)
@@ -561,7 +562,7 @@ class ArgusMagics(Magics):
         return Store(self._store(store)).sql(query)
 
     def _doctor(self, rest: list[str]) -> None:
-        from argus_lab.faces.doctor import diagnose, render, to_json
+        from argus_lab.app.doctor import diagnose, render, to_json
 
         p = _parser("%argus doctor", "Check what this machine can measure: each line ok or the fix.")
         p.add_argument("--json", action="store_true", help="print the checks as JSON")
@@ -570,7 +571,7 @@ class ArgusMagics(Magics):
         print(to_json(checks) if args.json else render(checks))
 
     def _plan(self, rest: list[str]) -> None:
-        from argus_lab.faces.measure import plan_from_options
+        from argus_lab.app.measure import plan_from_options
 
         p = _parser("%argus plan", "Show the plan of a request without running it.")
         _request_options(p)
@@ -582,7 +583,7 @@ class ArgusMagics(Magics):
     def _report_for(self, args: Any) -> Report | None:
         """The report a line command shows: given runs, the store's newest request (``--latest``), this kernel's
         last report, or the newest request this kernel measured; None when this kernel measured nothing yet."""
-        from argus_lab.report import Report
+        from argus_lab.report import Report, runs
         from argus_lab.run.runtime import session_id
         from argus_lab.store import Store
 
@@ -591,20 +592,10 @@ class ArgusMagics(Magics):
         if self.last_report is not None and not args.store:
             return self.last_report
         store = Store(self._store(args.store))
-        mine = (
-            store.rows(
-                "SELECT request_id FROM requests WHERE session_id = ? ORDER BY created_ns DESC LIMIT 1", [session_id()]
-            )
-            if store.exists
-            else []
-        )
-        if mine:
-            ids = [
-                r[0]
-                for r in store.rows("SELECT run_id FROM runs WHERE request_id = ? ORDER BY plan_index", [mine[0][0]])
-            ]
+        ids = runs.session_latest_runs(store, session_id())
+        if ids is not None:
             return Report(store, ids)
-        others = store.rows("SELECT count(*) FROM runs")[0][0] if store.exists else 0
+        others = runs.run_count(store)
         where = (
             f" ({others} run(s) of earlier sessions are in {store.path}: `%argus show --latest` shows the newest, "
             "`%argus runs` lists them)"
@@ -638,7 +629,7 @@ class ArgusMagics(Magics):
         return TableView(evidence.run_list(Store(self._store(args.store)), args.limit), "runs (newest first)")
 
     def _export(self, rest: list[str]) -> None:
-        from argus_lab.faces.exporting import export
+        from argus_lab.app.exporting import export
 
         p = _parser(
             "%argus export",
@@ -657,7 +648,7 @@ class ArgusMagics(Magics):
         print(result.text())
 
     def _import(self, rest: list[str]) -> Any:
-        from argus_lab.faces.importing import import_trace
+        from argus_lab.app.importing import import_trace
         from argus_lab.report import Report
         from argus_lab.report.text import escape
 

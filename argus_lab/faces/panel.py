@@ -123,7 +123,7 @@ class SignalPanel:
 
     def plan(self) -> Plan:
         """The plan of the current selection (raises :class:`~argus_lab.errors.ArgusError` when it is invalid)."""
-        from argus_lab.faces.measure import plan
+        from argus_lab.app.measure import plan
 
         return plan(
             self.selected(), scope=self.scope.value, repeat=int(self.repeat.value), warmup=int(self.warmup.value)
@@ -193,7 +193,7 @@ class SignalPanel:
         """Plan and run a measurement of the target, with progress; display and return the report."""
         from IPython.display import display
 
-        from argus_lab.faces.measure import run_plan
+        from argus_lab.app.measure import run_plan
         from argus_lab.run.workload import Workload
         from argus_lab.views.bundle import ReportView
 

@@ -8,16 +8,9 @@ It works on a store's DuckDB connection but imports nothing of the store package
 caller hands it anything with ``connect(write=...)`` and ``rows(...)``.
 """
 
-from argus_lab.join.attribution import (
-    CLASS_MEANINGS,
-    CLASSES,
-    LEVEL_UNITS,
-    NON_ADDITIVE,
-    JoinSummary,
-    JoinTarget,
-    attribute_request,
-    joined_runs,
-)
+from argus_lab.join.attribution import LEVEL_UNITS, JoinSummary, JoinTarget, attribute_request, joined_runs
+from argus_lab.model.vocabulary import CLASS_MEANINGS, CLASSES
+from argus_lab.plan.catalog import NON_ADDITIVE
 
 __all__ = [
     "CLASSES",

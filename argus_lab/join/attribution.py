@@ -1,6 +1,6 @@
 """The join: attributes every piece of evidence of some runs to region instances, and derives region values.
 
-:func:`attribute_request` runs where a plan's runs end (:func:`argus_lab.faces.measure.run_plan` calls it once they
+:func:`attribute_request` runs where a plan's runs end (:func:`argus_lab.app.measure.run_plan` calls it once they
 are stored) and writes, in
 one transaction, for the given runs:
 
@@ -79,7 +79,9 @@ from argus_lab.join.arrays import registered
 from argus_lab.join.timeline import Timeline
 from argus_lab.join.values import Values
 from argus_lab.join.windows import LEVEL_UNITS
-from argus_lab.plan.catalog import CATALOG, aggregation
+from argus_lab.model.views import DERIVED
+from argus_lab.model.vocabulary import CLASSES, EVIDENCE_KINDS
+from argus_lab.plan.catalog import aggregation
 
 if TYPE_CHECKING:
     import duckdb
@@ -96,30 +98,9 @@ class JoinTarget(Protocol):
         """Rows of a query."""
 
 
-CLASSES: tuple[str, ...] = ("exact", "ordinal", "temporal", "ambiguous", "unattributed", "mismatch")
-"""The attribution classes, most certain first."""
-
-CLASS_MEANINGS: dict[str, str] = {
-    "exact": "the evidence carries the instance's own identity: a kernel launched by the thread that opened the "
-    "instance, while it was open (its launch carried the instance id); an NVTX range of the instance in ncu",
-    "ordinal": "an ncu kernel matched to the timing run's kernel by region path, instance index, ordinal and name",
-    "temporal": "placed by time, never by identity: the only candidate open then; kernels of autograd's thread go "
-    "to the region of the thread in backward() (the reason says so); samples split over the instances they overlap",
-    "ambiguous": "several instances remain (e.g. the launching thread is not known and regions were open on several "
-    "threads): all are kept, with weights that add up to 1",
-    "unattributed": "outside every region, or launched by a thread with no region of its own (a thread is never "
-    "given another thread's region); the reason names what was open elsewhere",
-    "mismatch": "the runs disagree about the instance (another kernel sequence): kept and flagged, not forced",
-}
-"""What each class means (docs/join.md), shown with the Report's attribution tables."""
-
 MEMORY_LIMIT = "3GB"
 """DuckDB's memory limit while the join runs (its hash tables spill to disk beyond it), so that joining ten million
 records stays within a bounded amount of memory; the connection's own limit is restored afterwards."""
-
-NON_ADDITIVE: tuple[str, ...] = tuple(name for name, sig in CATALOG.items() if sig.agg != "sum")
-"""The catalog's signals that do not add up (their aggregation rule, ``plan.catalog.aggregation``, is not ``sum``):
-spans, lags, levels, per-kernel facts.  The open families (``hw:``, ``pm:``) follow their metric's rollup."""
 
 
 @dataclass(frozen=True)
@@ -241,7 +222,7 @@ def _attribute(con: duckdb.DuckDBPyConnection, ids: list[str]) -> tuple[str | No
     rows, nodes, cycles = _instances(con)
     for stmt in (q.TIMED, q.PROVENANCE_IDS):
         con.execute(stmt)
-    con.execute(q.DELETE_ATTRIBUTIONS, [list(q.EVIDENCE_KINDS)])
+    con.execute(q.DELETE_ATTRIBUTIONS, [list(EVIDENCE_KINDS)])
     for stmt in q.DELETE_DERIVED:
         con.execute(stmt)
     values = Values()
@@ -350,7 +331,7 @@ def _provenance(
             "attributed": by_run.get(run, {}),
             "seconds": round(secs, 4),
             "sample_windows": "each sample stands for the time nearer to it than to its neighbours",
-            "exact_rows": q.DERIVED,
+            "exact_rows": DERIVED,
             "level_units": list(LEVEL_UNITS),
         }
         if run in cycles:  # stored parent links that form a cycle: those instances were taken as top level
@@ -374,4 +355,4 @@ def _provenance(
         )
 
 
-__all__ = ["CLASSES", "LEVEL_UNITS", "NON_ADDITIVE", "JoinSummary", "JoinTarget", "attribute_request", "joined_runs"]
+__all__ = ["LEVEL_UNITS", "JoinSummary", "JoinTarget", "attribute_request", "joined_runs"]

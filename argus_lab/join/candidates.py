@@ -38,6 +38,7 @@ import pyarrow as pa
 
 from argus_lab.join.arrays import ints, run_codes
 from argus_lab.join.timeline import Timeline
+from argus_lab.model.innermost import moment_key
 
 if TYPE_CHECKING:
     import duckdb
@@ -118,7 +119,7 @@ def derive(con: duckdb.DuckDBPyConnection, timeline: Timeline, runs: list[str]) 
     rank = ints(un.column("rank"))
     q = ints(un.column("q"))
     launcher = ints(un.column("thread_id"))
-    qk = q * 2 + 1
+    qk = moment_key(q)
     found_k: list[np.ndarray] = []
     found_e: list[np.ndarray] = []
     for g in range(len(timeline.starts) - 1):

@@ -26,6 +26,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING
 
 from argus_lab.join.attribution_sql import ANCESTORS_IF_MISSING
+from argus_lab.plan import catalog
 
 if TYPE_CHECKING:
     import duckdb
@@ -138,8 +139,7 @@ WITH x AS (  -- exclusive: the instance's own communication kernels
            coalesce(inc.w_ambiguous, 0) AS w_ambiguous
     FROM _j_inst i
     JOIN _j_crun r ON r.run_id = i.run_id
-    CROSS JOIN (VALUES ('comm.time', 'ns'), ('comm.kernels', 'count'), ('comm.overlap', 'ns'),
-                       ('comm.exposed', 'ns')) AS s(signal, unit)
+    CROSS JOIN (VALUES /*UNITS*/) AS s(signal, unit)
     LEFT JOIN inc ON inc.run_id = i.run_id AND inc.instance_id = i.instance_id
     LEFT JOIN x ON x.run_id = i.run_id AND x.instance_id = i.instance_id
     LEFT JOIN busy ON busy.run_id = i.run_id AND busy.instance_id = i.instance_id
@@ -148,7 +148,10 @@ WITH x AS (  -- exclusive: the instance's own communication kernels
 SELECT v.run_id, v.instance_id, v.signal, v.inclusive, v.exclusive, v.unit, v.n, v.w_exact, 0, v.w_temporal,
        v.w_ambiguous, 0, 'cupti', pv.provenance_id
 FROM v JOIN _j_prov pv ON pv.run_id = v.run_id AND pv.backend = 'cupti'
-"""
+""".replace(
+    "/*UNITS*/",
+    ", ".join(f"('{s}', '{catalog.unit(s)}')" for s in ("comm.time", "comm.kernels", "comm.overlap", "comm.exposed")),
+)
 
 STATEMENTS = (COMM_KERNELS, COMPUTE_BUSY, COMM_BUSY, COMM_VALUES)
 

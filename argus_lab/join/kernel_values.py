@@ -21,7 +21,6 @@ Values` as arrays.  Run by :mod:`argus_lab.join.attribution` after the candidate
 
 from __future__ import annotations
 
-import fnmatch
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
@@ -31,20 +30,25 @@ import pyarrow.compute as pc
 
 from argus_lab.join.arrays import changes, floats, ints, registered, run_codes
 from argus_lab.join.signatures import Levels
+from argus_lab.model.asked import REQUEST_SIGNALS, asked_list, is_asked
+from argus_lab.plan import catalog
 
 if TYPE_CHECKING:
     import duckdb
 
     from argus_lab.join.values import Values
 
-SIGNALS: tuple[tuple[str, str, str, str], ...] = (
-    ("gpu.time", "kernel", "dur", "ns"),
-    ("gpu.kernels", "kernel", "w", "count"),
-    ("gpu.memcpy_bytes", "memcpy", "bytes", "byte"),
-    ("gpu.memcpy_time", "memcpy", "dur", "ns"),
-    ("gpu.memset_bytes", "memset", "bytes", "byte"),
+SIGNALS: tuple[tuple[str, str, str, str], ...] = tuple(
+    (signal, kind, quantity, catalog.unit(signal))
+    for signal, kind, quantity in (
+        ("gpu.time", "kernel", "dur"),
+        ("gpu.kernels", "kernel", "w"),
+        ("gpu.memcpy_bytes", "memcpy", "bytes"),
+        ("gpu.memcpy_time", "memcpy", "dur"),
+        ("gpu.memset_bytes", "memset", "bytes"),
+    )
 )
-"""(signal, record kind, summed quantity, unit) of the additive GPU activity signals."""
+"""(signal, record kind, summed quantity, unit from the catalog) of the additive GPU activity signals."""
 
 INSTANCE_ROWS = "SELECT run_id, instance_id, parent_id, rank, thread_id, start_ns, end_ns FROM _j_inst"
 """The join's instances as :meth:`Nodes.of` and :meth:`argus_lab.join.timeline.Timeline.of` read them."""
@@ -105,26 +109,25 @@ ORDER BY t.run_id
 """
 
 # the signals each timing run's request named, over all runs of the request (empty: not known, e.g. an import)
-ASKED_SIGNALS = """
-SELECT r.run_id, coalesce(q.asked, r.signals, []) FROM runs r
-LEFT JOIN (SELECT request_id, flatten(list(coalesce(signals, []))) AS asked FROM runs WHERE request_id IS NOT NULL
-           GROUP BY request_id) q ON q.request_id = r.request_id
+ASKED_SIGNALS = f"""
+SELECT r.run_id, {asked_list("q", "r")} FROM runs r
+LEFT JOIN {REQUEST_SIGNALS} q ON q.request_id = r.request_id
 WHERE r.run_id IN (SELECT run_id FROM _j_timed)
 """
 
 
 class Asked:
-    """Which signals a run's request named.  A value nobody asked for is not stored, so no view shows it: ``gpu.span``
-    or ``gpu.kernels`` beside a requested ``gpu.time``, ``gpu.launch_overhead`` where the launch records would give it
-    (API records of a fallback path, the callbacks of the default launch identity).  A pattern in a request
-    (``gpu.*``) asks for what it matches; a run whose request names nothing (an import) keeps every value."""
+    """Which signals a run's request named (the rule: :mod:`argus_lab.model.asked`).  A value nobody asked for is
+    not stored, so no view shows it: ``gpu.span`` or ``gpu.kernels`` beside a requested ``gpu.time``,
+    ``gpu.launch_overhead`` where the launch records would give it (API records of a fallback path, the callbacks of
+    the default launch identity).  A pattern in a request (``gpu.*``) asks for what it matches; a run whose request
+    names nothing (an import) keeps every value."""
 
     def __init__(self, con: duckdb.DuckDBPyConnection) -> None:
         self.signals = {str(r): [str(x) for x in s] for r, s in con.execute(ASKED_SIGNALS).fetchall()}
 
     def __call__(self, run: str, signal: str) -> bool:
-        names = self.signals.get(run)
-        return not names or any(fnmatch.fnmatchcase(signal, n) for n in names)
+        return is_asked(self.signals.get(run) or (), signal)
 
 
 # what the join's summary says of the exact records: per (run, kind) how many and their device time
@@ -329,10 +332,16 @@ def derive(con: duckdb.DuckDBPyConnection, nodes: Nodes, exact: Exact, values: V
         mine = nodes.run == r
         spans = np.flatnonzero(mine & (incl.n[:, kc] > 0) & (incl.first[:, kc] != _NONE))
         if len(spans) and asked(run, "gpu.span"):
-            values.add(con, (run, "gpu.span", "ns", "cupti", prov[run]), _span(nodes, incl, spans, kc))
+            values.add(
+                con, (run, "gpu.span", catalog.unit("gpu.span"), "cupti", prov[run]), _span(nodes, incl, spans, kc)
+            )
         ran = np.flatnonzero(mine & (incl.n_exact[:, kc] > 0))
         if calls_by_run[r] > 0 and len(ran) and asked(run, "gpu.launch_overhead"):
-            values.add(con, (run, "gpu.launch_overhead", "ns", "cupti", prov[run]), _overhead(nodes, own, incl, ran))
+            values.add(
+                con,
+                (run, "gpu.launch_overhead", catalog.unit("gpu.launch_overhead"), "cupti", prov[run]),
+                _overhead(nodes, own, incl, ran),
+            )
 
 
 def _add_replays(out: Exact, replays: list[tuple[np.ndarray, np.ndarray, np.ndarray]]) -> None:

@@ -1,7 +1,8 @@
 """The innermost-instance timeline of every thread, as numpy arrays: what is innermost on a thread at any moment.
 
 A thread's timeline holds one event per region entry (the entered instance becomes innermost; key ``t * 2 + 1``) and
-one per exit (its parent becomes innermost again, 0 for none; key ``t * 2``).  :meth:`Timeline.of` puts them in order
+one per exit (its parent becomes innermost again, 0 for none; key ``t * 2``): the rule of
+:mod:`argus_lab.model.innermost`, which the importers apply in SQL.  :meth:`Timeline.of` puts them in order
 per thread (run, rank, thread id): by key, so that at one nanosecond an exit comes before an entry, and within one
 key the entries from the outermost in and the exits from the innermost out (ids grow inwards: an instance takes its
 id when it is entered), so that the last event of a key says what is innermost after it.  Used to place kernels
@@ -17,6 +18,7 @@ import numpy as np
 import pyarrow as pa
 
 from argus_lab.join.arrays import changes, ints, run_codes
+from argus_lab.model.innermost import entry_key, exit_key
 
 _NEVER = 2**61
 """The end of an instance the run never saw end (later than any clock reading)."""
@@ -48,7 +50,7 @@ class Timeline:
         inner = np.r_[ints(rows.column("instance_id")), ints(rows.column("parent_id"))]
         row = np.r_[np.arange(n), np.arange(n)]
         entry = np.r_[np.ones(n, dtype=bool), np.zeros(n, dtype=bool)]
-        key = np.r_[start * 2 + 1, end * 2]
+        key = np.r_[entry_key(start), exit_key(end)]
         order = np.lexsort((np.where(entry, inner, -inner), key, tid[row], rank[row], run[row]))
         row, key, inner, entry = row[order], key[order], inner[order], entry[order]
         e_run, e_rank, e_tid = run[row], rank[row], tid[row]

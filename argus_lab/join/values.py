@@ -17,7 +17,7 @@ import numpy as np
 import pyarrow as pa
 
 from argus_lab.join.arrays import registered
-from argus_lab.join.attribution_sql import INSTANCE_VALUE_COLUMNS, LARGEST_SERIES, SERIES_KEY
+from argus_lab.model.views import INSTANCE_VALUE_COLUMNS, LARGEST_SERIES, SERIES_KEY
 
 if TYPE_CHECKING:
     import duckdb

@@ -20,6 +20,7 @@ from __future__ import annotations
 import sys
 import types
 
+from argus_lab import config
 from argus_lab.plan.backends import BACKENDS, BackendInfo, backend_info, conflict_reason
 from argus_lab.plan.catalog import CATALOG, Signal, lookup, resolve
 from argus_lab.plan.model import DEFAULT_MAX_PASSES_PER_RUN, Plan, PlannedRun, PlanSettings, Request
@@ -35,8 +36,8 @@ def plan_signals(
     signals: str | list[str] = DEFAULT_SIGNALS,
     *,
     scope: str = "",
-    repeat: int = 5,
-    warmup: int = 1,
+    repeat: int = config.REPEAT,
+    warmup: int = config.WARMUP,
     allow_unknown_counters: bool = False,
 ) -> Plan:
     """Plan a measurement of ``signals`` without running it (what ``argus_lab.plan(...)`` calls);
@@ -55,8 +56,8 @@ class _CallablePackage(types.ModuleType):
         signals: str | list[str] = DEFAULT_SIGNALS,
         *,
         scope: str = "",
-        repeat: int = 5,
-        warmup: int = 1,
+        repeat: int = config.REPEAT,
+        warmup: int = config.WARMUP,
         allow_unknown_counters: bool = False,
     ) -> Plan:
         return plan_signals(

@@ -9,7 +9,7 @@ when a run uses the backend (:func:`argus_lab.run.loader.load_backend`), so plan
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Literal
 
@@ -272,8 +272,46 @@ def backend_info(name: str) -> BackendInfo:
         raise KeyError(msg) from None
 
 
+SETTING_CHOICES: dict[str, dict[str, tuple[str, ...]]] = {
+    "cupti": {
+        "launch_path": ("native", "python"),
+        "native_callback": ("record", "empty"),
+        "callback_domains": ("both", "driver"),
+        "launch_identity": ("clock", "probes", "callbacks"),
+        "boundaries": ("native", "python"),
+        "detach": ("auto", "always", "never"),
+    },
+}
+"""The settings of a backend that take one of a few values, and those values: checked when a run is planned
+(:func:`setting_problems`, by :class:`~argus_lab.plan.model.PlannedRun`) and again by the backend when it starts."""
+
+_SETTING_NOTES = {("cupti", "native_callback"): " (benchmarks)"}
+
+
+def setting_problem(backend: str, name: str, value: object) -> str | None:
+    """Why ``value`` is not a value of the ``backend`` setting ``name`` (``None``: it is, or the setting is free)."""
+    choices = SETTING_CHOICES.get(backend, {}).get(name)
+    if choices is None or str(value) in choices:
+        return None
+    quoted = [repr(c) for c in choices]
+    either = " or ".join(quoted) if len(quoted) < 3 else f"{', '.join(quoted[:-1])} or {quoted[-1]}"
+    note = _SETTING_NOTES.get((backend, name), "")
+    return f"the {backend} setting {name} must be {either}{note}, got {value!r}"
+
+
+def setting_problems(settings: Mapping[str, Mapping[str, object]]) -> list[str]:
+    """Every problem of a run's per-backend settings (see :func:`setting_problem`)."""
+    return [
+        problem
+        for backend, values in settings.items()
+        for name, value in values.items()
+        if (problem := setting_problem(backend, name, value)) is not None
+    ]
+
+
 __all__ = [
     "BACKENDS",
+    "SETTING_CHOICES",
     "TIMED_LAUNCH_SIGNALS",
     "BackendInfo",
     "Overhead",
@@ -281,4 +319,6 @@ __all__ = [
     "backend_info",
     "conflict_reason",
     "cupti_launch_identity",
+    "setting_problem",
+    "setting_problems",
 ]

@@ -239,6 +239,16 @@ def metric_aggregation(metric: str) -> Aggregation:
     return "mean"
 
 
+NON_ADDITIVE: tuple[str, ...] = tuple(name for name, sig in CATALOG.items() if sig.agg != "sum")
+"""The catalog's signals that do not add up (their aggregation rule, :func:`aggregation`, is not ``sum``):
+spans, lags, levels, per-kernel facts.  The open families (``hw:``, ``pm:``) follow their metric's rollup."""
+
+
+def unit(name: str) -> str:
+    """The unit of a catalog signal (the one place a signal's unit is declared; the join reads it here)."""
+    return CATALOG[name].unit
+
+
 def aggregation(name: str) -> Aggregation:
     """The aggregation rule of signal ``name`` (:data:`Aggregation`); a name the catalog does not know adds up."""
     sig = CATALOG.get(name)

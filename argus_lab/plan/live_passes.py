@@ -30,9 +30,12 @@ import tempfile
 import time
 from collections.abc import Callable, Iterable
 from pathlib import Path
-from typing import IO, Any
+from typing import IO, TYPE_CHECKING, Any
 
-from argus_lab.plan.passes import PassModel
+from argus_lab import config
+
+if TYPE_CHECKING:  # a type only: passes.py loads this module when it wants a live count
+    from argus_lab.plan.passes import PassModel
 
 WORKER_MODULE = "argus_lab.backends.cupti.profiler_host"
 """The worker, run by name (``plan/`` imports nothing downstream)."""
@@ -70,7 +73,7 @@ def is_counter(metric: str) -> bool:
 
 def cache_root() -> Path:
     """``$ARGUS_CACHE_DIR``, else ``$XDG_CACHE_HOME/argus_lab`` (``~/.cache/argus_lab``)."""
-    explicit = os.environ.get("ARGUS_CACHE_DIR", "")
+    explicit = config.get(config.ARGUS_CACHE_DIR)
     if explicit:
         return Path(explicit)
     return Path(os.environ.get("XDG_CACHE_HOME", "") or Path.home() / ".cache") / "argus_lab"
@@ -326,8 +329,8 @@ def live_model(chip: str | None, fallback_for: Callable[[str], PassModel]) -> Li
     key = (
         chip or "",
         os.environ.get("CUDA_VISIBLE_DEVICES", ""),
-        os.environ.get("ARGUS_LIBCUPTI", ""),
-        os.environ.get("ARGUS_CACHE_DIR", ""),
+        config.get(config.ARGUS_LIBCUPTI),
+        config.get(config.ARGUS_CACHE_DIR),
     )
     got = _OPENED.get(key)
     if isinstance(got, str):

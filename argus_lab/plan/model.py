@@ -13,7 +13,7 @@ from typing import Any, Literal
 
 from argus_lab.errors import PlanError, UnknownSignalError
 from argus_lab.plan import metric_names
-from argus_lab.plan.backends import BACKENDS
+from argus_lab.plan.backends import BACKENDS, setting_problems
 from argus_lab.plan.catalog import Signal, resolve
 from argus_lab.plan.explain import explain_plan
 from argus_lab.plan.scope import Scope
@@ -229,6 +229,12 @@ class PlannedRun:
     cost: float = 1.0
     attached: tuple[str, ...] = ()
     passes_from: str = ""
+
+    def __post_init__(self) -> None:
+        problems = setting_problems(self.settings)
+        if problems:  # at plan time, not when the run starts (replace() on a planned run checks again)
+            msg = f"run {self.index} of the plan: {'; '.join(problems)}; fix the setting and plan again"
+            raise PlanError(msg)
 
     @property
     def needs_gpu(self) -> bool:

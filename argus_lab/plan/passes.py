@@ -36,6 +36,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Protocol, runtime_checkable
 
+from argus_lab import config
 from argus_lab.errors import PlanError
 
 TABLE_NAME = "ncu_passes_gh100.json"
@@ -287,7 +288,7 @@ def recorded_model(chip: str | None = None) -> PassModel:
 def live_wanted(chip: str | None) -> bool:
     """Whether to ask CUPTI: ``$ARGUS_LIVE_PASSES`` (``0`` never, ``1`` always), else when a chip is named or this
     machine has an NVIDIA driver (``/dev/nvidiactl``)."""
-    setting = os.environ.get("ARGUS_LIVE_PASSES", "")
+    setting = config.get(config.ARGUS_LIVE_PASSES)
     if setting in ("0", "1"):
         return setting == "1"
     return bool(chip) or os.path.exists("/dev/nvidiactl")
@@ -302,10 +303,10 @@ def default_pass_model(chip: str | None = None) -> PassModel:
     Otherwise, or when the live count cannot be had (the plan says why), the table recorded for the chip (GH100, the
     H200's, when the chip is unknown); otherwise :class:`AssumedPassModel`, which every plan states plainly.
     """
-    env = os.environ.get("ARGUS_NCU_PASS_TABLE")
+    env = config.value(config.ARGUS_NCU_PASS_TABLE)
     if env:
         return TablePassModel.load(env)
-    chip = chip or os.environ.get("ARGUS_GPU_CHIP", "") or None
+    chip = chip or config.get(config.ARGUS_GPU_CHIP) or None
     if live_wanted(chip):
         from argus_lab.plan.live_passes import LiveUnavailable, live_model
 

@@ -24,6 +24,19 @@ LAUNCH = "(launch)"
 """The ``region`` of a row about a whole launch (dev.sm_busy, dev.tail, dev.span, dev.unmarked)."""
 
 
+LAST_LAUNCH_SMS = """
+SELECT launch, count(*) AS sms, coalesce(sum(programs), 0) AS programs FROM device_sm
+WHERE run_id IN (SELECT unnest(?::VARCHAR[])) GROUP BY run_id, launch ORDER BY run_id, launch DESC LIMIT 1
+"""
+"""The SMs and programs of the runs' last instrumented launch (from the join's per-SM rows)."""
+
+LAUNCH_PROBLEMS = """
+SELECT coalesce(max(dropped), 0) AS dropped, list(problems) AS problems FROM device_launches
+WHERE run_id IN (SELECT unnest(?::VARCHAR[])) AND kernel = ?
+"""
+"""The events a kernel's CTAs dropped and the decoder's problems, over the runs' instrumented launches."""
+
+
 @dataclass(frozen=True)
 class DeviceRow:
     """One dev.* signal of one device region (or of the whole launch) of one kernel under one host region path.

@@ -10,7 +10,7 @@ import dataclasses
 import math
 from typing import TYPE_CHECKING, Any
 
-from argus_lab.join.attribution import CLASS_MEANINGS
+from argus_lab.model.vocabulary import CLASS_MEANINGS
 from argus_lab.report.diff import RULE
 from argus_lab.report.sql import TRACE
 

@@ -35,11 +35,12 @@ import json
 from typing import TYPE_CHECKING, Any, Literal, get_args
 
 from argus_lab.errors import StoreError
-from argus_lab.join.attribution import CLASS_MEANINGS
+from argus_lab.model.vocabulary import CLASS_MEANINGS
 from argus_lab.plan.scope import Scope
 from argus_lab.report import coverage
 from argus_lab.report import device as dev
 from argus_lab.report import rows as rt
+from argus_lab.report import runs as queries
 from argus_lab.report import text as txt
 from argus_lab.report.device import DeviceRow, OverheadRow
 from argus_lab.report.diff import ReportDiff, compare
@@ -59,7 +60,7 @@ from argus_lab.report.rows import (
 )
 from argus_lab.report.scope_sql import ScopeFilter, conjoin, kernel_predicate
 from argus_lab.report.sql import JOINED, RUN_PATHS, TRACE
-from argus_lab.store import Store, queries
+from argus_lab.store import Store
 
 if TYPE_CHECKING:
     import numpy as np
@@ -123,7 +124,7 @@ class Report:
         the ranks, devices and streams) it selects.  :meth:`scoped` makes such a report from another one.
 
     A Report only reads: it never runs the join nor takes the store's write lock.  The join runs where the runs end
-    (:func:`argus_lab.faces.measure.run_plan`, ``argus-lab join``); runs it has not processed yet are listed in
+    (:func:`argus_lab.app.measure.run_plan`, ``argus-lab join``); runs it has not processed yet are listed in
     :attr:`pending`, and :meth:`coverage` says how to join them.
     """
 
@@ -138,8 +139,7 @@ class Report:
         self.view_scope: str = str(view)
         """The scope given to this report (``""`` = none), applied on top of the requests' scopes."""
         if run_ids is None:
-            latest = self.store.rows(queries.LATEST_REQUEST)
-            run_ids = [r[0] for r in self.store.rows(queries.RUNS_OF_REQUEST, [latest[0][0]])] if latest else []
+            run_ids = queries.latest_runs(self.store)
         self.run_ids: tuple[str, ...] = tuple(run_ids)
         ids = list(self.run_ids)
         self.notes: list[str] = []

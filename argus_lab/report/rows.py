@@ -14,15 +14,15 @@ from typing import Any
 
 import pyarrow as pa
 
-from argus_lab.join import CLASSES
 from argus_lab.join.skew import RANKS
+from argus_lab.model.vocabulary import CLASSES
 from argus_lab.plan.backends import BACKENDS
 from argus_lab.plan.catalog import aggregation
 from argus_lab.plan.scope import Scope
 from argus_lab.report import sql as q
+from argus_lab.report.runs import RUNS
 from argus_lab.report.scope_sql import ScopeFilter, predicate, scoped
 from argus_lab.store import Store
-from argus_lab.store.queries import RUNS
 
 Shares = dict[str, float]
 
@@ -316,7 +316,8 @@ REPLAY_BACKENDS = [b.name for b in BACKENDS.values() if b.perturbation == "repla
 
 
 def shares(weights: dict[str, float | None]) -> Shares:
-    """``{class: share of the total weight}`` in :data:`~argus_lab.join.CLASSES` order, zero shares left out."""
+    """``{class: share of the total weight}`` in :data:`~argus_lab.model.vocabulary.CLASSES` order, zero shares left
+    out."""
     vals = {c: float(weights.get(c) or 0.0) for c in CLASSES}
     total = sum(vals.values())
     if total <= 0:
@@ -349,7 +350,7 @@ class RegionSummary:
 
 
 def read_runs(store: Store, ids: list[str]) -> tuple[RunRow, ...]:
-    """The runs, in plan order, with their provenance (:data:`argus_lab.store.queries.RUNS`)."""
+    """The runs, in plan order, with their provenance (:data:`argus_lab.report.runs.RUNS`)."""
     return tuple(
         RunRow(
             run_id=r["run_id"],

@@ -7,7 +7,8 @@ version, settings, clocks and timestamp kind.
 
 from __future__ import annotations
 
-from argus_lab.store.schema import column_types
+from argus_lab.model.asked import REQUEST_SIGNALS, asked_predicate
+from argus_lab.model.schema import column_types
 
 IN_RUNS = "IN (SELECT unnest(?::VARCHAR[]))"
 
@@ -26,8 +27,7 @@ FROM region_instances WHERE run_id {IN_RUNS} GROUP BY run_id, path
 # a value is shown only where its request asked for it (a name or a pattern such as gpu.*, in any run of the request:
 # counters land on the timing run's instances); a run that names no signals (an import) shows every value it has.
 # The store keeps the rest (gpu.span beside a requested gpu.time, say).
-_ASKED_LIST = "coalesce(q.asked, r0.signals, [])"
-ASKED = f"(len({_ASKED_LIST}) = 0 OR len(list_filter({_ASKED_LIST}, lambda p: v.signal GLOB p)) > 0)"
+ASKED = asked_predicate("v.signal", "q", "r0")
 
 VALUES = f"""
 WITH v AS (
@@ -36,8 +36,7 @@ WITH v AS (
     FROM instance_values v
     JOIN region_instances i ON i.run_id = v.run_id AND i.instance_id = v.instance_id
     LEFT JOIN runs r0 ON r0.run_id = v.run_id
-    LEFT JOIN (SELECT request_id, flatten(list(coalesce(signals, []))) AS asked FROM runs
-               WHERE request_id IS NOT NULL GROUP BY request_id) q ON q.request_id = r0.request_id
+    LEFT JOIN {REQUEST_SIGNALS} q ON q.request_id = r0.request_id
     WHERE v.run_id {IN_RUNS} AND NOT coalesce(i.warmup, false) AND {ASKED} /*SCOPE*/
 ), src AS (  -- which runs supplied which (path, signal): a few rows
     SELECT v.path, v.signal, v.run_id,

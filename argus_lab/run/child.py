@@ -14,6 +14,7 @@ import sys
 from pathlib import Path
 from types import FrameType
 
+from argus_lab import config
 from argus_lab.errors import ArgusError
 from argus_lab.run import clock_sync, shards
 from argus_lab.run.clock_sync import Phase
@@ -29,7 +30,7 @@ def main(argv: list[str] | None = None) -> int:
         print("usage: python -m argus_lab.run.child SPEC.json", file=sys.stderr)
         return 2
     spec = json.loads(Path(args[0]).read_text())
-    os.environ["ARGUS_CHILD"] = "1"
+    os.environ[config.ARGUS_CHILD] = "1"
     for sig in (signal.SIGINT, signal.SIGTERM):  # stop once, then finish writing what was measured
         signal.signal(sig, _stop_once)
     folder = Path(spec["out_dir"])

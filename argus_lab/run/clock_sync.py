@@ -26,6 +26,8 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, Literal, Protocol
 
+from argus_lab import config
+
 METHOD_VERSION = "1"
 DEFAULT_SAMPLES = 32
 DEFAULT_TIMEOUT_S = 30.0
@@ -183,7 +185,7 @@ class Endpoint:
 def endpoint_from_env(env: Mapping[str, str], run_id: str, phase: Phase) -> Endpoint | str:
     """The store to use, or the reason there is none (a launcher other than torchrun, variables missing)."""
     world = _int(env.get("WORLD_SIZE"), 1)
-    if env.get("ARGUS_CLOCK_SYNC", "1") == "0":
+    if config.get(config.ARGUS_CLOCK_SYNC, env) == "0":
         return "disabled by ARGUS_CLOCK_SYNC=0 (unset it to estimate the ranks' clock offsets)"
     missing = [k for k in ("RANK", "MASTER_ADDR", "MASTER_PORT") if not env.get(k)]
     if missing:
@@ -292,7 +294,7 @@ def estimate(
     if isinstance(found, str):
         return ClockOffset.missing(rank, world, phase, found)
     ep = found
-    timeout_s = _float(env.get("ARGUS_CLOCK_SYNC_TIMEOUT_S"), DEFAULT_TIMEOUT_S)
+    timeout_s = _float(config.value(config.ARGUS_CLOCK_SYNC_TIMEOUT_S, env), DEFAULT_TIMEOUT_S)
     try:
         import datetime
 

@@ -10,11 +10,13 @@ import platform
 import socket
 import sys
 
+from argus_lab import config
+
 
 @functools.cache
 def gpu_available() -> bool:
     """Whether a CUDA driver (``libcuda.so.1``) can be loaded and reports at least one device."""
-    if os.environ.get("ARGUS_ASSUME_NO_GPU") == "1":
+    if config.value(config.ARGUS_ASSUME_NO_GPU) == "1":
         return False
     try:
         lib = ctypes.CDLL("libcuda.so.1")

@@ -18,7 +18,7 @@ from argus_lab.regions import BoundaryHook
 
 Columns = Mapping[str, Sequence[Any]]
 Evidence = dict[str, Columns]
-"""Tables of evidence keyed by store table name (see :mod:`argus_lab.store.schema`)."""
+"""Tables of evidence keyed by store table name (see :mod:`argus_lab.model.schema`)."""
 
 
 @dataclass(frozen=True)

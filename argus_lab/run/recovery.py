@@ -1,7 +1,7 @@
 """What a run folder holds, turned into a run's outcome; and whether the process behind a run is still alive.
 
 One code path ingests a child-process run, whether its parent reads the folder when the child ends
-(:mod:`argus_lab.run.runtime`) or a later process finds it left behind (:mod:`argus_lab.store.recovery`):
+(:mod:`argus_lab.run.runtime`) or a later process finds it left behind (:mod:`argus_lab.app.recovery`):
 :func:`collect` reads every shard that can be read (a damaged file is named in the cause, the others kept), asks
 the launcher backend for its evidence (the ncu report), and says the run's status, cause and repetitions.
 

@@ -9,7 +9,7 @@
   (``on_error="stop"``; the remaining runs are stored as ``not run``).
 
 Everything goes to a :class:`~argus_lab.run.sink.Sink` (the store side implements it) as soon as a run ends.  The
-join is not run here: whoever drives the plan runs it where the runs end (:func:`argus_lab.faces.measure.run_plan`).
+join is not run here: whoever drives the plan runs it where the runs end (:func:`argus_lab.app.measure.run_plan`).
 """
 
 from __future__ import annotations
@@ -31,7 +31,9 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any, Literal
 
+from argus_lab import config
 from argus_lab.errors import ArgusError, PlanError, WorkloadError
+from argus_lab.model.statuses import FAILED, MEASURED
 from argus_lab.plan.backends import BACKENDS
 from argus_lab.plan.catalog import lookup
 from argus_lab.plan.model import Plan, PlannedRun
@@ -121,7 +123,7 @@ def execute(
     ``isolate``: every run is a child run in a fresh process (``python -m argus_lab.run.child``), so that nothing
     this process holds (another CUPTI client such as torch.profiler, state left by earlier code) touches the
     measurement; the workload must be one a child can run (a script, ``module:function``, a notebook cell).
-    The join is left to the caller (it runs where the runs end: :func:`argus_lab.faces.measure.run_plan`).
+    The join is left to the caller (it runs where the runs end: :func:`argus_lab.app.measure.run_plan`).
     ``count_kernels``: called with the id of each timing (CUPTI) run once it ended ``ok`` or ``partial``; the
     kernels it returns are the total the progress of the plan's later ncu runs counts down from.
     """
@@ -228,14 +230,14 @@ def _execute_runs(
             counted = _counted(count_kernels, result) or counted
         if result.status == "interrupted":
             raise KeyboardInterrupt("SIGTERM" if "SIGTERM" in result.cause else "")
-        if result.status in ("failed", "died") and on_error == "stop":
+        if result.status in FAILED and on_error == "stop":
             stop = True
 
 
 def _counted(count_kernels: KernelCounter, result: RunResult) -> int | None:
     """The kernels ``count_kernels`` counts in a timing run that ended with evidence (None: it did not, or the
     count failed: progress never stops a measurement)."""
-    if result.status not in ("ok", "partial"):
+    if result.status not in MEASURED:
         return None
     try:
         return count_kernels(result.run_id)
@@ -347,7 +349,7 @@ def _execute_run(
         if result.status != "ok":
             return result
         return _finish(sink, run_id, run.index, "partial", cause, result.reps_done, result.seconds)
-    forced = (isolate or os.environ.get("ARGUS_FORCE_CHILD") == "1") and workload.can_run_in_child
+    forced = (isolate or config.value(config.ARGUS_FORCE_CHILD) == "1") and workload.can_run_in_child
     if run.launcher is not None or launch or forced:
         return _child_run(run, run_id, workload, sink, timeout_s, t0, launch, clock)
     return _in_process_run(run, run_id, workload, sink, t0, clock)
@@ -427,7 +429,8 @@ def _child_run(
             cmd = launcher.command(ctx, cmd)
         except ArgusError as exc:
             return _finish(sink, run_id, run.index, "failed", str(exc), 0, time.monotonic() - t0)
-    env = dict(os.environ, ARGUS_CHILD="1", ARGUS_RUN_ID=run_id, PYTHONUNBUFFERED="1")
+    env = dict(os.environ, PYTHONUNBUFFERED="1")
+    env[config.ARGUS_CHILD], env[config.ARGUS_RUN_ID] = "1", run_id
     env["PYTHONPATH"] = os.pathsep.join(
         filter(None, [str(Path(__file__).resolve().parents[2]), env.get("PYTHONPATH", "")])
     )

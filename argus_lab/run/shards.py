@@ -21,7 +21,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from argus_lab.run.columns import jsonable_columns
+from argus_lab.model.columns import jsonable_columns
 from argus_lab.run.protocols import Evidence
 
 STATUS_FILE = "status.json"

@@ -14,7 +14,7 @@ short connection, and every read another.
   reader may not write, or on a full disk is read all the same.
 
 The first write of a :class:`Store` also recovers what an earlier process left behind (runs still marked ``running``
-whose process is gone, and their run folders): see :mod:`argus_lab.store.recovery`.  Errors that mean the disk is
+whose process is gone, and their run folders): see :mod:`argus_lab.app.recovery`.  Errors that mean the disk is
 full or the file is damaged become :class:`~argus_lab.errors.StoreError` messages naming the cause and the fix
 (:func:`explain_error`).  docs/reliability.md explains the design.
 """
@@ -24,6 +24,7 @@ from __future__ import annotations
 import contextlib
 import errno
 import fcntl
+import importlib
 import os
 import re
 import shutil
@@ -36,9 +37,10 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, TypeVar
 
+from argus_lab import config
 from argus_lab.errors import QueryError, SchemaVersionError, StoreError
-from argus_lab.run.columns import jsonable_columns
-from argus_lab.store.schema import (
+from argus_lab.model.columns import jsonable_columns
+from argus_lab.model.schema import (
     DDL,
     MIGRATIONS,
     REQUIRED,
@@ -53,7 +55,7 @@ if TYPE_CHECKING:
     import duckdb
     import pyarrow as pa
 
-DEFAULT_STORE = "argus.duckdb"
+DEFAULT_STORE = config.VARIABLES[config.ARGUS_STORE].default
 LOCK_TIMEOUT_S = 120.0
 RETRY_S = 0.02
 
@@ -115,7 +117,7 @@ _FULL = {
 
 def default_store_path() -> Path:
     """``$ARGUS_STORE`` if set, else ``./argus.duckdb``."""
-    return Path(os.environ.get("ARGUS_STORE", DEFAULT_STORE))
+    return Path(config.get(config.ARGUS_STORE))
 
 
 def _busy(exc: BaseException) -> bool:
@@ -194,7 +196,7 @@ def read_memory_steps() -> list[str]:
     more each time (1 GB, 4 GB, 16 GB, ...) below :data:`READ_MEMORY_SHARE` of this machine's memory, and that
     share last (e.g. 256 MB, 1 GB, 4 GB, 16 GB, 18 GB on 24 GB of memory; 256 MB, 1 GB, 4 GB, 16 GB, 64 GB, 96 GB
     on 128 GB)."""
-    given = os.environ.get("ARGUS_READ_MEMORY")
+    given = config.value(config.ARGUS_READ_MEMORY)
     if given:
         return [given]
     try:
@@ -253,10 +255,22 @@ def run_root(path: Path) -> Path:
     return path.with_name(path.name + ".runs")
 
 
+Recover = Callable[["Store"], list[Any]]
+"""What a store's first write runs to finish the runs dead processes left behind (returns what it recovered)."""
+
+RECOVERY_MODULE = "argus_lab.app.recovery"
+"""The module whose ``recover_stale(store)`` a store runs by default.  Recovery reads run folders and loads
+backends, so it belongs to the application; the store holds its name, never an import of it."""
+
+
+def _application_recovery(store: Store) -> list[Any]:
+    return importlib.import_module(RECOVERY_MODULE).recover_stale(store)
+
+
 class Store:
     """A DuckDB evidence store at ``path`` (created with the current schema on first write)."""
 
-    def __init__(self, path: str | os.PathLike[str] | None = None, *, recover: bool = True) -> None:
+    def __init__(self, path: str | os.PathLike[str] | None = None, *, recover: bool | Recover = True) -> None:
         self.path = one_file(Path(path) if path is not None else default_store_path())
         self._tlock = threading.RLock()
         self._con: duckdb.DuckDBPyConnection | None = None
@@ -264,10 +278,12 @@ class Store:
         self._read_only = False
         self._checked = False
         self._migrated = False  # tables and columns of this schema version added (done by the first write)
-        self._recover = recover  # the first write recovers runs left behind by dead processes
+        # the first write recovers runs left behind by dead processes: with the recovery handed in, or (True) the
+        # application's, loaded by the name RECOVERY_MODULE holds
+        self._recover: Recover | None = _application_recovery if recover is True else (recover or None)
         self._read_memory: str | None = None  # the limit of this thread's read (read() raises it on OOM)
         self.recovered: list[Any] = []
-        """What the first write recovered (:class:`argus_lab.store.recovery.Recovered` values)."""
+        """What the first write recovered (:class:`argus_lab.app.recovery.Recovered` values)."""
 
     def __repr__(self) -> str:
         return f"Store({str(self.path)!r})"
@@ -311,11 +327,9 @@ class Store:
                     try:
                         if not self._checked or (write and not self._migrated):
                             self._check_schema(con, write)
-                        if write and self._recover:
-                            self._recover = False
-                            from argus_lab.store.recovery import recover_stale
-
-                            self.recovered = recover_stale(self)
+                        if write and self._recover is not None:
+                            recover, self._recover = self._recover, None
+                            self.recovered = recover(self)
                         yield con
                     finally:
                         self._con = None
@@ -561,7 +575,7 @@ class Store:
         self._checked = True
 
     def _check_required(self, con: duckdb.DuckDBPyConnection) -> None:
-        """Refuse a store that lacks a table or column every store has (:data:`argus_lab.store.schema.REQUIRED`)."""
+        """Refuse a store that lacks a table or column every store has (:data:`argus_lab.model.schema.REQUIRED`)."""
         have = {
             (t, c) for t, c in con.execute("SELECT table_name, column_name FROM information_schema.columns").fetchall()
         }

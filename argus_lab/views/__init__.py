@@ -58,7 +58,7 @@ def show(report: Report, title: str = "") -> ReportView:
 
 def export(report: Report, path: str | Path, title: str = "") -> Path:
     """Write ``report`` as one standalone, offline HTML file."""
-    from argus_lab.views.html import export as write
+    from argus_lab.views.html_file import export as write
 
     return write(report, path, title=title)
 

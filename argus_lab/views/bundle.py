@@ -39,7 +39,7 @@ import time
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
-from argus_lab.join.attribution import CLASS_MEANINGS
+from argus_lab.model.vocabulary import CLASS_MEANINGS
 from argus_lab.views import device, evidence
 from argus_lab.views.escape import jsonable
 from argus_lab.views.palette import palette_json

@@ -13,7 +13,6 @@ from __future__ import annotations
 import functools
 import uuid
 from importlib import resources
-from pathlib import Path
 from typing import Any
 
 from argus_lab.views.escape import html_text, json_for_script
@@ -153,20 +152,3 @@ def standalone_html(bundle: dict[str, Any], *, plotly_js: str | None = None, com
         f"<script>{mount_script('argus-report', 'argus-data')}</script>\n"
         "</body>\n</html>\n"
     )
-
-
-def export(report: Any, path: str | Path, title: str = "") -> Path:
-    """Write ``report`` (a :class:`~argus_lab.report.Report`) as one standalone HTML file; returns the path."""
-    from argus_lab.errors import ExportError
-    from argus_lab.views.bundle import EXPORT, build
-    from argus_lab.views.target import check_file, written_file
-
-    out = Path(path)
-    if out.suffix.lower() not in (".html", ".htm"):
-        msg = f"the export path {str(out)!r} should end in .html, e.g. `report.html`"
-        raise ExportError(msg)
-    check_file(out, "~/report.html")  # refuse an unwritable place before the (long) build, not after it
-    page = standalone_html(build(report, EXPORT, title))
-    with written_file(out) as tmp:  # written whole, then renamed: a failed export leaves no half file
-        tmp.write_text(page, encoding="utf-8")
-    return out

@@ -361,7 +361,7 @@ def write_parquet(store: Store, folder: str | Path, run_ids: Sequence[str] | Non
 
 
 def _write_tables(con: Any, folder: Path, run_ids: Sequence[str] | None) -> list[str]:
-    from argus_lab.store.schema import BEHIND_VIEWS, TABLES, VIEWS
+    from argus_lab.model.schema import BEHIND_VIEWS, TABLES, VIEWS
 
     names = []
     present = {r[0] for r in con.execute("SELECT table_name FROM information_schema.tables").fetchall()}

@@ -22,7 +22,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any, ClassVar
 
-from argus_lab.faces.optimize import Candidate, CandidateError, Model, Space, StaticFacts, Work
+from argus_lab.optimize import Candidate, CandidateError, Model, Space, StaticFacts, Work
 
 ARCH = 90
 EVENT_CAP = 8192

@@ -60,7 +60,7 @@ DOMAINS: list[str] = []  # --domains: the cupti setting callback_domains for eve
 
 def measure_case(step: Any, store: Path, identity: str | None) -> Any:
     import argus_lab
-    from argus_lab.faces.measure import run_plan
+    from argus_lab.app.measure import run_plan
     from argus_lab.run.workload import Workload
 
     the_plan = argus_lab.plan(SIGNALS, repeat=REPEAT, warmup=WARMUP)

@@ -22,7 +22,7 @@ E = 1_795_938_194_000_000_000
 
 
 def test_export_button_downloads_the_run_as_a_perfetto_trace(page: Any, lab: dict[str, Any], tmp_path: Path) -> None:
-    from argus_lab.faces.importing import import_trace
+    from argus_lab.app.importing import import_trace
 
     trace = KinetoTrace()
     trace.annotation("step", E + 1_000, E + 90_000)

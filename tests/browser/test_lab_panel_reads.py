@@ -208,7 +208,7 @@ def test_run_in_kernel_shows_the_repetition_and_the_time_left_while_it_runs(page
 
 
 def test_the_exported_reports_tabs_are_all_visible_at_250_px(page: Any, lab: dict[str, Any]) -> None:
-    from argus_lab.faces.exporting import export
+    from argus_lab.app.exporting import export
     from argus_lab.store import Store
 
     store = Store(lab["root"] / "argus.duckdb")

@@ -152,7 +152,7 @@ def test_a_damaged_shard_is_named_the_others_are_stored_and_the_plan_goes_on(
     monkeypatch.setenv("ARGUS_TEST_RUNS", str(store_path.with_name(store_path.name + ".runs")))
     req = Request.build("host.wall", repeat=4, warmup=0)
     runs = (PlannedRun(0, ("host",), ("host.wall",), 4, 0, "t"), PlannedRun(1, ("host",), ("host.wall",), 4, 0, "t"))
-    from argus_lab.faces.measure import run_plan
+    from argus_lab.app.measure import run_plan
     from argus_lab.run.workload import Workload
 
     done = run_plan(Plan(req, runs), Workload.script(WORKLOADS / "damages_a_shard.py"), str(store_path))

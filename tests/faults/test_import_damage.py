@@ -168,7 +168,7 @@ def test_temporary_folders_of_a_killed_import_are_swept_by_the_next(tmp_path: Pa
     live.mkdir()
     other = work / "argus-trace-notmine"
     other.mkdir()
-    from argus_lab.backends.imported import kineto
+    from argus_lab.importers import kineto
 
     kineto.read(KINETO, "r-x", workdir=str(work))
     assert sorted(p.name for p in work.iterdir()) == sorted([live.name, other.name])

@@ -9,8 +9,8 @@ from pathlib import Path
 import numpy as np
 from faultkit import ranges_trace
 
-from argus_lab.backends.imported.common import MAX_DEPTH, MAX_PATH_CHARS, nest
-from argus_lab.faces.importing import import_trace
+from argus_lab.app.importing import import_trace
+from argus_lab.importers.common import MAX_DEPTH, MAX_PATH_CHARS, nest
 from argus_lab.store import Store
 
 

@@ -34,7 +34,7 @@ def _measured(path: Path) -> dict[str, int]:
 def _join_in_a_process(path: Path) -> str:
     code = f"""
     import argus_lab
-    from argus_lab.faces.measure import join_runs
+    from argus_lab.app.measure import join_runs
     from argus_lab.store import Store
     store = Store({str(path)!r})
     join_runs(store, every=True)

@@ -58,7 +58,7 @@ def test_past_the_last_limit_the_message_says_how_to_raise_it(large: Path, monke
 def test_an_html_export_of_the_large_store_works_under_the_small_first_limit(
     large: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    from argus_lab.views.html import export
+    from argus_lab.views.html_file import export
 
     monkeypatch.delenv("ARGUS_READ_MEMORY", raising=False)
     monkeypatch.setattr(db, "READ_MEMORY", "16MB")
@@ -71,7 +71,7 @@ def test_an_html_export_of_the_large_store_works_under_the_small_first_limit(
 def test_perfetto_and_parquet_exports_of_the_large_store_work_under_the_small_first_limit(
     large: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, name: str
 ) -> None:
-    from argus_lab.faces.exporting import export
+    from argus_lab.app.exporting import export
 
     monkeypatch.delenv("ARGUS_READ_MEMORY", raising=False)
     monkeypatch.setattr(db, "READ_MEMORY", "16MB")

@@ -237,7 +237,7 @@ def test_a_write_waits_for_a_reader_in_another_process(tmp_path: Path) -> None:
     reader = _holder(store, read_only=True)  # a reader holds DuckDB's shared lock
     code = f"""
     import argus_lab
-    import duckdb, pyarrow, argus_lab.faces.measure, argus_lab.backends.host  # imported before the store is opened
+    import duckdb, pyarrow, argus_lab.app.measure, argus_lab.backends.host  # imported before the store is opened
     print("writing", flush=True)
     argus_lab.measure(lambda: None, signals="host.wall", repeat=1, warmup=0, store={str(store)!r})
     """

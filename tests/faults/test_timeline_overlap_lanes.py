@@ -13,7 +13,7 @@ from typing import Any
 import numpy as np
 from faultkit import ranges_trace
 
-from argus_lab.faces.importing import import_trace
+from argus_lab.app.importing import import_trace
 from argus_lab.report import Report
 from argus_lab.store import Store
 from argus_lab.views.bundle import build

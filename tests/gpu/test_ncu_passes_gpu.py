@@ -1,5 +1,5 @@
 """On the GPU: ncu's pass counts agree with the recorded table, the planner's split and the live CUPTI count
-(scripts/gpu-check, scripts/gpu/issue20.sh)."""
+(scripts/gpu-check, scripts/gpu/wheel_check.sh)."""
 
 from __future__ import annotations
 

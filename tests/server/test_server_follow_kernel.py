@@ -14,7 +14,7 @@ from typing import Any
 import pytest
 
 import argus_lab
-from argus_lab.faces.measure import plan, run_plan
+from argus_lab.app.measure import plan, run_plan
 from argus_lab.faces.server.paths import notebook_store
 from argus_lab.run.workload import Workload
 

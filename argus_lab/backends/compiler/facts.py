@@ -20,6 +20,8 @@ from dataclasses import dataclass, field, fields
 from typing import Any
 
 from argus_lab.backends.rows import empty_metrics
+from argus_lab.model.facts import COMPILE_FACTS
+from argus_lab.plan import catalog
 
 _FUNC = re.compile(r"^\s*Function\s*:\s*(\S+)")
 # an instruction line: `/*0040*/  @!P0 LDG.E.128 R4, [R2.64] ;` (cuobjdump/nvdisasm) or
@@ -240,14 +242,7 @@ def fact_rows(facts: Sequence[KernelFacts], run_id: str) -> dict[str, list[Any]]
     return out
 
 
-_SIGNALS = (
-    ("compile.registers", "registers", "register/thread"),
-    ("compile.spills", "local_words", "word/thread"),
-    ("compile.shared", "shared_bytes", "byte"),
-    ("compile.num_warps", "num_warps", "count"),
-    ("compile.num_stages", "num_stages", "count"),
-    ("compile.sass_instructions", "sass_instructions", "count"),
-)
+_SIGNALS = tuple((signal, column, catalog.unit(signal)) for signal, column in COMPILE_FACTS)
 
 
 def metric_rows(facts: Sequence[KernelFacts], run_id: str, provenance_id: str = "") -> dict[str, list[Any]]:

@@ -28,7 +28,7 @@ from argus_lab.backends import threads as thr
 from argus_lab.backends.cupti import decode as dec
 from argus_lab.backends.cupti import native as nat
 from argus_lab.errors import BackendUnavailableError, CollectorBusyError
-from argus_lab.plan.backends import BACKENDS
+from argus_lab.plan.backends import BACKENDS, setting_problem
 from argus_lab.regions import BoundaryHook, env_rank, thread_names
 from argus_lab.run.machine import package_version
 from argus_lab.run.memory import release_freed_memory
@@ -92,9 +92,9 @@ def boundaries_setting(settings: Mapping[str, Any]) -> str:
     """The ``boundaries`` setting: ``native`` (the default: the recorder's thread-stack boundaries in C while the
     native launch path runs) or ``python`` (every boundary in Python; benchmarks compare both)."""
     value = str(settings.get("boundaries", "native"))
-    if value not in ("native", "python"):
-        msg = f"the cupti setting boundaries must be 'native' or 'python', got {value!r}"
-        raise BackendUnavailableError(msg)
+    problem = setting_problem("cupti", "boundaries", value)
+    if problem is not None:
+        raise BackendUnavailableError(problem)
     return value
 
 
@@ -424,9 +424,9 @@ class CuptiCollector:
         self._raw_buffers = None
         self.api_kinds_off = 0
         self.detach = str(settings.get("detach", "auto"))
-        if self.detach not in ("auto", "always", "never"):
-            msg = f"the cupti setting detach must be 'auto', 'always' or 'never', got {self.detach!r}"
-            raise BackendUnavailableError(msg)
+        problem = setting_problem("cupti", "detach", self.detach)
+        if problem is not None:
+            raise BackendUnavailableError(problem)
         self.detached = False
         self.kernel_names = {}
         self.launch_order = {}

@@ -711,7 +711,7 @@ static PyObject *release(PyObject *self, PyObject *unused) {
 }
 
 /* ---- region boundaries ------------------------------------------------------------------------------- */
-#define ROW_WIDTH 7  /* instance id, node, parent instance id, thread id, start ns, end ns, CPU ns (regions.py) */
+#define ROW_WIDTH 7  /* instance id, node, parent instance id, thread id, start ns, end ns, CPU ns (regions/state.py) */
 #define FRAME_WIDTH 8 /* marker, instance id, run, thread id, parent instance id, node, start ns, CPU start ns */
 
 typedef struct {

@@ -67,8 +67,9 @@ from typing import Any, Literal
 
 import numpy as np
 
+from argus_lab import config
 from argus_lab.errors import BackendUnavailableError
-from argus_lab.plan.backends import TIMED_LAUNCH_SIGNALS
+from argus_lab.plan.backends import SETTING_CHOICES, TIMED_LAUNCH_SIGNALS, setting_problem
 
 SOURCE = Path(__file__).with_name("native.c")
 MODULE_NAME = "_argus_cupti_native"
@@ -77,7 +78,7 @@ KIND_OF_DOMAIN = {1: 4, 2: 5}  # callback domain (driver 1, runtime 2) -> activi
 PROBES = ("cuDriverGetVersion", "cuDeviceGetCount", "cuCtxGetCurrent")
 """Driver functions a boundary may call as its probe, in order of preference: one pointer argument each, cheap,
 no work on the GPU.  The first one CUPTI calls back for is used."""
-IDENTITIES = ("clock", "probes", "callbacks")
+IDENTITIES = SETTING_CHOICES["cupti"]["launch_identity"]
 """The ``launch_identity`` setting: how a timing run ties launches to region instances (module docstring)."""
 DEFAULT_CAPACITY = 4_000_000
 """Launches the arrays hold (about 45 bytes each, only touched pages are backed); more are counted as dropped."""
@@ -110,7 +111,7 @@ class Build:
 # -- build --------------------------------------------------------------------------------------------------
 def cache_dir() -> Path:
     """Where built modules are kept: ``$ARGUS_NATIVE_CACHE``, else ``$XDG_CACHE_HOME/argus_lab/native``."""
-    explicit = os.environ.get("ARGUS_NATIVE_CACHE", "")
+    explicit = config.get(config.ARGUS_NATIVE_CACHE)
     if explicit:
         return Path(explicit)
     base = os.environ.get("XDG_CACHE_HOME", "") or str(Path.home() / ".cache")
@@ -181,7 +182,7 @@ def load_module(path: Path) -> ModuleType:
 @functools.cache
 def build() -> Build:
     """The extension module, built once per source/Python version and cached (``ARGUS_NATIVE=0`` disables it)."""
-    if os.environ.get("ARGUS_NATIVE", "1") == "0":
+    if config.get(config.ARGUS_NATIVE) == "0":
         return Build(None, "", "disabled by ARGUS_NATIVE=0")
     try:
         source = SOURCE.read_bytes()
@@ -603,28 +604,28 @@ def choose(cupti: Any, settings: Any, signals: Sequence[str], libcupti: str) -> 
     ``"empty"`` (benchmarks only) subscribes a callback that records nothing: kernels then carry no region.
     """
     wanted = str(settings.get("launch_path", "native"))
-    if wanted not in ("native", "python"):
-        msg = f"the cupti setting launch_path must be 'native' or 'python', got {wanted!r}"
-        raise BackendUnavailableError(msg)
+    problem = setting_problem("cupti", "launch_path", wanted)
+    if problem is not None:
+        raise BackendUnavailableError(problem)
     if wanted == "python" or settings.get("kinds"):
         return Choice(None, "python", True, ())
     callback = str(settings.get("native_callback", "record"))
-    if callback not in ("record", "empty"):
-        msg = f"the cupti setting native_callback must be 'record' or 'empty' (benchmarks), got {callback!r}"
-        raise BackendUnavailableError(msg)
+    problem = setting_problem("cupti", "native_callback", callback)
+    if problem is not None:
+        raise BackendUnavailableError(problem)
     asked_domains = settings.get("callback_domains")
     timed = any(s in TIMED_LAUNCH_SIGNALS for s in signals)
     # the driver calls alone by default: every runtime launch makes one, and the kernel carries its correlation id,
     # so each launch costs two callback invocations instead of four; with gpu.launch_overhead asked both domains, so
     # that it times the runtime call the user made
     domains = str(asked_domains) if asked_domains is not None else ("both" if timed else "driver")
-    if domains not in ("both", "driver"):
-        msg = f"the cupti setting callback_domains must be 'both' or 'driver', got {domains!r}"
-        raise BackendUnavailableError(msg)
+    problem = setting_problem("cupti", "callback_domains", domains)
+    if problem is not None:
+        raise BackendUnavailableError(problem)
     identity = str(settings.get("launch_identity", "callbacks"))
-    if identity not in IDENTITIES:
-        msg = f"the cupti setting launch_identity must be 'clock', 'probes' or 'callbacks', got {identity!r}"
-        raise BackendUnavailableError(msg)
+    problem = setting_problem("cupti", "launch_identity", identity)
+    if problem is not None:
+        raise BackendUnavailableError(problem)
     wants = set(signals)
     copies = bool(settings.get("memcpy", False)) or bool(wants & {"gpu.memcpy_bytes", "gpu.memcpy_time"})
     sets = bool(settings.get("memset", False)) or "gpu.memset_bytes" in wants

@@ -35,6 +35,8 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from typing import IO, Any
 
+from argus_lab import config
+
 RANGE_PROFILER = 0  # CUpti_ProfilerType CUPTI_PROFILER_TYPE_RANGE_PROFILER (ncu's kind of collection)
 
 CHIP_BY_COMPUTE_CAPABILITY = {(7, 0): "GV100", (8, 0): "GA100", (9, 0): "GH100", (10, 0): "GB100"}
@@ -137,7 +139,7 @@ def candidates() -> list[str]:
     """libcupti files to try, in order: ``$ARGUS_LIBCUPTI`` alone when it is set; else the ``nvidia-cuda-cupti``
     wheel on ``sys.path`` (the one torch and cupti-python load), the CUDA toolkit (``$CUDA_HOME``,
     ``/usr/local/cuda``), the loader's search."""
-    explicit = os.environ.get("ARGUS_LIBCUPTI", "")
+    explicit = config.get(config.ARGUS_LIBCUPTI)
     if explicit:
         return [explicit]
     out: list[str] = []
@@ -368,7 +370,7 @@ def serve(opened: Opened, inp: IO[str], out: IO[str]) -> None:
 def main(argv: Sequence[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m argus_lab.backends.cupti.profiler_host", description=__doc__)
     parser.add_argument("sets", nargs="*", help="metric sets, each comma-separated")
-    parser.add_argument("--chip", default=os.environ.get("ARGUS_GPU_CHIP", ""), help="chip name, e.g. GH100")
+    parser.add_argument("--chip", default=config.get(config.ARGUS_GPU_CHIP), help="chip name, e.g. GH100")
     parser.add_argument("--device", type=int, default=0, help="CUDA device whose chip is used (default 0)")
     parser.add_argument("--serve", action="store_true", help="answer JSON request lines on stdin")
     parser.add_argument(

@@ -26,10 +26,10 @@ from typing import Any
 
 import numpy as np
 
-from argus_lab.backends.device.decode import DecodedLaunch, DeviceBufferError, decode
+from argus_lab.backends.device.decode import DecodedLaunch, decode
 from argus_lab.device import DeviceRegions, variant
 from argus_lab.device.layout import LAUNCH_HEADER_WORDS, VERSION, buffer_words, launch_header
-from argus_lab.errors import ArgusError, RegionMisuseError
+from argus_lab.errors import ArgusError, DeviceBufferError, RegionMisuseError
 from argus_lab.plan.backends import BACKENDS
 from argus_lab.regions import BoundaryHook, current_instance, env_rank
 from argus_lab.run.driver import merge_evidence, regions_columns

@@ -40,16 +40,12 @@ from argus_lab.device.layout import (
     WORDS_PER_EVENT,
     slot_words,
 )
-from argus_lab.errors import RegionMisuseError
+from argus_lab.errors import DeviceBufferError
 
 I64 = npt.NDArray[np.int64]
 F64 = npt.NDArray[np.float64]
 
 _MAX_PROBLEMS_PER_KIND = 5
-
-
-class DeviceBufferError(RegionMisuseError):
-    """A probe buffer shows misuse of the device markers or a buffer too small; the message names the fix."""
 
 
 @dataclass(frozen=True)

@@ -22,6 +22,7 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
+from argus_lab import config
 from argus_lab.backends.ncu import parse as ncu_parse
 from argus_lab.errors import BackendUnavailableError, WorkloadError
 from argus_lab.plan.backends import BACKENDS
@@ -44,7 +45,7 @@ NCU_CANDIDATES = ("/usr/local/cuda/bin/ncu", "/opt/nvidia/nsight-compute/2025.3.
 
 def find_ncu(explicit: str | None = None) -> str:
     """The ``ncu`` executable, or :class:`BackendUnavailableError` with how to get it."""
-    for cand in (explicit, os.environ.get("ARGUS_NCU"), shutil.which("ncu"), *NCU_CANDIDATES):
+    for cand in (explicit, config.value(config.ARGUS_NCU), shutil.which("ncu"), *NCU_CANDIDATES):
         if cand and os.path.isfile(cand) and os.access(cand, os.X_OK):
             return cand
     msg = (

@@ -19,9 +19,9 @@ from typing import TYPE_CHECKING, Any
 import tornado.web
 from jupyter_server.base.handlers import APIHandler
 
-from argus_lab.errors import ArgusError
+from argus_lab.errors import ArgusError, StorePathError
 from argus_lab.faces.server import evidence
-from argus_lab.faces.server.paths import StorePathError, find_stores, notebook_store, resolve_store
+from argus_lab.faces.server.paths import find_stores, notebook_store, resolve_store
 from argus_lab.views.escape import bidi_restored, bidi_safe, bidi_safe_json
 
 if TYPE_CHECKING:
@@ -269,7 +269,7 @@ def _measure_code(texts: dict[str, str], repeat: int, warmup: int, cells: list[d
 
 
 def _plan(signals: str, scope: str, repeat: int, warmup: int) -> dict[str, Any]:
-    from argus_lab.faces.measure import plan
+    from argus_lab.app.measure import plan
     from argus_lab.plan.scope import Scope
 
     Scope.parse(scope)  # a malformed scope is refused with its caret message before planning
@@ -286,7 +286,7 @@ EXPORT_TYPES = {
 
 class ExportHandler(_Base):
     """``GET export?store=&run=[&run=...][&format=perfetto|html|parquet]``: runs exported by
-    :func:`argus_lab.faces.exporting.export` (default: a Perfetto trace), sent as a file to download (Parquet as a
+    :func:`argus_lab.app.exporting.export` (default: a Perfetto trace), sent as a file to download (Parquet as a
     zip of one file per table)."""
 
     @tornado.web.authenticated
@@ -374,7 +374,7 @@ _EXPORTS = _ExportQueue()
 
 def _export_file(store: Any, runs: list[str], fmt: str) -> tuple[Path, Path]:
     """The exported file in a new temporary folder (the caller removes the folder)."""
-    from argus_lab.faces.exporting import export
+    from argus_lab.app.exporting import export
 
     folder = Path(tempfile.mkdtemp(prefix="argus-export-"))
     try:

@@ -11,15 +11,14 @@ import os
 from dataclasses import dataclass
 from pathlib import Path
 
+from argus_lab import config
+from argus_lab.errors import StorePathError
+
 STORE_SUFFIX = ".duckdb"
 MAX_DEPTH = 3
 MAX_STORES = 200
 MAX_FOLDERS = 2000  # folders visited per listing, so that a large root cannot stall the listing
 _SKIP_DIRS = frozenset({"node_modules", "__pycache__", "site-packages", ".venv", "venv"})
-
-
-class StorePathError(ValueError):
-    """A store path that a request may not use."""
 
 
 @dataclass(frozen=True)
@@ -110,7 +109,7 @@ def notebook_store(root: str | os.PathLike[str], notebook: str) -> NotebookStore
     else ``argus.duckdb`` in the notebook's folder.  Nothing is created or opened."""
     base = Path(root).resolve()
     folder = (base / notebook.lstrip("/")).parent
-    env = os.environ.get("ARGUS_STORE")
+    env = config.value(config.ARGUS_STORE)
     target = (folder / os.path.expanduser(env or "argus.duckdb")).resolve()
     inside = target == base or base in target.parents
     rel = target.relative_to(base).as_posix() if inside else None
