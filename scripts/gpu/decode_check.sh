@@ -39,5 +39,7 @@ timeout -k 5 "$LIMIT" "$PY" bench/decode_bench.py "$DEST" --stages "$STAGES" \
   --compile-cap "${DECODE_COMPILE_CAP_S:-150}" --opt-budget "${DECODE_OPT_BUDGET:-6}" \
   --compile-workers "${DECODE_COMPILE_WORKERS:-12}" || status=$?
 ls -la "$DEST"
+# everything in one file (the device tool brings back a few files only): stores gzipped inside
+tar czf "$OUT/decode_evidence.tgz" -C "$DEST" --exclude='*.lock' --exclude='*.wal' . && ls -la "$OUT/decode_evidence.tgz"
 echo "== decode_check finished with status $status"
 exit "$status"
