@@ -64,6 +64,10 @@ STAGES = (
 
 SWEEP: list[dict[str, Any]] = [
     {"splits": 4, "bn_qkv": 8, "stages": 4},
+    {"splits": 4, "bn_qkv": 8, "stages": 4, "prefetch": 1},
+    {"splits": 4, "bn_qkv": 8, "stages": 4, "prefetch": 2},
+    {"splits": 4, "bt": 128, "bn_qkv": 8, "stages": 4, "prefetch": 2},
+    {"splits": 4, "bn_qkv": 8, "stages": 3, "num_warps": 8, "bk": 512, "prefetch": 2},
     {"splits": 4, "bn_qkv": 8, "stages": 3, "num_warps": 8, "bk": 512},
     {"splits": 4, "bn_qkv": 8, "stages": 3},
     {"splits": 4, "bn_qkv": 8, "stages": 5},
@@ -91,7 +95,9 @@ time, because each of the 32 heads was one work item walking all 1,024 cached po
 programs (``bn_qkv`` 8: 384 tiles); the weight phases streamed at 1.6-2.3 TB/s with one k-step of loads in flight
 per program (``stages``: cp.async pipelining, ``unroll``: several steps in flight). Run 2 found
 ``splits=4, bn_qkv=8, stages=4`` at 1.27 ms/token (v1: 2.30); the list now starts there and varies the attention
-block (``bt``), the tiles of the other phases, the load width and the warps around it."""
+block (``bt``), the tiles of the other phases, the load width and the warps around it, and L2 prefetches of the
+next phases' weights issued before the barrier after qkv (``prefetch``: the HBM is idle while most programs wait
+for the attention)."""
 
 
 class Bench:

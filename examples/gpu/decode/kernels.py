@@ -35,6 +35,10 @@ within a launch; the last program to finish resets it for the next launch. A spi
 since the program began sets the error word and gives up, so a launch whose programs are not all resident ends
 (with wrong results and the error set) instead of hanging.
 
+With ``PREFETCH`` 1 each program, once its qkv tiles are done, asks L2 for the lines of its output-projection
+weight rows (2: and its gate/up rows) before it waits at the barrier: the weights stream in while most programs
+wait for the attention (``prefetch.global.L2``, a hint).
+
 Device regions (``argus_lab.device.markers``): each phase and each barrier wait, compiled in only with a probe;
 ``probe=None`` compiles every marker to nothing.
 """
@@ -49,12 +53,13 @@ from argus_lab.device import markers as dm
 
 PHASES = argus_lab.device.regions(
     "norm_attn", "qkv", "wait_qkv", "attention", "wait_attention", "o_proj", "wait_o_proj", "norm_mlp", "gate_up",
-    "wait_gate_up", "down", "wait_down", "norm_final", "lm_head",
+    "wait_gate_up", "down", "wait_down", "norm_final", "lm_head", "prefetch",
     module="examples.gpu.decode.kernels",
 )  # fmt: skip
 
-EVENTS_PER_LAYER = 24
-"""Marker events one program records per layer: 12 regions (7 phases, 5 barrier waits), an enter and an exit each."""
+EVENTS_PER_LAYER = 26
+"""Marker events one program records per layer: 13 regions (7 phases, the L2 prefetch, 5 barrier waits), an enter
+and an exit each."""
 EVENTS_HEAD = 4
 """Marker events of the final norm and the LM head."""
 
@@ -69,6 +74,24 @@ PH_QKV, PH_ATTENTION, PH_O_PROJ, PH_GATE_UP, PH_DOWN, PH_HEAD = 0, 1, 2, 3, 4, 5
 @triton.jit
 def _globaltimer():
     return tl.inline_asm_elementwise("mov.u64 $0, %globaltimer;", "=l", [], dtype=tl.int64, is_pure=False, pack=1)
+
+
+@triton.jit
+def _prefetch_l2(ptrs):
+    """Ask for the 128-byte lines at ``ptrs`` to be brought into L2 (a hint: nothing waits for it)."""
+    return tl.inline_asm_elementwise(
+        "prefetch.global.L2 [$1];\n\tmov.u32 $0, 0;", "=r,l", [ptrs], dtype=tl.int32, is_pure=False, pack=1
+    )
+
+
+@triton.jit
+def _prefetch_rows(w_ptr, N, pid, nprog, K: tl.constexpr, BN: tl.constexpr):
+    """L2 prefetches of every line of this program's row tiles (as :func:`_matvec` strides them) of a bf16 ``N x K``
+    matrix: issued before a barrier, they stream the next phase's weights while the program waits."""
+    offs = tl.arange(0, K // 64) * 64
+    for tile in range(pid, tl.cdiv(N, BN), nprog):
+        rows = tl.minimum(tile * BN + tl.arange(0, BN), N - 1)
+        _prefetch_l2(w_ptr + rows[:, None] * K + offs[None, :])
 
 
 @triton.jit
@@ -317,7 +340,7 @@ def decode_megakernel(
     H: tl.constexpr, NQ: tl.constexpr, NKV: tl.constexpr, D: tl.constexpr, FF: tl.constexpr, V: tl.constexpr,
     BN_QKV: tl.constexpr, BN_O: tl.constexpr, BN_GU: tl.constexpr, BN_DOWN: tl.constexpr, BN_HEAD: tl.constexpr,
     BK: tl.constexpr, BT: tl.constexpr, HEAD: tl.constexpr, STAGES: tl.constexpr, UNROLL: tl.constexpr,
-    SPLITS: tl.constexpr,
+    SPLITS: tl.constexpr, PREFETCH: tl.constexpr = 0,
 ):  # fmt: skip
     """The PERSISTENT driver: layers ``[layer_begin, layer_end)`` and, with ``HEAD``, the final norm and LM head, in
     one launch of one program per SM, with a grid barrier after each phase of a layer."""
@@ -355,6 +378,13 @@ def decode_megakernel(
             UNROLL,
         )
         c = dm.exit(probe, c, "qkv")
+        if PREFETCH > 0:  # the output projection's (and the gate/up) weights, through the wait and the attention
+            c = dm.enter(probe, c, "prefetch")
+            _prefetch_rows(wo, H, pid, nprog, NQ * D, BN_O)
+            if PREFETCH > 1:
+                _prefetch_rows(wg, FF, pid, nprog, H, BN_GU)
+                _prefetch_rows(wu, FF, pid, nprog, H, BN_GU)
+            c = dm.exit(probe, c, "prefetch")
         c = dm.enter(probe, c, "wait_qkv")
         n_sync += 1
         _grid_sync(sync_ptr, n_sync * nprog, t_start, timeout_ns)

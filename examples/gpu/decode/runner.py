@@ -35,7 +35,8 @@ class KernelConfig:
     ``bn_*`` are the rows of one work item of each matrix-vector phase, ``bk`` the columns of one load step,
     ``bt`` the cache positions of one attention step; ``stages`` > 1 pipelines the loads of the matrix-vector
     loops (``cp.async``), ``unroll`` unrolls them; ``splits`` cuts each head's cache positions into that many
-    slices, one work item each (flash-decoding; the output projection combines them); ``programs`` is the
+    slices, one work item each (flash-decoding; the output projection combines them); ``prefetch`` 1 or 2 asks L2
+    for the output projection's (and gate/up) weights before the barrier after qkv; ``programs`` is the
     persistent grid (0: one per SM);
     ``launch`` is ``"step"`` (one launch per token) or ``"layer"`` (one per layer, the head in the last).
     """
@@ -51,6 +52,7 @@ class KernelConfig:
     stages: int = 1
     unroll: int = 1
     splits: int = 1
+    prefetch: int = 0
     programs: int = 0
     launch: str = "step"
     timeout_s: float = 2.0
@@ -185,7 +187,7 @@ class Decoder:
             layer_end, s.eps, self.sm_scale, int(cfg.timeout_s * 1e9), probe,
             **self._dims(), BN_QKV=cfg.bn_qkv, BN_O=cfg.bn_o, BN_GU=cfg.bn_gu, BN_DOWN=cfg.bn_down,
             BN_HEAD=cfg.bn_head, BK=cfg.bk, BT=cfg.bt, HEAD=head, STAGES=cfg.stages, UNROLL=cfg.unroll,
-            SPLITS=cfg.splits, num_warps=cfg.num_warps,
+            SPLITS=cfg.splits, PREFETCH=cfg.prefetch, num_warps=cfg.num_warps,
         )  # fmt: skip
 
     def _run(self, kernel: Any, grid: tuple[int], *args: Any, **kwargs: Any) -> None:
@@ -287,7 +289,7 @@ def compile_sm90(shape: DecodeShape, cfg: KernelConfig, *, instrumented: bool, h
         "H": shape.hidden, "NQ": shape.heads, "NKV": shape.kv_heads, "D": shape.head_dim, "FF": shape.intermediate,
         "V": shape.vocab, "BN_QKV": cfg.bn_qkv, "BN_O": cfg.bn_o, "BN_GU": cfg.bn_gu, "BN_DOWN": cfg.bn_down,
         "BN_HEAD": cfg.bn_head, "BK": cfg.bk, "BT": cfg.bt, "HEAD": head, "STAGES": cfg.stages, "UNROLL": cfg.unroll,
-        "SPLITS": cfg.splits,
+        "SPLITS": cfg.splits, "PREFETCH": cfg.prefetch,
     }  # fmt: skip
     if instrumented:
         sig["probe"] = "*i64"
