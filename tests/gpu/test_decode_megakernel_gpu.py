@@ -1,11 +1,12 @@
 """GPU test of the TinyLlama decode megakernel (examples/gpu/decode): its logits against ``transformers``.
 
 A seeded TinyLlama-1.1B-shaped ``LlamaForCausalLM`` (random weights, bf16) prefills a 1,024-token prompt; the
-persistent megakernel decodes the next token from the copied cache: one launch per step, one per layer, and one per
-step with each head's cache positions in four slices, and the optimised v2 (slices, 8-row qkv tiles, loads pipelined
-4 deep). Its logits must be as close to the fp32 model's as
-``transformers``' own bf16 step is (within twice that distance), equal the phased driver's (same arithmetic, another
-synchronisation), and no grid barrier may time out.
+persistent megakernel decodes the next token from the copied cache: v1 with one launch per step, with one per layer,
+and with each head's cache positions in four slices; the optimised v2 (slices, 8-row qkv tiles, loads pipelined 4
+deep); and v2 with each head's last slice combining the slices (per-head counters) and L2 prefetches. Its logits
+must be as close to the fp32 model's as ``transformers``' own bf16 step is (within twice that distance), equal the
+phased driver's with the same configuration (same arithmetic, another synchronisation), and no grid barrier may
+time out.
 """
 
 from __future__ import annotations
@@ -32,14 +33,16 @@ def tinyllama() -> tuple[Any, Any]:
     return w, pre
 
 
-@pytest.mark.parametrize("variant", ["v1", "v1 per layer", "v1 split", "v2"])
+@pytest.mark.parametrize("variant", ["v1", "v1 per layer", "v1 split", "v2", "v2 combine prefetch"])
 def test_the_megakernel_decodes_a_token_as_transformers_does(tinyllama: tuple[Any, Any], variant: str) -> None:
+    from dataclasses import replace
+
     from examples.gpu.decode import model as M
     from examples.gpu.decode.runner import V2, Decoder, KernelConfig
 
     w, pre = tinyllama
     cfg = {"v1": KernelConfig(), "v1 per layer": KernelConfig(launch="layer"), "v1 split": KernelConfig(splits=4),
-           "v2": V2}[variant]  # fmt: skip
+           "v2": V2, "v2 combine prefetch": replace(V2, combine=1, prefetch=2)}[variant]  # fmt: skip
     dec = Decoder(w, pre.k_cache.clone(), pre.v_cache.clone(), cfg)
     logits = dec.step(pre.token, pre.pos).clone()
     assert dec.error() == 0, "a grid barrier timed out: were all programs resident?"
