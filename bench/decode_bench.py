@@ -664,14 +664,16 @@ def compile_stage(b: Bench) -> dict[str, Any]:
     cmd = [sys.executable, __file__, str(b.out), "--compile-child", "--steps", str(b.args.steps),
            "--repeats", str(b.args.repeats), "--seed", str(b.args.seed)]  # fmt: skip
     t = time.monotonic()
+    cap = b.args.compile_cap
+    if b.args.limit:  # never outlive the run's own limit (the child would hold the GPU after the parent is killed)
+        cap = min(cap, b.args.limit - (t - b.t0) - 10)
+    if cap < 20:
+        return {"error": f"not run: {cap:.0f} s left before the run's limit", "cap_s": cap}
     try:
-        p = subprocess.run(cmd, capture_output=True, text=True, timeout=b.args.compile_cap, cwd=ROOT)
+        p = subprocess.run(cmd, capture_output=True, text=True, timeout=cap, cwd=ROOT)
     except subprocess.TimeoutExpired:
-        print(f"   torch.compile: over the {b.args.compile_cap} s cap", flush=True)
-        return {
-            "error": f"compile and timing took more than the {b.args.compile_cap} s cap",
-            "cap_s": b.args.compile_cap,
-        }
+        print(f"   torch.compile: over the {cap:.0f} s cap", flush=True)
+        return {"error": f"compile and timing took more than the {cap:.0f} s cap", "cap_s": cap}
     line = next((ln for ln in p.stdout.splitlines() if ln.startswith("COMPILE_RESULT ")), None)
     if line is None:
         return {"error": f"child exited {p.returncode}", "stderr": p.stderr[-3000:]}
@@ -863,6 +865,9 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--sweep-budget", type=float, default=60.0)
     p.add_argument("--opt-budget", type=int, default=6, help="candidates per search in the optimize stage")
     p.add_argument("--opt-repeat", type=int, default=5, help="measured steps per candidate in the optimize stage")
+    p.add_argument(
+        "--limit", type=float, default=0.0, help="the run's wall limit in s (the compile child stays within)"
+    )
     p.add_argument("--compile-workers", type=int, default=8, help="processes compiling kernels ahead (warm stage)")
     p.add_argument("--compile-child", action="store_true", help=argparse.SUPPRESS)
     p.add_argument("--dry-cpu", action="store_true", help="check the harness on the CPU (tiny shape, interpreter)")
