@@ -830,7 +830,15 @@ def summary(b: Bench) -> None:
     rows.append(("megakernel v1 (one launch per step)", get("mk_time", "megakernel_v1_per_step", "ms_per_token")))
     rows.append(("megakernel (one launch per layer)", get("mk_time", "megakernel_per_layer", "ms_per_token")))
     rows.append(("phased driver (one launch per phase)", get("mk_time", "phased", "ms_per_token")))
+    v2 = next(
+        (x for x in (r.get("sweep") or {}).get("rows", []) if x.get("change") == SWEEP[0] and x.get("correct")), {}
+    )
+    rows.append(("megakernel v2 (splits 4, qkv tiles 8, stages 4)", v2.get("ms_per_token")))
     rows.append(("megakernel optimised (best of sweep)", get("sweep", "best", "ms_per_token")))
+    for search in ("evidence_guided", "timing_only"):
+        best = ((r.get("optimize") or {}).get(search) or {}).get("best") or {}
+        med = best.get("median") if isinstance(best, dict) else None
+        rows.append((f"optimize {search.replace('_', '-')} best (gpu.time of a step)", med / 1e6 if med else None))
     rows.append(("memory-bandwidth floor (weights / 4.8 TB/s)", get("floor", "floor_ms_per_token")))
     r["summary_ms_per_token"] = dict(rows)
     print("== ms/token (median of repeats; greedy decoding from position 1024)")
