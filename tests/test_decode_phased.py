@@ -2,7 +2,8 @@
 
 A 2-layer Llama (hidden 128, 4 query / 2 KV heads, GQA) prefills a 20-token prompt with ``transformers``; the phased
 driver (one launch per phase, every phase function of the megakernel) decodes the next token from the copied cache,
-with each head's cache positions in one slice and in four (flash-decoding: two of them empty at this length).
+with each head's cache positions in one slice and in four (flash-decoding: two of them empty at this length), the
+slices combined by the output projection's loads or by a launch of their own (the persistent kernel's last slice).
 Its logits must be within bf16 rounding of ``transformers``' (bf16 and fp32 models) with the same top-1 token, and the
 k and v it appended at the new position must equal what ``transformers`` caches there. Runs in a child process:
 ``TRITON_INTERPRET=1`` must be set before Triton builds the kernels, and must not leak into other tests.
@@ -21,13 +22,14 @@ import pytest
 ROOT = Path(__file__).resolve().parents[1]
 
 
-@pytest.mark.parametrize("splits", [1, 4])
-def test_the_phased_kernels_decode_a_token_as_transformers_does(splits: int) -> None:
+@pytest.mark.parametrize(("splits", "combine"), [(1, 0), (4, 0), (4, 1)])
+def test_the_phased_kernels_decode_a_token_as_transformers_does(splits: int, combine: int) -> None:
     pytest.importorskip("transformers")
     pytest.importorskip("triton")
     env = {**os.environ, "TRITON_INTERPRET": "1", "PYTHONPATH": str(ROOT)}
     p = subprocess.run(
-        [sys.executable, "-m", "examples.gpu.decode.check_phased", "--device", "cpu", "--splits", str(splits)],
+        [sys.executable, "-m", "examples.gpu.decode.check_phased", "--device", "cpu", "--splits", str(splits),
+         "--combine", str(combine)],
         cwd=ROOT, env=env, capture_output=True, text=True, timeout=600,
     )  # fmt: skip
     assert p.returncode == 0, p.stderr[-3000:]

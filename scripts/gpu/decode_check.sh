@@ -37,7 +37,9 @@ fi
 timeout -k 5 "$LIMIT" "$PY" bench/decode_bench.py "$DEST" --stages "$STAGES" \
   --steps "${DECODE_STEPS:-48}" --repeats "${DECODE_REPEATS:-5}" --sweep-budget "${DECODE_SWEEP_S:-45}" \
   --compile-cap "${DECODE_COMPILE_CAP_S:-150}" --opt-budget "${DECODE_OPT_BUDGET:-6}" \
-  --compile-workers "${DECODE_COMPILE_WORKERS:-12}" || status=$?
+  --compile-workers "${DECODE_COMPILE_WORKERS:-12}" --limit "$LIMIT" || status=$?
 ls -la "$DEST"
+# everything in one file (the device tool brings back a few files only): stores gzipped inside
+tar czf "$OUT/decode_evidence.tgz" -C "$DEST" --exclude='*.lock' --exclude='*.wal' . && ls -la "$OUT/decode_evidence.tgz"
 echo "== decode_check finished with status $status"
 exit "$status"

@@ -42,7 +42,14 @@ def fix_interpreter_index() -> None:
 
 
 def run(
-    device: str, prompt_len: int, max_len: int, programs: int, seed: int, init_std: float, splits: int = 1
+    device: str,
+    prompt_len: int,
+    max_len: int,
+    programs: int,
+    seed: int,
+    init_std: float,
+    splits: int = 1,
+    combine: int = 0,
 ) -> dict[str, Any]:
     """The comparison as a dict (see the module doc)."""
     import torch
@@ -55,7 +62,9 @@ def run(
     hf = M.make_model(shape, max_len=max_len, seed=seed, device=device, init_std=init_std)
     w = M.pack(hf, shape, max_len)
     pre = M.prefill(hf, shape, max_len, prompt_len)
-    dec = Decoder(w, pre.k_cache.clone(), pre.v_cache.clone(), KernelConfig(bk=64, bt=16, splits=splits))
+    dec = Decoder(
+        w, pre.k_cache.clone(), pre.v_cache.clone(), KernelConfig(bk=64, bt=16, splits=splits, combine=combine)
+    )
     logits = dec.phased_step(pre.token, pre.pos, programs=programs).clone()
     out: dict[str, Any] = {
         "interpreter": os.environ.get("TRITON_INTERPRET") == "1",
@@ -64,6 +73,7 @@ def run(
         "prompt_len": prompt_len,
         "init_std": init_std,
         "splits": splits,
+        "combine": combine,
         "vs_transformers_bf16": M.compare(logits, pre.ref_logits),
         "vs_transformers_fp32": M.compare(logits, pre.ref_logits_fp32),
         "transformers_bf16_vs_fp32": M.compare(pre.ref_logits, pre.ref_logits_fp32),
@@ -92,9 +102,10 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--programs", type=int, default=3)
     p.add_argument("--seed", type=int, default=0)
     p.add_argument("--splits", type=int, default=1, help="slices of each head's cache positions")
+    p.add_argument("--combine", type=int, default=0, help="1: a launch combines the slices before the projection")
     p.add_argument("--init-std", type=float, default=0.15, help="weights' std (0.02 makes attention near uniform)")
     a = p.parse_args(argv)
-    print(json.dumps(run(a.device, a.prompt_len, a.max_len, a.programs, a.seed, a.init_std, a.splits)))
+    print(json.dumps(run(a.device, a.prompt_len, a.max_len, a.programs, a.seed, a.init_std, a.splits, a.combine)))
     return 0
 
 

@@ -35,6 +35,10 @@ within a launch; the last program to finish resets it for the next launch. A spi
 since the program began sets the error word and gives up, so a launch whose programs are not all resident ends
 (with wrong results and the error set) instead of hanging.
 
+With ``PREFETCH`` 1 each program, once its qkv tiles are done, asks L2 for the lines of its output-projection
+weight rows (2: and its gate/up rows) before it waits at the barrier: the weights stream in while most programs
+wait for the attention (``prefetch.global.L2``, a hint).
+
 Device regions (``argus_lab.device.markers``): each phase and each barrier wait, compiled in only with a probe;
 ``probe=None`` compiles every marker to nothing.
 """
@@ -49,26 +53,49 @@ from argus_lab.device import markers as dm
 
 PHASES = argus_lab.device.regions(
     "norm_attn", "qkv", "wait_qkv", "attention", "wait_attention", "o_proj", "wait_o_proj", "norm_mlp", "gate_up",
-    "wait_gate_up", "down", "wait_down", "norm_final", "lm_head",
+    "wait_gate_up", "down", "wait_down", "norm_final", "lm_head", "prefetch",
     module="examples.gpu.decode.kernels",
 )  # fmt: skip
 
-EVENTS_PER_LAYER = 24
-"""Marker events one program records per layer: 12 regions (7 phases, 5 barrier waits), an enter and an exit each."""
+EVENTS_PER_LAYER = 26
+"""Marker events one program records per layer: 13 regions (7 phases, the L2 prefetch, 5 barrier waits), an enter
+and an exit each."""
 EVENTS_HEAD = 4
 """Marker events of the final norm and the LM head."""
 
 # sync words (int32): the barrier counter, the count of finished programs, the error flag
 SYNC_BARRIER, SYNC_DONE, SYNC_ERROR = 0, 1, 2
-SYNC_WORDS = 4
+SYNC_HEADS = 4
+"""First of the per-head counters of finished attention slices (``COMBINE``: the last slice of a head combines)."""
+MAX_HEADS = 64
+SYNC_WORDS = SYNC_HEADS + MAX_HEADS
+_SYNC_HEADS: tl.constexpr = tl.constexpr(SYNC_HEADS)
 
 # phase ids of the phased driver
-PH_QKV, PH_ATTENTION, PH_O_PROJ, PH_GATE_UP, PH_DOWN, PH_HEAD = 0, 1, 2, 3, 4, 5
+PH_QKV, PH_ATTENTION, PH_O_PROJ, PH_GATE_UP, PH_DOWN, PH_HEAD, PH_COMBINE = 0, 1, 2, 3, 4, 5, 6
 
 
 @triton.jit
 def _globaltimer():
     return tl.inline_asm_elementwise("mov.u64 $0, %globaltimer;", "=l", [], dtype=tl.int64, is_pure=False, pack=1)
+
+
+@triton.jit
+def _prefetch_l2(ptrs):
+    """Ask for the 128-byte lines at ``ptrs`` to be brought into L2 (a hint: nothing waits for it)."""
+    return tl.inline_asm_elementwise(
+        "prefetch.global.L2 [$1];\n\tmov.u32 $0, 0;", "=r,l", [ptrs], dtype=tl.int32, is_pure=False, pack=1
+    )
+
+
+@triton.jit
+def _prefetch_rows(w_ptr, N, pid, nprog, K: tl.constexpr, BN: tl.constexpr):
+    """L2 prefetches of every line of this program's row tiles (as :func:`_matvec` strides them) of a bf16 ``N x K``
+    matrix: issued before a barrier, they stream the next phase's weights while the program waits."""
+    offs = tl.arange(0, K // 64) * 64
+    for tile in range(pid, tl.cdiv(N, BN), nprog):
+        rows = tl.minimum(tile * BN + tl.arange(0, BN), N - 1)
+        _prefetch_l2(w_ptr + rows[:, None] * K + offs[None, :])
 
 
 @triton.jit
@@ -155,6 +182,7 @@ def _rope(a, b, cos, sin):
 def _attention(
     qkv_ptr, kc_ptr, vc_ptr, att_ptr, rope_ptr, pos, max_len, sm_scale, pid, nprog,
     NQ: tl.constexpr, NKV: tl.constexpr, D: tl.constexpr, BT: tl.constexpr, SPLITS: tl.constexpr,
+    cnt_ptr=None, COMBINE: tl.constexpr = 0,
 ):  # fmt: skip
     """Work item ``(h, sp)``: query head ``h``, the ``sp``-th of ``SPLITS`` slices of the cache positions ``[0, pos)``
     (flash-decoding). RoPE on q and the new k, then the online softmax over the slice; slice 0 also takes the new
@@ -162,7 +190,9 @@ def _attention(
     which the output projection combines them with). The item ``(first head of a KV group, 0)`` appends the rotated
     k and v at ``pos`` (no program reads position ``pos`` of the cache in this step). ``kc``/``vc`` point at this
     layer's ``NKV x max_len x D`` bf16 cache; ``rope`` is ``max_len x D`` fp32 (cos of the ``D/2`` frequencies,
-    then sin).
+    then sin). With ``COMBINE`` (the persistent driver) each item counts itself done on its head's counter at
+    ``cnt_ptr`` (release/acquire at GPU scope), and the last of a head's slices combines them into the final
+    attention vector (:func:`_att_head`), so the output projection reads a plain vector.
     """
     HALF: tl.constexpr = D // 2
     GROUP: tl.constexpr = NQ // NKV
@@ -215,6 +245,12 @@ def _attention(
         tl.store(att_ptr + item * D + offs_d, acc)
         tl.store(ml_ptr + 2 * item, m_i)
         tl.store(ml_ptr + 2 * item + 1, l_i)
+        if COMBINE:
+            tl.debug_barrier()
+            done = tl.atomic_add(cnt_ptr + h, 1, sem="acq_rel", scope="gpu")
+            if (done + 1) % SPLITS == 0:  # the head's last slice: every other slice's output is visible now
+                final_ptr = att_ptr + NQ * SPLITS * (D + 2)
+                tl.store(final_ptr + h * D + offs_d, _att_head(att_ptr, h, NQ, D, SPLITS))
         if (h % GROUP == 0) & first:
             tl.store(kbase + pos * D + offs_h, k1.to(tl.bfloat16))
             tl.store(kbase + pos * D + HALF + offs_h, k2.to(tl.bfloat16))
@@ -237,6 +273,29 @@ def _att_chunk(att_ptr, k, NQ: tl.constexpr, D: tl.constexpr, BK: tl.constexpr, 
     acc = tl.load(att_ptr + idx[:, :, None] * D + offs_d[None, None, :], cache_modifier=".cg")
     out = tl.sum(acc * wgt[:, :, None], axis=1) / den[:, None]
     return tl.reshape(out, [BK]).to(tl.bfloat16).to(tl.float32)
+
+
+@triton.jit
+def _att_head(att_ptr, h, NQ: tl.constexpr, D: tl.constexpr, SPLITS: tl.constexpr):
+    """Head ``h``'s attention output: its ``SPLITS`` slices combined (as :func:`_att_chunk` does for several heads),
+    rounded to bf16."""
+    idx = h * SPLITS + tl.arange(0, SPLITS)
+    ml_ptr = att_ptr + NQ * SPLITS * D
+    m = tl.load(ml_ptr + 2 * idx, cache_modifier=".cg")
+    l = tl.load(ml_ptr + 2 * idx + 1, cache_modifier=".cg")  # noqa: E741
+    wgt = tl.exp(m - tl.max(m, axis=0))
+    den = tl.sum(wgt * l, axis=0)
+    acc = tl.load(att_ptr + idx[:, None] * D + tl.arange(0, D)[None, :], cache_modifier=".cg")
+    out = tl.sum(acc * wgt[:, None], axis=0) / den
+    return out.to(tl.bfloat16).to(tl.float32)
+
+
+@triton.jit
+def _combine(att_ptr, pid, nprog, NQ: tl.constexpr, D: tl.constexpr, SPLITS: tl.constexpr):
+    """Every head's combined output into the final attention vector (the phased driver's COMBINE launch)."""
+    final_ptr = att_ptr + NQ * SPLITS * (D + 2)
+    for h in range(pid, NQ, nprog):
+        tl.store(final_ptr + h * D + tl.arange(0, D), _att_head(att_ptr, h, NQ, D, SPLITS))
 
 
 @triton.jit
@@ -283,6 +342,7 @@ def decode_phase(
     pos, max_len, layer, eps, sm_scale,
     H: tl.constexpr, NQ: tl.constexpr, NKV: tl.constexpr, D: tl.constexpr, FF: tl.constexpr, V: tl.constexpr,
     PHASE: tl.constexpr, BN: tl.constexpr, BK: tl.constexpr, BT: tl.constexpr, SPLITS: tl.constexpr,
+    COMBINE: tl.constexpr = 0,
 ):  # fmt: skip
     """The PHASED driver: phase ``PHASE`` of layer ``layer`` (or the LM head); the launch boundary syncs."""
     pid = tl.program_id(0)
@@ -297,7 +357,15 @@ def decode_phase(
     elif PHASE == 1:
         _attention(qkv_ptr, kc, vc, att_ptr, rope_ptr, pos, max_len, sm_scale, pid, nprog, NQ, NKV, D, BT, SPLITS)
     elif PHASE == 2:
-        _matvec(wo, att_ptr, n1, 1.0, src, x_ptr, H, pid, nprog, NQ * D, BN, BK, False, True, 1, 1, 1, NQ, D, SPLITS)
+        if COMBINE:  # the combined vector of the COMBINE launch
+            fin = att_ptr + NQ * SPLITS * (D + 2)
+            _matvec(wo, fin, n1, 1.0, src, x_ptr, H, pid, nprog, NQ * D, BN, BK, False, True, 1, 1)
+        else:
+            _matvec(
+                wo, att_ptr, n1, 1.0, src, x_ptr, H, pid, nprog, NQ * D, BN, BK, False, True, 1, 1, 1, NQ, D, SPLITS
+            )  # fmt: skip
+    elif PHASE == 6:
+        _combine(att_ptr, pid, nprog, NQ, D, SPLITS)
     elif PHASE == 3:
         rstd = _rstd(x_ptr, eps, H, BK)
         _gate_up(wg, wu, x_ptr, n2, rstd, act_ptr, pid, nprog, FF, H, BN, BK, 1, 1)
@@ -317,7 +385,7 @@ def decode_megakernel(
     H: tl.constexpr, NQ: tl.constexpr, NKV: tl.constexpr, D: tl.constexpr, FF: tl.constexpr, V: tl.constexpr,
     BN_QKV: tl.constexpr, BN_O: tl.constexpr, BN_GU: tl.constexpr, BN_DOWN: tl.constexpr, BN_HEAD: tl.constexpr,
     BK: tl.constexpr, BT: tl.constexpr, HEAD: tl.constexpr, STAGES: tl.constexpr, UNROLL: tl.constexpr,
-    SPLITS: tl.constexpr,
+    SPLITS: tl.constexpr, PREFETCH: tl.constexpr = 0, COMBINE: tl.constexpr = 0,
 ):  # fmt: skip
     """The PERSISTENT driver: layers ``[layer_begin, layer_end)`` and, with ``HEAD``, the final norm and LM head, in
     one launch of one program per SM, with a grid barrier after each phase of a layer."""
@@ -355,40 +423,36 @@ def decode_megakernel(
             UNROLL,
         )
         c = dm.exit(probe, c, "qkv")
+        if PREFETCH > 0:  # the output projection's (and the gate/up) weights, through the wait and the attention
+            c = dm.enter(probe, c, "prefetch")
+            _prefetch_rows(wo, H, pid, nprog, NQ * D, BN_O)
+            if PREFETCH > 1:
+                _prefetch_rows(wg, FF, pid, nprog, H, BN_GU)
+                _prefetch_rows(wu, FF, pid, nprog, H, BN_GU)
+            c = dm.exit(probe, c, "prefetch")
         c = dm.enter(probe, c, "wait_qkv")
         n_sync += 1
         _grid_sync(sync_ptr, n_sync * nprog, t_start, timeout_ns)
         c = dm.exit(probe, c, "wait_qkv")
         c = dm.enter(probe, c, "attention")
-        _attention(qkv_ptr, kc, vc, att_ptr, rope_ptr, pos, max_len, sm_scale, pid, nprog, NQ, NKV, D, BT, SPLITS)
+        _attention(
+            qkv_ptr, kc, vc, att_ptr, rope_ptr, pos, max_len, sm_scale, pid, nprog, NQ, NKV, D, BT, SPLITS,
+            sync_ptr + _SYNC_HEADS, COMBINE,
+        )  # fmt: skip
         c = dm.exit(probe, c, "attention")
         c = dm.enter(probe, c, "wait_attention")
         n_sync += 1
         _grid_sync(sync_ptr, n_sync * nprog, t_start, timeout_ns)
         c = dm.exit(probe, c, "wait_attention")
         c = dm.enter(probe, c, "o_proj")
-        _matvec(
-            wo,
-            att_ptr,
-            n1,
-            1.0,
-            src,
-            x_ptr,
-            H,
-            pid,
-            nprog,
-            NQ * D,
-            BN_O,
-            BK,
-            False,
-            True,
-            STAGES,
-            UNROLL,
-            1,
-            NQ,
-            D,
-            SPLITS,
-        )
+        if COMBINE:
+            fin = att_ptr + NQ * SPLITS * (D + 2)
+            _matvec(wo, fin, n1, 1.0, src, x_ptr, H, pid, nprog, NQ * D, BN_O, BK, False, True, STAGES, UNROLL)
+        else:
+            _matvec(
+                wo, att_ptr, n1, 1.0, src, x_ptr, H, pid, nprog, NQ * D, BN_O, BK, False, True, STAGES, UNROLL, 1,
+                NQ, D, SPLITS,
+            )  # fmt: skip
         c = dm.exit(probe, c, "o_proj")
         c = dm.enter(probe, c, "wait_o_proj")
         n_sync += 1

@@ -35,7 +35,9 @@ class KernelConfig:
     ``bn_*`` are the rows of one work item of each matrix-vector phase, ``bk`` the columns of one load step,
     ``bt`` the cache positions of one attention step; ``stages`` > 1 pipelines the loads of the matrix-vector
     loops (``cp.async``), ``unroll`` unrolls them; ``splits`` cuts each head's cache positions into that many
-    slices, one work item each (flash-decoding; the output projection combines them); ``programs`` is the
+    slices, one work item each (flash-decoding; the output projection combines them); ``prefetch`` 1 or 2 asks L2
+    for the output projection's (and gate/up) weights before the barrier after qkv; ``combine`` 1 lets the last
+    slice of each head combine the slices (a counter per head) instead of the output projection; ``programs`` is the
     persistent grid (0: one per SM);
     ``launch`` is ``"step"`` (one launch per token) or ``"layer"`` (one per layer, the head in the last).
     """
@@ -51,6 +53,8 @@ class KernelConfig:
     stages: int = 1
     unroll: int = 1
     splits: int = 1
+    prefetch: int = 0
+    combine: int = 0
     programs: int = 0
     launch: str = "step"
     timeout_s: float = 2.0
@@ -79,6 +83,11 @@ class KernelConfig:
         return asdict(self)
 
 
+V2 = KernelConfig(splits=4, bn_qkv=8, stages=4)
+"""The optimised megakernel found by the second H200 run's sweep (tests/data/gpu/decode/run2): each head's cache
+positions in 4 slices, 8-row tiles for qkv, the weight loads pipelined 4 deep (1.27 ms/token against v1's 2.30)."""
+
+
 def events_per_program(layers: int, head: bool) -> int:
     """Marker events one program of the persistent kernel records for ``layers`` layers (and the head)."""
     return K.EVENTS_PER_LAYER * layers + (K.EVENTS_HEAD if head else 0)
@@ -105,7 +114,11 @@ class Decoder:
         f32 = torch.float32
         self.x = torch.zeros(s.hidden, device=dev, dtype=f32)
         self.qkv = torch.zeros(s.qkv_rows, device=dev, dtype=f32)
-        self.att = torch.zeros(s.heads * MAX_SPLITS * (s.head_dim + 2), device=dev, dtype=f32)
+        if s.heads > K.MAX_HEADS:
+            msg = f"{s.heads} query heads: the kernels count finished attention slices for at most {K.MAX_HEADS}"
+            raise ValueError(msg)
+        # slices' outputs, their running maxima and sums, then the combined vector (combine=1)
+        self.att = torch.zeros(s.heads * MAX_SPLITS * (s.head_dim + 2) + s.heads * s.head_dim, device=dev, dtype=f32)
         self.act = torch.zeros(s.intermediate, device=dev, dtype=f32)
         self.logits = torch.zeros(s.vocab, device=dev, dtype=f32)
         self.tok = torch.zeros(1, device=dev, dtype=torch.int64)
@@ -143,8 +156,9 @@ class Decoder:
         self.set_token(token)
         s = self.shape
         grid = (programs or self.programs,)
+        phases = (K.PH_QKV, K.PH_ATTENTION, *((K.PH_COMBINE,) if self.cfg.combine else ()), K.PH_O_PROJ)
         for layer in range(s.layers):
-            for phase in (K.PH_QKV, K.PH_ATTENTION, K.PH_O_PROJ, K.PH_GATE_UP, K.PH_DOWN):
+            for phase in (*phases, K.PH_GATE_UP, K.PH_DOWN):
                 self._phase(grid, phase, layer, pos, bn)
         self._phase(grid, K.PH_HEAD, s.layers - 1, pos, bn)
         return self.logits
@@ -154,6 +168,7 @@ class Decoder:
         self._run(
             K.decode_phase, grid, *self._tensors(), pos, self.w.max_len, layer, s.eps, self.sm_scale,
             **self._dims(), PHASE=phase, BN=bn, BK=cfg.bk, BT=cfg.bt, SPLITS=cfg.splits,
+            COMBINE=cfg.combine,
             num_warps=cfg.num_warps,
         )  # fmt: skip
 
@@ -180,7 +195,7 @@ class Decoder:
             layer_end, s.eps, self.sm_scale, int(cfg.timeout_s * 1e9), probe,
             **self._dims(), BN_QKV=cfg.bn_qkv, BN_O=cfg.bn_o, BN_GU=cfg.bn_gu, BN_DOWN=cfg.bn_down,
             BN_HEAD=cfg.bn_head, BK=cfg.bk, BT=cfg.bt, HEAD=head, STAGES=cfg.stages, UNROLL=cfg.unroll,
-            SPLITS=cfg.splits, num_warps=cfg.num_warps,
+            SPLITS=cfg.splits, PREFETCH=cfg.prefetch, COMBINE=cfg.combine, num_warps=cfg.num_warps,
         )  # fmt: skip
 
     def _run(self, kernel: Any, grid: tuple[int], *args: Any, **kwargs: Any) -> None:
@@ -282,7 +297,7 @@ def compile_sm90(shape: DecodeShape, cfg: KernelConfig, *, instrumented: bool, h
         "H": shape.hidden, "NQ": shape.heads, "NKV": shape.kv_heads, "D": shape.head_dim, "FF": shape.intermediate,
         "V": shape.vocab, "BN_QKV": cfg.bn_qkv, "BN_O": cfg.bn_o, "BN_GU": cfg.bn_gu, "BN_DOWN": cfg.bn_down,
         "BN_HEAD": cfg.bn_head, "BK": cfg.bk, "BT": cfg.bt, "HEAD": head, "STAGES": cfg.stages, "UNROLL": cfg.unroll,
-        "SPLITS": cfg.splits,
+        "SPLITS": cfg.splits, "PREFETCH": cfg.prefetch, "COMBINE": cfg.combine,
     }  # fmt: skip
     if instrumented:
         sig["probe"] = "*i64"
