@@ -608,8 +608,9 @@ def optimize(b: Bench) -> dict[str, Any]:
 
     wait_warm(b)
     opt = argus_lab.optimize
-    ref = b.phased if b.phased is not None else b.pre.ref_logits
-    target = DecodeTarget(b.w, b.pre.k_cache, b.pre.v_cache, b.pre.token, b.pre.pos, ref, sms=_sms())
+    target = DecodeTarget(
+        b.w, b.pre.k_cache, b.pre.v_cache, b.pre.token, b.pre.pos, b.pre.ref_logits_fp32, _ref_error(b), sms=_sms()
+    )
     store = b.out / "decode_optimize_h200.duckdb"
     if store.exists():
         store.unlink()
