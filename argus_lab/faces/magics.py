@@ -618,8 +618,8 @@ class ArgusMagics(Magics):
         return None if report is None else ReportView(report, title=args.title)
 
     def _runs(self, rest: list[str]) -> Any:
+        from argus_lab.report import evidence
         from argus_lab.store import Store
-        from argus_lab.views import evidence
         from argus_lab.views.tables import TableView
 
         p = _parser("%argus runs", "List the runs of the store, newest first.")
