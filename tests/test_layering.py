@@ -12,6 +12,10 @@ backend's implementation (``BackendInfo.module``), the Report's renderer (``repo
 recovery (``store.db.RECOVERY_MODULE``) and the live pass counter's worker (``plan.live_passes.WORKER_MODULE``).
 The checker itself is tested on synthetic sources: it must report an upward import and a cycle, a function-level
 one included.
+
+SQL that reads the store lives in ``report/`` (and in the store, the model, the join and the importers, which
+maintain or write it): no other module holds a string, docstrings aside, that begins with ``SELECT``, ``WITH`` or
+``COPY`` (:func:`sql_reads`, tested on synthetic sources too).
 """
 
 from __future__ import annotations
