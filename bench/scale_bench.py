@@ -103,7 +103,7 @@ export(Store({path!r}), {tmp!r} + "/t.json", fmt="perfetto", run_ids=["r-bench"]
 out["bytes"] = __import__("os").path.getsize({tmp!r} + "/t.json")
 """,
     "REST: regions, a region's drill-down, runs": """
-from argus_lab.faces.server import evidence as ev
+from argus_lab.report import browse as ev
 from argus_lab.store import Store
 st = Store({path!r})
 out["regions"] = len(ev.regions(st))

@@ -12,11 +12,16 @@ backend's implementation (``BackendInfo.module``), the Report's renderer (``repo
 recovery (``store.db.RECOVERY_MODULE``) and the live pass counter's worker (``plan.live_passes.WORKER_MODULE``).
 The checker itself is tested on synthetic sources: it must report an upward import and a cycle, a function-level
 one included.
+
+SQL that reads the store lives in ``report/`` (and in the store, the model, the join and the importers, which
+maintain or write it): no other module holds a string, docstrings aside, that begins with ``SELECT``, ``WITH`` or
+``COPY`` (:func:`sql_reads`, tested on synthetic sources too).
 """
 
 from __future__ import annotations
 
 import ast
+import re
 import subprocess
 import sys
 from collections.abc import Iterable, Mapping
@@ -197,6 +202,54 @@ def import_cycles(modules: Mapping[str, str], pkgs: set[str]) -> list[list[str]]
     return cycles
 
 
+SQL_HOMES = ("argus_lab.report", "argus_lab.store", "argus_lab.model", "argus_lab.join", "argus_lab.importers")
+"""The packages whose modules may hold SQL that reads the store: ``report/`` (every read query), the store and the
+model (schema, migrations, views), the join and the importers (they write the store from what they read of it)."""
+
+SQL_READ = re.compile(r"[\s(]*(SELECT|WITH|COPY)\b")
+"""A statement that reads: a string that begins (after blanks and opening parentheses) with the SQL keyword
+``SELECT``, ``WITH`` or ``COPY``, written in capitals as every query of argus_lab is."""
+
+
+def _docstrings(tree: ast.AST) -> set[int]:
+    """The ids of the docstring constants of a module, its classes and functions."""
+    out: set[int] = set()
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Module | ast.ClassDef | ast.FunctionDef | ast.AsyncFunctionDef) and node.body:
+            first = node.body[0]
+            if isinstance(first, ast.Expr) and isinstance(first.value, ast.Constant):
+                out.add(id(first.value))
+        if isinstance(node, ast.Module | ast.ClassDef):  # attribute docstrings: a string after an assignment
+            for before, after in zip(node.body, node.body[1:], strict=False):
+                assigned = isinstance(before, ast.Assign | ast.AnnAssign)
+                if assigned and isinstance(after, ast.Expr) and isinstance(after.value, ast.Constant):
+                    out.add(id(after.value))
+    return out
+
+
+def sql_reads(modules: Mapping[str, str]) -> list[str]:
+    """``module:line`` and the statement's start for every string outside :data:`SQL_HOMES` that reads the store
+    (:data:`SQL_READ`; an f-string by its first literal part; docstrings aside)."""
+    found = []
+    for name, source in modules.items():
+        if name.startswith(tuple(f"{home}." for home in SQL_HOMES)) or name in SQL_HOMES:
+            continue
+        tree = ast.parse(source)
+        skip = _docstrings(tree)
+        for node in ast.walk(tree):
+            if isinstance(node, ast.JoinedStr):
+                first = node.values[0] if node.values else None
+                text = first.value if isinstance(first, ast.Constant) and isinstance(first.value, str) else ""
+                skip.update(id(v) for v in node.values)
+            elif isinstance(node, ast.Constant) and isinstance(node.value, str) and id(node) not in skip:
+                text = node.value
+            else:
+                continue
+            if SQL_READ.match(text):
+                found.append(f"{name}:{node.lineno} {text.strip()[:60]!r}")
+    return found
+
+
 # -- the rule on argus_lab ---------------------------------------------------------------------------------------
 def test_every_module_belongs_to_a_stage() -> None:
     lost = [name for name in sources() if stage_of(name) is None]
@@ -227,6 +280,13 @@ def test_the_store_imports_only_the_model() -> None:
         if not target.startswith(("argus_lab.store", "argus_lab.model", "argus_lab.errors", "argus_lab.config"))
     )
     assert not wrong, wrong
+
+
+def test_sql_that_reads_the_store_lives_in_report_or_below() -> None:
+    """docs/architecture.md ("Each rule lives in one place"): the faces, the views, the application and the
+    optimiser read the store through functions of ``report/`` (or the store's own), never with SQL of their own."""
+    offenders = sql_reads(sources())
+    assert not offenders, "SQL reading the store outside " + ", ".join(SQL_HOMES) + ":\n" + "\n".join(offenders)
 
 
 def test_the_stages_are_the_ones_the_architecture_page_names() -> None:
@@ -281,6 +341,28 @@ def test_the_checker_fails_on_a_synthetic_cycle_and_ignores_type_checking_ones()
     assert import_cycles(typing_only, set()) == []
     assert import_cycles({"argus_lab.join.a": "def f():\n    import argus_lab.join.a\n"}, set()) == [
         ["argus_lab.join.a"]
+    ]
+
+
+def test_the_sql_checker_finds_a_query_outside_report_and_spares_docstrings_and_report() -> None:
+    modules = {
+        "argus_lab.views.a": (
+            '"""Run argus_lab.sql(\'SELECT 1\') in a notebook."""\n'
+            'X = 1\n"""SELECT path FROM region_instances: an attribute docstring."""\n'
+            'def f(con, t):\n    """SELECT nothing."""\n'
+            '    con.execute("SELECT count(*) FROM runs")\n'
+            '    con.execute(f"""\n  WITH a AS (SELECT 1) SELECT * FROM {t}""")\n'
+            "    con.execute(f\"COPY ({t}) TO 'x'\")\n"
+            '    return "select a run, e.g. %argus sql SELECT 1"\n'
+        ),
+        "argus_lab.report.b": 'Q = "SELECT run_id FROM runs"\n',
+        "argus_lab.faces.c": 'Q = ("SELECT run_id "\n     "FROM runs")\n',
+    }
+    assert sql_reads(modules) == [
+        "argus_lab.views.a:6 'SELECT count(*) FROM runs'",
+        "argus_lab.views.a:7 'WITH a AS (SELECT 1) SELECT * FROM'",
+        "argus_lab.views.a:9 'COPY ('",
+        "argus_lab.faces.c:1 'SELECT run_id FROM runs'",
     ]
 
 

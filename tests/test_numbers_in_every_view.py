@@ -9,8 +9,7 @@ from pathlib import Path
 
 from recorded_cases import shipped
 
-from argus_lab.report import Report
-from argus_lab.views import evidence
+from argus_lab.report import Report, evidence
 from argus_lab.views.bundle import EXPORT, build
 
 DATA = Path(__file__).parent / "data"

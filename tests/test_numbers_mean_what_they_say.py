@@ -24,9 +24,8 @@ from argus_lab import join
 from argus_lab.app.measure import plan
 from argus_lab.errors import ScopeError, UnknownSignalError
 from argus_lab.plan.catalog import aggregation
-from argus_lab.report import Report
+from argus_lab.report import Report, evidence
 from argus_lab.store import Store
-from argus_lab.views import evidence
 from argus_lab.views.timeline import timeline_data
 
 DATA = Path(__file__).parent / "data"

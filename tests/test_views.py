@@ -12,8 +12,8 @@ import pytest
 import views_synthetic as vs
 
 import argus_lab
-from argus_lab.report import Report
-from argus_lab.views import bundle, evidence
+from argus_lab.report import Report, evidence
+from argus_lab.views import bundle
 from argus_lab.views.escape import json_for_script
 from argus_lab.views.html import fallback_html, standalone_html
 from argus_lab.views.html_file import export

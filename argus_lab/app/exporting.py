@@ -17,9 +17,6 @@ When every request was skipped, the latest one is exported, with the same note.
 
 from __future__ import annotations
 
-import gzip
-import shutil
-import tempfile
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -27,8 +24,9 @@ from typing import Any
 
 from argus_lab.errors import ExportError
 from argus_lab.store import Store
+from argus_lab.views.exporters import EXPORTERS
 
-FORMATS: tuple[str, ...] = ("perfetto", "parquet", "html")
+FORMATS: tuple[str, ...] = tuple(EXPORTERS)
 """The export formats."""
 
 
@@ -47,11 +45,8 @@ class ExportResult:
     def text(self) -> str:
         """One line for a terminal or a notebook, then a line per note."""
         size = sum(f.stat().st_size for f in self.files if f.exists())
-        what = {
-            "perfetto": "open it in https://ui.perfetto.dev (or chrome://tracing)",
-            "parquet": f"{len(self.files)} Parquet file(s), one per table",
-            "html": "it opens offline in any browser",
-        }[self.format]
+        hint = EXPORTERS[self.format].hint
+        what = f"{len(self.files)} {hint}" if EXPORTERS[self.format].folder else hint
         runs = ", ".join(self.run_ids) if len(self.run_ids) <= 3 else f"{len(self.run_ids)} runs"
         return "\n".join(
             [f"wrote {self.path} ({size / 1e6:.1f} MB, {self.format}, {runs}); {what}"]
@@ -98,41 +93,16 @@ def export(
     choice = choose_runs(st, run_ids)
     runs, notes = choice.run_ids, choice.notes
     check_target(path, kind)  # before the (long) export: one message naming the problem and the fix
-    if kind == "html":
-        from argus_lab.report import Report
-        from argus_lab.views.html_file import export as export_html
-
-        written = export_html(Report(st, list(runs)), path, title=title)
-        return ExportResult(written, kind, runs, (written,), notes=notes)
-    if kind == "parquet":
-        from argus_lab.views.perfetto import write_parquet
-
-        files = write_parquet(st, path, runs)
-        return ExportResult(path, kind, runs, tuple(files), notes=notes)
-    from argus_lab.views.perfetto import write_trace
-
-    if path.name.lower().endswith(".gz"):
-        from argus_lab.views.target import written_file
-
-        with tempfile.TemporaryDirectory(prefix="argus-export-") as tmp:
-            plain = Path(tmp) / "trace.json"
-            counts = write_trace(st, runs, plain)
-            with written_file(path) as part, plain.open("rb") as src, gzip.open(part, "wb", 6) as dst:
-                shutil.copyfileobj(src, dst, 1 << 20)
-    else:
-        counts = write_trace(st, runs, path)
-    return ExportResult(path, kind, runs, (path,), counts, notes)
-
-
-EXAMPLES: dict[str, str] = {"perfetto": "~/trace.json", "html": "~/report.html", "parquet": "~/tables"}
-"""A writable target of each format, named in the messages of a target that cannot be written."""
+    written = EXPORTERS[kind].write(st, runs, path, title)
+    return ExportResult(written.path, kind, runs, written.files, written.counts, notes)
 
 
 def check_target(path: Path, kind: str) -> None:
     """Refuse a target that an export of ``kind`` cannot write (:mod:`argus_lab.views.target`), before the export."""
     from argus_lab.views.target import check_file, check_folder
 
-    (check_folder if kind == "parquet" else check_file)(path, EXAMPLES[kind])
+    exporter = EXPORTERS[kind]
+    (check_folder if exporter.folder else check_file)(path, exporter.example)
 
 
 @dataclass(frozen=True)

@@ -22,6 +22,7 @@ from argus_lab.app.commands import command
 from argus_lab.errors import StoreError
 from argus_lab.importers import ImportedTrace, detect_format, read_trace
 from argus_lab.join import JoinSummary, attribute_request
+from argus_lab.report.runs import RUN_COUNT
 from argus_lab.run.runtime import session_columns
 from argus_lab.store import Store
 
@@ -99,7 +100,7 @@ def _remove_new_store(st: Store) -> None:
     process wrote to it meanwhile)."""
     try:
         with st.connect() as con:
-            row = con.execute("SELECT count(*) FROM runs").fetchone()
+            row = con.execute(RUN_COUNT).fetchone()
         if row and row[0]:
             return
     except Exception:  # unreadable (written to a full disk): it holds nothing to keep

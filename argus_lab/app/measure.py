@@ -38,25 +38,36 @@ def plan(
     warmup: int = config.WARMUP,
     census: KernelCensus | None = None,
     allow_unknown_counters: bool = False,
+    workload: Workload | None = None,
+    store: str | Store | None = None,
 ) -> Plan:
     """Plan a measurement of ``signals`` without running it; with a ``census`` of an earlier timing run of the
     workload (:func:`argus_lab.report.census.kernel_census`), ncu runs are costed by the kernels they replay.
-    ``allow_unknown_counters``: plan ``hw:`` counters the chip's recorded metric names do not know."""
+    ``allow_unknown_counters``: plan ``hw:`` counters the chip's recorded metric names do not know.
+
+    ``workload`` (and ``store``, default the default store): the plan every face measures with (:func:`measure`,
+    ``argus-lab run``, ``%%argus``, the panel), its census read from ``workload``'s newest joined timing run in the
+    store when none is given (none when the store holds no such run)."""
+    if census is None and workload is not None:
+        census = kernel_census(open_store(store), workload.describe())
     request = Request.build(
         signals, scope=scope, repeat=repeat, warmup=warmup, allow_unknown_counters=allow_unknown_counters
     )
     return plan_request(request, census=census)
 
 
-def plan_from_options(options: Any) -> Plan:
+def plan_from_options(options: Any, workload: Workload | None = None, store: str | Store | None = None) -> Plan:
     """The plan of parsed command-line options (``signals``, ``scope``, ``repeat``, ``warmup``,
-    ``allow_unknown_counters``: the request options the CLI and the magics share)."""
+    ``allow_unknown_counters``: the request options the CLI and the magics share); with ``workload``, costed by its
+    census in ``store`` (:func:`plan`)."""
     return plan(
         options.signals,
         scope=options.scope,
         repeat=options.repeat,
         warmup=options.warmup,
         allow_unknown_counters=options.allow_unknown_counters,
+        workload=workload,
+        store=store,
     )
 
 
@@ -219,12 +230,18 @@ def measure(
     """
     workload = Workload.from_target(target, args)
     st = open_store(store)
-    census = kernel_census(st, workload.describe())
     the_plan = plan(
-        signals, scope=scope, repeat=repeat, warmup=warmup, census=census, allow_unknown_counters=allow_unknown_counters
+        signals,
+        scope=scope,
+        repeat=repeat,
+        warmup=warmup,
+        allow_unknown_counters=allow_unknown_counters,
+        workload=workload,
+        store=st,
     )
     shown = choose_progress(progress)
     return run_plan(the_plan, workload, st, on_error=on_error, progress=shown, launch=launch, isolate=isolate).report
 
 
-__all__ = ["Measurement", "Recovery", "join_runs", "measure", "open_store", "plan", "recover_runs", "run_plan"]
+__all__ = ["Measurement", "Recovery", "join_runs", "measure", "open_store", "plan", "plan_from_options",
+           "recover_runs", "run_plan"]  # fmt: skip

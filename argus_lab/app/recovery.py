@@ -23,6 +23,7 @@ from typing import TYPE_CHECKING, Any
 
 from argus_lab.errors import StoreError
 from argus_lab.plan.backends import BACKENDS
+from argus_lab.report.runs import all_runs, running_runs, stored_repetitions
 from argus_lab.run import shards
 from argus_lab.run.machine import hostname
 from argus_lab.run.protocols import RunContext
@@ -32,11 +33,6 @@ from argus_lab.store.sink import finish_statement, run_folder
 
 if TYPE_CHECKING:
     from argus_lab.store.db import Store
-
-STALE = """
-SELECT run_id, request_id, pid, host, started_ns, backends, signals, settings, repetitions, warmup
-FROM runs WHERE status = 'running' ORDER BY started_ns
-"""
 
 
 @dataclass(frozen=True)
@@ -61,7 +57,7 @@ def stale_runs(store: Store) -> list[dict[str, Any]]:
     """The runs of ``store`` marked ``running`` whose process (and child process) is gone, on this host."""
     here, me = hostname(), os.getpid()
     out = []
-    for r in store.records(STALE):
+    for r in running_runs(store):
         if r["host"] != here or r["run_id"] in ACTIVE_RUNS or r["pid"] is None:
             continue
         if r["pid"] != me and process_alive(r["pid"], r["started_ns"]):
@@ -121,7 +117,7 @@ def _recover(store: Store, r: dict[str, Any]) -> Recovered:
             cause = (got.cause + "\n" if got.cause else "") + f"recovered from {folder}: {owner}"
         store.write(got.tables, then=[finish_statement(run_id, got.status, cause + note, got.reps_done, _now_ns())])
         return Recovered(run_id, r["request_id"] or "", got.status, got.reps_done, cause + note, str(folder))
-    reps = store.rows("SELECT count(DISTINCT repetition) FROM region_instances WHERE run_id = ?", [run_id])[0][0]
+    reps = stored_repetitions(store, run_id)
     cause = f"died: {owner} (killed, or it called os._exit); " + (
         f"{reps} repetition(s) were stored"
         if reps
@@ -136,7 +132,7 @@ def unknown_folders(store: Store) -> list[Path]:
     root = run_root(store.path)
     if not root.is_dir():
         return []
-    known = {row[0] for row in store.rows("SELECT run_id FROM runs")}
+    known = set(all_runs(store))
     return sorted(p for p in root.iterdir() if p.is_dir() and p.name not in known and (p / "spec.json").is_file())
 
 

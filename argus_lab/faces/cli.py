@@ -309,23 +309,14 @@ def main(argv: Sequence[str] | None = None) -> int:
 
 
 def _run(args: argparse.Namespace) -> int:
-    from argus_lab.app.measure import open_store, plan, run_plan
-    from argus_lab.report.census import kernel_census
+    from argus_lab.app.measure import plan_from_options, run_plan
     from argus_lab.run.progress import lines
     from argus_lab.run.runtime import summarize, terminal_progress
     from argus_lab.run.workload import Workload
 
     script_args = tuple(args.script_args)
     workload = Workload.from_target(args.script, script_args)
-    census = kernel_census(open_store(args.store), workload.describe())  # an earlier timing run costs ncu runs
-    the_plan = plan(
-        args.signals,
-        scope=args.scope,
-        repeat=args.repeat,
-        warmup=args.warmup,
-        census=census,
-        allow_unknown_counters=args.allow_unknown_counters,
-    )
+    the_plan = plan_from_options(args, workload, args.store)  # an earlier timing run costs ncu runs
     print(the_plan.explain(), end="\n\n")
     done = run_plan(
         the_plan,

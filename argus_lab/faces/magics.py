@@ -444,7 +444,6 @@ class ArgusMagics(Magics):
         _check_out_name(args.out, self.shell)
         if args.store:
             checked_store(args.store)
-        the_plan = plan_from_options(args)
         shell: Any = self.shell
         source = shell.transform_cell(cell)
         number = prompt_number(shell)  # before this cell's body is cached under the same number
@@ -463,14 +462,6 @@ class ArgusMagics(Magics):
                 raise
 
         setup, notes = self._setup_sources(args.setup)
-        needs_child = args.isolate or any(r.launcher is not None for r in the_plan.runs)
-        if needs_child and "get_ipython()" in source:
-            notes.append("this cell uses IPython syntax, which a replay in a child process cannot run")
-        if needs_child and not setup and args.setup == "marked":
-            notes.append(
-                "child runs replay this cell with no setup cells: run the cells that define its inputs with "
-                "%%argus_setup, or use --setup history"
-            )
         notebook = notebook_path(shell)
         cell_id = _cell_id(shell)
         origin = args.origin or _cell_origin(shell)
@@ -491,6 +482,15 @@ class ArgusMagics(Magics):
             label=label,
             origin=origin,
         )
+        the_plan = plan_from_options(args, workload, self._store(args.store))  # with the cell's kernel census
+        needs_child = args.isolate or any(r.launcher is not None for r in the_plan.runs)
+        if needs_child and "get_ipython()" in source:
+            notes.append("this cell uses IPython syntax, which a replay in a child process cannot run")
+        if needs_child and not setup and args.setup == "marked":
+            notes.append(
+                "child runs replay this cell with no setup cells: run the cells that define its inputs with "
+                "%%argus_setup, or use --setup history"
+            )
         progress = None if args.quiet else throttled(NotebookLine())
         for note in notes:
             print(f"argus: {note}")
@@ -618,8 +618,8 @@ class ArgusMagics(Magics):
         return None if report is None else ReportView(report, title=args.title)
 
     def _runs(self, rest: list[str]) -> Any:
+        from argus_lab.report import evidence
         from argus_lab.store import Store
-        from argus_lab.views import evidence
         from argus_lab.views.tables import TableView
 
         p = _parser("%argus runs", "List the runs of the store, newest first.")

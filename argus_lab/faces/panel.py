@@ -21,6 +21,7 @@ if TYPE_CHECKING:
     from argus_lab.plan import Plan
     from argus_lab.report import Report
     from argus_lab.run.progress import Tick
+    from argus_lab.run.workload import Workload
 
 FAMILY_BACKENDS = {"ncu": "hw:", "pm": "pm:"}
 
@@ -121,13 +122,26 @@ class SignalPanel:
                     out.append(metric if metric.startswith(prefix) else prefix + metric)
         return out
 
-    def plan(self) -> Plan:
-        """The plan of the current selection (raises :class:`~argus_lab.errors.ArgusError` when it is invalid)."""
+    def plan(self, workload: Workload | None = None) -> Plan:
+        """The plan of the current selection (raises :class:`~argus_lab.errors.ArgusError` when it is invalid); with
+        ``workload``, the plan it will run, costed by its kernel census in the store (:func:`argus_lab.app.measure.
+        plan`, as every face plans); without, the plan alone (the status line: no store read per keystroke)."""
         from argus_lab.app.measure import plan
 
         return plan(
-            self.selected(), scope=self.scope.value, repeat=int(self.repeat.value), warmup=int(self.warmup.value)
+            self.selected(),
+            scope=self.scope.value,
+            repeat=int(self.repeat.value),
+            warmup=int(self.warmup.value),
+            workload=workload,
+            store=self.store_box.value or None,
         )
+
+    def workload(self) -> Workload | None:
+        """What Run measures: the target as a workload (``None``: the panel has no target)."""
+        from argus_lab.run.workload import Workload
+
+        return None if self.target is None else Workload.from_target(self.target)
 
     def line(self) -> str:
         """The ``%%argus`` line equivalent to the panel's settings."""
@@ -185,7 +199,7 @@ class SignalPanel:
         self.output.clear_output()
         with self.output:
             try:
-                print(self.plan().explain())
+                print(self.plan(self.workload()).explain())
             except ArgusError as exc:
                 print(f"argus: {exc}")
 
@@ -203,8 +217,8 @@ class SignalPanel:
                 print("argus: this panel has no target; create it with `%argus panel step` (a callable named step)")
             return None
         try:
-            the_plan = self.plan()
             workload = Workload.from_target(self.target)
+            the_plan = self.plan(workload)
         except ArgusError as exc:
             with self.output:
                 print(f"argus: {exc}")

@@ -33,6 +33,19 @@ def clean(value: Any) -> Any:
     return value
 
 
+def jsonable(value: Any) -> Any:
+    """``value`` with NaN and infinities turned into ``None`` and tuples into lists (JSON.parse rejects NaN)."""
+    if isinstance(value, float):
+        return value if math.isfinite(value) else None
+    if isinstance(value, dict):
+        return {str(k): jsonable(v) for k, v in value.items()}
+    if isinstance(value, list | tuple):
+        return [jsonable(v) for v in value]
+    if hasattr(value, "item") and not isinstance(value, str | bytes):  # numpy scalars
+        return jsonable(value.item())
+    return value
+
+
 def build(report: Report) -> dict[str, Any]:
     """The JSON object of ``report`` (see docs/report-json.md for every field)."""
     return {

@@ -5,7 +5,7 @@ run ids checked against the store (:func:`check_known`)."""
 from __future__ import annotations
 
 from collections.abc import Sequence
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from argus_lab.errors import ArgusError, StoreError
 
@@ -18,6 +18,8 @@ SELECT run_id, plan_index, status, backends, signals, repetitions, warmup, reps_
 FROM runs WHERE run_id IN (SELECT unnest(?::VARCHAR[])) ORDER BY plan_index
 """
 
+RUN_COUNT = "SELECT count(*) FROM runs"
+"""How many runs the store holds (one row, one column)."""
 LATEST_REQUEST = "SELECT request_id FROM requests ORDER BY created_ns DESC LIMIT 1"
 RUNS_OF_REQUEST = "SELECT run_id FROM runs WHERE request_id = ? ORDER BY plan_index"
 REQUESTS_NEWEST_FIRST = """
@@ -75,7 +77,7 @@ def all_runs(store: Store) -> list[str]:
 
 def run_count(store: Store) -> int:
     """How many runs the store holds (0 for a store that does not exist yet)."""
-    return int(store.rows("SELECT count(*) FROM runs")[0][0]) if store.exists else 0
+    return int(store.rows(RUN_COUNT)[0][0]) if store.exists else 0
 
 
 def session_latest_runs(store: Store, session_id: str) -> list[str] | None:
@@ -97,10 +99,32 @@ def recorded_paths(store: Store, run_ids: Sequence[str]) -> list[str]:
     return sorted({str(p) for (p,) in rows})
 
 
+RUNNING = """
+SELECT run_id, request_id, pid, host, started_ns, backends, signals, settings, repetitions, warmup
+FROM runs WHERE status = 'running' ORDER BY started_ns
+"""
+
+
+def running_runs(store: Store) -> list[dict[str, Any]]:
+    """The runs the store marks ``running``, oldest first, with what recovery needs to finish one
+    (:mod:`argus_lab.app.recovery`)."""
+    return store.records(RUNNING)
+
+
+def stored_repetitions(store: Store, run_id: str) -> int:
+    """How many distinct repetitions of the run have instances in the store."""
+    return int(store.rows("SELECT count(DISTINCT repetition) FROM region_instances WHERE run_id = ?", [run_id])[0][0])
+
+
 def unknown_run(store: Store, run_ids: Sequence[str]) -> str | None:
     """The first of ``run_ids`` the store has no record of (``None``: every one is known)."""
     known = {r[0] for r in store.rows("SELECT run_id FROM runs")}
     return next((r for r in run_ids if r not in known), None)
+
+
+def newest_runs(store: Store, count: int = 5) -> list[str]:
+    """The ids of the ``count`` runs started last, newest first."""
+    return [r[0] for r in store.rows("SELECT run_id FROM runs ORDER BY started_ns DESC LIMIT ?", [count])]
 
 
 def request_runs(store: Store, request_id: str) -> list[str]:
@@ -118,8 +142,9 @@ def check_known(store: Store, run_ids: Sequence[str], error: type[ArgusError] = 
     """Raise ``error`` naming the first of ``run_ids`` the store has no record of, with how to list the known ones."""
     missing = unknown_run(store, run_ids)
     if missing is not None:
+        latest = ", ".join(newest_runs(store)) or "(none)"
         msg = (
-            f"no run {missing!r} in {store.path}; list its runs with `argus-lab show --all --store "
-            f"{store.path}` (or `%argus runs`)"
+            f"no run {missing!r} in {store.path}; its latest runs: {latest}; list them all with `argus-lab show "
+            f"--all --store {store.path}` (or `%argus runs`)"
         )
         raise error(msg)

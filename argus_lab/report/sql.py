@@ -122,7 +122,7 @@ def kernel_records(ordinal: str = ORDINAL, kinds: str = "coalesce(k.kind, 'kerne
     recorded instance in the report's scope (``exact``, the instance's path), and records without a recorded
     instance by their attribution (``temporal``: the instance's path, if in scope; ``(ambiguous)``;
     ``(outside regions)``).  ``Report.kernels`` (:data:`KERNELS`) and the report bundle's "kernels by region" and
-    kernel-record tables (``argus_lab.views.evidence``) read these same rows, so their counts agree.  Parameters:
+    kernel-record tables (``argus_lab.report.evidence``) read these same rows, so their counts agree.  Parameters:
     the scope's (:func:`argus_lab.report.scope_sql.scoped`), then the run ids twice; reads ``_r_minor``."""
     return f"""
 WITH ex AS (

@@ -85,9 +85,10 @@ def device_timeline(report: Report, launch: int | None = None, run_id: str | Non
     measured launch is drawn.
     """
     from argus_lab.errors import ArgusError
+    from argus_lab.report.device_launches import launch_columns, launches
     from argus_lab.views import device
 
-    refs = device.launches(report.store, report.run_ids)
+    refs = launches(report.store, report.run_ids)
     if run_id is not None:
         refs = [r for r in refs if r.run_id == run_id]
     if launch is not None:
@@ -99,7 +100,7 @@ def device_timeline(report: Report, launch: int | None = None, run_id: str | Non
         )
         raise ArgusError(msg)
     ref = refs[0]
-    cols = device.launch_columns(report.store, ref.run_id, ref.launch)
+    cols = launch_columns(report.store, ref.run_id, ref.launch)
     return device.figure(device.launch_data(ref, cols, device.DEVICE_EXPORT_LIMITS))
 
 

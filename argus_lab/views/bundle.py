@@ -40,8 +40,9 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 from argus_lab.model.vocabulary import CLASS_MEANINGS
-from argus_lab.views import device, evidence
-from argus_lab.views.escape import jsonable
+from argus_lab.report import evidence
+from argus_lab.report.json import jsonable
+from argus_lab.views import device
 from argus_lab.views.palette import palette_json
 from argus_lab.views.timeline import TimelineLimits, timeline_data
 

@@ -17,7 +17,7 @@ def ambiguity_figure(report: Report) -> go.Figure:
     """Stacked bars per region path: values (metrics) and evidence items (kernels, samples) per attribution class."""
     from plotly.subplots import make_subplots
 
-    from argus_lab.views import evidence
+    from argus_lab.report import evidence
 
     ids = list(report.run_ids)
     sources = (

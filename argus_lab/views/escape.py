@@ -4,9 +4,10 @@ from __future__ import annotations
 
 import html
 import json
-import math
 import re
 from typing import Any
+
+from argus_lab.report.json import jsonable
 
 BIDI = re.compile("[\u061c\u200e\u200f\u202a-\u202e\u2066-\u2069]")
 """The bidirectional-text controls (embeddings, overrides, isolates, marks): one in a name (U+202E) would reverse
@@ -69,16 +70,3 @@ def _item(value: Any) -> Any:
         return value.item()
     msg = f"cannot put a {type(value).__name__} into a report bundle"
     raise TypeError(msg)
-
-
-def jsonable(value: Any) -> Any:
-    """``value`` with NaN and infinities turned into ``None`` and tuples into lists (JSON.parse rejects NaN)."""
-    if isinstance(value, float):
-        return value if math.isfinite(value) else None
-    if isinstance(value, dict):
-        return {str(k): jsonable(v) for k, v in value.items()}
-    if isinstance(value, list | tuple):
-        return [jsonable(v) for v in value]
-    if hasattr(value, "item") and not isinstance(value, str | bytes):  # numpy scalars
-        return jsonable(value.item())
-    return value

@@ -35,59 +35,29 @@ from __future__ import annotations
 
 import json
 import math
-from collections.abc import Iterator, Sequence
+from collections.abc import Sequence
 from pathlib import Path
 from typing import IO, Any
 
+from argus_lab.errors import ExportError
 from argus_lab.report.names import demangle
+from argus_lab.report.runs import check_known
+from argus_lab.report.trace_rows import (
+    INSTANCES,
+    KERNELS,
+    SAMPLES,
+    copy_tables,
+    launch_thread_names,
+    rank_pids,
+    stream_rows,
+    trace_start,
+)
 from argus_lab.store import Store
 
 GPU_PID = 1_000_000
 """Process id of device 0's track (device d: ``GPU_PID + d``)."""
 
 _CAT = {"kernel": "kernel", "memcpy": "gpu_memcpy", "memset": "gpu_memset"}
-
-INSTANCES = """
-SELECT i.instance_id, i.path, i.instance_index, i.repetition, coalesce(i.pid, 0) AS pid, coalesce(i.rank, 0) AS rank,
-       coalesce(i.thread_id, 0) AS tid, i.start_ns, i.end_ns, coalesce(i.error, '') AS error,
-       coalesce(i.thread_name, '') AS thread_name, regexp_extract(i.path, '[^/]*$') AS name,
-       v.vals
-FROM region_instances i
-LEFT JOIN (SELECT instance_id, map(list(signal), list(inclusive)) AS vals FROM instance_values
-           WHERE run_id = $1 GROUP BY instance_id) v ON v.instance_id = i.instance_id
-WHERE i.run_id = $1 AND i.start_ns IS NOT NULL AND i.end_ns IS NOT NULL
-ORDER BY i.start_ns, i.end_ns DESC
-"""
-
-KERNELS = """
-WITH a AS (
-    SELECT evidence_id, arg_max(class, weight) AS class, max(weight) AS weight, count(*) AS candidates,
-           arg_max(instance_id, weight) AS instance_id, arg_max(reason, weight) AS reason
-    FROM attributions WHERE run_id = $1 AND evidence IN ('kernel', 'memcpy', 'memset') GROUP BY evidence_id
-)
-SELECT coalesce(k.kind, 'kernel') AS kind, k.name, k.kernel_key, k.correlation_id, coalesce(k.device_id, 0) AS device,
-       coalesce(k.stream_id, 0) AS stream, k.start_ns, k.end_ns, k.thread_id, k.api_start_ns, k.api_end_ns,
-       coalesce(k.rank, 0) AS rank, k.grid_x, k.grid_y, k.grid_z, k.block_x, k.block_y, k.block_z, k.bytes,
-       coalesce(a.class, 'unattributed') AS class, a.weight, a.candidates, a.reason, i.path
-FROM kernels k
-LEFT JOIN a ON a.evidence_id = k.kernel_key
-LEFT JOIN region_instances i ON i.run_id = k.run_id AND i.instance_id = a.instance_id
-WHERE k.run_id = $1 AND k.start_ns IS NOT NULL
-ORDER BY k.start_ns, k.end_ns DESC
-"""
-
-SAMPLES = """
-SELECT coalesce(device_id, 0) AS device, signal, unit, t_ns, value FROM samples
-WHERE run_id = $1 AND value IS NOT NULL ORDER BY t_ns
-"""
-
-BOUNDS = """
-SELECT min(t) FROM (
-    SELECT min(start_ns) AS t FROM region_instances WHERE run_id = $1
-    UNION ALL SELECT min(least(start_ns, coalesce(nullif(api_start_ns, 0), start_ns))) FROM kernels WHERE run_id = $1
-    UNION ALL SELECT min(t_ns) FROM samples WHERE run_id = $1
-)
-"""
 
 
 def us(ns: int) -> str:
@@ -144,27 +114,22 @@ def write_trace(store: Store, run_ids: str | Sequence[str], path: str | Path) ->
     """Write runs of ``store`` as one Chrome-trace JSON file; returns the counts of what was written.
 
     ``run_ids``: one run id or several (each run's tracks get their own processes, named after the run).  Raises
-    :class:`ValueError` naming the runs of the store when a run is not one of them.  The file is written under a
+    :class:`~argus_lab.errors.ExportError` (a :class:`ValueError`) naming the store's latest runs when a run is not
+    one of them (:func:`argus_lab.report.runs.check_known`).  The file is written under a
     temporary name beside ``path`` and renamed when whole (:func:`argus_lab.views.target.written_file`); the rows
     are read through :meth:`Store.read`, which takes the read again with a larger memory limit when DuckDB runs out.
     """
     from argus_lab.views.target import written_file
 
     runs = [run_ids] if isinstance(run_ids, str) else list(dict.fromkeys(run_ids))
+    check_known(store, runs, ExportError)
     out = Path(path)
     with written_file(out) as tmp:
-        return store.read(lambda con: _write_trace(con, store, runs, tmp, out.name))
+        return store.read(lambda con: _write_trace(con, runs, tmp, out.name))
 
 
-def _write_trace(con: Any, store: Store, runs: list[str], tmp: Path, name: str) -> dict[str, int]:
-    known = {r[0] for r in con.execute("SELECT run_id FROM runs").fetchall()}
-    for run_id in runs:
-        if run_id not in known:
-            latest = con.execute("SELECT run_id FROM runs ORDER BY started_ns DESC LIMIT 5").fetchall()
-            msg = f"no run {run_id!r} in {store.path}; its latest runs: {', '.join(r[0] for r in latest) or '(none)'}"
-            raise ValueError(msg)
-    starts = [row[0] for r in runs if (row := con.execute(BOUNDS, [r]).fetchone()) and row[0] is not None]
-    base = int(min(starts)) if starts else 0
+def _write_trace(con: Any, runs: list[str], tmp: Path, name: str) -> dict[str, int]:
+    base = trace_start(con, runs)
     counts = {"instances": 0, "kernels": 0, "flows": 0, "counters": 0}
     other = {"argus_run": runs[0]} if len(runs) == 1 else {"argus_runs": runs}
     with tmp.open("w", encoding="utf-8") as f:  # (a read taken again writes the file again from its start)
@@ -181,17 +146,12 @@ def _write_trace(con: Any, store: Store, runs: list[str], tmp: Path, name: str) 
 
 def _write_run(con: Any, w: _Writer, run_id: str, base: int, off: int, label: str, counts: dict[str, int]) -> None:
     """The events of one run (process ids offset by ``off``, process names prefixed with ``label``)."""
-    host_pid = {
-        int(rk): int(pid or 0) or int(rk)
-        for rk, pid in con.execute(
-            "SELECT coalesce(rank, 0), any_value(pid) FROM region_instances WHERE run_id = ? GROUP BY ALL", [run_id]
-        ).fetchall()
-    }
-    launchers = _launch_thread_names(con, run_id)
+    host_pid = {int(rk): int(pid or 0) or int(rk) for rk, pid in rank_pids(con, run_id)}
+    launchers = launch_thread_names(con, run_id)
     tracks: dict[tuple[int, int], str] = {}
     procs: dict[int, str] = {}
     lanes = Lanes()
-    for r in _rows(con, INSTANCES, run_id):
+    for r in stream_rows(con, INSTANCES, run_id):
         pid = (int(r["pid"]) or int(r["rank"])) + off
         thread = int(r["tid"]) % (1 << 32)
         t0, dur = int(r["start_ns"]) - base, int(r["end_ns"]) - int(r["start_ns"])
@@ -213,7 +173,7 @@ def _write_run(con: Any, w: _Writer, run_id: str, base: int, off: int, label: st
             args["thread"] = thread
         w.complete("user_annotation", str(r["name"]), pid, tid, t0, dur, args)
         counts["instances"] += 1
-    for r in _rows(con, KERNELS, run_id):
+    for r in stream_rows(con, KERNELS, run_id):
         dev = GPU_PID + int(r["device"]) + off
         stream = int(r["stream"])
         t0 = int(r["start_ns"]) - base
@@ -261,7 +221,7 @@ def _write_run(con: Any, w: _Writer, run_id: str, base: int, off: int, label: st
         if flow:  # after the record's slice: it binds to the slice on top of the track
             w.flow("f", flow, dev, gtid, t0)
         counts["kernels"] += 1
-    for r in _rows(con, SAMPLES, run_id):
+    for r in stream_rows(con, SAMPLES, run_id):
         dev = GPU_PID + int(r["device"]) + off
         procs.setdefault(dev, f"{label}GPU {r['device']}")
         name = f"{r['signal']} ({r['unit']})" if r["unit"] else str(r["signal"])
@@ -273,22 +233,6 @@ def _write_run(con: Any, w: _Writer, run_id: str, base: int, off: int, label: st
         w.meta("process_name", pid, 0, name)
     for (pid, tid), name in tracks.items():
         w.meta("thread_name", pid, tid, name)
-
-
-def _launch_thread_names(con: Any, run_id: str) -> dict[tuple[int, int], str]:
-    """(rank, 32-bit thread id) -> the name the run noted for a launching thread (its ``threads`` rows; stores
-    written before that table have none): autograd's threads keep their system name, so an import of the export
-    still knows them."""
-    have = con.execute("SELECT count(*) FROM information_schema.tables WHERE table_name = 'threads'").fetchone()
-    if not have or not have[0]:
-        return {}
-    rows = con.execute(
-        "SELECT coalesce(rank, 0), thread_id % 4294967296, "
-        "CASE WHEN coalesce(role, '') <> '' THEN coalesce(nullif(system_name, ''), name) "
-        "ELSE coalesce(nullif(name, ''), system_name) END FROM threads WHERE run_id = ?",
-        [run_id],
-    ).fetchall()
-    return {(int(rk), int(t)): str(n) for rk, t, n in rows if n}
 
 
 class _Writer:
@@ -336,14 +280,6 @@ def _finite(value: Any) -> bool:
     return not isinstance(value, float) or math.isfinite(value)
 
 
-def _rows(con: Any, sql: str, run_id: str, batch: int = 65_536) -> Iterator[dict[str, Any]]:
-    res = con.execute(sql, [run_id])
-    names = [d[0] for d in res.description]
-    while chunk := res.fetchmany(batch):
-        for row in chunk:
-            yield dict(zip(names, row, strict=True))
-
-
 def write_parquet(store: Store, folder: str | Path, run_ids: Sequence[str] | None = None) -> list[Path]:
     """Every table of the store as ``<folder>/<table>.parquet`` (only ``run_ids``' rows where a table has runs).
 
@@ -356,36 +292,8 @@ def write_parquet(store: Store, folder: str | Path, run_ids: Sequence[str] | Non
 
     out = Path(folder)
     with written_folder(out) as tmp:
-        names = store.read(lambda con: _write_tables(con, tmp, run_ids))
+        names = store.read(lambda con: copy_tables(con, tmp, run_ids))
     return [out / n for n in names]
-
-
-def _write_tables(con: Any, folder: Path, run_ids: Sequence[str] | None) -> list[str]:
-    from argus_lab.model.schema import BEHIND_VIEWS, TABLES, VIEWS
-
-    names = []
-    present = {r[0] for r in con.execute("SELECT table_name FROM information_schema.tables").fetchall()}
-    for table in [*(t for t in TABLES if t not in BEHIND_VIEWS), *VIEWS]:
-        if table not in present:
-            continue
-        cols = {d[0] for d in con.execute(f"SELECT * FROM {table} LIMIT 0").description or ()}
-        where = ""
-        params: list[Any] = []
-        if run_ids is not None and "run_id" in cols:
-            where = " WHERE run_id IN (SELECT unnest(?::VARCHAR[]))"
-            params = [list(run_ids)]
-        elif run_ids is not None and table == "requests":
-            where = " WHERE request_id IN (SELECT request_id FROM runs WHERE run_id IN (SELECT unnest(?::VARCHAR[])))"
-            params = [list(run_ids)]
-        target = folder / f"{table}.parquet"
-        sql = f"COPY (SELECT * FROM {table}{where}) TO '{_sql_path(target)}' (FORMAT parquet, COMPRESSION zstd)"
-        con.execute(sql, params)
-        names.append(target.name)
-    return names
-
-
-def _sql_path(p: Path) -> str:
-    return str(p).replace("'", "''")
 
 
 __all__ = ["GPU_PID", "LANE_TID_STEP", "RUN_PID_STRIDE", "Lanes", "lane_tid", "write_parquet", "write_trace"]

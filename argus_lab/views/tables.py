@@ -8,7 +8,7 @@ from argus_lab.report.text import table
 from argus_lab.views.escape import html_text
 
 if TYPE_CHECKING:
-    from argus_lab.views.evidence import Table
+    from argus_lab.report.evidence import Table
 
 
 def _cell(v: Any) -> str:
@@ -32,7 +32,7 @@ def html_table(columns: tuple[str, ...] | list[str], rows: list[list[Any]] | tup
 
 
 class TableView:
-    """A :class:`~argus_lab.views.evidence.Table` for display (``%argus runs``)."""
+    """A :class:`~argus_lab.report.evidence.Table` for display (``%argus runs``)."""
 
     def __init__(self, table: Table, title: str = "") -> None:
         self.table = table

@@ -27,6 +27,7 @@ TMP_MARK = ".argus-tmp-"
 PAUSED = """
 import sys, time
 from pathlib import Path
+from argus_lab.report import trace_rows
 from argus_lab.views import perfetto
 def pause():
     Path({mark!r}).write_text("paused")
@@ -47,14 +48,14 @@ def complete(self, *a, **k):
 perfetto._Writer.complete = complete
 """
 PAUSE_PARQUET = """
-real = perfetto._sql_path
+real = trace_rows._sql_path
 seen = [0]
 def sql_path(p):
     seen[0] += 1
     if seen[0] == 5:  # four tables written, the fifth about to be
         pause()
     return real(p)
-perfetto._sql_path = sql_path
+trace_rows._sql_path = sql_path
 """
 
 

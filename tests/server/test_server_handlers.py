@@ -133,7 +133,7 @@ async def test_runs_are_titled_by_what_they_measured(jp_fetch: Any, root_store: 
 
 
 def test_run_title_names_a_script_relative_to_the_project_and_a_cell_by_its_label() -> None:
-    from argus_lab.faces.server.evidence import run_title
+    from argus_lab.report.browse import run_title
 
     # SYNTHETIC workload texts, as argus_lab.run.workload.Workload.describe writes them
     assert run_title("python /home/u/proj/examples/nested.py --n 3", "/home/u/proj") == "examples/nested.py --n 3"

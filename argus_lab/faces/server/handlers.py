@@ -20,8 +20,8 @@ import tornado.web
 from jupyter_server.base.handlers import APIHandler
 
 from argus_lab.errors import ArgusError, StorePathError
-from argus_lab.faces.server import evidence
 from argus_lab.faces.server.paths import find_stores, notebook_store, resolve_store
+from argus_lab.report import browse
 from argus_lab.views.escape import bidi_restored, bidi_safe, bidi_safe_json
 
 if TYPE_CHECKING:
@@ -95,7 +95,7 @@ class SessionsHandler(_Base):
 
     @tornado.web.authenticated
     async def get(self) -> None:
-        await self.answer(evidence.sessions)
+        await self.answer(browse.sessions)
 
 
 class RunsHandler(_Base):
@@ -103,7 +103,7 @@ class RunsHandler(_Base):
 
     @tornado.web.authenticated
     async def get(self) -> None:
-        await self.answer(evidence.runs, self.text_arg("session"))
+        await self.answer(browse.runs, self.text_arg("session"))
 
 
 class RunHandler(_Base):
@@ -115,7 +115,7 @@ class RunHandler(_Base):
         if not run_id:
             self.fail(400, "pass `run=<run id>` (the panel lists them)")
             return
-        await self.answer(evidence.run_detail, run_id)
+        await self.answer(browse.run_detail, run_id)
 
 
 class RegionsHandler(_Base):
@@ -123,7 +123,7 @@ class RegionsHandler(_Base):
 
     @tornado.web.authenticated
     async def get(self) -> None:
-        await self.answer(evidence.regions, self.text_arg("session"))
+        await self.answer(browse.regions, self.text_arg("session"))
 
 
 class RegionHandler(_Base):
@@ -135,7 +135,7 @@ class RegionHandler(_Base):
         if not path:
             self.fail(400, "pass `path=<region path>`, e.g. `path=decode/layer/attn`")
             return
-        await self.answer(evidence.region_detail, path, self.text_arg("run") or None)
+        await self.answer(browse.region_detail, path, self.text_arg("run") or None)
 
 
 class SignalsHandler(_Base):

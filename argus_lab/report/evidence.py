@@ -11,8 +11,8 @@ import re
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
+from argus_lab.report.json import jsonable
 from argus_lab.report.scope_sql import ScopeFilter, scoped
-from argus_lab.views.escape import jsonable
 
 if TYPE_CHECKING:
     from collections.abc import Callable, Sequence

@@ -14,7 +14,7 @@ from __future__ import annotations
 import json
 from typing import TYPE_CHECKING, Any
 
-from argus_lab.views.evidence import source_display
+from argus_lab.report.evidence import source_display
 
 if TYPE_CHECKING:
     from collections.abc import Sequence
