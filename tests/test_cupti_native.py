@@ -276,6 +276,67 @@ def test_native_launch_records_join_like_the_recorded_api_and_external_records(c
     assert pa.table(dec.store_kernels(after)).equals(pa.table(dec.store_kernels(before)))  # the rows the join reads
 
 
+@pytest.mark.parametrize("case", ["nested", "backward"])
+def test_untimed_launches_inside_regions_join_to_the_same_instances(case: str) -> None:
+    """``launch_clock: outside`` (the default unless a signal times launch calls) reads no clock for a launch made
+    inside a region: its kernel must still get the same instance, thread and order, and only its API times go."""
+    raw, inst = recorded(case)
+    timed = native_records_from(raw, inst)
+    inside = timed.instance != 0
+    untimed = native.LaunchRecords(
+        correlation=timed.correlation,
+        instance=timed.instance,
+        thread=timed.thread,
+        start=np.where(inside, 0, timed.start),
+        end=np.zeros_like(timed.end),
+        cbid=timed.cbid,
+        domain=timed.domain,
+    )
+    assert inside.any()
+    tables = []
+    for records in (timed, untimed):
+        swapped = dict(raw)
+        swapped.update(native.raw_families(records, 4242))
+        tables.append(dec.widen_thread_ids(dec.kernel_table(swapped, "r"), inst["thread_id"]))
+    before, after = tables
+    for col in ("instance_id", "ordinal", "thread_id", "correlation_id", "kernel_key"):
+        assert after[col].tolist() == before[col].tolist(), col
+    carried = np.asarray([i is not None and i == i and i != 0 for i in after["instance_id"].tolist()])
+    api = np.asarray(after["api_start_ns"].tolist(), dtype=float)
+    assert (np.nan_to_num(api[carried]) == 0).all()  # kernels of a region: no launch time read
+    outside = ~carried & ~np.isnan(api)
+    assert (api[outside] > 0).all()  # launches outside every region keep the time the join's rules need
+
+
+def test_the_callback_reads_the_clock_as_launch_clock_says_synthetic(module: ModuleType) -> None:
+    try:
+        for reads, expect_start_in, expect_end in ((2, True, True), (1, True, False), (0, False, False)):
+            assert module.set_clock_reads(reads) in (-1, 0, 1, 2)
+            module.allocate(8)
+            module.set_current(7)  # a launch inside a region ...
+            module.simulate(DRIVER, 307, ENTER, 100)
+            module.simulate(DRIVER, 307, EXIT, 100)
+            module.set_current(0)  # ... and one outside every region
+            module.simulate(DRIVER, 307, ENTER, 101)
+            module.simulate(DRIVER, 307, EXIT, 101)
+            r = records_of(module)
+            assert r.instance.tolist() == [7, 0]
+            assert (r.start[0] > 0) == expect_start_in, reads
+            assert r.start[1] > 0, reads  # the join places a launch outside every region by its time
+            assert bool((r.end > 0).all()) == expect_end, reads
+        with pytest.raises(ValueError, match="clock reads must be -1, 0, 1 or 2"):
+            module.set_clock_reads(3)
+    finally:
+        module.set_clock_reads(2)
+
+
+def test_launch_clock_setting_is_checked() -> None:
+    with pytest.raises(BackendUnavailableError, match="launch_clock must be 'calls', 'entries' or 'outside'"):
+        native.choose(object(), {"launch_clock": "never"}, [], "")
+    with pytest.raises(BackendUnavailableError, match="gpu.launch_overhead needs; leave launch_clock unset"):
+        native.choose(object(), {"launch_clock": "outside"}, ["gpu.time", "gpu.launch_overhead"], "")
+
+
 def test_raw_families_shapes_synthetic() -> None:
     records = native.LaunchRecords(
         correlation=np.array([5, 5, 6], dtype=np.int64),

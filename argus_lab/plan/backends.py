@@ -277,6 +277,7 @@ SETTING_CHOICES: dict[str, dict[str, tuple[str, ...]]] = {
         "launch_path": ("native", "python"),
         "native_callback": ("record", "empty"),
         "callback_domains": ("both", "driver"),
+        "launch_clock": ("calls", "entries", "outside"),
         "launch_identity": ("clock", "probes", "callbacks"),
         "boundaries": ("native", "python"),
         "detach": ("auto", "always", "never"),

@@ -108,7 +108,9 @@ static struct {
     probe_t probe;       /* MODE_PROBES: the driver function a boundary calls */
     uint32_t probe_cbid; /* ... and its driver callback id */
     timestamp_t timestamp; /* MODE_CLOCK: CUPTI's own clock, the one its `queued` launch stamps are in */
-} S;
+    int clock_reads; /* launch callbacks: 2 = entry and exit of every launch call, 1 = entry only, 0 = entry only
+                      * of launches made with no region open on the thread (set_clock_reads) */
+} S = {.clock_reads = 2};
 
 /* Per-thread state in one struct: one thread-local address computation per callback (the module is loaded with
  * dlopen, so each distinct __thread variable would cost its own __tls_get_addr call). */
@@ -183,7 +185,7 @@ static void on_api_call(void *userdata, int domain, uint32_t cbid, const void *r
     const cupti_callback_data_t *data = (const cupti_callback_data_t *)raw;
     thread_state_t *t;
     (void)userdata;
-    if (S.mode == MODE_CALLBACKS_EMPTY)
+    if (S.mode == MODE_CALLBACKS_EMPTY || S.clock_reads < 0)
         return;
     t = &T;
     __asm__("" : "+r"(t)); /* keep the address: the compiler would otherwise recompute it after every call */
@@ -194,7 +196,8 @@ static void on_api_call(void *userdata, int domain, uint32_t cbid, const void *r
     if (data->callback_site == SITE_ENTER) {
         int64_t slot = -1;
         if (t->depth == 0) { /* an outermost launch call: record it (a nested one shares its kernel) */
-            slot = put_row(data->correlation_id, t->current, now_ns(), cbid, domain);
+            int64_t at = (S.clock_reads > 0 || t->current == 0) ? now_ns() : 0;
+            slot = put_row(data->correlation_id, t->current, at, cbid, domain);
             note_thread(t);
         }
         if (t->depth < NEST_MAX)
@@ -205,7 +208,7 @@ static void on_api_call(void *userdata, int domain, uint32_t cbid, const void *r
     if (t->depth == 0) /* the entry happened before the subscription */
         return;
     t->depth--;
-    if (t->depth < NEST_MAX && t->slot[t->depth] >= 0)
+    if (S.clock_reads == 2 && t->depth < NEST_MAX && t->slot[t->depth] >= 0)
         S.end[t->slot[t->depth]] = now_ns();
 }
 
@@ -307,9 +310,10 @@ static subscribe_t subscriber_calls(void) {
     return subscribe;
 }
 
-/* Enables the callback ids of one domain; an id CUPTI refuses (e.g. one this CUPTI version retired) is appended to
- * `refused` as (domain, cbid, result) and skipped.  Returns how many were enabled, -1 on a Python error. */
-static int enable_list(PyObject *ids, int domain, PyObject *refused) {
+/* Enables (`enable` 1) or disables (0) the callback ids of one domain; an id CUPTI refuses (e.g. one this CUPTI
+ * version retired) is appended to `refused` as (domain, cbid, result) and skipped.  Returns how many were changed,
+ * -1 on a Python error. */
+static int enable_list(PyObject *ids, int domain, PyObject *refused, uint32_t enable) {
     PyObject *seq = PySequence_Fast(ids, "callback ids must be a sequence of ints");
     if (seq == NULL)
         return -1;
@@ -321,7 +325,7 @@ static int enable_list(PyObject *ids, int domain, PyObject *refused) {
             Py_DECREF(seq);
             return -1;
         }
-        cupti_result_t rc = S.enable_callback(1, S.subscriber, domain, (uint32_t)v);
+        cupti_result_t rc = S.enable_callback(enable, S.subscriber, domain, (uint32_t)v);
         if (rc == 0) {
             enabled++;
             continue;
@@ -340,8 +344,8 @@ static int enable_list(PyObject *ids, int domain, PyObject *refused) {
 
 /* Enables the runtime and then the driver callback ids into *n_runtime and *n_driver; 0, or -1 on a Python error. */
 static int enable_lists(PyObject *runtime_ids, PyObject *driver_ids, PyObject *refused, int *n_runtime, int *n_driver) {
-    *n_runtime = enable_list(runtime_ids, DOMAIN_RUNTIME, refused);
-    *n_driver = *n_runtime < 0 ? -1 : enable_list(driver_ids, DOMAIN_DRIVER, refused);
+    *n_runtime = enable_list(runtime_ids, DOMAIN_RUNTIME, refused, 1);
+    *n_driver = *n_runtime < 0 ? -1 : enable_list(driver_ids, DOMAIN_DRIVER, refused, 1);
     return *n_runtime < 0 || *n_driver < 0 ? -1 : 0;
 }
 
@@ -629,6 +633,66 @@ static PyObject *stop(PyObject *self, PyObject *unused) {
             return cupti_error("cuptiUnsubscribe", rc);
     }
     Py_RETURN_NONE;
+}
+
+PyDoc_STRVAR(set_clock_reads_doc,
+             "set_clock_reads(n): what the launch callback reads the clock for: 2 (the entry and exit of every launch "
+             "call), 1 (entries only) or 0 (entries of launches made with no region open on their thread), or -1 "
+             "(benchmarks: the callback returns at once, recording nothing); returns the previous value.");
+static PyObject *set_clock_reads(PyObject *self, PyObject *arg) {
+    long n = PyLong_AsLong(arg);
+    (void)self;
+    if (n == -1 && PyErr_Occurred())
+        return NULL;
+    if (n < -1 || n > 2) {
+        PyErr_Format(PyExc_ValueError, "clock reads must be -1, 0, 1 or 2, got %ld", n);
+        return NULL;
+    }
+    int before = S.clock_reads;
+    S.clock_reads = (int)n;
+    return PyLong_FromLong(before);
+}
+
+PyDoc_STRVAR(enable_callbacks_doc,
+             "enable_callbacks(flag, runtime_ids, driver_ids): enable (flag true) or disable the subscriber's "
+             "callbacks of those ids while a run records (benchmarks toggle them between blocks); returns (runtime, "
+             "driver) counts changed.");
+static PyObject *enable_callbacks(PyObject *self, PyObject *args) {
+    int flag;
+    PyObject *runtime_ids, *driver_ids;
+    (void)self;
+    if (!PyArg_ParseTuple(args, "pOO", &flag, &runtime_ids, &driver_ids))
+        return NULL;
+    if (S.mode != MODE_CALLBACKS || S.subscriber == NULL) {
+        PyErr_SetString(PyExc_RuntimeError, "enable_callbacks needs a run started with start(..., mode 1)");
+        return NULL;
+    }
+    PyObject *refused = PyList_New(0);
+    if (refused == NULL)
+        return NULL;
+    int n_runtime = enable_list(runtime_ids, DOMAIN_RUNTIME, refused, (uint32_t)flag);
+    int n_driver = n_runtime < 0 ? -1 : enable_list(driver_ids, DOMAIN_DRIVER, refused, (uint32_t)flag);
+    Py_DECREF(refused);
+    if (n_runtime < 0 || n_driver < 0)
+        return NULL;
+    return Py_BuildValue("(ii)", n_runtime, n_driver);
+}
+
+PyDoc_STRVAR(clock_cost_doc, "clock_cost(n): ns per CLOCK_REALTIME read, timed over n reads (benchmarks).");
+static PyObject *clock_cost(PyObject *self, PyObject *arg) {
+    long long n = PyLong_AsLongLong(arg);
+    (void)self;
+    if (n == -1 && PyErr_Occurred())
+        return NULL;
+    if (n < 1)
+        n = 1;
+    volatile int64_t sink = 0;
+    int64_t t0 = now_ns();
+    for (long long i = 0; i < n; i++)
+        sink += now_ns();
+    int64_t t1 = now_ns();
+    (void)sink;
+    return PyFloat_FromDouble((double)(t1 - t0) / (double)n);
 }
 
 PyDoc_STRVAR(allocate_doc, "allocate(capacity): fresh launch arrays (start() does it; tests call it directly).");
@@ -1352,6 +1416,9 @@ static PyMethodDef methods[] = {
     {"start_clock", start_clock, METH_VARARGS, start_clock_doc},
     {"stop", stop, METH_NOARGS, stop_doc},
     {"allocate", allocate, METH_O, allocate_doc},
+    {"set_clock_reads", set_clock_reads, METH_O, set_clock_reads_doc},
+    {"clock_cost", clock_cost, METH_O, clock_cost_doc},
+    {"enable_callbacks", enable_callbacks, METH_VARARGS, enable_callbacks_doc},
     {"simulate", simulate, METH_VARARGS, simulate_doc},
     {"export", export_records, METH_NOARGS, export_doc},
     {"threads", threads, METH_NOARGS, threads_doc},

@@ -81,6 +81,14 @@ no work on the GPU.  The first one CUPTI calls back for is used."""
 IDENTITIES = SETTING_CHOICES["cupti"]["launch_identity"]
 """The ``launch_identity`` setting: how a timing run ties launches to region instances (module docstring)."""
 DEFAULT_CAPACITY = 4_000_000
+CLOCK_READS = {"calls": 2, "entries": 1, "outside": 0}
+"""The ``launch_clock`` setting -> what the launch callback reads the clock for (``native.c`` ``set_clock_reads``):
+the entry and exit of every launch call (``calls``: ``gpu.launch_overhead`` and the export's launch slices), the
+entries only, or only the entries of launches made outside every region of their thread (``outside``, the default
+otherwise: a launch inside a region carries its instance and needs no time; one outside needs its time for the join's
+rules, e.g. autograd's kernels by the ``backward()`` call they fall in).  On the H200 one launch of a small PyTorch
+kernel costs 200-290 ns more than CUPTI's kernel record alone with ``calls`` and 64-119 ns with ``outside``
+(``bench/launch_cost.py --toggle``, docs/benchmarks.md)."""
 """Launches the arrays hold (about 45 bytes each, only touched pages are backed); more are counted as dropped."""
 PROBE_CAPACITY = 16_000_000
 """Boundary probes the arrays hold (two a region instance: 8 M instances); launches after the last recorded probe
@@ -471,6 +479,7 @@ class NativeLaunchPath:
         self.refused: list[tuple[int, ...]] = []  # (domain, cbid, CUPTI result) of ids CUPTI did not enable
         self.graph_note = ""  # mode "clock": why graph launches are not subscribed ("" when they are)
         self.threads: list[tuple[int, str]] = []  # (pthread id, system name) of the threads that launched (stop())
+        self.clock = "calls"  # mode "callbacks": what the launch callback reads the clock for (CLOCK_READS)
 
     @property
     def set_current(self) -> Any:
@@ -487,6 +496,7 @@ class NativeLaunchPath:
         capacity: int = DEFAULT_CAPACITY,
         record: bool = True,
         domains: str = "both",
+        clock: str = "calls",
     ) -> None:
         """Subscribe the launch callback; raises :class:`NativeUnavailable` with CUPTI's answer if it cannot.
 
@@ -495,6 +505,7 @@ class NativeLaunchPath:
         gpu.launch_overhead is asked) subscribes the driver launch
         calls only: half the callback invocations of a runtime launch, correct only if the driver call a runtime
         launch makes carries the kernel's correlation id (the benchmark's kernels-in-a-region count tells).
+        ``clock``: what the callback reads the clock for (:data:`CLOCK_READS`).
         """
         _need_mapped(libcupti)
         runtime, driver = callback_ids(cupti, copies=copies, sets=sets)
@@ -503,6 +514,8 @@ class NativeLaunchPath:
         if not runtime and not driver:
             msg = "cupti-python lists no launch callback ids"
             raise NativeUnavailable(msg)
+        self.module.set_clock_reads(CLOCK_READS[clock])
+        self.clock = clock
         try:
             n_runtime, n_driver, refused = self.module.start(
                 libcupti, runtime, driver, int(capacity) if record else 1, 1 if record else 3
@@ -524,6 +537,7 @@ class NativeLaunchPath:
                 tried.append(f"{name}: cupti-python has no callback id for it")
                 continue
             try:
+                self.module.set_clock_reads(CLOCK_READS["calls"])
                 self.module.start_probes(libcupti, name, int(members[name]), int(capacity))
             except RuntimeError as exc:
                 tried.append(f"{name}: {exc}")
@@ -539,6 +553,7 @@ class NativeLaunchPath:
         _need_mapped(libcupti)
         runtime, driver = callback_ids(cupti, graphs_only=True)
         try:
+            self.module.set_clock_reads(CLOCK_READS["calls"])  # graph launches: timed as before
             n_runtime, n_driver, refused, error = self.module.start_clock(libcupti, runtime, driver, int(capacity))
         except RuntimeError as exc:
             raise NativeUnavailable(str(exc)) from None
@@ -622,6 +637,18 @@ def choose(cupti: Any, settings: Any, signals: Sequence[str], libcupti: str) -> 
     problem = setting_problem("cupti", "callback_domains", domains)
     if problem is not None:
         raise BackendUnavailableError(problem)
+    # the launch calls' times: every call's when a signal times them, else only launches outside every region
+    clock = str(settings.get("launch_clock", "calls" if timed else "outside"))
+    problem = setting_problem("cupti", "launch_clock", clock)
+    if problem is not None:
+        raise BackendUnavailableError(problem)
+    if timed and clock != "calls":
+        msg = (
+            f"the cupti setting launch_clock {clock!r} does not time the launch calls that "
+            f"{', '.join(s for s in signals if s in TIMED_LAUNCH_SIGNALS)} needs; leave launch_clock unset or set "
+            "it to 'calls'"
+        )
+        raise BackendUnavailableError(msg)
     identity = str(settings.get("launch_identity", "callbacks"))
     problem = setting_problem("cupti", "launch_identity", identity)
     if problem is not None:
@@ -686,6 +713,7 @@ def choose(cupti: Any, settings: Any, signals: Sequence[str], libcupti: str) -> 
             capacity=int(settings.get("native_capacity", DEFAULT_CAPACITY)),
             record=callback == "record",
             domains=domains,
+            clock=clock,
         )
     except NativeUnavailable as exc:
         first = f"native launch callback unavailable ({exc})"
@@ -698,6 +726,11 @@ def choose(cupti: Any, settings: Any, signals: Sequence[str], libcupti: str) -> 
         )
     runtime, driver = path.callbacks
     note = f"native launch path: {built.note}; callbacks on {runtime} runtime + {driver} driver API ids"
+    note += {
+        "calls": "; every launch call timed (entry and exit)",
+        "entries": "; launch calls timed at entry",
+        "outside": "; only launches outside every region timed (launch_clock 'calls' times them all)",
+    }[clock]
     if path.refused:
         note += f"; CUPTI refused (domain, cbid, result): {path.refused}"
     if callback == "empty":
