@@ -50,6 +50,10 @@ without a tool, measured before and after the timing run: within 2 %).
         [--workloads loop,decode] [--tools ...] [--required ...] [--checks attribution,events] [--start fork|spawn]
         [--device cpu --tiny]   # a CPU smoke test of the harness (GPU tools and checks are skipped)
 
+A paired tool ``B@A`` (e.g. ``argus@cupti-kernels``) runs A's blocks with tool A attached instead of no tool, so its
+ratios are B over A in adjacent blocks of one process: the timing run over CUPTI's floor without the spread between
+processes that separate rows carry.
+
 The parent imports torch and transformers once and forks one child per (tool, process) (``--start spawn``: a fresh
 interpreter each); every child has a deadline and is killed past it; each child rewrites its JSON after every block
 pair (OUT/procs/), so a kill keeps what was measured; the parent rewrites OUT/timing-overhead.{json,txt} after every
@@ -602,11 +606,25 @@ def abab(
     until: float,
     res: dict[str, Any],
     save: Callable[[], None],
+    base: Tool | None = None,
 ) -> None:
-    """Alternate A (plain) and B (tool attached, workload marked) blocks until ``--pairs`` or ``until``."""
+    """Alternate A (plain) and B (tool attached, workload marked) blocks until ``--pairs`` or ``until``.
+
+    With ``base`` (a paired tool ``B@A``, e.g. ``argus@cupti-kernels``) every A block runs with that tool attached
+    instead (its own marking), so each ratio is the tool over the base in adjacent blocks of one process."""
     res.update({"a_ms": [], "a_events_ms": [], "b_ms": [], "b_events_ms": [], "ratios": [], "extras": []})
     res.update({"a_probe_ms": [cpu_probe()], "b_probe_ms": []})
-    a, a_ev = clock.run(wl.plain, args.reps)
+
+    def run_a() -> tuple[list[float], list[float]]:
+        if base is None:
+            return clock.run(wl.plain, args.reps)
+        try:
+            wall, ev, _ = base.block(wl.marked(base.marker()) if base.marked else wl.plain, args.reps, args.warm, clock)
+        finally:
+            wl.unhook()
+        return wall, ev
+
+    a, a_ev = run_a()
     res["a_ms"].append(a)
     res["a_events_ms"].append(a_ev)
     save()
@@ -630,7 +648,7 @@ def abab(
         finally:
             wl.unhook()
         a_probe = cpu_probe()
-        a_next, a_next_ev = clock.run(wl.plain, args.reps)
+        a_next, a_next_ev = run_a()
         before, after = median(res["a_ms"][-1]), median(a_next)
         res["b_ms"].append(b)
         res["b_probe_ms"].append(probe)
@@ -660,7 +678,9 @@ def child(tool_name: str, index: int, deadline: float, args: argparse.Namespace,
 
     t_start = time.time()
     save()
-    tool = make_tool(tool_name, out, args.device)
+    b_name, _, a_name = tool_name.partition("@")  # a paired tool B@A: B's blocks against A's, one process
+    tool = make_tool(b_name, out, args.device)
+    base = make_tool(a_name, out, args.device) if a_name else None
     names = [w for w in args.workloads.split(",") if w]
     workloads: dict[str, Loop | Decode] = {}
     for name in names:
@@ -692,7 +712,7 @@ def child(tool_name: str, index: int, deadline: float, args: argparse.Namespace,
         res["workloads"][name] = out_wl
         clock = Clock(args.device, events=name == "decode")
         try:
-            abab(tool, wl, clock, args, until, out_wl, save)
+            abab(tool, wl, clock, args, until, out_wl, save, base)
         except Exception as exc:
             res["errors"].append(f"{name}: {type(exc).__name__}: {exc}")
             res["traceback"] = traceback.format_exc()[-3000:]
@@ -1322,7 +1342,7 @@ def main() -> int:
     end = STARTED + args.budget_s
     workloads = [w for w in args.workloads.split(",") if w]
     tools = [t for t in args.tools.split(",") if t]
-    unknown = [t for t in tools if t not in TOOLS]
+    unknown = [t for t in tools if any(part not in TOOLS for part in t.split("@", 1))]
     if unknown:
         raise SystemExit(f"unknown tools {unknown}; tools: {', '.join(TOOLS)}")
     if args.device != "cuda":  # the tools that need a GPU: the profilers and every CUPTI collector setting

@@ -127,3 +127,42 @@ def test_pooling_refuses_a_round_given_twice(capsys: pytest.CaptureFixture[str])
         pool_main([path, path])  # the same processes twice would weigh that round double
     err = capsys.readouterr().err
     assert "two rounds are named 'timing_round7'" in err and "from its own folder, once" in err
+
+
+def test_a_paired_tool_runs_its_a_blocks_with_the_base_tool_attached_synthetic(
+    bench: ModuleType, tmp_path: Path
+) -> None:
+    """``argus@cupti-kernels``: every A block of the process runs with the base tool attached, between B blocks of the
+    tool itself, so each ratio compares the two in adjacent blocks (SYNTHETIC tools and workload, CPU clock)."""
+    import argparse
+    import time
+    from typing import Any
+
+    calls: list[tuple[str, str]] = []
+
+    class Recording(bench.Tool):  # type: ignore[name-defined,misc]
+        def attach(self) -> None:
+            calls.append(("attach", self.name))
+
+        def detach(self) -> dict[str, Any]:
+            calls.append(("detach", self.name))
+            return {}
+
+    class Workload:
+        def plain(self) -> None:
+            sum(range(100))
+
+        def marked(self, marker: Any) -> Any:
+            return self.plain
+
+        def unhook(self) -> None:
+            return None
+
+    res: dict[str, Any] = {}
+    args = argparse.Namespace(reps=2, warm=0, pairs=2)
+    tool, base = Recording("tool", tmp_path, "cpu"), Recording("base", tmp_path, "cpu")
+    bench.abab(tool, Workload(), bench.Clock("cpu", events=False), args, time.time() + 60, res, lambda: None, base)
+    attached = [name for what, name in calls if what == "attach"]
+    assert attached == ["base", "tool", "base", "tool", "base"]
+    assert calls.count(("detach", "base")) == 3  # each A block detaches its tool again
+    assert len(res["ratios"]) == 2 and len(res["a_ms"]) == 3
