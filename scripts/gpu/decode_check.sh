@@ -15,18 +15,10 @@ cd "$(dirname "$0")/../.."
 OUT=${OUT:-/tmp/argus-decode}
 DEST="$OUT/decode"
 mkdir -p "$DEST"
-PY=${ARGUS_PYTHON:-}
-if [ -z "$PY" ]; then
-  if [ -x /opt/torch/.venv/bin/python3 ]; then PY=/opt/torch/.venv/bin/python3; else PY=$(command -v python3); fi
-fi
-SITE=/tmp/argus-site
+source scripts/gpu/env.sh  # $PY, the carried wheels, PYTHONPATH
 exec > >(tee -a "$DEST/decode_check.log") 2>&1
 echo "== decode_check $(date -u +%FT%TZ) python=$PY"
 nvidia-smi --query-gpu=name,driver_version,clocks.sm,clocks.mem,temperature.gpu,power.draw --format=csv || true
-if ls .whl/*.whl >/dev/null 2>&1; then
-  "$PY" -m pip install -q --no-index --no-deps --no-compile --target "$SITE" .whl/*.whl || echo "wheel install failed"
-fi
-export PYTHONPATH="$SITE:$PWD${PYTHONPATH:+:$PYTHONPATH}"
 export TRITON_CACHE_DIR=${TRITON_CACHE_DIR:-/tmp/triton-cache-decode}
 LIMIT=${DECODE_LIMIT_S:-220}
 STAGES=${DECODE_STAGES:-warm,setup,check,mk_time,probe,floor,sweep,baselines,measure,hf}

@@ -13,9 +13,7 @@ cd "$(dirname "$0")/../.."
 OUT=${1:?usage: scripts/gpu/device_gemm.sh OUT}
 DEST="$OUT/issue18"
 mkdir -p "$DEST"
-PY=${ARGUS_PYTHON:-/opt/torch/.venv/bin/python3}
-[ -x "$PY" ] || PY=$(command -v python3)
-export PYTHONPATH="${PYTHONPATH:-/tmp/argus-site:$PWD}"
+source scripts/gpu/env.sh  # $PY, the carried wheels, PYTHONPATH
 export ARGUS_NATIVE_CACHE="${ARGUS_NATIVE_CACHE:-/tmp/argus-native-cache}"
 timeout -k 2 56 "$PY" scripts/gpu/device_gemm_record.py "$DEST" "${@:2}" 2>&1 | tee "$DEST/issue18.log"
 status=${PIPESTATUS[0]}

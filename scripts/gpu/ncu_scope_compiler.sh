@@ -26,12 +26,7 @@ mkdir -p "$OUT"
 OUT=$(cd "$OUT" && pwd)  # absolute: the workloads run from examples/gpu
 T0=$(date +%s)
 exec > >(tee -a "$OUT/issue15.log") 2>&1
-PY=${ARGUS_PYTHON:-/opt/torch/.venv/bin/python3}
-[ -x "$PY" ] || PY=$(command -v python3)
-case ":${PYTHONPATH:-}:" in *":$PWD:"*) ;; *) export PYTHONPATH="$PWD${PYTHONPATH:+:$PYTHONPATH}" ;; esac
-if [ -d /tmp/argus-site ]; then
-  case ":$PYTHONPATH:" in *":/tmp/argus-site:"*) ;; *) export PYTHONPATH="/tmp/argus-site:$PYTHONPATH" ;; esac
-fi
+source scripts/gpu/env.sh  # $PY, the carried wheels, PYTHONPATH
 export TRITON_PRINT_AUTOTUNING=1 PYTHONUNBUFFERED=1
 DEADLINE=$((T0 + 80))    # the summary and the size checks need the last seconds
 left() { echo $((DEADLINE - $(date +%s))); }

@@ -46,14 +46,7 @@ done
 mkdir -p "$OUT"
 T0=$(date +%s)
 exec > >(tee -a "$OUT/issue21.log") 2>&1
-PY=${ARGUS_PYTHON:-}
-if [ -z "$PY" ]; then
-  if [ -x /opt/torch/.venv/bin/python3 ]; then PY=/opt/torch/.venv/bin/python3; else PY=$(command -v python3); fi
-fi
-case ":${PYTHONPATH:-}:" in *":$PWD:"*) ;; *) export PYTHONPATH="$PWD${PYTHONPATH:+:$PYTHONPATH}" ;; esac
-if [ -d /tmp/argus-site ]; then
-  case ":$PYTHONPATH:" in *":/tmp/argus-site:"*) ;; *) export PYTHONPATH="/tmp/argus-site:$PYTHONPATH" ;; esac
-fi
+source scripts/gpu/env.sh  # $PY, the carried wheels, PYTHONPATH
 DEVICE=${ISSUE21_DEVICE:-cuda}
 CACHE=${ARGUS_I21_CACHE:-/tmp/argus-issue21}
 EXTRA=()

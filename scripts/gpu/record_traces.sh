@@ -9,11 +9,7 @@ set -uo pipefail
 cd "$(dirname "$0")/../.."
 OUT=${1:-${OUT:-/tmp/argus-issue19}}
 mkdir -p "$OUT"
-PY=${ARGUS_PYTHON:-}
-if [ -z "$PY" ]; then
-  if [ -x /opt/torch/.venv/bin/python3 ]; then PY=/opt/torch/.venv/bin/python3; else PY=$(command -v python3); fi
-fi
-export PYTHONPATH="/tmp/argus-site:$PWD${PYTHONPATH:+:$PYTHONPATH}"
+source scripts/gpu/env.sh  # $PY, the carried wheels, PYTHONPATH
 T0=$(date +%s)
 # 75 s for the recordings (their own timeouts), killed at 82 s whatever happens, 8 s left for the cleanup below
 timeout -k 2 80 "$PY" scripts/record_traces.py "$OUT" --budget 72 > "$OUT/record.log" 2>&1

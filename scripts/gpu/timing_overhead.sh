@@ -29,14 +29,7 @@ HARD=${2:-${ISSUE13_LIMIT_S:-150}}
 mkdir -p "$OUT"
 T0=$(date +%s)
 exec > >(tee -a "$OUT/issue13.log") 2>&1
-PY=${ARGUS_PYTHON:-}
-if [ -z "$PY" ]; then
-  if [ -x /opt/torch/.venv/bin/python3 ]; then PY=/opt/torch/.venv/bin/python3; else PY=$(command -v python3); fi
-fi
-case ":${PYTHONPATH:-}:" in *":$PWD:"*) ;; *) export PYTHONPATH="$PWD${PYTHONPATH:+:$PYTHONPATH}" ;; esac
-if [ -d /tmp/argus-site ]; then
-  case ":$PYTHONPATH:" in *":/tmp/argus-site:"*) ;; *) export PYTHONPATH="/tmp/argus-site:$PYTHONPATH" ;; esac
-fi
+source scripts/gpu/env.sh  # $PY, the carried wheels, PYTHONPATH
 export ARGUS_NATIVE_CACHE="$OUT/native-cache"
 DEVICE=${ISSUE13_DEVICE:-cuda}
 EXTRA=()

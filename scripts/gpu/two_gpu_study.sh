@@ -9,11 +9,8 @@ set -uo pipefail
 cd "$(dirname "$0")/../.."
 OUT=${1:?usage: scripts/gpu/two_gpu_study.sh OUT}
 mkdir -p "$OUT/pgo"
-PY=${ARGUS_PYTHON:-/opt/torch/.venv/bin/python3}
-[ -x "$PY" ] || PY=$(command -v python3)
+source scripts/gpu/env.sh  # $PY, the carried wheels, PYTHONPATH
 export NCCL_NVLS_ENABLE=0 PYTHONUNBUFFERED=1
-export PYTHONPATH="${PYTHONPATH:-/tmp/argus-site:$PWD}"
-export PATH="$(dirname "$PY"):$PATH"
 LIMIT=${ISSUE17_LIMIT:-270}
 exec > >(tee -a "$OUT/issue17.log") 2>&1
 echo "== issue17 $(date -u +%FT%TZ) python=$PY limit=${LIMIT}s"
