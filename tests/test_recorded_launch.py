@@ -44,7 +44,7 @@ worst = 0.0
 def run(cfg, p, t, out):
     # a split candidate's scratch as the recorder makes it; launched twice on it: the kernels must leave their
     # per-tile counters at zero, or the second launch reduces at the wrong slice
-    t = t | scratch(cfg, p, "cpu")
+    t = t | scratch(cfg, p, "cpu", sms=2)
     c = call(cfg, p, t, instrumented=False, sms=2)
     for _ in range(2):
         out.fill_(float("nan"))
@@ -55,16 +55,20 @@ def run(cfg, p, t, out):
 
 gp = {"block_m": 16, "block_n": 32, "block_k": 16, "group_m": 2, "num_warps": 4, "num_stages": 2, "ctas_per_sm": 2}
 # the persistent kernel, split-K (8 slices of 5 k-steps: some slices are empty) and the TMA kernel (N = 72 leaves
-# a partial 32-column tile that the descriptors' loads pad and their stores clip)
-for split_k, tma, n in ((1, False, 64), (2, False, 64), (3, False, 64), (8, False, 64), (1, True, 72)):
+# a partial 32-column tile that the descriptors' loads pad and their stores clip); the tail split on 4 programs
+# (2 SMs x 2): 6 tiles are one whole wave and 2 tiles in 3 slices; 50 x 40 is 4 x 2 partial tiles, a whole number
+# of waves (nothing split); 3 tiles are fewer than the programs (every tile in 4 slices, one of them empty)
+cases = [(1, False, 1, 48, 64), (2, False, 1, 48, 64), (3, False, 1, 48, 64), (8, False, 1, 48, 64),
+         (1, True, 1, 48, 72), (1, False, 3, 48, 64), (1, False, 2, 50, 40), (1, False, 4, 48, 32)]
+for split_k, tma, tail, m, n in cases:
     for transposed in (False, True):
-        cfg = Config("gemm", "fp8" if transposed else "fp16", "test", m=48, n=n, k=80)
-        a = torch.randn(48, 80)
+        cfg = Config("gemm", "fp8" if transposed else "fp16", "test", m=m, n=n, k=80)
+        a = torch.randn(m, 80)
         b = torch.randn(n, 80).t() if transposed else torch.randn(80, n)  # fp8 configs take B K-major
-        c = torch.empty(48, n)
-        out = run(cfg, gp | {"split_k": split_k, "tma": tma}, {"a": a, "b": b, "c": c}, c)
+        c = torch.empty(m, n)
+        out = run(cfg, gp | {"split_k": split_k, "tma": tma, "tail_split": tail}, {"a": a, "b": b, "c": c}, c)
         err = (out - a @ b).abs().max().item()
-        assert err < 1e-3, ("gemm", split_k, tma, transposed, err)
+        assert err < 1e-3, ("gemm", split_k, tma, tail, m, n, transposed, err)
         worst = max(worst, err)
 
 ap = {"block_m": 16, "block_n": 16, "num_warps": 4, "num_stages": 2, "heavy_first": False, "ctas_per_sm": 1}
@@ -85,7 +89,8 @@ print("ok", worst)
 def test_the_recorded_calls_compute_the_right_result_in_the_interpreter() -> None:
     """GEMM with row-major and K-major B (fp8 layout, fp32 values), attention with a short query against a longer KV
     cache and a causal square, the split-K / split-KV variants (empty slices included, launched twice on one
-    scratch) and the TMA GEMM (a partial tile): each against torch."""
+    scratch), the tail split (whole waves and split tiles, no tail, fewer tiles than programs) and the TMA GEMM (a
+    partial tile): each against torch."""
     env = {"TRITON_INTERPRET": "1", "PYTHONPATH": str(ROOT), "PATH": "/usr/bin:/bin"}
     out = subprocess.run(
         [sys.executable, "-c", INTERPRET], capture_output=True, text=True, cwd=ROOT, env=env, timeout=600

@@ -13,7 +13,8 @@ The rules (highest priority first):
 ``underfill``   fewer programs ran than the GPU has SMs -> split each tile's inner loop (split-K / split-KV, when
                 the space has a ``split`` role), smaller tiles (more tiles)
 ``tail``        the last SM ends well after the median SM -> tile shapes, splits and orders with better-balanced
-                waves
+                waves; with more tiles than programs, splitting only the last wave's tiles (the ``tail_split``
+                role, when the space has it) before the rest
 ``memory``      the memory phase is a large part of each loop step -> one more pipeline stage, bulk asynchronous
                 copies (TMA, when the space has an ``async_copy`` role), a longer k-step
 ``occupancy``   registers and shared memory leave room for a second CTA on each SM, and the epilogue or a slow
@@ -40,6 +41,9 @@ TAIL_FRACTION = 0.08
 """A tail (last SM end minus median SM end) above this share of the kernel's span is worth balancing."""
 WAVE_GAIN = 0.03
 """A tail move must raise the model's wave efficiency by at least this much."""
+TAIL_SPLIT_FIRST = 0.05
+"""Priority a tail split gets over other tail moves of the same wave efficiency: it keeps the full waves' tiles
+whole (no partials to store and sum for them), where split-K cuts every tile."""
 MEMORY_SHARE = 0.35
 """The memory phase's share of (memory + math) phases above which the loads are on the critical path."""
 EPILOGUE_SHARE = 0.08
@@ -177,28 +181,30 @@ def _wave_efficiency(ctx: RuleContext, cand: Candidate) -> float:
 
 
 def rule_tail(ev: Evaluation, ctx: RuleContext) -> list[Proposal]:
-    """A long SM tail: tile shapes, CTAs per SM and tile orders whose waves are better balanced (by the model)."""
+    """A long SM tail: tile shapes, CTAs per SM, splits and tile orders whose waves are better balanced (by the
+    model).  Splitting only the last wave's tiles (``tail_split``) is a move only when there is more than one wave
+    (fewer tiles than programs is the ``underfill`` rule's case), and comes first among moves of equal balance."""
     ph = ev.phases
     if ph is None or ph.tail_fraction < TAIL_FRACTION:
         return []
     here = _wave_efficiency(ctx, ev.candidate)
+    m = ctx.model(ev.candidate)
+    waves = m.waves if m is not None else 0.0
     why = f"SM tail {ph.tail_ns / 1e3:.1f} us = {ph.tail_fraction:.0%} of the {ph.span_ns / 1e3:.1f} us span"
     prio = 6.0 + min(ph.tail_fraction, 0.5)
     out: list[Proposal] = []
-    moves = [(r, d) for r in ("tile_m", "tile_n", "ctas_per_sm", "split") for d in (-1, 1)]
+    moves = [(r, d) for r in ("tile_m", "tile_n", "ctas_per_sm", "split", "tail_split") for d in (-1, 1)]
     for role, d in moves:
         c = ctx.move(ev.candidate, role, d)
-        if c is None:
+        if c is None or (role == "tail_split" and waves <= 1.0):
             continue
         eff = _wave_efficiency(ctx, c)
         if eff >= here + WAVE_GAIN:
-            _propose(
-                out,
-                c,
-                "tail",
-                f"{why}; {role} {'down' if d < 0 else 'up'}: wave efficiency {here:.2f} -> {eff:.2f}",
-                prio + eff,
-            )
+            what = f"{role} {'down' if d < 0 else 'up'}"
+            if role == "tail_split":
+                what = f"{what} ({waves:.2f} waves: split only the last wave's tiles, the full waves stay whole)"
+            first = TAIL_SPLIT_FIRST if role == "tail_split" else 0.0
+            _propose(out, c, "tail", f"{why}; {what}: wave efficiency {here:.2f} -> {eff:.2f}", prio + eff + first)
     order = ctx.toggle(ev.candidate, "order")
     if order is not None:
         _propose(out, order, "tail", f"{why}; the other tile order (the longest tiles first or last)", prio + here)
@@ -343,6 +349,7 @@ __all__ = [
     "SOFTMAX_SHARE",
     "STEP_EFFICIENCY",
     "TAIL_FRACTION",
+    "TAIL_SPLIT_FIRST",
     "UNDERFILL",
     "Proposal",
     "RuleContext",
