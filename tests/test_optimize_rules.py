@@ -371,14 +371,19 @@ def tail_split_context(m: int, n: int, *, full_grid: bool = False) -> r.RuleCont
 
 def test_a_long_tail_of_several_waves_proposes_splitting_the_last_wave_first() -> None:
     """3072 x 3072 in 128 x 128 tiles: 576 tiles, 4.36 waves of 132 (wave efficiency 0.87), a 19 % SM tail. The
-    tail split (0.97) comes before split-K of the same balance, which cuts every tile."""
+    tail split (0.97) comes before split-K of the same balance, which cuts every tile.  Under a short tail the
+    quantised waves still propose the tail split, and nothing else; balanced waves under a short tail, nothing."""
     ctx = tail_split_context(3072, 3072)
     cand = DEFAULT.with_params(split_k=1, tail_split=1)
     props = sorted(r.rule_tail(evaluation(cand, phases=phases(tail=0.19)), ctx), key=lambda p: -p.priority)
     assert props[0].candidate == cand.with_params(tail_split=2)
     assert "split only the last wave's tiles" in props[0].reason and "0.87 -> 0.97" in props[0].reason
     assert cand.with_params(split_k=2) in [p.candidate for p in props[1:]]
-    assert r.rule_tail(evaluation(cand, phases=phases(tail=0.02)), ctx) == []
+    short = r.rule_tail(evaluation(cand, phases=phases(tail=0.02)), ctx)  # quantised waves: only the tail split
+    assert [p.candidate for p in short] == [cand.with_params(tail_split=2)]
+    assert "the waves are quantised: 4.36 waves" in short[0].reason
+    balanced = tail_split_context(4096, 4096)  # 1024 tiles: 7.76 waves, wave efficiency 0.97
+    assert r.rule_tail(evaluation(cand, phases=phases(tail=0.02)), balanced) == []
 
 
 def test_no_tail_split_when_the_tiles_are_fewer_than_the_programs() -> None:

@@ -22,7 +22,7 @@ sys.path.insert(0, str(ROOT))
 
 from bench.recorded_configs import CONFIGS, Config  # noqa: E402
 from bench.recorded_launch import KERNELS, events_per_slot, programs, scratch_shapes, tiles, unit_key  # noqa: E402
-from bench.recorded_spaces import ATTN_SPLIT, GEMM_SPLIT, autotune_list, default, space  # noqa: E402
+from bench.recorded_spaces import ATTN_SPLIT, GEMM_SPLIT, GEMM_TAIL, autotune_list, default, space  # noqa: E402
 
 INTERPRET = """
 import torch, torch.nn.functional as F
@@ -108,7 +108,7 @@ def test_configurations_cover_the_issue_and_spaces_hold_the_tutorial_lists() -> 
     assert any(c.seq_q < c.seq_kv for c in attn)  # decode-shaped
     for c in CONFIGS:
         pts = space(c)
-        assert 24 <= len(pts) <= 56, (c.label, len(pts))
+        assert 24 <= len(pts) <= 60, (c.label, len(pts))
         assert all(p in pts for p in autotune_list(c)) and default(c) in pts
         assert c.why
 
@@ -153,6 +153,29 @@ def test_split_candidates_are_more_work_units_of_the_same_tile_and_only_outside_
         assert not any(p in autotune_list(c) for p in splits)
         want = GEMM_SPLIT if c.kind == "gemm" else ([] if c.causal else ATTN_SPLIT)
         assert splits == want, c.label
+
+
+def test_a_tail_split_runs_the_full_waves_whole_and_splits_only_the_last_wave() -> None:
+    """3072 x 3072 in 128 x 128 tiles on 132 SMs: 576 tiles, 4 whole waves (528 units) and 48 tiles in 2 slices
+    (96 units); scratch for those 48 tiles only.  The model counts the work in slices (1152 on 132 programs: 9 per
+    program, wave efficiency 0.97 against 0.87 unsplit).  A whole number of waves splits nothing; fewer tiles than
+    programs split every tile.  No tutorial list holds a tail split."""
+    from bench.replay_table import model
+    from examples.gpu.split_gemm import units
+
+    g = Config("gemm", "bf16", "", m=3072, n=3072, k=8192)
+    p = dict(default(g), tail_split=2)
+    assert units(576, 2, 132, tail=True) == 528 + 96 and units(576, 2, 132) == 1152
+    assert programs(g, p) == 132 and tiles(g, p) == 576 * 2
+    assert round(model(g, p).wave_efficiency, 2) == 0.97 and round(model(g, default(g)).wave_efficiency, 2) == 0.87
+    assert scratch_shapes(g, p) == {"ws": (48 * 2 * 128 * 128, "float32"), "locks": (48, "int32")}
+    assert scratch_shapes(g, p, sms=144) == {"ws": (2 * 128 * 128, "float32"), "locks": (1, "int32")}  # 4 waves of 144
+    assert units(264, 4, 132, tail=True) == 264 and units(64, 4, 132, tail=True) == 256
+    assert events_per_slot(g, p) == 2048
+    for c in CONFIGS:
+        tails = [q for q in space(c) if q.get("tail_split", 1) > 1]
+        assert tails == (GEMM_TAIL if c.kind == "gemm" else []), c.label
+        assert not any(q in autotune_list(c) for q in tails)
 
 
 def test_a_dry_run_compiles_for_sm90_and_writes_the_plan(tmp_path: Path) -> None:

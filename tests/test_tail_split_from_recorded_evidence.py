@@ -59,8 +59,20 @@ def test_the_tail_role_proposes_the_tail_split_for_quantised_waves(table: dict[i
     assert not split_k or split_k[0].priority < tail[0].priority
 
 
+def test_quantised_waves_propose_the_tail_split_under_a_short_tail(table: dict[int, ConfigTable]) -> None:
+    """Row 10 (256 x 14336 x 4096): 224 tiles are 1.70 waves (wave efficiency 0.85), but the 40 SMs idle in the
+    second wave are fewer than half, so the recorded tail is under 3 %.  The tail role proposes the fewest slices
+    that balance the waves: 4 (2 or 3 slices still end after 2 tile times; 4 after 1.75)."""
+    t = table[10]
+    ev = evaluation(t, key_of(t.default()))
+    assert ev.phases is not None and ev.phases.tail_fraction < r.TAIL_FRACTION
+    tail = [p for p in proposals(t) if p.rule == "tail"]
+    assert [p.candidate.get("tail_split") for p in tail] == [4]
+    assert "the waves are quantised: 1.70 waves, wave efficiency 0.85" in tail[0].reason
+
+
 @pytest.mark.parametrize("row", [2, 24])
 def test_no_tail_split_without_a_recorded_tail_or_with_one_wave(table: dict[int, ConfigTable], row: int) -> None:
-    """Row 2 (2048^3: 256 tiles, 1.94 waves) has a 1 % tail; row 24 (fp8 256 x 8192: 128 tiles, one wave) is not
-    a tail split's case: neither gets one proposed."""
+    """Row 2 (2048^3: 256 tiles, 1.94 waves, wave efficiency 0.97) has a 1 % tail; row 24 (fp8 256 x 8192: 128
+    tiles, one wave) is not a tail split's case: neither gets one proposed."""
     assert all(p.candidate.get("tail_split") == 1 for p in proposals(table[row]))
