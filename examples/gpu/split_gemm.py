@@ -30,7 +30,7 @@ import triton
 import triton.language as tl
 
 from argus_lab.device import markers as dm
-from examples.gpu.persistent_gemm import _tile_coords
+from examples.gpu.persistent_gemm import _tile_coords, k_steps
 
 
 @triton.jit
@@ -109,19 +109,7 @@ def split_gemm(
         a_ptrs = a_ptr + offs_am[:, None] * stride_am + (k_lo * BLOCK_K + offs_k[None, :]) * stride_ak
         b_ptrs = b_ptr + (k_lo * BLOCK_K + offs_k[:, None]) * stride_bk + offs_bn[None, :] * stride_bn
         acc = tl.zeros((BLOCK_M, BLOCK_N), dtype=tl.float32)
-        for ki in range(k_lo, k_hi):
-            if MARKS == "kstep":
-                c = dm.enter(probe, c, "load")
-            a = tl.load(a_ptrs, mask=offs_k[None, :] < K - ki * BLOCK_K, other=0.0)
-            b = tl.load(b_ptrs, mask=offs_k[:, None] < K - ki * BLOCK_K, other=0.0)
-            if MARKS == "kstep":
-                c = dm.exit(probe, c, "load")
-                c = dm.enter(probe, c, "mma")
-            acc = tl.dot(a, b, acc)
-            if MARKS == "kstep":
-                c = dm.exit(probe, c, "mma")
-            a_ptrs += BLOCK_K * stride_ak
-            b_ptrs += BLOCK_K * stride_bk
+        acc, c = k_steps(a_ptrs, b_ptrs, offs_k, k_lo, k_hi, K, stride_ak, stride_bk, acc, probe, c, BLOCK_K, MARKS)
         c = dm.enter(probe, c, "epilogue")
         if TAIL:
             if unit < whole:
