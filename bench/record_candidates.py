@@ -340,7 +340,7 @@ def picked_params(cfg: Config, best: Any) -> dict[str, Any]:
     if cfg.kind == "gemm":
         return {"block_m": kw["BLOCK_M"], "block_n": kw["BLOCK_N"], "block_k": kw["BLOCK_K"],
                 "group_m": kw["GROUP_M"], "num_warps": best.num_warps, "num_stages": best.num_stages,
-                "ctas_per_sm": 1, "split_k": 1, "tma": False}  # fmt: skip
+                "ctas_per_sm": 1, "split_k": 1, "tma": False, "tail_split": 1}  # fmt: skip
     return {"block_m": kw["BLOCK_M"], "block_n": kw["BLOCK_N"], "num_warps": best.num_warps,
             "num_stages": best.num_stages, "heavy_first": False, "ctas_per_sm": 1, "split_kv": 1}  # fmt: skip
 
@@ -443,7 +443,7 @@ class Recorder:
                 continue
             out = t["c"] if cfg.kind == "gemm" else t["o"]
             try:
-                tp = t | scratch(cfg, p, "cuda")  # a split candidate's workspace and counters (none otherwise)
+                tp = t | scratch(cfg, p, "cuda", self.sms)  # a split candidate's workspace and counters
                 c = call(cfg, p, tp, instrumented=False, sms=self.sms)
                 fn = kernel_fn(c)
                 out.fill_(float("nan"))

@@ -44,6 +44,12 @@ def split(cfg: Config, p: dict[str, Any]) -> int:
     return int(p.get("split_k" if cfg.kind == "gemm" else "split_kv", 1))
 
 
+def tail_split(cfg: Config, p: dict[str, Any]) -> int:
+    """Slices of each tile of the last, partial wave (``tail_split`` of a GEMM: the full waves' tiles stay whole;
+    1 when the candidate has none)."""
+    return int(p.get("tail_split", 1)) if cfg.kind == "gemm" else 1
+
+
 def output_tiles(cfg: Config, p: dict[str, Any]) -> int:
     """Output tiles of the candidate's tile shape."""
     if cfg.kind == "gemm":
@@ -52,8 +58,12 @@ def output_tiles(cfg: Config, p: dict[str, Any]) -> int:
 
 
 def tiles(cfg: Config, p: dict[str, Any]) -> int:
-    """Work units of the persistent loop: output tiles times the slices of each (split-K / split-KV)."""
-    return output_tiles(cfg, p) * split(cfg, p)
+    """Work units of the persistent loop: output tiles times the slices of each (split-K / split-KV).
+
+    A tail split counts its work in slices too (every tile as ``tail_split`` slices): its full waves' whole tiles
+    are ``tail_split`` slices each in one unit, so the most slices one program runs, and with it the balance of
+    its waves, is what this count gives, and so is the grid (:func:`programs`)."""
+    return output_tiles(cfg, p) * split(cfg, p) * tail_split(cfg, p)
 
 
 def programs(cfg: Config, p: dict[str, Any], sms: int = SMS) -> int:
@@ -62,7 +72,8 @@ def programs(cfg: Config, p: dict[str, Any], sms: int = SMS) -> int:
 
 
 def steps_per_tile(cfg: Config, p: dict[str, Any]) -> int:
-    """Inner-loop steps of the longest tile (k-steps of a GEMM tile, KV blocks of an attention tile)."""
+    """Inner-loop steps of the longest tile (k-steps of a GEMM tile, KV blocks of an attention tile; a tail split's
+    full-wave tiles are whole)."""
     if cfg.kind == "gemm":
         return math.ceil(math.ceil(cfg.k / p["block_k"]) / split(cfg, p))
     return math.ceil(math.ceil(cfg.seq_kv / p["block_n"]) / split(cfg, p))
@@ -96,6 +107,8 @@ def call(cfg: Config, p: dict[str, Any], tensors: dict[str, Any], *, instrumente
     opts = (("num_warps", int(p["num_warps"])), ("num_stages", int(p["num_stages"])))
     parts = split(cfg, p)
     if cfg.kind == "gemm":
+        tail = tail_split(cfg, p) > 1
+        parts = max(parts, tail_split(cfg, p))
         m, n, k = cfg.m, cfg.n, cfg.k
         # fp8: B is K-major (its transpose is contiguous), as torch._scaled_mm takes it
         sbk, sbn = (1, k) if cfg.dtype == "fp8" else (n, 1)
@@ -108,13 +121,13 @@ def call(cfg: Config, p: dict[str, Any], tensors: dict[str, Any], *, instrumente
                 ("MARKS", "kstep" if instrumented else "none"), *opts,
             )  # fmt: skip
             return Call("examples.gpu.tma_gemm", "tma_gemm", args, kw, grid, 6)
-        if parts > 1:
+        if parts > 1:  # split-K, or with ``tail`` only the last wave's tiles split
             args = (tensors["a"], tensors["b"], tensors["c"], tensors["ws"], tensors["locks"], m, n, k, k, 1, sbk,
                     sbn, n, 1, probe)  # fmt: skip
             kw = (
                 ("BLOCK_M", int(p["block_m"])), ("BLOCK_N", int(p["block_n"])), ("BLOCK_K", int(p["block_k"])),
                 ("GROUP_M", int(p["group_m"])), ("SPLIT_K", parts), ("NUM_SMS", int(p["ctas_per_sm"]) * sms),
-                ("MARKS", "kstep" if instrumented else "none"), *opts,
+                ("MARKS", "kstep" if instrumented else "none"), *((("TAIL", True),) if tail else ()), *opts,
             )  # fmt: skip
             return Call("examples.gpu.split_gemm", "split_gemm", args, kw, grid, 14)
         args = (tensors["a"], tensors["b"], tensors["c"], m, n, k, k, 1, sbk, sbn, n, 1, probe)
@@ -156,26 +169,30 @@ def kernel_fn(c: Call) -> Any:
     return function_of(c.module, c.function)
 
 
-def scratch_shapes(cfg: Config, p: dict[str, Any]) -> dict[str, tuple[int, str]]:
-    """The scratch tensors a split candidate's launch needs (name -> elements, torch dtype name); none otherwise."""
-    if split(cfg, p) == 1:
+def scratch_shapes(cfg: Config, p: dict[str, Any], sms: int = SMS) -> dict[str, tuple[int, str]]:
+    """The scratch tensors a split candidate's launch needs (name -> elements, torch dtype name); none otherwise
+    (a tail split's depend on the grid stride, ``ctas_per_sm x sms``)."""
+    if split(cfg, p) == 1 and tail_split(cfg, p) == 1:
         return {}
     if cfg.kind == "gemm":
         from examples.gpu.split_gemm import scratch_shapes as gemm_scratch
 
-        return gemm_scratch(cfg.m, cfg.n, int(p["block_m"]), int(p["block_n"]), split(cfg, p))
+        bm, bn, stride = int(p["block_m"]), int(p["block_n"]), int(p["ctas_per_sm"]) * sms
+        if tail_split(cfg, p) > 1:
+            return gemm_scratch(cfg.m, cfg.n, bm, bn, tail_split(cfg, p), tail=True, num_programs=stride)
+        return gemm_scratch(cfg.m, cfg.n, bm, bn, split(cfg, p))
     from examples.gpu.split_attention import scratch_shapes as attn_scratch
 
     heads = cfg.batch * cfg.heads
     return attn_scratch(heads, cfg.seq_q, cfg.head_dim, int(p["block_m"]), split(cfg, p))
 
 
-def scratch(cfg: Config, p: dict[str, Any], device: Any) -> dict[str, Any]:
+def scratch(cfg: Config, p: dict[str, Any], device: Any, sms: int = SMS) -> dict[str, Any]:
     """Zeroed scratch tensors of a split candidate (the kernels leave their counters zero after each launch)."""
     import torch
 
     return {n: torch.zeros(size, device=device, dtype=getattr(torch, dt)) for n, (size, dt) in
-            scratch_shapes(cfg, p).items()}  # fmt: skip
+            scratch_shapes(cfg, p, sms).items()}  # fmt: skip
 
 
 def dtype_stand_ins(cfg: Config) -> dict[str, Any]:
@@ -356,6 +373,7 @@ __all__ = [
     "split",
     "step_flops",
     "steps_per_tile",
+    "tail_split",
     "tiles",
     "unit_key",
     "use_sm90_driver",

@@ -2,8 +2,9 @@
 to the persistent kernels' parameters.
 
 A candidate of the GEMM (examples/gpu/persistent_gemm.py; with ``split_k`` > 1 examples/gpu/split_gemm.py, with
-``tma`` examples/gpu/tma_gemm.py) is ``block_m, block_n, block_k, group_m, num_warps, num_stages, ctas_per_sm,
-split_k, tma``; one of the attention kernel
+``tail_split`` > 1 the same kernel splitting only the last wave's tiles, with ``tma`` examples/gpu/tma_gemm.py) is
+``block_m, block_n, block_k, group_m, num_warps, num_stages, ctas_per_sm, split_k, tma, tail_split``; one of the
+attention kernel
 (examples/gpu/persistent_attention.py; with ``split_kv`` > 1 examples/gpu/split_attention.py) is ``block_m,
 block_n, num_warps, num_stages, heavy_first, ctas_per_sm, split_kv``.  The spaces are explicit lists (the same for
 every configuration of a kernel family, so a family compiles each candidate once): the tutorial list, which is
@@ -11,7 +12,8 @@ what ``triton.autotune`` is given for baseline (a), plus the launch settings and
 out (the kernels' shipped defaults, two CTAs per SM, the tile order of a causal mask, group sizes) and the
 kernels' split-K / split-KV and TMA variants, so that a search can find more than the autotuner does.
 
-Recordings made before these variants existed have candidates without ``split_k`` / ``split_kv`` / ``tma``;
+Recordings made before these variants existed have candidates without ``split_k`` / ``split_kv`` / ``tma`` /
+``tail_split``;
 bench/replay_table.py reads them with the keys they have.
 
 Tutorial lists (Triton's tutorials, as published for Triton 3.x):
@@ -32,15 +34,17 @@ from typing import Any
 
 from bench.recorded_configs import Config
 
-GEMM_KEYS = ("block_m", "block_n", "block_k", "group_m", "num_warps", "num_stages", "ctas_per_sm", "split_k", "tma")
+GEMM_KEYS = (
+    "block_m", "block_n", "block_k", "group_m", "num_warps", "num_stages", "ctas_per_sm", "split_k", "tma", "tail_split"
+)  # fmt: skip
 ATTN_KEYS = ("block_m", "block_n", "num_warps", "num_stages", "heavy_first", "ctas_per_sm", "split_kv")
 
 
 def _gemm(
-    bm: int, bn: int, bk: int, s: int, w: int, g: int = 8, c: int = 1, sk: int = 1, tma: bool = False
+    bm: int, bn: int, bk: int, s: int, w: int, g: int = 8, c: int = 1, sk: int = 1, tma: bool = False, ts: int = 1
 ) -> dict[str, Any]:
     return {"block_m": bm, "block_n": bn, "block_k": bk, "group_m": g, "num_warps": w, "num_stages": s,
-            "ctas_per_sm": c, "split_k": sk, "tma": tma}  # fmt: skip
+            "ctas_per_sm": c, "split_k": sk, "tma": tma, "tail_split": ts}  # fmt: skip
 
 
 def _attn(bm: int, bn: int, s: int, w: int, hf: bool = False, c: int = 1, skv: int = 1) -> dict[str, Any]:
@@ -89,6 +93,16 @@ k-loop into one software pipeline, the epilogue stored in two halves) at the til
 favours for large GEMMs; the tutorial lists' pointer-based kernel cannot use the TMA.  (128 x 256 x 128 needs
 more shared memory than a CTA has in bf16/fp16: it is there for fp8, and recorded as a compile failure
 elsewhere.)"""
+GEMM_TAIL = [
+    _gemm(128, 128, 64, 3, 8, ts=2), _gemm(128, 128, 64, 3, 8, ts=3), _gemm(128, 128, 64, 3, 8, ts=4),
+    _gemm(128, 128, 64, 4, 8, ts=2), _gemm(128, 256, 64, 3, 8, ts=2), _gemm(128, 256, 64, 3, 8, ts=4),
+    _gemm(128, 128, 128, 3, 8, ts=2),
+]
+"""Data-parallel + split tail (examples/gpu/split_gemm.py with ``TAIL``, a Stream-K hybrid): the full waves'
+tiles run whole and only the tiles of the last, partial wave are cut into 2-4 K slices, so the last wave fills
+the SMs.  For GEMMs whose tiles are more than one wave but not a whole number of them (3072 x 3072 in 128 x 128
+tiles is 576 tiles, 4.36 waves of 132: 4.5 tile times split in two instead of 5; 256 x 14336 is 224 tiles, 1.70
+waves: 1.75 split in four instead of 2).  128 x 128 x 128 is there for fp8.  No tutorial list has it."""
 
 _TUTORIAL_ATTN_ALL = [_attn(bm, bn, s, w) for bm in (64, 128) for bn in (32, 64) for s in (3, 4, 7) for w in (4, 8)]
 TUTORIAL_ATTENTION = [p for p in _TUTORIAL_ATTN_ALL
@@ -153,7 +167,7 @@ def autotune_list(cfg: Config) -> list[dict[str, Any]]:
 def space(cfg: Config) -> list[dict[str, Any]]:
     """Every candidate measured for ``cfg``: the autotune list first, then the extra points."""
     if cfg.kind == "gemm":
-        return _unique(autotune_list(cfg) + GEMM_EXTRA + GEMM_SPLIT + GEMM_TMA)
+        return _unique(autotune_list(cfg) + GEMM_EXTRA + GEMM_SPLIT + GEMM_TMA + GEMM_TAIL)
     extra = ATTN_EXTRA + (ATTN_CAUSAL_EXTRA if cfg.causal else ATTN_SPLIT)
     return _unique(autotune_list(cfg) + extra)
 
@@ -177,6 +191,7 @@ __all__ = [
     "GEMM_DEFAULT",
     "GEMM_KEYS",
     "GEMM_SPLIT",
+    "GEMM_TAIL",
     "GEMM_TMA",
     "TUTORIAL_ATTENTION",
     "TUTORIAL_MATMUL",

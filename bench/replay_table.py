@@ -40,7 +40,7 @@ PHASE_ROLES = {
 ROLES = {
     "gemm": {"tile_m": "block_m", "tile_n": "block_n", "tile_k": "block_k", "group": "group_m",
              "warps": "num_warps", "stages": "num_stages", "ctas_per_sm": "ctas_per_sm", "split": "split_k",
-             "async_copy": "tma"},
+             "async_copy": "tma", "tail_split": "tail_split"},
     "attn": {"tile_m": "block_m", "tile_n": "block_n", "warps": "num_warps", "stages": "num_stages",
              "order": "heavy_first", "ctas_per_sm": "ctas_per_sm", "split": "split_kv"},
 }  # fmt: skip

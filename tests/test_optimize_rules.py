@@ -349,3 +349,48 @@ def test_phase_figures_of_a_synthetic_launch() -> None:
     assert ph.step_efficiency == pytest.approx(0.5)
     assert ph.tail_ns == pytest.approx(150.0)  # ends 260 and 560 ns after t0: last minus the median (410)
     assert ph.share("load") == pytest.approx(80 / (260 + 560))  # 4 loads of 20 ns over the CTAs' recorded time
+
+
+def tail_split_context(m: int, n: int, *, full_grid: bool = False) -> r.RuleContext:
+    """The GEMM space with split-K and a tail split (the recorded table's roles ``split``, ``tail_split``); the
+    model counts work in slices (tiles x slices), as bench/recorded_launch.py does for both.  ``full_grid``: a
+    target that launches a program on every SM however few tiles there are."""
+    axes = AXES | {"split_k": (1, 2, 4), "tail_split": (1, 2, 4)}
+    space = opt.Space.of(axes, ROLES | {"split": "split_k", "tail_split": "tail_split"})
+    base = gemm_model(m, n)
+
+    def model(c: opt.Candidate) -> opt.Model:
+        one = base(c)  # type: ignore[misc]
+        assert one is not None
+        units = one.tiles * int(c.get("split_k")) * int(c.get("tail_split"))
+        grid = int(c.get("ctas_per_sm")) * 132
+        return opt.Model(units, grid if full_grid else min(grid, units), 132, one.shared_bytes, one.step_flops)
+
+    return r.RuleContext(space, model, H200, ROLES_OF_PHASES)
+
+
+def test_a_long_tail_of_several_waves_proposes_splitting_the_last_wave_first() -> None:
+    """3072 x 3072 in 128 x 128 tiles: 576 tiles, 4.36 waves of 132 (wave efficiency 0.87), a 19 % SM tail. The
+    tail split (0.97) comes before split-K of the same balance, which cuts every tile.  Under a short tail the
+    quantised waves still propose the tail split, and nothing else; balanced waves under a short tail, nothing."""
+    ctx = tail_split_context(3072, 3072)
+    cand = DEFAULT.with_params(split_k=1, tail_split=1)
+    props = sorted(r.rule_tail(evaluation(cand, phases=phases(tail=0.19)), ctx), key=lambda p: -p.priority)
+    assert props[0].candidate == cand.with_params(tail_split=2)
+    assert "split only the last wave's tiles" in props[0].reason and "0.87 -> 0.97" in props[0].reason
+    assert cand.with_params(split_k=2) in [p.candidate for p in props[1:]]
+    short = r.rule_tail(evaluation(cand, phases=phases(tail=0.02)), ctx)  # quantised waves: only the tail split
+    assert [p.candidate for p in short] == [cand.with_params(tail_split=2)]
+    assert "the waves are quantised: 4.36 waves" in short[0].reason
+    balanced = tail_split_context(4096, 4096)  # 1024 tiles: 7.76 waves, wave efficiency 0.97
+    assert r.rule_tail(evaluation(cand, phases=phases(tail=0.02)), balanced) == []
+
+
+def test_no_tail_split_when_the_tiles_are_fewer_than_the_programs() -> None:
+    """1024 x 1024: 64 tiles on a grid of 132 programs, one partial wave (wave efficiency 0.48). Splitting every
+    tile is split-K's case, which the tail rule proposes; it proposes no tail split however much it would balance."""
+    ctx = tail_split_context(1024, 1024, full_grid=True)
+    cand = DEFAULT.with_params(split_k=1, tail_split=1)
+    props = r.rule_tail(evaluation(cand, phases=phases(tail=0.3)), ctx)
+    assert cand.with_params(split_k=2) in [p.candidate for p in props]
+    assert all(p.candidate.get("tail_split") == 1 for p in props)

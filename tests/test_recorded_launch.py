@@ -22,7 +22,7 @@ sys.path.insert(0, str(ROOT))
 
 from bench.recorded_configs import CONFIGS, Config  # noqa: E402
 from bench.recorded_launch import KERNELS, events_per_slot, programs, scratch_shapes, tiles, unit_key  # noqa: E402
-from bench.recorded_spaces import ATTN_SPLIT, GEMM_SPLIT, autotune_list, default, space  # noqa: E402
+from bench.recorded_spaces import ATTN_SPLIT, GEMM_SPLIT, GEMM_TAIL, autotune_list, default, space  # noqa: E402
 
 INTERPRET = """
 import torch, torch.nn.functional as F
@@ -44,7 +44,7 @@ worst = 0.0
 def run(cfg, p, t, out):
     # a split candidate's scratch as the recorder makes it; launched twice on it: the kernels must leave their
     # per-tile counters at zero, or the second launch reduces at the wrong slice
-    t = t | scratch(cfg, p, "cpu")
+    t = t | scratch(cfg, p, "cpu", sms=2)
     c = call(cfg, p, t, instrumented=False, sms=2)
     for _ in range(2):
         out.fill_(float("nan"))
@@ -55,16 +55,20 @@ def run(cfg, p, t, out):
 
 gp = {"block_m": 16, "block_n": 32, "block_k": 16, "group_m": 2, "num_warps": 4, "num_stages": 2, "ctas_per_sm": 2}
 # the persistent kernel, split-K (8 slices of 5 k-steps: some slices are empty) and the TMA kernel (N = 72 leaves
-# a partial 32-column tile that the descriptors' loads pad and their stores clip)
-for split_k, tma, n in ((1, False, 64), (2, False, 64), (3, False, 64), (8, False, 64), (1, True, 72)):
+# a partial 32-column tile that the descriptors' loads pad and their stores clip); the tail split on 4 programs
+# (2 SMs x 2): 6 tiles are one whole wave and 2 tiles in 3 slices; 50 x 40 is 4 x 2 partial tiles, a whole number
+# of waves (nothing split); 3 tiles are fewer than the programs (every tile in 4 slices, one of them empty)
+cases = [(1, False, 1, 48, 64), (2, False, 1, 48, 64), (3, False, 1, 48, 64), (8, False, 1, 48, 64),
+         (1, True, 1, 48, 72), (1, False, 3, 48, 64), (1, False, 2, 50, 40), (1, False, 4, 48, 32)]
+for split_k, tma, tail, m, n in cases:
     for transposed in (False, True):
-        cfg = Config("gemm", "fp8" if transposed else "fp16", "test", m=48, n=n, k=80)
-        a = torch.randn(48, 80)
+        cfg = Config("gemm", "fp8" if transposed else "fp16", "test", m=m, n=n, k=80)
+        a = torch.randn(m, 80)
         b = torch.randn(n, 80).t() if transposed else torch.randn(80, n)  # fp8 configs take B K-major
-        c = torch.empty(48, n)
-        out = run(cfg, gp | {"split_k": split_k, "tma": tma}, {"a": a, "b": b, "c": c}, c)
+        c = torch.empty(m, n)
+        out = run(cfg, gp | {"split_k": split_k, "tma": tma, "tail_split": tail}, {"a": a, "b": b, "c": c}, c)
         err = (out - a @ b).abs().max().item()
-        assert err < 1e-3, ("gemm", split_k, tma, transposed, err)
+        assert err < 1e-3, ("gemm", split_k, tma, tail, m, n, transposed, err)
         worst = max(worst, err)
 
 ap = {"block_m": 16, "block_n": 16, "num_warps": 4, "num_stages": 2, "heavy_first": False, "ctas_per_sm": 1}
@@ -85,7 +89,8 @@ print("ok", worst)
 def test_the_recorded_calls_compute_the_right_result_in_the_interpreter() -> None:
     """GEMM with row-major and K-major B (fp8 layout, fp32 values), attention with a short query against a longer KV
     cache and a causal square, the split-K / split-KV variants (empty slices included, launched twice on one
-    scratch) and the TMA GEMM (a partial tile): each against torch."""
+    scratch), the tail split (whole waves and split tiles, no tail, fewer tiles than programs) and the TMA GEMM (a
+    partial tile): each against torch."""
     env = {"TRITON_INTERPRET": "1", "PYTHONPATH": str(ROOT), "PATH": "/usr/bin:/bin"}
     out = subprocess.run(
         [sys.executable, "-c", INTERPRET], capture_output=True, text=True, cwd=ROOT, env=env, timeout=600
@@ -103,7 +108,7 @@ def test_configurations_cover_the_issue_and_spaces_hold_the_tutorial_lists() -> 
     assert any(c.seq_q < c.seq_kv for c in attn)  # decode-shaped
     for c in CONFIGS:
         pts = space(c)
-        assert 24 <= len(pts) <= 56, (c.label, len(pts))
+        assert 24 <= len(pts) <= 60, (c.label, len(pts))
         assert all(p in pts for p in autotune_list(c)) and default(c) in pts
         assert c.why
 
@@ -148,6 +153,29 @@ def test_split_candidates_are_more_work_units_of_the_same_tile_and_only_outside_
         assert not any(p in autotune_list(c) for p in splits)
         want = GEMM_SPLIT if c.kind == "gemm" else ([] if c.causal else ATTN_SPLIT)
         assert splits == want, c.label
+
+
+def test_a_tail_split_runs_the_full_waves_whole_and_splits_only_the_last_wave() -> None:
+    """3072 x 3072 in 128 x 128 tiles on 132 SMs: 576 tiles, 4 whole waves (528 units) and 48 tiles in 2 slices
+    (96 units); scratch for those 48 tiles only.  The model counts the work in slices (1152 on 132 programs: 9 per
+    program, wave efficiency 0.97 against 0.87 unsplit).  A whole number of waves splits nothing; fewer tiles than
+    programs split every tile.  No tutorial list holds a tail split."""
+    from bench.replay_table import model
+    from examples.gpu.split_gemm import units
+
+    g = Config("gemm", "bf16", "", m=3072, n=3072, k=8192)
+    p = dict(default(g), tail_split=2)
+    assert units(576, 2, 132, tail=True) == 528 + 96 and units(576, 2, 132) == 1152
+    assert programs(g, p) == 132 and tiles(g, p) == 576 * 2
+    assert round(model(g, p).wave_efficiency, 2) == 0.97 and round(model(g, default(g)).wave_efficiency, 2) == 0.87
+    assert scratch_shapes(g, p) == {"ws": (48 * 2 * 128 * 128, "float32"), "locks": (48, "int32")}
+    assert scratch_shapes(g, p, sms=144) == {"ws": (2 * 128 * 128, "float32"), "locks": (1, "int32")}  # 4 waves of 144
+    assert units(264, 4, 132, tail=True) == 264 and units(64, 4, 132, tail=True) == 256
+    assert events_per_slot(g, p) == 2048
+    for c in CONFIGS:
+        tails = [q for q in space(c) if q.get("tail_split", 1) > 1]
+        assert tails == (GEMM_TAIL if c.kind == "gemm" else []), c.label
+        assert not any(q in autotune_list(c) for q in tails)
 
 
 def test_a_dry_run_compiles_for_sm90_and_writes_the_plan(tmp_path: Path) -> None:

@@ -33,6 +33,7 @@ ROLES: tuple[str, ...] = (
     "group",
     "split",
     "async_copy",
+    "tail_split",
 )
 """What a parameter means to the evidence-guided rules (docs/optimize.md, "The rule set")."""
 

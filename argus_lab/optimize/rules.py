@@ -13,7 +13,8 @@ The rules (highest priority first):
 ``underfill``   fewer programs ran than the GPU has SMs -> split each tile's inner loop (split-K / split-KV, when
                 the space has a ``split`` role), smaller tiles (more tiles)
 ``tail``        the last SM ends well after the median SM -> tile shapes, splits and orders with better-balanced
-                waves
+                waves; with more than one wave, a long tail or quantised waves (model) -> splitting only the
+                last wave's tiles (the ``tail_split`` role, when the space has it) before the rest
 ``memory``      the memory phase is a large part of each loop step -> one more pipeline stage, bulk asynchronous
                 copies (TMA, when the space has an ``async_copy`` role), a longer k-step
 ``occupancy``   registers and shared memory leave room for a second CTA on each SM, and the epilogue or a slow
@@ -40,6 +41,12 @@ TAIL_FRACTION = 0.08
 """A tail (last SM end minus median SM end) above this share of the kernel's span is worth balancing."""
 WAVE_GAIN = 0.03
 """A tail move must raise the model's wave efficiency by at least this much."""
+WAVE_QUANTISED = 0.9
+"""A model wave efficiency below which the last wave's idle SMs are worth a tail split, however short the measured
+tail (it measures the last SM against the median one)."""
+TAIL_SPLIT_FIRST = 0.05
+"""Priority a tail split gets over other tail moves of the same wave efficiency: it keeps the full waves' tiles
+whole (no partials to store and sum for them), where split-K cuts every tile."""
 MEMORY_SHARE = 0.35
 """The memory phase's share of (memory + math) phases above which the loads are on the critical path."""
 EPILOGUE_SHARE = 0.08
@@ -177,31 +184,48 @@ def _wave_efficiency(ctx: RuleContext, cand: Candidate) -> float:
 
 
 def rule_tail(ev: Evaluation, ctx: RuleContext) -> list[Proposal]:
-    """A long SM tail: tile shapes, CTAs per SM and tile orders whose waves are better balanced (by the model)."""
+    """A long SM tail: tile shapes, CTAs per SM, splits and tile orders whose waves are better balanced (by the
+    model).  Splitting only the last wave's tiles (``tail_split``) is proposed when there is more than one wave
+    (fewer tiles than programs is the ``underfill`` rule's case) and either the tail is long or the waves are
+    quantised (the model's wave efficiency below :data:`WAVE_QUANTISED`: when fewer than half the SMs idle in the
+    last wave, the last SM ends with the median one and the measured tail is short); it takes the fewest slices
+    that balance the waves, and comes first among moves of equal balance."""
     ph = ev.phases
-    if ph is None or ph.tail_fraction < TAIL_FRACTION:
+    if ph is None:
         return []
     here = _wave_efficiency(ctx, ev.candidate)
+    long_tail = ph.tail_fraction >= TAIL_FRACTION
     why = f"SM tail {ph.tail_ns / 1e3:.1f} us = {ph.tail_fraction:.0%} of the {ph.span_ns / 1e3:.1f} us span"
     prio = 6.0 + min(ph.tail_fraction, 0.5)
     out: list[Proposal] = []
-    moves = [(r, d) for r in ("tile_m", "tile_n", "ctas_per_sm", "split") for d in (-1, 1)]
-    for role, d in moves:
-        c = ctx.move(ev.candidate, role, d)
-        if c is None:
-            continue
+    if long_tail:
+        moves = [(r, d) for r in ("tile_m", "tile_n", "ctas_per_sm", "split") for d in (-1, 1)]
+        for role, d in moves:
+            c = ctx.move(ev.candidate, role, d)
+            if c is None:
+                continue
+            eff = _wave_efficiency(ctx, c)
+            if eff >= here + WAVE_GAIN:
+                what = f"{role} {'down' if d < 0 else 'up'}"
+                _propose(out, c, "tail", f"{why}; {what}: wave efficiency {here:.2f} -> {eff:.2f}", prio + eff)
+        order = ctx.toggle(ev.candidate, "order")
+        if order is not None:
+            _propose(out, order, "tail", f"{why}; the other tile order (the longest tiles first or last)", prio + here)
+    m = ctx.model(ev.candidate)
+    waves = m.waves if m is not None else 0.0
+    if waves <= 1.0 or not (long_tail or here < WAVE_QUANTISED):
+        return out
+    if not long_tail:
+        why = f"{why}, but the waves are quantised: {waves:.2f} waves, wave efficiency {here:.2f}"
+    c = ctx.move(ev.candidate, "tail_split", 1)
+    while c is not None:  # the fewest slices of the last wave's tiles that balance the waves
         eff = _wave_efficiency(ctx, c)
-        if eff >= here + WAVE_GAIN:
-            _propose(
-                out,
-                c,
-                "tail",
-                f"{why}; {role} {'down' if d < 0 else 'up'}: wave efficiency {here:.2f} -> {eff:.2f}",
-                prio + eff,
-            )
-    order = ctx.toggle(ev.candidate, "order")
-    if order is not None:
-        _propose(out, order, "tail", f"{why}; the other tile order (the longest tiles first or last)", prio + here)
+        if eff >= here + WAVE_GAIN and ctx.space.invalid_reason(c) is None:
+            what = f"split only the last wave's tiles into {c.get(ctx.space.param('tail_split') or '')} slices"
+            reason = f"{why}; {what} ({waves:.2f} waves; the full waves stay whole): wave efficiency {here:.2f} -> "
+            _propose(out, c, "tail", f"{reason}{eff:.2f}", prio + eff + TAIL_SPLIT_FIRST)
+            break
+        c = ctx.move(c, "tail_split", 1)
     return out
 
 
@@ -343,7 +367,9 @@ __all__ = [
     "SOFTMAX_SHARE",
     "STEP_EFFICIENCY",
     "TAIL_FRACTION",
+    "TAIL_SPLIT_FIRST",
     "UNDERFILL",
+    "WAVE_QUANTISED",
     "Proposal",
     "RuleContext",
     "done",

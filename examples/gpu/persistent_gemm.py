@@ -60,6 +60,31 @@ def _tile_coords(tile_id, num_pid_m, num_pid_n, GROUP_M: tl.constexpr):
 
 
 @triton.jit
+def k_steps(
+    a_ptrs, b_ptrs, offs_k, k_lo, k_hi, K, stride_ak, stride_bk, acc, probe, c,
+    BLOCK_K: tl.constexpr, MARKS: tl.constexpr,
+):  # fmt: skip
+    """The k-loop of one tile over k-steps ``k_lo .. k_hi`` from the tile's first A and B pointers (at step
+    ``k_lo``), added to ``acc``; with ``MARKS="kstep"`` each step's ``load`` and ``mma`` regions.  Returns ``acc``
+    and the marker state.  Shared by this kernel and examples/gpu/split_gemm.py; inlined, it compiles to the same
+    SASS as the loop written in place (compared for sm_90 with ``nvdisasm``)."""
+    for ki in range(k_lo, k_hi):
+        if MARKS == "kstep":
+            c = dm.enter(probe, c, "load")
+        a = tl.load(a_ptrs, mask=offs_k[None, :] < K - ki * BLOCK_K, other=0.0)
+        b = tl.load(b_ptrs, mask=offs_k[:, None] < K - ki * BLOCK_K, other=0.0)
+        if MARKS == "kstep":
+            c = dm.exit(probe, c, "load")
+            c = dm.enter(probe, c, "mma")
+        acc = tl.dot(a, b, acc)
+        if MARKS == "kstep":
+            c = dm.exit(probe, c, "mma")
+        a_ptrs += BLOCK_K * stride_ak
+        b_ptrs += BLOCK_K * stride_bk
+    return acc, c
+
+
+@triton.jit
 def persistent_gemm(
     a_ptr, b_ptr, c_ptr, M, N, K,
     stride_am, stride_ak, stride_bk, stride_bn, stride_cm, stride_cn,
@@ -82,19 +107,7 @@ def persistent_gemm(
         acc = tl.zeros((BLOCK_M, BLOCK_N), dtype=tl.float32)
         if MARKS == "tile":
             c = dm.enter(probe, c, "mainloop")
-        for ki in range(k_tiles):
-            if MARKS == "kstep":
-                c = dm.enter(probe, c, "load")
-            a = tl.load(a_ptrs, mask=offs_k[None, :] < K - ki * BLOCK_K, other=0.0)
-            b = tl.load(b_ptrs, mask=offs_k[:, None] < K - ki * BLOCK_K, other=0.0)
-            if MARKS == "kstep":
-                c = dm.exit(probe, c, "load")
-                c = dm.enter(probe, c, "mma")
-            acc = tl.dot(a, b, acc)
-            if MARKS == "kstep":
-                c = dm.exit(probe, c, "mma")
-            a_ptrs += BLOCK_K * stride_ak
-            b_ptrs += BLOCK_K * stride_bk
+        acc, c = k_steps(a_ptrs, b_ptrs, offs_k, 0, k_tiles, K, stride_ak, stride_bk, acc, probe, c, BLOCK_K, MARKS)
         if MARKS == "tile":
             c = dm.exit(probe, c, "mainloop")
         c = dm.enter(probe, c, "epilogue")
