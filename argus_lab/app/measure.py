@@ -8,6 +8,7 @@ a :class:`~argus_lab.report.Report` only ever reads.
 from __future__ import annotations
 
 import difflib
+import json
 import shlex
 from collections.abc import Sequence
 from dataclasses import dataclass
@@ -20,6 +21,7 @@ from argus_lab.join import JoinSummary, attribute_request
 from argus_lab.plan import DEFAULT_SIGNALS, Plan, Request
 from argus_lab.plan.ncu_settings import KernelCensus
 from argus_lab.plan.planner import plan as plan_request
+from argus_lab.plan.scope import Scope
 from argus_lab.report import Report
 from argus_lab.report.census import kernel_census, scoped_kernels
 from argus_lab.report.runs import check_known, latest_runs, recorded_paths, request_runs, runs_by_request
@@ -69,6 +71,24 @@ def plan_from_options(options: Any, workload: Workload | None = None, store: str
         workload=workload,
         store=store,
     )
+
+
+@dataclass(frozen=True)
+class ExplainedPlan:
+    """A plan as a face without a kernel shows it (the JupyterLab panel): its explanation and its JSON form."""
+
+    explain: str
+    plan: dict[str, Any]
+
+
+def explained_plan(
+    signals: str, scope: str = "", repeat: int = config.REPEAT, warmup: int = config.WARMUP
+) -> ExplainedPlan:
+    """The plan of a request with no workload, explained; a malformed scope is refused with its caret message
+    (:meth:`argus_lab.plan.scope.Scope.parse`) before planning."""
+    Scope.parse(scope)
+    planned = plan(signals, scope=scope, repeat=repeat, warmup=warmup)
+    return ExplainedPlan(planned.explain(), json.loads(planned.to_json()))
 
 
 @dataclass(frozen=True)

@@ -460,12 +460,11 @@ def _plan(args: argparse.Namespace) -> int:
 
 
 def _signals() -> int:
-    from argus_lab.plan.catalog import CATALOG, FAMILIES
+    from argus_lab.app.signals import catalog, families
     from argus_lab.report.text import table
 
-    rows = [(name, sig.unit, sig.backend, sig.description) for name, sig in CATALOG.items()]
-    rows += [(prefix + "<metric>", "(the metric's)", backend, description) for prefix, (backend, description) in
-             FAMILIES.items()]  # fmt: skip
+    rows = [(s.name, s.unit, s.backend, s.description) for s in catalog()]
+    rows += [(f.prefix + "<metric>", "(the metric's)", f.backend, f.description) for f in families()]
     print(table(("signal", "unit", "backend", "what it measures"), rows, max_rows=len(rows)))
     return 0
 

@@ -58,8 +58,8 @@ from IPython.core.magic import Magics, cell_magic, line_cell_magic, magics_class
 from IPython.core.magic_arguments import MagicArgumentParser
 
 from argus_lab import config
+from argus_lab.app.cell_code import DEFAULT_REPEAT, DEFAULT_WARMUP, SETUP_MODES, measure_line
 from argus_lab.errors import ArgusError
-from argus_lab.faces.cell_code import DEFAULT_REPEAT, DEFAULT_WARMUP, SETUP_MODES, measure_line
 from argus_lab.run.progress import throttled
 from argus_lab.run.workload import Workload
 from argus_lab.views.progress import NotebookLine
