@@ -18,6 +18,7 @@ from argus_lab import config
 from argus_lab.app.recovery import Recovered, recover_stale, unknown_folders
 from argus_lab.errors import ScopeError, StoreError
 from argus_lab.join import JoinSummary, attribute_request
+from argus_lab.model.statuses import FAILED
 from argus_lab.plan import DEFAULT_SIGNALS, Plan, Request
 from argus_lab.plan.ncu_settings import KernelCensus
 from argus_lab.plan.planner import plan as plan_request
@@ -26,7 +27,7 @@ from argus_lab.report import Report
 from argus_lab.report.census import kernel_census, scoped_kernels
 from argus_lab.report.runs import check_known, latest_runs, recorded_paths, request_runs, runs_by_request
 from argus_lab.run.progress import ProgressFn
-from argus_lab.run.runtime import Execution, OnError, execute
+from argus_lab.run.runtime import Execution, OnError, RunResult, execute
 from argus_lab.run.workload import Workload
 from argus_lab.store import Store, StoreSink
 from argus_lab.views.progress import choose as choose_progress
@@ -97,6 +98,29 @@ class Measurement:
 
     execution: Execution
     report: Report
+
+    def failure_details(self) -> list[tuple[RunResult, str]]:
+        """The failed runs whose cause carries more than its first line (the workload's own traceback), with it."""
+        out = []
+        for r in self.execution.results:
+            if r.status in FAILED and "\n" in r.cause:
+                detail = r.cause.split("\n", 1)[1].strip()
+                if detail:
+                    out.append((r, detail))
+        return out
+
+    def skipped_reasons(self) -> tuple[str, ...]:
+        """Why, when every run was skipped (nothing measured: GPU signals on a machine without a GPU); else ()."""
+        results = self.execution.results
+        if results and all(r.status == "skipped" for r in results):
+            return tuple(sorted({r.cause for r in results}))
+        return ()
+
+
+def only_region(report: Report, name: str) -> bool:
+    """Whether ``name`` is the one region path ``report`` measured or saw finish: the workload entered no region
+    of its own, so it was measured as its implicit region ``name``."""
+    return {r.path for r in report.regions} | {f[0] for f in report.finished} == {name}
 
 
 def open_store(store: str | Store | None = None) -> Store:
@@ -263,5 +287,5 @@ def measure(
     return run_plan(the_plan, workload, st, on_error=on_error, progress=shown, launch=launch, isolate=isolate).report
 
 
-__all__ = ["Measurement", "Recovery", "join_runs", "measure", "open_store", "plan", "plan_from_options",
-           "recover_runs", "run_plan"]  # fmt: skip
+__all__ = ["ExplainedPlan", "Measurement", "Recovery", "explained_plan", "join_runs", "measure", "only_region",
+           "open_store", "plan", "plan_from_options", "recover_runs", "run_plan"]  # fmt: skip
