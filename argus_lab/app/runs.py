@@ -40,7 +40,7 @@ def runs_to_show(store: str | None, run_ids: Sequence[str] | None, *, every: boo
     st = Store(store)
     if every and not pool:  # one report per request: unrelated workloads are never pooled under one name
         requests = runs.requests_oldest_first(st)
-        groups = tuple(RunGroup(tuple(ids), request, workload) for request, ids, workload in requests)
+        groups = tuple(RunGroup(tuple(ids), request, workload or "") for request, ids, workload in requests)
         return RunsShown(st, groups)
     if every:
         note = "(every run of the store pooled: instances of one region path from different requests are combined)"
