@@ -253,10 +253,10 @@ def plan_cell(
 ) -> PlannedCell:
     """The workload and plan of a ``%%argus`` cell (``source``, run here by ``run_once``) in ``store``: labelled by
     its origin (the panel's cells) or its place, measured as ``--region`` or ``cell_N`` when it enters no region,
-    costed by the cell's kernel census (:func:`argus_lab.app.measure.plan`).
+    costed by the cell's kernel census (:func:`argus_lab.app.measure.plan_from_options`).
 
     Raises :class:`~argus_lab.errors.ArgusError`: a bad region name, a request the planner refuses."""
-    from argus_lab.app.measure import plan
+    from argus_lab.app.measure import plan_from_options
 
     origin = request.origin or place.origin()
     implicit = request.region or f"cell_{place.number}"
@@ -271,15 +271,7 @@ def plan_cell(
         label=origin_label(origin) or place.label(),
         origin=origin,
     )
-    the_plan = plan(
-        request.signals,
-        scope=request.scope,
-        repeat=request.repeat,
-        warmup=request.warmup,
-        allow_unknown_counters=request.allow_unknown_counters,
-        workload=workload,
-        store=store,
-    )
+    the_plan = plan_from_options(request, workload, store)
     notes = list(setup.notes)
     needs_child = request.isolate or any(r.launcher is not None for r in the_plan.runs)
     if needs_child and "get_ipython()" in source:

@@ -12,7 +12,7 @@ import json
 import shlex
 from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, Protocol
 
 from argus_lab import config
 from argus_lab.app.recovery import Recovered, recover_stale, unknown_folders
@@ -59,7 +59,24 @@ def plan(
     return plan_request(request, census=census)
 
 
-def plan_from_options(options: Any, workload: Workload | None = None, store: str | Store | None = None) -> Plan:
+class RequestOptions(Protocol):
+    """The request options the CLI and the magics share (parsed ``argparse`` options, a cell's request)."""
+
+    @property
+    def signals(self) -> str: ...
+    @property
+    def scope(self) -> str: ...
+    @property
+    def repeat(self) -> int: ...
+    @property
+    def warmup(self) -> int: ...
+    @property
+    def allow_unknown_counters(self) -> bool: ...
+
+
+def plan_from_options(
+    options: RequestOptions, workload: Workload | None = None, store: str | Store | None = None
+) -> Plan:
     """The plan of parsed command-line options (``signals``, ``scope``, ``repeat``, ``warmup``,
     ``allow_unknown_counters``: the request options the CLI and the magics share); with ``workload``, costed by its
     census in ``store`` (:func:`plan`)."""
@@ -287,5 +304,5 @@ def measure(
     return run_plan(the_plan, workload, st, on_error=on_error, progress=shown, launch=launch, isolate=isolate).report
 
 
-__all__ = ["ExplainedPlan", "Measurement", "Recovery", "explained_plan", "join_runs", "measure", "only_region",
-           "open_store", "plan", "plan_from_options", "recover_runs", "run_plan"]  # fmt: skip
+__all__ = ["ExplainedPlan", "Measurement", "Recovery", "RequestOptions", "explained_plan", "join_runs", "measure",
+           "only_region", "open_store", "plan", "plan_from_options", "recover_runs", "run_plan"]  # fmt: skip
