@@ -71,6 +71,17 @@ def test_cli_import_errors_name_the_fix(tmp_path: Path, capsys: pytest.CaptureFi
     assert "leave --domain out" in capsys.readouterr().err
 
 
+def test_a_domain_for_a_kineto_trace_is_refused_for_every_face_before_a_store_is_made(tmp_path: Path) -> None:
+    """The check lives in the application (``import_trace``), so ``%argus import`` and ``argus_lab.import_trace`` say
+    what the CLI says, instead of the Kineto reader's TypeError."""
+    from argus_lab.errors import ImportFormatError
+
+    store = tmp_path / "s.duckdb"
+    with pytest.raises(ImportFormatError, match="leave --domain out"):
+        argus_lab.import_trace(trace(tmp_path), store, domain="argus")
+    assert not store.exists()
+
+
 def test_export_formats_and_their_errors(tmp_path: Path) -> None:
     assert [format_of(n) for n in ("a.json", "a.JSON.gz", "r.html", "tables", "t.parquet")] == [
         "perfetto",

@@ -15,7 +15,9 @@ one included.
 
 SQL that reads the store lives in ``report/`` (and in the store, the model, the join and the importers, which
 maintain or write it): no other module holds a string, docstrings aside, that begins with ``SELECT``, ``WITH`` or
-``COPY`` (:func:`sql_reads`, tested on synthetic sources too).
+``COPY``, nor a piece of a statement built elsewhere (`` FROM runs``, `` WHERE run_id = ?``, ``ORDER BY``; an
+example of a user's own query, ``%argus sql SELECT ... FROM ...``, aside) (:func:`sql_reads`, tested on synthetic
+sources too).
 """
 
 from __future__ import annotations
@@ -211,6 +213,18 @@ SQL_READ = re.compile(r"[\s(]*(SELECT|WITH|COPY)\b")
 ``SELECT``, ``WITH`` or ``COPY``, written in capitals as every query of argus_lab is."""
 
 
+SQL_FRAGMENT = re.compile(
+    r"\b(?:FROM|JOIN)\s+[a-z_(]|\bWHERE\s|\b(?:GROUP|ORDER)\s+BY\b|\bHAVING\s|\bINSERT\s+INTO\b|\bDELETE\s+FROM\b"
+)
+"""A piece of a statement anywhere in a string (an f-string by its literal parts together): a capital keyword of a
+clause followed by what it reads (``FROM runs``, ``JOIN (``, ``WHERE``, ``GROUP BY``, ``ORDER BY``, ``HAVING``), as
+in SQL put together from parts; English prose does not write these in capitals."""
+
+USER_QUERY = re.compile(r"(?:%%?argus sql|argus_lab\.sql\()[^`]*")
+"""An example of the user's own query in a message (``%argus sql SELECT path FROM region_instances``, up to the
+closing backtick): SQL the user types, not a read of argus_lab's, so it is left out before looking for pieces."""
+
+
 def _docstrings(tree: ast.AST) -> set[int]:
     """The ids of the docstring constants of a module, its classes and functions."""
     out: set[int] = set()
@@ -229,7 +243,9 @@ def _docstrings(tree: ast.AST) -> set[int]:
 
 def sql_reads(modules: Mapping[str, str]) -> list[str]:
     """``module:line`` and the statement's start for every string outside :data:`SQL_HOMES` that reads the store
-    (:data:`SQL_READ`; an f-string by its first literal part; docstrings aside)."""
+    (:data:`SQL_READ`, an f-string by its first literal part) or holds a piece of a statement (:data:`SQL_FRAGMENT`,
+    an f-string by its literal parts, each value standing as ``{}``; :data:`USER_QUERY` examples aside), docstrings
+    aside."""
     found = []
     for name, source in modules.items():
         if name.startswith(tuple(f"{home}." for home in SQL_HOMES)) or name in SQL_HOMES:
@@ -238,15 +254,21 @@ def sql_reads(modules: Mapping[str, str]) -> list[str]:
         skip = _docstrings(tree)
         for node in ast.walk(tree):
             if isinstance(node, ast.JoinedStr):
-                first = node.values[0] if node.values else None
-                text = first.value if isinstance(first, ast.Constant) and isinstance(first.value, str) else ""
+                parts = [
+                    v.value if isinstance(v, ast.Constant) and isinstance(v.value, str) else "{}" for v in node.values
+                ]
+                text = parts[0] if parts and parts[0] != "{}" else ""
+                whole = "".join(parts)
                 skip.update(id(v) for v in node.values)
             elif isinstance(node, ast.Constant) and isinstance(node.value, str) and id(node) not in skip:
-                text = node.value
+                text = whole = node.value
             else:
                 continue
+            piece = SQL_FRAGMENT.search(USER_QUERY.sub("", whole))
             if SQL_READ.match(text):
                 found.append(f"{name}:{node.lineno} {text.strip()[:60]!r}")
+            elif piece:
+                found.append(f"{name}:{node.lineno} {piece.string[piece.start() :].strip()[:60]!r}")
     return found
 
 
@@ -344,7 +366,7 @@ def test_the_checker_fails_on_a_synthetic_cycle_and_ignores_type_checking_ones()
     ]
 
 
-def test_the_sql_checker_finds_a_query_outside_report_and_spares_docstrings_and_report() -> None:
+def test_the_sql_checker_finds_queries_and_pieces_of_queries_outside_report_and_spares_the_rest() -> None:
     modules = {
         "argus_lab.views.a": (
             '"""Run argus_lab.sql(\'SELECT 1\') in a notebook."""\n'
@@ -357,12 +379,26 @@ def test_the_sql_checker_finds_a_query_outside_report_and_spares_docstrings_and_
         ),
         "argus_lab.report.b": 'Q = "SELECT run_id FROM runs"\n',
         "argus_lab.faces.c": 'Q = ("SELECT run_id "\n     "FROM runs")\n',
+        "argus_lab.app.d": (
+            "def f(con, run, cols):\n"
+            "    where = f\" WHERE run_id = '{run}'\"\n"
+            '    return con.execute(f"{cols} FROM region_instances" + where + " ORDER BY t0")\n'
+            "def g():\n"
+            '    """SELECT path FROM region_instances WHERE x: a docstring."""\n'
+            '    a = "e.g. `%argus sql SELECT path FROM region_instances WHERE rank = 0` in a cell"\n'
+            '    b = "From the runs where it failed, ORDER matters; group by hand"\n'
+            "    return a, b\n"
+        ),
+        "argus_lab.report.e": 'W = " WHERE run_id = ?"\n',
     }
     assert sql_reads(modules) == [
         "argus_lab.views.a:6 'SELECT count(*) FROM runs'",
         "argus_lab.views.a:7 'WITH a AS (SELECT 1) SELECT * FROM'",
         "argus_lab.views.a:9 'COPY ('",
         "argus_lab.faces.c:1 'SELECT run_id FROM runs'",
+        "argus_lab.app.d:2 \"WHERE run_id = '{}'\"",
+        "argus_lab.app.d:3 'ORDER BY t0'",
+        "argus_lab.app.d:3 'FROM region_instances'",
     ]
 
 

@@ -174,10 +174,10 @@ def test_measure_line_quotes_and_omits_defaults() -> None:
 
 
 def test_kernel_code_measures_region_cells_in_the_kernel(ip: Any, magics: ArgusMagics, store_path: Path) -> None:
-    """The code the JupyterLab extension sends (argus_lab.faces.cell_code.kernel_code, served by the server) runs
+    """The code the JupyterLab extension sends (argus_lab.app.cell_code.kernel_code, served by the server) runs
     each region cell as %%argus_region inside one %%argus measurement, quotes whatever the cells hold, and loads
     the magics when %load_ext was not run."""
-    from argus_lab.faces.cell_code import kernel_code
+    from argus_lab.app.cell_code import kernel_code
 
     ip.run_cell("seen = []")
     cells = [("attn", 'seen.append("it\'s \\"quoted\\"")'), ("m l p", "seen.append(2)")]

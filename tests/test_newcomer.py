@@ -210,7 +210,7 @@ def test_regions_declared_in_a_cell_name_the_cell_not_a_temporary_file(ip: Any, 
 def test_interrupting_a_region_cell_stops_the_measurement(ip: Any, magics: Any, store_path: Path) -> None:
     """IPython shows a cell's KeyboardInterrupt and goes on; inside a measurement the interrupt (the panel's Stop)
     must end the run, stored as interrupted."""
-    from argus_lab.faces.cell_code import kernel_code
+    from argus_lab.app.cell_code import kernel_code
 
     res = ip.run_cell(kernel_code([("slow", "raise KeyboardInterrupt")], "host.wall", repeat=3))
     assert isinstance(res.error_in_exec, KeyboardInterrupt)
@@ -220,7 +220,7 @@ def test_interrupting_a_region_cell_stops_the_measurement(ip: Any, magics: Any, 
 def test_panel_cells_are_named_by_their_position_and_the_run_links_to_them(
     ip: Any, magics: Any, store_path: Path
 ) -> None:
-    from argus_lab.faces.cell_code import kernel_code
+    from argus_lab.app.cell_code import kernel_code
 
     origin = {"notebook": "nb/demo.ipynb", "cells": [{"id": "c-2", "name": "attn", "index": 1}]}
     code = kernel_code([("attn", "x = 1")], "host.wall", repeat=1, warmup=0, origin=json.dumps(origin))

@@ -17,6 +17,8 @@ When every request was skipped, the latest one is exported, with the same note.
 
 from __future__ import annotations
 
+import shutil
+import tempfile
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -165,3 +167,31 @@ __all__ = [
     "format_of",
     "resolve_runs",
 ]
+
+
+DOWNLOAD_SUFFIX = {"perfetto": "json", "html": "html", "parquet": "zip"}
+"""The suffix of each format's file sent as one download (Parquet: a zip of the folder of one file per table)."""
+
+
+@dataclass(frozen=True)
+class DownloadFile:
+    """An export written as one file in a temporary folder of its own (the caller removes ``folder``)."""
+
+    path: Path
+    folder: Path
+
+
+def export_download(store: str | Store | None, run_ids: Sequence[str], fmt: str) -> DownloadFile:
+    """``run_ids`` of ``store`` exported by :func:`export` as one file to send (the server's ``GET export``): a
+    Perfetto trace, an HTML report or the Parquet folder zipped, in a new temporary folder."""
+    folder = Path(tempfile.mkdtemp(prefix="argus-export-"))
+    try:
+        if fmt == "parquet":
+            export(store, folder / "tables", fmt="parquet", run_ids=list(run_ids))
+            archive = shutil.make_archive(str(folder / "tables"), "zip", folder / "tables")
+            return DownloadFile(Path(archive), folder)
+        written = export(store, folder / f"export.{DOWNLOAD_SUFFIX[fmt]}", fmt=fmt, run_ids=list(run_ids))
+        return DownloadFile(written.path, folder)
+    except BaseException:
+        shutil.rmtree(folder, ignore_errors=True)
+        raise

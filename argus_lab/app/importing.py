@@ -19,7 +19,7 @@ from pathlib import Path
 from typing import Any
 
 from argus_lab.app.commands import command
-from argus_lab.errors import StoreError
+from argus_lab.errors import ImportFormatError, StoreError
 from argus_lab.importers import ImportedTrace, detect_format, read_trace
 from argus_lab.join import JoinSummary, attribute_request
 from argus_lab.report.runs import RUN_COUNT
@@ -52,8 +52,14 @@ def import_trace(
     ``fmt`` is ``kineto``, ``nsys`` or ``ncu`` (detected from the file when not given); ``options`` go to the
     importer (e.g. ``cross_check=True`` for Kineto, ``nsys="/path/to/nsys"``).
     """
-    st = store if isinstance(store, Store) else Store(store)
     kind = fmt or detect_format(path)
+    if options.get("domain") and kind == "kineto":
+        msg = (
+            "--domain applies to Nsight files (nsys, ncu); a torch.profiler trace's regions are its "
+            "record_function annotations: leave --domain out"
+        )
+        raise ImportFormatError(msg)
+    st = store if isinstance(store, Store) else Store(store)
     existed = os.path.lexists(st.path)
     try:
         return _import(st, path, kind, options)

@@ -8,23 +8,26 @@ a :class:`~argus_lab.report.Report` only ever reads.
 from __future__ import annotations
 
 import difflib
+import json
 import shlex
 from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, Protocol
 
 from argus_lab import config
 from argus_lab.app.recovery import Recovered, recover_stale, unknown_folders
 from argus_lab.errors import ScopeError, StoreError
 from argus_lab.join import JoinSummary, attribute_request
+from argus_lab.model.statuses import FAILED
 from argus_lab.plan import DEFAULT_SIGNALS, Plan, Request
 from argus_lab.plan.ncu_settings import KernelCensus
 from argus_lab.plan.planner import plan as plan_request
+from argus_lab.plan.scope import Scope
 from argus_lab.report import Report
 from argus_lab.report.census import kernel_census, scoped_kernels
 from argus_lab.report.runs import check_known, latest_runs, recorded_paths, request_runs, runs_by_request
 from argus_lab.run.progress import ProgressFn
-from argus_lab.run.runtime import Execution, OnError, execute
+from argus_lab.run.runtime import Execution, OnError, RunResult, execute
 from argus_lab.run.workload import Workload
 from argus_lab.store import Store, StoreSink
 from argus_lab.views.progress import choose as choose_progress
@@ -56,7 +59,24 @@ def plan(
     return plan_request(request, census=census)
 
 
-def plan_from_options(options: Any, workload: Workload | None = None, store: str | Store | None = None) -> Plan:
+class RequestOptions(Protocol):
+    """The request options the CLI and the magics share (parsed ``argparse`` options, a cell's request)."""
+
+    @property
+    def signals(self) -> str: ...
+    @property
+    def scope(self) -> str: ...
+    @property
+    def repeat(self) -> int: ...
+    @property
+    def warmup(self) -> int: ...
+    @property
+    def allow_unknown_counters(self) -> bool: ...
+
+
+def plan_from_options(
+    options: RequestOptions, workload: Workload | None = None, store: str | Store | None = None
+) -> Plan:
     """The plan of parsed command-line options (``signals``, ``scope``, ``repeat``, ``warmup``,
     ``allow_unknown_counters``: the request options the CLI and the magics share); with ``workload``, costed by its
     census in ``store`` (:func:`plan`)."""
@@ -72,11 +92,52 @@ def plan_from_options(options: Any, workload: Workload | None = None, store: str
 
 
 @dataclass(frozen=True)
+class ExplainedPlan:
+    """A plan as a face without a kernel shows it (the JupyterLab panel): its explanation and its JSON form."""
+
+    explain: str
+    plan: dict[str, Any]
+
+
+def explained_plan(
+    signals: str, scope: str = "", repeat: int = config.REPEAT, warmup: int = config.WARMUP
+) -> ExplainedPlan:
+    """The plan of a request with no workload, explained; a malformed scope is refused with its caret message
+    (:meth:`argus_lab.plan.scope.Scope.parse`) before planning."""
+    Scope.parse(scope)
+    planned = plan(signals, scope=scope, repeat=repeat, warmup=warmup)
+    return ExplainedPlan(planned.explain(), json.loads(planned.to_json()))
+
+
+@dataclass(frozen=True)
 class Measurement:
     """What running a plan gave: every run's outcome and the report over the runs."""
 
     execution: Execution
     report: Report
+
+    def failure_details(self) -> list[tuple[RunResult, str]]:
+        """The failed runs whose cause carries more than its first line (the workload's own traceback), with it."""
+        out = []
+        for r in self.execution.results:
+            if r.status in FAILED and "\n" in r.cause:
+                detail = r.cause.split("\n", 1)[1].strip()
+                if detail:
+                    out.append((r, detail))
+        return out
+
+    def skipped_reasons(self) -> tuple[str, ...]:
+        """Why, when every run was skipped (nothing measured: GPU signals on a machine without a GPU); else ()."""
+        results = self.execution.results
+        if results and all(r.status == "skipped" for r in results):
+            return tuple(sorted({r.cause for r in results}))
+        return ()
+
+
+def only_region(report: Report, name: str) -> bool:
+    """Whether ``name`` is the one region path ``report`` measured or saw finish: the workload entered no region
+    of its own, so it was measured as its implicit region ``name``."""
+    return {r.path for r in report.regions} | {f[0] for f in report.finished} == {name}
 
 
 def open_store(store: str | Store | None = None) -> Store:
@@ -243,5 +304,5 @@ def measure(
     return run_plan(the_plan, workload, st, on_error=on_error, progress=shown, launch=launch, isolate=isolate).report
 
 
-__all__ = ["Measurement", "Recovery", "join_runs", "measure", "open_store", "plan", "plan_from_options",
-           "recover_runs", "run_plan"]  # fmt: skip
+__all__ = ["ExplainedPlan", "Measurement", "Recovery", "RequestOptions", "explained_plan", "join_runs", "measure",
+           "only_region", "open_store", "plan", "plan_from_options", "recover_runs", "run_plan"]  # fmt: skip

@@ -11,7 +11,6 @@ from pathlib import Path
 from argus_lab import config
 from argus_lab.app.commands import command
 from argus_lab.errors import ArgusError
-from argus_lab.model.statuses import FAILED
 from argus_lab.store.db import default_store_path
 
 EPILOG = """examples:
@@ -309,13 +308,12 @@ def main(argv: Sequence[str] | None = None) -> int:
 
 
 def _run(args: argparse.Namespace) -> int:
-    from argus_lab.app.measure import plan_from_options, run_plan
+    from argus_lab.app.measure import only_region, plan_from_options, run_plan
     from argus_lab.run.progress import lines
     from argus_lab.run.runtime import summarize, terminal_progress
     from argus_lab.run.workload import Workload
 
-    script_args = tuple(args.script_args)
-    workload = Workload.from_target(args.script, script_args)
+    workload = Workload.from_target(args.script, tuple(args.script_args))
     the_plan = plan_from_options(args, workload, args.store)  # an earlier timing run costs ncu runs
     print(the_plan.explain(), end="\n\n")
     done = run_plan(
@@ -330,19 +328,16 @@ def _run(args: argparse.Namespace) -> int:
     report = done.report
     print(report.text())
     print(f"\nstored in {_shown(str(report.store.path))}\n{summarize(done.execution.results)}")
-    for r in done.execution.results:  # the workload's own traceback (file and line), after the one-line summary
-        detail = r.cause.split("\n", 1)[1].strip() if r.status in FAILED and "\n" in r.cause else ""
-        if detail:
-            print(f"\nrun {r.index} ({r.run_id}) {r.status}:\n" + "\n".join("  " + ln for ln in detail.splitlines()))
+    for r, detail in done.failure_details():  # the workload's own traceback (file and line), after the summary
+        print(f"\nrun {r.index} ({r.run_id}) {r.status}:\n" + "\n".join("  " + ln for ln in detail.splitlines()))
     implicit = workload.implicit_region
-    if implicit and {row.path for row in report.regions} | {f[0] for f in report.finished} == {implicit}:
+    if implicit and only_region(report, implicit):
         print(
             f"\n{args.script} marks no region: the whole workload was measured as region {implicit!r}. Mark parts "
             'of it with `with argus_lab.region("name"):` or `@argus_lab.region("name")` to measure them apart.'
         )
-    results = done.execution.results
-    if results and all(r.status == "skipped" for r in results):
-        reasons = sorted({r.cause for r in results})
+    reasons = done.skipped_reasons()
+    if reasons:
         print(
             "\nargus-lab: nothing was measured: every run was skipped (" + "; ".join(reasons) + "). "
             "Pass --allow-skipped to accept that (exit 0).",
@@ -359,42 +354,25 @@ def _version() -> str:
 
 
 def _show(args: argparse.Namespace) -> int:
-    from argus_lab.report import Report, runs
-    from argus_lab.store import Store
+    from argus_lab.app.runs import runs_to_show
+    from argus_lab.report import Report
 
-    store = Store(args.store)
-    run_ids = None
     if args.pool and not args.all:
         print("argus-lab: error: --pool pools the runs of --all; pass both (`show --all --pool`)", file=sys.stderr)
         return 2
-    if args.all and not args.pool:  # one report per request: unrelated workloads are never pooled under one name
-        requests = runs.requests_oldest_first(store)
-        for k, (request, ids, workload) in enumerate(requests):
-            print(f"{'' if k == 0 else chr(10)}== request {request} ({len(ids)} run(s)): {workload or '?'}")
-            report = Report(store, list(ids))
-            print(report.text())
-            if args.provenance:
-                print("\nprovenance:\n" + report.provenance_text())
-        if not requests:
-            print(f"(no runs in {_shown(str(store.path))})")
-        return 0
-    if args.all:
-        run_ids = runs.all_runs(store)
-        print("(every run of the store pooled: instances of one region path from different requests are combined)")
-    elif args.run:
-        missing = runs.unknown_run(store, args.run)
-        if missing is not None:
-            print(
-                f"argus-lab: error: no run {missing!r} in {_shown(str(store.path))}; list runs with "
-                f"`argus-lab show --all --store {_shown(str(store.path))}`",
-                file=sys.stderr,
-            )
-            return 2
-        run_ids = args.run
-    report = Report(store, run_ids)
-    print(report.text())
-    if args.provenance:
-        print("\nprovenance:\n" + report.provenance_text())
+    shown = runs_to_show(args.store, args.run, every=args.all, pool=args.pool)
+    if shown.note:
+        print(shown.note)
+    for k, group in enumerate(shown.groups):
+        if group.request:
+            runs = f"{len(group.run_ids or ())} run(s)"
+            print(f"{'' if k == 0 else chr(10)}== request {group.request} ({runs}): {group.workload or '?'}")
+        report = Report(shown.store, group.run_ids)
+        print(report.text())
+        if args.provenance:
+            print("\nprovenance:\n" + report.provenance_text())
+    if args.all and not args.pool and not shown.groups:
+        print(f"(no runs in {_shown(str(shown.store.path))})")
     return 0
 
 
@@ -418,18 +396,9 @@ def _export(args: argparse.Namespace) -> int:
 
 def _import(args: argparse.Namespace) -> int:
     from argus_lab.app.importing import import_trace
-    from argus_lab.importers import detect_format
 
-    fmt = args.format or detect_format(args.file)
-    if args.domain and fmt == "kineto":
-        print(
-            "argus-lab: error: --domain applies to Nsight files (nsys, ncu); a torch.profiler trace's regions are its "
-            "record_function annotations: leave --domain out",
-            file=sys.stderr,
-        )
-        return 2
     options = {"domain": args.domain} if args.domain else {}
-    result = import_trace(args.file, args.store, fmt=fmt, **options)
+    result = import_trace(args.file, args.store, fmt=args.format, **options)
     print(_shown(result.text()))
     show = command("show", "--run", result.run_id, store=result.store_path)
     print(f"stored as run {result.run_id} in {_shown(str(result.store_path))}; see it with `{_shown(show)}`")
@@ -460,12 +429,11 @@ def _plan(args: argparse.Namespace) -> int:
 
 
 def _signals() -> int:
-    from argus_lab.plan.catalog import CATALOG, FAMILIES
+    from argus_lab.app.signals import catalog, families
     from argus_lab.report.text import table
 
-    rows = [(name, sig.unit, sig.backend, sig.description) for name, sig in CATALOG.items()]
-    rows += [(prefix + "<metric>", "(the metric's)", backend, description) for prefix, (backend, description) in
-             FAMILIES.items()]  # fmt: skip
+    rows = [(s.name, s.unit, s.backend, s.description) for s in catalog()]
+    rows += [(f.prefix + "<metric>", "(the metric's)", f.backend, f.description) for f in families()]
     print(table(("signal", "unit", "backend", "what it measures"), rows, max_rows=len(rows)))
     return 0
 

@@ -40,28 +40,23 @@ by the cell itself is shown with its own traceback (only the cell's frames), aft
 from __future__ import annotations
 
 import argparse
-import ast
 import builtins
-import dataclasses
 import hashlib
 import json
 import keyword
 import os
 import re
 import shlex
-from dataclasses import dataclass
-from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from IPython.core.error import UsageError
 from IPython.core.magic import Magics, cell_magic, line_cell_magic, magics_class
 from IPython.core.magic_arguments import MagicArgumentParser
 
-from argus_lab import config
+from argus_lab.app.cell_code import DEFAULT_REPEAT, DEFAULT_WARMUP, SETUP_MODES, measure_line
+from argus_lab.app.cells import CellPlace, RegionWrap, cell_label, checked_store, region_check, setup_cells
 from argus_lab.errors import ArgusError
-from argus_lab.faces.cell_code import DEFAULT_REPEAT, DEFAULT_WARMUP, SETUP_MODES, measure_line
 from argus_lab.run.progress import throttled
-from argus_lab.run.workload import Workload
 from argus_lab.views.progress import NotebookLine
 
 if TYPE_CHECKING:
@@ -71,19 +66,6 @@ if TYPE_CHECKING:
 
     from argus_lab.plan import Plan
     from argus_lab.report import Report
-
-
-@dataclass(frozen=True)
-class CellWorkload(Workload):
-    """A notebook cell: in this process it runs ``func`` (the cell in the user namespace); a child process
-    replays ``target`` after the ``setup`` sources (:meth:`Workload.to_dict` carries only those)."""
-
-    def load(self) -> Callable[[], None]:
-        """Execute in the notebook's namespace when a function is given, else replay like any cell."""
-        if self.func is not None:
-            fn = self.func
-            return lambda: (fn(), None)[1]
-        return super().load()
 
 
 def _parser(prog: str, description: str) -> MagicArgumentParser:
@@ -149,37 +131,6 @@ def prompt_number(shell: Any) -> int:
     return int(max(numbers)) if numbers else int(shell.execution_count)
 
 
-def _cell_origin(shell: Any) -> str:
-    """The origin (JSON) of the cell being executed: its notebook and cell id ("" outside a notebook cell)."""
-    notebook, cell_id = notebook_path(shell), _cell_id(shell)
-    if not (notebook and cell_id):
-        return ""
-    return json.dumps({"notebook": notebook, "cells": [{"id": cell_id, "execution_count": prompt_number(shell)}]})
-
-
-def cell_label(number: int | None, notebook: str) -> str:
-    """``cell [5] of quickstart.ipynb`` (the prompt number and the notebook's file name, as people see them)."""
-    name = os.path.basename(notebook)
-    cell = f"cell [{number}]" if number else "a cell"
-    return f"{cell} of {name}" if name else cell
-
-
-def checked_store(path: str) -> str:
-    """``path`` if it can hold a store: its folder exists (a folder is never created without asking)."""
-    p = Path(path).expanduser()
-    if p.is_dir():
-        msg = f"{path!r} is a folder; give the store a file name in it, e.g. `{(p / 'argus.duckdb').as_posix()}`"
-        raise UsageError(msg)
-    folder = p.parent
-    if not folder.exists():
-        msg = (
-            f"the folder {folder.as_posix()!r} of the store {path!r} does not exist; create it first "
-            f"(`!mkdir -p {shlex.quote(folder.as_posix())}`) or choose a store in an existing folder"
-        )
-        raise UsageError(msg)
-    return path
-
-
 class _Json:
     """A value shown as JSON (what the JupyterLab panel reads back from a kernel's ``user_expressions``)."""
 
@@ -196,41 +147,14 @@ class _Json:
 def kernel_store(shell: Any = None) -> _Json:
     """Which store this kernel's measurements go to: ``{"store": absolute path, "source": "%argus store" |
     "ARGUS_STORE" | "default", "cwd", "notebook"}`` (the JupyterLab panel follows it)."""
+    from argus_lab.app.cells import kernel_store as store_of_kernel
+
     if shell is None:
         from IPython import get_ipython
 
         shell = get_ipython()
     magics = shell.magics_manager.registry.get("ArgusMagics") if shell is not None else None
-    chosen = getattr(magics, "store_path", None)
-    env = config.value(config.ARGUS_STORE)
-    source = "%argus store" if chosen else "ARGUS_STORE" if env else "default"
-    path = os.path.abspath(os.path.expanduser(chosen or env or "argus.duckdb"))
-    return _Json({"store": path, "source": source, "cwd": os.getcwd(), "notebook": notebook_path(shell)})
-
-
-class _RegionWrap(ast.NodeTransformer):
-    """Wraps a cell's statements in ``with <marker>:``; a last expression is kept displayable after the block."""
-
-    def __init__(self, marker_name: str, result_name: str) -> None:
-        self.marker_name = marker_name
-        self.result_name = result_name
-
-    def visit_Module(self, node: ast.Module) -> ast.Module:
-        body = list(node.body)
-        tail: list[ast.stmt] = []
-        if body and isinstance(body[-1], ast.Expr):
-            last = body.pop()
-            assert isinstance(last, ast.Expr)
-            store = ast.Name(id=self.result_name, ctx=ast.Store())
-            body.append(ast.copy_location(ast.Assign(targets=[store], value=last.value), last))
-            tail.append(ast.copy_location(ast.Expr(value=ast.Name(id=self.result_name, ctx=ast.Load())), last))
-        item = ast.withitem(context_expr=ast.Name(id=self.marker_name, ctx=ast.Load()))
-        wrapped = ast.With(items=[item], body=body or [ast.Pass()])
-        if body:
-            ast.copy_location(wrapped, body[0])
-        node.body = [wrapped, *tail]
-        ast.fix_missing_locations(node)
-        return node
+    return _Json(store_of_kernel(getattr(magics, "store_path", None), notebook_path(shell)).to_dict())
 
 
 def split_line(line: str, magic: str) -> list[str]:
@@ -298,18 +222,18 @@ class ArgusMagics(Magics):
         Inside an active measurement the cell is simply one more region instance.  Otherwise the cell is measured
         once (host.wall, host.cpu) into the session's store and one summary line is printed.
         """
-        from argus_lab.regions import active_recorder, region
+        from argus_lab.regions import active_recorder
 
         name = line.strip()
         try:
-            region(name, module="__main__")  # checks the name
+            region_check(name)
         except ArgusError as exc:
             raise UsageError(str(exc)) from None
         marker = self._cell_marker(name)
         if active_recorder() is not None:
             self._run_in_region(marker, cell)
             return
-        from argus_lab.app.measure import plan, run_plan
+        from argus_lab.app.cells import measure_region_cell, region_cell_failure, region_cell_summary
 
         raised: list[BaseException] = []
 
@@ -321,40 +245,20 @@ class ArgusMagics(Magics):
                 raise error
 
         try:
-            the_plan = plan("host.wall,host.cpu", repeat=1, warmup=0)
-            shell: Any = self.shell
-            workload = dataclasses.replace(
-                Workload.of_callable(run_once),
-                label=marker.region.file,
-                origin=_cell_origin(shell),
-            )
-            report = run_plan(the_plan, workload, self._store(None)).report
+            report = measure_region_cell(run_once, marker.region.file, self._place().origin(), self._store(None)).report
         except ArgusError as exc:
             raise UsageError(str(exc)) from None
         self.last_report = report
         if raised:
-            error = raised[0]
-            msg = (
-                f"region {name} failed: the cell raised {type(error).__name__}: {error} (its traceback is above); "
-                f"the run is stored as failed ({', '.join(report.run_ids)} in {report.store.path}), with the "
-                "instance and its error"
-            )
-            raise UsageError(msg)
-        from argus_lab.units import fmt
-
-        values = {r.signal: fmt(r.median, r.unit) for r in report.regions if r.path.split("/")[-1] == name}
-        summary = ", ".join(f"{k} {v}" for k, v in sorted(values.items())) or "no instance recorded"
-        print(f"argus: region {name}: {summary} (run {', '.join(report.run_ids)} in {report.store.path})")
+            raise UsageError(region_cell_failure(report, name, raised[0]))
+        print(f"argus: {region_cell_summary(report, name)}")
 
     def _cell_marker(self, name: str) -> Any:
         """The marker of region ``name`` declared by the running cell (its source is the cell, not this module)."""
         from argus_lab.regions import Region, RegionMarker
 
-        shell: Any = self.shell
-        if _cell_id(shell):
-            label = cell_label(prompt_number(shell), notebook_path(shell))
-        else:  # run by the panel's code: the cell is known from the origin it passed (its position)
-            label = self._origin_cells.get(name) or cell_label(None, notebook_path(shell))
+        place = self._place()  # run by the panel's code, the cell is known from the origin it passed (its position)
+        label = place.label() if place.cell_id else self._origin_cells.get(name) or cell_label(None, place.notebook)
         key = (name, label)
         if key not in self._markers:
             self._markers[key] = RegionMarker(Region(name=name, kind="host", module="__main__", file=label, line=1))
@@ -366,7 +270,7 @@ class ArgusMagics(Magics):
         shell: Any = self.shell
         ns = shell.user_ns
         ns[marker_name] = marker
-        transformer = _RegionWrap(marker_name, result_name)
+        transformer = RegionWrap(marker_name, result_name)
         shell.ast_transformers.append(transformer)
         try:
             result = shell.run_cell(cell, store_history=False)
@@ -418,37 +322,35 @@ class ArgusMagics(Magics):
     def _store(self, given: str | None) -> str | None:
         return checked_store(given) if given else self.store_path
 
-    def _setup_sources(self, mode: str) -> tuple[tuple[str, ...], list[str]]:
+    def _place(self) -> CellPlace:
+        """Where the running cell is: its notebook, cell id and prompt number."""
         shell: Any = self.shell
-        notes: list[str] = []
+        return CellPlace(notebook_path(shell), _cell_id(shell), prompt_number(shell))
+
+    def _setup_sources(self, mode: str) -> tuple[tuple[str, ...], list[str]]:
+        """The setup sources of a replay (``--setup marked|history|none``) and the notes about those left out."""
+        shell: Any = self.shell
         if mode == "none":
-            return (), notes
+            return (), []
         if mode == "marked":
             raw = list(self.setup_cells.values())
         else:
             history = list(shell.history_manager.input_hist_raw)[1:-1]  # raw inputs, without this cell
             raw = [h for h in history if h.strip()]
-        out = []
-        for src in raw:
-            py = shell.transform_cell(src)
-            if "get_ipython()" in py:
-                notes.append(f"left out of the replay (uses IPython syntax): {src.strip().splitlines()[0][:60]!r}")
-                continue
-            out.append(py)
-        return tuple(out), notes
+        setup = setup_cells(raw, shell.transform_cell)
+        return setup.sources, list(setup.notes)
 
     def _measure(self, line: str, cell: str) -> Any:
-        from argus_lab.app.measure import plan_from_options, run_plan
+        from argus_lab.app.cells import CellRequest, SetupCells, implicit_hint, origin_cells, plan_cell
+        from argus_lab.app.measure import run_plan
 
         args = measure_parser().parse_args(split_line(line, "%%argus"))
         _check_out_name(args.out, self.shell)
-        if args.store:
-            checked_store(args.store)
+        store = self._store(args.store)
         shell: Any = self.shell
         source = shell.transform_cell(cell)
-        number = prompt_number(shell)  # before this cell's body is cached under the same number
-        filename = shell.compile.cache(source, number)
-        code = compile(source, filename, "exec")
+        place = self._place()  # before this cell's body is cached under the same number
+        code = compile(source, shell.compile.cache(source, place.number), "exec")
         ns = shell.user_ns
         raised: list[tuple[BaseException, Any]] = []
 
@@ -461,49 +363,20 @@ class ArgusMagics(Magics):
                 raised.append((exc, tb.tb_next if tb is not None else None))
                 raise
 
-        setup, notes = self._setup_sources(args.setup)
-        notebook = notebook_path(shell)
-        cell_id = _cell_id(shell)
-        origin = args.origin or _cell_origin(shell)
-        label = _origin_label(origin) or cell_label(number if cell_id else None, notebook)
-        self._origin_cells = _origin_cells(origin)
-        implicit = args.region or f"cell_{number}"
-        try:
-            region_check(implicit)
-        except ArgusError as bad:
-            raise UsageError(str(bad)) from None
-        workload = CellWorkload(
-            "cell",
-            source,
-            setup=setup,
-            cwd=os.getcwd(),
-            func=run_cell_once,
-            implicit_region=implicit,
-            label=label,
-            origin=origin,
-        )
-        the_plan = plan_from_options(args, workload, self._store(args.store))  # with the cell's kernel census
-        needs_child = args.isolate or any(r.launcher is not None for r in the_plan.runs)
-        if needs_child and "get_ipython()" in source:
-            notes.append("this cell uses IPython syntax, which a replay in a child process cannot run")
-        if needs_child and not setup and args.setup == "marked":
-            notes.append(
-                "child runs replay this cell with no setup cells: run the cells that define its inputs with "
-                "%%argus_setup, or use --setup history"
-            )
+        setup = SetupCells(*map(tuple, self._setup_sources(args.setup)))
+        self._origin_cells = origin_cells(args.origin or place.origin())
+        planned = plan_cell(CellRequest.of(args), source, run_cell_once, place, setup, store)
         progress = None if args.quiet else throttled(NotebookLine())
-        for note in notes:
+        for note in planned.notes:
             print(f"argus: {note}")
         measured = run_plan(
-            the_plan, workload, self._store(args.store), on_error=args.on_error, progress=progress, isolate=args.isolate
+            planned.plan, planned.workload, store, on_error=args.on_error, progress=progress, isolate=args.isolate
         )
         report = measured.report
         self.last_report = report
-        if {r.path for r in report.regions} | {f[0] for f in report.finished} == {implicit}:
-            print(
-                f"argus: the cell enters no region, so it was measured as region {implicit!r}; mark parts of it "
-                f"with `with argus_lab.region('name'):` to measure them apart"
-            )
+        hint = implicit_hint(report, planned.implicit)
+        if hint:
+            print(f"argus: {hint}")
         if args.out:
             ns[args.out] = report
         if not args.no_show:
@@ -544,7 +417,7 @@ class ArgusMagics(Magics):
 
     def _sql(self, rest: str, cell: str | None) -> Any:
         """``%argus sql [--store P] QUERY`` or ``%%argus sql [--store P]`` with the query as the cell."""
-        from argus_lab.store import Store
+        from argus_lab.app.query import sql
 
         store = None
         words = rest.split(maxsplit=2)
@@ -559,7 +432,7 @@ class ArgusMagics(Magics):
             raise UsageError(
                 "%argus sql needs a query, e.g. %argus sql SELECT path, count(*) FROM region_instances GROUP BY path"
             )
-        return Store(self._store(store)).sql(query)
+        return sql(query, store=self._store(store))
 
     def _doctor(self, rest: list[str]) -> None:
         from argus_lab.app.doctor import diagnose, render, to_json
@@ -581,29 +454,17 @@ class ArgusMagics(Magics):
         print(the_plan.explain())
 
     def _report_for(self, args: Any) -> Report | None:
-        """The report a line command shows: given runs, the store's newest request (``--latest``), this kernel's
-        last report, or the newest request this kernel measured; None when this kernel measured nothing yet."""
-        from argus_lab.report import Report, runs
+        """The report a line command shows (:func:`argus_lab.app.runs.kernel_report`); None, with a note, when this
+        kernel measured nothing yet."""
+        from argus_lab.app.runs import kernel_report
         from argus_lab.run.runtime import session_id
-        from argus_lab.store import Store
 
-        if args.run or getattr(args, "latest", False):
-            return Report(Store(self._store(args.store)), args.run or None)
-        if self.last_report is not None and not args.store:
-            return self.last_report
-        store = Store(self._store(args.store))
-        ids = runs.session_latest_runs(store, session_id())
-        if ids is not None:
-            return Report(store, ids)
-        others = runs.run_count(store)
-        where = (
-            f" ({others} run(s) of earlier sessions are in {store.path}: `%argus show --latest` shows the newest, "
-            "`%argus runs` lists them)"
-            if others
-            else f" (no store at {store.path} yet)"
-        )
-        print(f"argus: this kernel has measured nothing yet{where}")
-        return None
+        last = None if args.store else self.last_report
+        latest = bool(getattr(args, "latest", False))
+        shown = kernel_report(self._store(args.store), args.run, latest=latest, last=last, session=session_id())
+        if shown.note:
+            print(f"argus: {shown.note}")
+        return shown.report
 
     def _show(self, rest: list[str]) -> Any:
         from argus_lab.views.bundle import ReportView
@@ -710,43 +571,6 @@ class _CellNamer:
         return cell_label(number, notebook_path(self.shell)) if number is not None else None
 
 
-def _origin_label(origin: str) -> str:
-    """``cells attn, mlp of demo.ipynb`` for the cells of an origin (from the panel); "" when there is none."""
-    if not origin:
-        return ""
-    try:
-        data = json.loads(origin)
-        names = [str(c.get("name") or f"[{c.get('execution_count')}]") for c in data.get("cells", [])]
-        notebook = os.path.basename(str(data.get("notebook", "")))
-    except (ValueError, AttributeError, TypeError):
-        return ""
-    if not names:
-        return ""
-    what = ("cell " if len(names) == 1 else "cells ") + ", ".join(names)
-    return f"{what} of {notebook}" if notebook else what
-
-
-def _origin_cells(origin: str) -> dict[str, str]:
-    """Region name -> ``cell 2 of demo.ipynb`` for the cells of an origin that carry a position."""
-    try:
-        data = json.loads(origin) if origin else {}
-        notebook = os.path.basename(str(data.get("notebook", "")))
-        return {
-            str(c["name"]): f"cell {int(c['index']) + 1} of {notebook}"
-            for c in data.get("cells", [])
-            if c.get("name") and isinstance(c.get("index"), int)
-        }
-    except (ValueError, AttributeError, TypeError, KeyError):
-        return {}
-
-
-def region_check(name: str) -> None:
-    """Raise :class:`~argus_lab.errors.RegionMisuseError` when ``name`` cannot name a region."""
-    from argus_lab.regions import region
-
-    region(name, module="__main__")
-
-
 def load(ipython: InteractiveShell) -> None:
     """Register the magics and make plotly figures survive nbconvert (its ``notebook`` renderer)."""
     from argus_lab.faces.gpu_cells import GpuCellMagics
@@ -758,4 +582,4 @@ def load(ipython: InteractiveShell) -> None:
     init_notebook()
 
 
-__all__ = ["ArgusMagics", "CellWorkload", "kernel_store", "load", "measure_line", "measure_parser"]
+__all__ = ["ArgusMagics", "kernel_store", "load", "measure_line", "measure_parser"]

@@ -8,11 +8,10 @@ shared.  The Run button measures the panel's target (a callable) with a progress
 
 from __future__ import annotations
 
-import itertools
 from typing import TYPE_CHECKING, Any
 
 from argus_lab.errors import ArgusError
-from argus_lab.plan.backends import BACKENDS, conflict_reason
+from argus_lab.plan.backends import BACKENDS
 from argus_lab.plan.catalog import CATALOG
 from argus_lab.run.machine import gpu_available
 from argus_lab.views.escape import html_text
@@ -145,7 +144,7 @@ class SignalPanel:
 
     def line(self) -> str:
         """The ``%%argus`` line equivalent to the panel's settings."""
-        from argus_lab.faces.cell_code import measure_line
+        from argus_lab.app.cell_code import measure_line
 
         return measure_line(
             ",".join(self.selected()),
@@ -157,22 +156,9 @@ class SignalPanel:
 
     def conflicts(self) -> list[str]:
         """Why the chosen backends cannot all share one run."""
-        from argus_lab.plan.catalog import lookup
+        from argus_lab.app.signals import conflicts
 
-        chosen = []
-        for name in self.selected():
-            try:
-                backend = lookup(name).backend
-            except ArgusError:
-                continue
-            if backend not in chosen:
-                chosen.append(backend)
-        out = []
-        for a, b in itertools.combinations(chosen, 2):
-            why = conflict_reason(BACKENDS[a], BACKENDS[b])
-            if why:
-                out.append(f"{a} / {b}: {why}")
-        return out
+        return conflicts(self.selected())
 
     def _changed(self, *_: Any) -> None:
         self.line_box.value = self.line()
@@ -181,9 +167,9 @@ class SignalPanel:
         except ArgusError as exc:
             self.status.value = f"<span style='color:#a33'>{html_text(exc)}</span>"
             return
-        from argus_lab.plan.catalog import lookup
+        from argus_lab.app.signals import needing_gpu
 
-        missing = [] if self.here else [s for r in the_plan.runs for s in r.signals if lookup(s).needs_gpu]
+        missing = [] if self.here else needing_gpu(the_plan)
         parts = [f"<b>{len(self.selected())} signal(s) &rarr; {len(the_plan.runs)} run(s)</b>"]
         parts += [f"conflict: {html_text(c)}" for c in self.conflicts()]
         if missing:

@@ -1,7 +1,7 @@
 /**
  * Pure logic of the panel and the badges: region cells of a notebook, scopes, and number formatting.  No DOM and
  * no JupyterLab here, so that it is unit-tested directly.  The `%%argus` line and the kernel code of a measurement
- * are made in Python (argus_lab.faces.cell_code) and fetched from the server (`POST argus-lab/measure-code`).
+ * are made in Python (argus_lab.app.cell_code) and fetched from the server (`POST argus-lab/measure-code`).
  */
 
 /** A notebook cell marked with `%%argus_region NAME`. */

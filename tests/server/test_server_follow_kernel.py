@@ -54,7 +54,7 @@ def test_notebook_store_is_argus_store_of_the_server_or_the_notebooks_folder(
 async def test_stores_answers_the_notebook_store_and_the_kernel_probe(
     jp_fetch: Any, jp_root_dir: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    from argus_lab.faces.cell_code import STORE_PROBE
+    from argus_lab.app.cell_code import STORE_PROBE
 
     monkeypatch.delenv("ARGUS_STORE", raising=False)
     data = await get(jp_fetch, "stores", notebook="notebooks/quickstart.ipynb")
@@ -69,7 +69,7 @@ def test_store_probe_names_the_kernels_store(
     ipython_shell: Any, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     """The probe is an expression that evaluates, in a shell with the magics, to the store the kernel writes."""
-    from argus_lab.faces.cell_code import STORE_PROBE
+    from argus_lab.app.cell_code import STORE_PROBE
 
     ip = ipython_shell
     magics = ip.magics_manager.registry["ArgusMagics"]

@@ -249,8 +249,8 @@ async def test_plan_preview_bad_input(jp_fetch: Any, body: dict[str, Any], needl
 
 
 async def test_measure_code_comes_from_the_python_function(jp_fetch: Any) -> None:
-    """The extension's kernel code and %%argus line are argus_lab.faces.cell_code's, served as they are."""
-    from argus_lab.faces.cell_code import kernel_code, measure_line
+    """The extension's kernel code and %%argus line are argus_lab.app.cell_code's, served as they are."""
+    from argus_lab.app.cell_code import kernel_code, measure_line
 
     cells = [{"name": "attn", "body": 'print("hi \\"there\\"")'}, {"name": "it's", "body": "y = 1"}]
     req = {"signals": "host.wall", "scope": "a/*", "repeat": 5, "warmup": 0, "store": "/r/x y.duckdb", "title": "t"}

@@ -9,11 +9,10 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import dataclasses
 import json
 import shutil
-import tempfile
 import weakref
-from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 import tornado.web
@@ -76,7 +75,7 @@ class StoresHandler(_Base):
 
     @tornado.web.authenticated
     async def get(self) -> None:
-        from argus_lab.faces.cell_code import STORE_PROBE
+        from argus_lab.app.cell_code import STORE_PROBE
 
         found = await asyncio.to_thread(find_stores, self.root_dir)
         answer: dict[str, Any] = {
@@ -143,25 +142,9 @@ class SignalsHandler(_Base):
 
     @tornado.web.authenticated
     def get(self) -> None:
-        from argus_lab.plan.catalog import CATALOG
+        from argus_lab.app.signals import catalog
 
-        self.finish(
-            json.dumps(
-                {
-                    "signals": [
-                        {
-                            "name": s.name,
-                            "unit": s.unit,
-                            "backend": s.backend,
-                            "description": s.description,
-                            "needs_gpu": s.needs_gpu,
-                            "perturbation": s.perturbation,
-                        }
-                        for s in CATALOG.values()
-                    ]
-                }
-            )
-        )
+        self.finish(json.dumps({"signals": [dataclasses.asdict(s) for s in catalog()]}))
 
 
 class PlanHandler(_Base):
@@ -188,12 +171,14 @@ class PlanHandler(_Base):
         if not (isinstance(repeat, int) and isinstance(warmup, int) and 1 <= repeat <= 10000 and 0 <= warmup <= 1000):
             self.fail(400, "`repeat` must be an integer in 1..10000 and `warmup` in 0..1000")
             return
+        from argus_lab.app.measure import explained_plan
+
         try:
-            result = await asyncio.to_thread(_plan, signals, scope, repeat, warmup)
+            result = await asyncio.to_thread(explained_plan, signals, scope, repeat, warmup)
         except ArgusError as exc:
             self.fail(400, str(exc))
             return
-        self.finish(json.dumps(bidi_safe_json(result)))
+        self.finish(json.dumps(bidi_safe_json(dataclasses.asdict(result))))
 
 
 MAX_CELLS = 200
@@ -203,7 +188,7 @@ MAX_CELL_TEXT = 1_000_000  # the region cells' sources together
 class MeasureCodeHandler(_Base):
     """``POST measure-code`` with ``{"signals", "scope", "repeat", "warmup", "store", "title", "cells": [{"name",
     "body"}]}``: the ``%%argus`` line and the code that measures the region cells in the notebook's kernel, both
-    from :mod:`argus_lab.faces.cell_code` (the extension writes no Python of its own)."""
+    from :mod:`argus_lab.app.cell_code` (the extension writes no Python of its own)."""
 
     @tornado.web.authenticated
     async def post(self) -> None:
@@ -243,45 +228,23 @@ class MeasureCodeHandler(_Base):
         ):
             self.fail(400, f"`cells` must be a list of at most {MAX_CELLS} {{'name': str, 'body': str}} objects")
             return
+        from argus_lab.app.cell_code import RegionCell, measure_code
+
+        picked = [RegionCell(c["name"], c["body"], c.get("id", ""), c.get("index")) for c in cells]
+        store = texts["store"] or None
         try:
-            result = await asyncio.to_thread(_measure_code, texts, repeat, warmup, cells)
+            result = await asyncio.to_thread(
+                measure_code, picked, texts["signals"], texts["scope"], repeat, warmup, store, texts["title"],
+                texts["notebook"],
+            )  # fmt: skip
         except ArgusError as exc:
             self.fail(400, str(exc))
             return
-        self.finish(json.dumps(bidi_safe_json(result)))
+        self.finish(json.dumps(bidi_safe_json(dataclasses.asdict(result))))
 
 
-def _measure_code(texts: dict[str, str], repeat: int, warmup: int, cells: list[dict[str, Any]]) -> dict[str, Any]:
-    from argus_lab.faces.cell_code import kernel_code, measure_line
-
-    _plan(texts["signals"], texts["scope"], repeat, warmup)  # a request the planner refuses gets its message
-    signals, scope, store, title = texts["signals"], texts["scope"], texts["store"] or None, texts["title"]
-    origin = ""
-    if texts["notebook"]:
-        picked = [{"id": c.get("id", ""), "name": c["name"], "index": c.get("index")} for c in cells]
-        origin = json.dumps({"notebook": texts["notebook"], "cells": picked})
-    return {
-        "line": measure_line(signals, scope, repeat, warmup, store, title=title),
-        "code": kernel_code(
-            [(c["name"], c["body"]) for c in cells], signals, scope, repeat, warmup, store, title, origin
-        ),
-    }
-
-
-def _plan(signals: str, scope: str, repeat: int, warmup: int) -> dict[str, Any]:
-    from argus_lab.app.measure import plan
-    from argus_lab.plan.scope import Scope
-
-    Scope.parse(scope)  # a malformed scope is refused with its caret message before planning
-    planned = plan(signals, scope=scope, repeat=repeat, warmup=warmup)
-    return {"explain": planned.explain(), "plan": json.loads(planned.to_json())}
-
-
-EXPORT_TYPES = {
-    "perfetto": ("json", "application/json"),
-    "html": ("html", "text/html; charset=utf-8"),
-    "parquet": ("zip", "application/zip"),
-}
+CONTENT_TYPES = {"perfetto": "application/json", "html": "text/html; charset=utf-8", "parquet": "application/zip"}
+"""The HTTP content type of each export format's download (its suffix: ``app.exporting.DOWNLOAD_SUFFIX``)."""
 
 
 class ExportHandler(_Base):
@@ -291,10 +254,11 @@ class ExportHandler(_Base):
 
     @tornado.web.authenticated
     async def get(self) -> None:
+        from argus_lab.app.exporting import DOWNLOAD_SUFFIX, export_download
         from argus_lab.store import Store
 
         fmt = self.text_arg("format") or "perfetto"
-        if fmt not in EXPORT_TYPES:
+        if fmt not in CONTENT_TYPES:
             self.fail(400, f"unknown export format {fmt!r}; use format=perfetto, html or parquet")
             return
         runs = [bidi_restored(r) for r in self.get_arguments("run") if r]
@@ -311,7 +275,7 @@ class ExportHandler(_Base):
             return
         try:
             async with _EXPORTS.slot():  # one export at a time: each reads its store with DuckDB's memory for reads
-                file, folder = await asyncio.to_thread(_export_file, Store(path), runs, fmt)
+                download = await asyncio.to_thread(export_download, Store(path), runs, fmt)
         except ArgusError as exc:
             self.fail(409, str(exc))
             return
@@ -321,21 +285,20 @@ class ExportHandler(_Base):
                 500,
                 f"the export failed: {type(exc).__name__}: {str(exc).splitlines()[0][:300] if str(exc) else ''}; "
                 f"export from a terminal to see the whole error (`argus-lab export --store {path} --run "
-                f"{runs[0]} out.{EXPORT_TYPES[fmt][0]}`) and report it",
+                f"{runs[0]} out.{DOWNLOAD_SUFFIX[fmt]}`) and report it",
             )
             return
         try:
-            suffix, ctype = EXPORT_TYPES[fmt]
-            name = f"argus-{runs[0] if len(runs) == 1 else f'{len(runs)}-runs'}.{suffix}"
-            self.set_header("Content-Type", ctype)
+            name = f"argus-{runs[0] if len(runs) == 1 else f'{len(runs)}-runs'}.{DOWNLOAD_SUFFIX[fmt]}"
+            self.set_header("Content-Type", CONTENT_TYPES[fmt])
             self.set_header("Content-Disposition", f'attachment; filename="{name}"')
-            with file.open("rb") as f:
+            with download.path.open("rb") as f:
                 while chunk := f.read(1 << 20):
                     self.write(chunk)
                     await self.flush()
             self.finish()
         finally:
-            await asyncio.to_thread(shutil.rmtree, folder, True)
+            await asyncio.to_thread(shutil.rmtree, download.folder, True)
 
 
 EXPORTS_AT_ONCE = 1
@@ -370,23 +333,6 @@ class _ExportQueue:
 
 
 _EXPORTS = _ExportQueue()
-
-
-def _export_file(store: Any, runs: list[str], fmt: str) -> tuple[Path, Path]:
-    """The exported file in a new temporary folder (the caller removes the folder)."""
-    from argus_lab.app.exporting import export
-
-    folder = Path(tempfile.mkdtemp(prefix="argus-export-"))
-    try:
-        if fmt == "parquet":
-            export(store, folder / "tables", fmt="parquet", run_ids=runs)
-            archive = shutil.make_archive(str(folder / "tables"), "zip", folder / "tables")
-            return Path(archive), folder
-        suffix = EXPORT_TYPES[fmt][0]
-        return export(store, folder / f"export.{suffix}", fmt=fmt, run_ids=runs).path, folder
-    except BaseException:
-        shutil.rmtree(folder, ignore_errors=True)
-        raise
 
 
 HANDLERS: tuple[tuple[str, type[APIHandler]], ...] = (

@@ -154,7 +154,7 @@ class FakeClient implements IArgusClient {
     }
     return { explain: `plan: 1 run(s) for ${req.signals}`, plan: { runs: [] } };
   }
-  // the server makes the %%argus line and the kernel code in Python (argus_lab.faces.cell_code)
+  // the server makes the %%argus line and the kernel code in Python (argus_lab.app.cell_code)
   async measureCode(req: IMeasureCodeRequest) {
     this.measures.push(req);
     if (req.cells.length === 0) {

@@ -8,8 +8,10 @@ syntax by itself.  Kept free of IPython so that the server can import it.
 
 from __future__ import annotations
 
+import json
 import shlex
 from collections.abc import Sequence
+from dataclasses import dataclass
 
 from argus_lab import config
 from argus_lab.errors import PlanError
@@ -101,12 +103,62 @@ def kernel_code(
     )
 
 
+@dataclass(frozen=True)
+class RegionCell:
+    """A ``%%argus_region`` cell as the JupyterLab panel sends it: its region name, body, cell id and position."""
+
+    name: str
+    body: str
+    id: str = ""
+    index: int | None = None
+
+
+@dataclass(frozen=True)
+class MeasureCode:
+    """What the JupyterLab panel runs in a notebook's kernel: the ``%%argus`` line it shows and the code."""
+
+    line: str
+    code: str
+
+
+def measure_code(
+    cells: Sequence[RegionCell],
+    signals: str,
+    scope: str = "",
+    repeat: int = DEFAULT_REPEAT,
+    warmup: int = DEFAULT_WARMUP,
+    store: str | None = None,
+    title: str = "",
+    notebook: str = "",
+) -> MeasureCode:
+    """The ``%%argus`` line and the kernel code (:func:`kernel_code`) that measure ``cells``; the request is planned
+    first, so that one the planner refuses gets its message; with ``notebook``, the runs' origin names it and the
+    cells (ids, names, positions).
+
+    Raises :class:`~argus_lab.errors.ArgusError` (a request the planner refuses, no cell to measure)."""
+    from argus_lab.app.measure import explained_plan
+
+    explained_plan(signals, scope, repeat, warmup)
+    origin = ""
+    if notebook:
+        picked = [{"id": c.id, "name": c.name, "index": c.index} for c in cells]
+        origin = json.dumps({"notebook": notebook, "cells": picked})
+    cell_pairs = [(c.name, c.body) for c in cells]
+    return MeasureCode(
+        measure_line(signals, scope, repeat, warmup, store, title=title),
+        kernel_code(cell_pairs, signals, scope, repeat, warmup, store, title, origin),
+    )
+
+
 __all__ = [
     "DEFAULT_REPEAT",
     "DEFAULT_WARMUP",
     "SETUP_MODES",
     "STORE_PROBE",
+    "MeasureCode",
+    "RegionCell",
     "kernel_code",
+    "measure_code",
     "measure_line",
     "measure_options",
 ]
