@@ -333,7 +333,7 @@ def test_the_callback_reads_the_clock_as_launch_clock_says_synthetic(module: Mod
 def test_launch_clock_setting_is_checked() -> None:
     with pytest.raises(BackendUnavailableError, match="launch_clock must be 'calls', 'entries' or 'outside'"):
         native.choose(object(), {"launch_clock": "never"}, [], "")
-    with pytest.raises(BackendUnavailableError, match="gpu.launch_overhead needs; leave launch_clock unset"):
+    with pytest.raises(BackendUnavailableError, match=r"gpu\.launch_overhead needs; leave launch_clock unset"):
         native.choose(object(), {"launch_clock": "outside"}, ["gpu.time", "gpu.launch_overhead"], "")
 
 
