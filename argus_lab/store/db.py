@@ -39,6 +39,7 @@ from typing import TYPE_CHECKING, Any, TypeVar
 
 from argus_lab import config
 from argus_lab.errors import QueryError, SchemaVersionError, StoreError
+from argus_lab.model.batches import TableBatches
 from argus_lab.model.columns import jsonable_columns
 from argus_lab.model.schema import (
     DDL,
@@ -593,7 +594,9 @@ class Store:
 
     # -- writing ----------------------------------------------------------------------------------
     def write(
-        self, tables: Mapping[str, Columns | pa.Table | str], then: Sequence[tuple[str, Sequence[Any]]] = ()
+        self,
+        tables: Mapping[str, Columns | pa.Table | TableBatches | str],
+        then: Sequence[tuple[str, Sequence[Any]]] = (),
     ) -> None:
         """Insert several tables in one transaction (columns by name; missing columns become NULL).
 
@@ -617,11 +620,18 @@ class Store:
                         cols = ", ".join(f'"{c}"' for c in names)
                         con.execute(f"INSERT INTO {name} ({cols}) SELECT {cols} FROM ({data})")
                         continue
-                    tbl = data if isinstance(data, pa.Table) else pa.table(jsonable_columns(data))
-                    if tbl.num_rows == 0:
-                        continue
+                    if isinstance(data, TableBatches):  # streamed: one batch of rows in memory at a time
+                        if data.num_rows == 0:
+                            continue
+                        tbl: Any = data.reader()
+                        names = tbl.schema.names
+                    else:
+                        tbl = data if isinstance(data, pa.Table) else pa.table(jsonable_columns(data))
+                        if tbl.num_rows == 0:
+                            continue
+                        names = tbl.column_names
                     con.register("_argus_in", tbl)
-                    cols = ", ".join(f'"{c}"' for c in tbl.column_names)
+                    cols = ", ".join(f'"{c}"' for c in names)
                     verb = "INSERT OR IGNORE" if name in _SHARED_ROWS else "INSERT"
                     con.execute(f"{verb} INTO {name} ({cols}) SELECT {cols} FROM _argus_in")
                     con.unregister("_argus_in")
