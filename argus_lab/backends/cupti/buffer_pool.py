@@ -67,7 +67,7 @@ class DecodingPool:
         self.decode_s = 0.0  # time the pool's thread spent decoding
         self._free: list[np.ndarray] = []
         self._parts: dict[str, list[dec.RawColumns]] = {f: [] for f in dec.FAMILY_FIELDS}
-        self._queue: queue.SimpleQueue[tuple[np.ndarray, int, int] | None] = queue.SimpleQueue()
+        self._queue: queue.Queue[tuple[np.ndarray, int, int] | None] = queue.Queue()
         self._thread = threading.Thread(target=self._run, name="argus-cupti-decode", daemon=True)
         self._thread.start()
         self._finished: dec.Raw | None = None
@@ -87,6 +87,10 @@ class DecodingPool:
         self.times.append(time.time_ns())
         self._queue.put((arr, off, valid))
 
+    def wait_decoded(self) -> None:
+        """Return once every buffer queued so far is decoded and back in the pool."""
+        self._queue.join()
+
     def finish(self) -> dec.Raw:
         """Decode what is queued, stop the thread, and return every family's columns (call once CUPTI flushed)."""
         if self._finished is None:
@@ -101,6 +105,7 @@ class DecodingPool:
         while True:
             item = self._queue.get()
             if item is None:
+                self._queue.task_done()
                 return
             arr, off, valid = item
             t0 = time.perf_counter()
@@ -110,6 +115,7 @@ class DecodingPool:
                 self.decode_s += time.perf_counter() - t0
                 if len(self._free) < self.spare:
                     self._free.append(arr)
+                self._queue.task_done()
 
     def _decode(self, filled: np.ndarray) -> None:
         if len(filled) == 0:

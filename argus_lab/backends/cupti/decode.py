@@ -543,8 +543,9 @@ class KernelRows:
             "api_kind": api["kind"],
         }
 
-    def batches(self, rows: int = BATCH_ROWS) -> Iterator[dict[str, np.ndarray]]:
-        """Every row, ``rows`` at a time."""
+    def batches(self, rows: int | None = None) -> Iterator[dict[str, np.ndarray]]:
+        """Every row, ``rows`` at a time (:data:`BATCH_ROWS` unless given)."""
+        rows = rows or BATCH_ROWS
         for lo in range(0, self.n, rows):
             yield self.batch(lo, min(lo + rows, self.n))
 
