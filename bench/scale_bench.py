@@ -145,6 +145,81 @@ out["peak_over_base_mb"] = rss_mib() - base
 out["bytes_per_record"] = (rss_mib() - base) * 2**20 / n
 """
 
+BUFFERS = """
+import ctypes, os
+import numpy as np
+from cupti import cupti
+from argus_lab.backends.cupti import decode as dec, native as nat
+from argus_lab.backends.cupti.collector import CuptiCollector, _c_string
+from argus_lab.run.driver import merge_evidence
+from argus_lab.store import Store
+try:  # the checkout decodes each buffer as CUPTI completes it
+    from argus_lab.backends.cupti.buffer_pool import POOL_BUFFER_BYTES, DecodingPool
+except ImportError:  # an older checkout: one large buffer, decoded at stop
+    DecodingPool = None
+n, per_instance = {records}, 925
+dtype = cupti.activity_kernel10_dtype
+names = [ctypes.create_string_buffer(f"_ZN2at6native18elementwise_kernel{{i}}".encode()) for i in range(463)]
+ptrs = np.asarray([ctypes.addressof(b) for b in names], dtype=np.int64)
+def records(lo, hi):  # SYNTHETIC kernel records as CUPTI lays them out (CONCURRENT_KERNEL, kernel10)
+    r = np.zeros(hi - lo, dtype=dtype)
+    i = np.arange(lo, hi, dtype=np.int64)
+    r["kind"] = 10
+    r["start"] = 1_800_000_000_000_000_000 + i * 2000
+    r["end"] = r["start"] + 1500
+    r["correlation_id"] = i + 1
+    r["grid_x"], r["grid_y"], r["grid_z"], r["block_x"], r["block_y"], r["block_z"] = 132, 1, 1, 128, 1, 1
+    r["registers_per_thread"] = 64
+    r["name"] = ptrs[i % 463]
+    return r.view(np.uint8)
+kernel_names = {{}}
+def name_of(ptr):
+    got = kernel_names.get(ptr)
+    if got is None:
+        got = kernel_names[ptr] = _c_string(ptr)
+    return got
+layouts = {{10: dtype}}
+import pyarrow
+with Store({path!r}).connect(write=True):  # the store made and DuckDB loaded: fixed costs, not per record
+    pass
+base = rss_mib("VmRSS:")
+if DecodingPool is not None:
+    pool = DecodingPool(POOL_BUFFER_BYTES, layouts, name_of)
+    per = POOL_BUFFER_BYTES // dtype.itemsize
+    for lo in range(0, n, per):
+        arr, off = pool.take()
+        b = records(lo, min(lo + per, n))
+        arr[off : off + len(b)] = b
+        del b
+        pool.completed(arr, off, min(lo + per, n) * dtype.itemsize - lo * dtype.itemsize)
+        pool.wait_decoded()  # CUPTI fills a buffer in a fraction of a second; the pool decodes it in milliseconds
+    raw = pool.finish()
+    out["buffers_made"] = pool.allocated
+else:
+    big = np.empty(512 << 20, dtype=np.uint8)
+    per = (8 << 20) // dtype.itemsize
+    for lo in range(0, n, per):
+        b = records(lo, min(lo + per, n))
+        big[lo * dtype.itemsize : lo * dtype.itemsize + len(b)] = b
+    raw = dec.decode_buffers([big[: n * dtype.itemsize]], layouts, name_of)
+    del big
+out["after_decode_mb"] = rss_mib() - base
+corr = np.arange(1, n + 1, dtype=np.int64)  # SYNTHETIC launch records of the native launch path
+launches = nat.LaunchRecords(corr, 1 + (corr - 1) // per_instance, np.full(n, 1, dtype=np.uint64),
+                             1_700_000_000_000_000_000 + corr * 2000, 1_700_000_000_000_000_000 + corr * 2000 + 900,
+                             np.full(n, 307, dtype=np.int64), np.full(n, 1, dtype=np.int64))
+raw.update(nat.raw_families(launches, os.getpid()))
+coll = CuptiCollector()
+coll.raw = raw
+del raw, corr
+instances = {{"thread_id": [1]}}
+ev = merge_evidence([coll.evidence(instances), {{"region_instances": {{"run_id": ["r-mem"], "instance_id": [1]}}}}])
+Store({path!r}).write(ev)
+out["kernels_stored"] = Store({path!r}).rows("SELECT count(*) FROM kernels")[0][0]
+out["peak_over_base_mb"] = rss_mib() - base
+out["bytes_per_record"] = (rss_mib() - base) * 2**20 / n
+"""
+
 
 def _fmt(r: dict[str, Any], extra: str = "") -> str:
     if "error" in r:
@@ -194,6 +269,28 @@ def main(argv: list[str] | None = None) -> int:
         per = statistics.median(g["bytes_per_record"] for g in ok)
         over = statistics.median(g["peak_over_base_mb"] for g in ok)
         lines.append(f"| {label} (`{root}`) | {per:.0f} B | {over:.0f} MB |")
+        print(lines[-1], flush=True)
+    lines += ["", f"Memory per kernel record from SYNTHETIC activity buffers, {args.records:,} kernel records in "
+              "CUPTI's layout plus as many launch records of the native launch path, through the checkout's own "
+              f"decoding, evidence and store write, median of {args.repeats} processes:", "",
+              "| checkout | bytes per record, all of it | peak over base | after decoding | buffers made |",
+              "| --- | --- | --- | --- | --- |"]  # fmt: skip
+    for label, root in (("this checkout", ROOT), ("baseline", args.baseline)):
+        if root is None:
+            continue
+        got = []
+        for k in range(args.repeats):
+            store = str(tmp / f"buf-{label[:4]}-{k}.duckdb")
+            got.append(probe(BUFFERS.format(records=args.records, path=store), Path(root)))
+        ok = [g for g in got if "bytes_per_record" in g]
+        if not ok:
+            lines.append(f"| {label} ({root}) | {got[0].get('error')} | - | - | - |")
+            continue
+        per = statistics.median(g["bytes_per_record"] for g in ok)
+        over = statistics.median(g["peak_over_base_mb"] for g in ok)
+        dec_mb = statistics.median(g["after_decode_mb"] for g in ok)
+        made = ok[0].get("buffers_made", "one 512 MiB")
+        lines.append(f"| {label} (`{root}`) | {per:.0f} B | {over:.0f} MB | {dec_mb:.0f} MB | {made} |")
         print(lines[-1], flush=True)
     text = "\n".join(lines) + "\n"
     print(text)

@@ -25,6 +25,7 @@ import contextlib
 import errno
 import fcntl
 import importlib
+import math
 import os
 import re
 import shutil
@@ -224,6 +225,48 @@ def reader_config(memory: str | None = None) -> dict[str, str | bool | int | flo
     tmp = Path(base) / f"argus-duckdb-{os.getuid() if hasattr(os, 'getuid') else 'user'}"
     limit = memory or read_memory_steps()[0]
     return {"memory_limit": limit, "temp_directory": str(tmp)}
+
+
+WRITE_MEMORY_LIMIT = "64MB"
+"""DuckDB's memory limit while a run's evidence with a streamed table (:class:`TableBatches`: a timing run's kernel
+records) is inserted: without it DuckDB keeps every inserted row in memory until the commit (about 340 B a kernel
+record); with it the rows it cannot keep go to the store file (docs/benchmarks.md, "memory per kernel record")."""
+
+
+@contextmanager
+def _memory_limit(con: duckdb.DuckDBPyConnection, limit: str | None) -> Iterator[None]:
+    """``SET memory_limit`` on ``con`` for the block (nothing when ``limit`` is None); the connection's own limit is
+    restored afterwards."""
+    if limit is None:
+        yield
+        return
+    got = con.execute("SELECT current_setting('memory_limit')").fetchall()
+    before = str(got[0][0]) if got else ""
+    con.execute(f"SET memory_limit = '{limit}'")
+    try:
+        yield
+    finally:
+        if before:
+            with contextlib.suppress(Exception):
+                con.execute(f"SET memory_limit = '{same_limit(before)}'")
+
+
+_SMALLER_UNIT = {"TiB": "GiB", "GiB": "MiB", "MiB": "KiB", "KiB": "B"}
+
+
+def same_limit(printed: str) -> str:
+    """A memory limit that DuckDB prints back as ``printed`` (``'18.8 GiB'``): DuckDB prints a limit truncated to a
+    tenth of a unit, so setting the printed text itself gives a smaller limit (18.7 GiB) each time; the same amount
+    counted up in the next smaller unit does not."""
+    amount, _, unit = printed.partition(" ")
+    try:
+        value = float(amount)
+    except ValueError:
+        return printed
+    smaller = _SMALLER_UNIT.get(unit)
+    if smaller is None:
+        return printed
+    return f"{math.ceil(value * 1024)}{'B' if smaller == 'B' else ' ' + smaller}"
 
 
 _OWN: dict[str, int] = {}
@@ -605,9 +648,26 @@ class Store:
         statements (SQL, parameters) run in the same transaction after the inserts (a run's final status goes with
         its evidence, so that a run is never stored twice nor marked finished without it).
         """
+        import duckdb
+
+        streamed = any(isinstance(t, TableBatches) and t.num_rows for t in tables.values())
+        if not streamed:
+            self._write(tables, then, None)
+            return
+        try:  # a long run's kernel records: DuckDB's insert bounded too (it spills to the store file beyond it)
+            self._write(tables, then, WRITE_MEMORY_LIMIT)
+        except duckdb.OutOfMemoryException:  # rolled back: the batches are made again, without DuckDB's bound
+            self._write(tables, then, None)
+
+    def _write(
+        self,
+        tables: Mapping[str, Columns | pa.Table | TableBatches | str],
+        then: Sequence[tuple[str, Sequence[Any]]],
+        memory_limit: str | None,
+    ) -> None:
         import pyarrow as pa
 
-        with self.connect(write=True) as con:
+        with self.connect(write=True) as con, _memory_limit(con, memory_limit):
             con.execute("BEGIN")
             try:
                 for given, data in tables.items():

@@ -379,12 +379,15 @@ def _lookup(keys: np.ndarray, values: np.ndarray, query: np.ndarray, missing: in
     out = np.full(len(query), missing, dtype=np.int64)
     if len(keys) == 0 or len(query) == 0:
         return out
-    order = np.argsort(keys, kind="stable")
-    sk = keys[order]
+    if len(keys) > 1 and bool(np.all(keys[1:] > keys[:-1])):  # already sorted (np.unique's keys): no copies
+        sk, sv = keys, values
+    else:
+        order = np.argsort(keys, kind="stable")
+        sk, sv = keys[order], values[order]
     pos = np.searchsorted(sk, query)
-    pos_c = np.minimum(pos, len(sk) - 1)
-    hit = sk[pos_c] == query
-    out[hit] = values[order][pos_c[hit]]
+    np.minimum(pos, len(sk) - 1, out=pos)
+    hit = sk[pos] == query
+    out[hit] = sv[pos[hit]]
     return out
 
 
@@ -393,10 +396,11 @@ def instance_of(external: Mapping[str, np.ndarray], correlation_ids: np.ndarray)
     if count(external) == 0:
         return np.zeros(len(correlation_ids), dtype=np.int64)
     sel = external["external_kind"] == CUSTOM2
-    corr = external["correlation_id"][sel].astype(np.int64)
-    ext = external["external_id"][sel].astype(np.int64)
-    corr_u, first = np.unique(corr, return_index=True)
-    return _lookup(corr_u, ext[first], correlation_ids.astype(np.int64))
+    every = bool(sel.all())  # the native launch path's rows are all CUSTOM2: no copies of its columns
+    corr = np.asarray(external["correlation_id"] if every else external["correlation_id"][sel])
+    ext = np.asarray(external["external_id"] if every else external["external_id"][sel])
+    corr_u, first = np.unique(corr.astype(np.int64, copy=False), return_index=True)
+    return _lookup(corr_u, ext[first].astype(np.int64, copy=False), correlation_ids.astype(np.int64, copy=False))
 
 
 _TEXT = np.dtypes.StringDType()
@@ -455,8 +459,10 @@ class KernelRows:
         self.n = first
         self.kernels = count(raw.get("kernel", {}))
         corr = self._joined("correlation_id")
-        self.order = np.lexsort((self._joined("start"), corr))
-        corr = corr[self.order]
+        order = np.lexsort((self._joined("start"), corr))
+        corr = corr[order]
+        self.order = order.astype(np.int32) if self.n < 2**31 else order  # 4 bytes a row kept while it is written
+        del order
         self.correlation = corr
         self.instance = instance_of(raw.get("external", empty_family("external")), corr)
         same = np.zeros(self.n, dtype=np.int32)  # n-th record sharing (context, correlation id)
@@ -569,14 +575,16 @@ def _launch_calls(api: Mapping[str, np.ndarray]) -> tuple[np.ndarray, np.ndarray
     id; the longest record (the outer call) wins."""
     if count(api) == 0:
         return np.zeros(0, dtype=np.int64), np.zeros(0, dtype=np.int64)
-    corr = api["correlation_id"].astype(np.int64)
-    dur = api["end"].astype(np.int64) - api["start"].astype(np.int64)
-    order = np.lexsort((-dur, corr))  # by correlation id, longest first
+    corr = np.asarray(api["correlation_id"]).astype(np.int64, copy=False)
+    dur = np.asarray(api["end"]).astype(np.int64) - np.asarray(api["start"]).astype(np.int64, copy=False)
+    np.negative(dur, out=dur)
+    order = np.lexsort((dur, corr))  # by correlation id, longest first
     del dur
     corr_s = corr[order]
     keep = np.ones(len(corr_s), dtype=bool)
     keep[1:] = corr_s[1:] != corr_s[:-1]
-    return corr_s[keep], order[keep]
+    rows = order[keep]
+    return corr_s[keep], rows.astype(np.int32) if len(corr) < 2**31 else rows
 
 
 def _launch_values(
