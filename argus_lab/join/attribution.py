@@ -81,7 +81,7 @@ from argus_lab.join.windows import LEVEL_UNITS
 from argus_lab.model.views import DERIVED
 from argus_lab.model.vocabulary import CLASSES, EVIDENCE_KINDS
 from argus_lab.plan.catalog import aggregation
-from argus_lab.store.db import same_limit
+from argus_lab.units import same_memory_limit
 
 if TYPE_CHECKING:
     import duckdb
@@ -147,7 +147,7 @@ def attribute_request(store: JoinTarget, run_ids: Sequence[str]) -> JoinSummary:
             raise
         finally:
             if limit:
-                con.execute(f"SET memory_limit = '{same_limit(str(limit))}'")
+                con.execute(f"SET memory_limit = '{same_memory_limit(str(limit))}'")
     counts: dict[str, dict[str, int]] = {}
     for row in summary:
         if row["class"] == "*":

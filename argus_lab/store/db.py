@@ -25,7 +25,6 @@ import contextlib
 import errno
 import fcntl
 import importlib
-import math
 import os
 import re
 import shutil
@@ -52,6 +51,7 @@ from argus_lab.model.schema import (
     VIEW_DDL,
     column_types,
 )
+from argus_lab.units import same_memory_limit
 
 if TYPE_CHECKING:
     import duckdb
@@ -248,25 +248,7 @@ def _memory_limit(con: duckdb.DuckDBPyConnection, limit: str | None) -> Iterator
     finally:
         if before:
             with contextlib.suppress(Exception):
-                con.execute(f"SET memory_limit = '{same_limit(before)}'")
-
-
-_SMALLER_UNIT = {"TiB": "GiB", "GiB": "MiB", "MiB": "KiB", "KiB": "B"}
-
-
-def same_limit(printed: str) -> str:
-    """A memory limit that DuckDB prints back as ``printed`` (``'18.8 GiB'``): DuckDB prints a limit truncated to a
-    tenth of a unit, so setting the printed text itself gives a smaller limit (18.7 GiB) each time; the same amount
-    counted up in the next smaller unit does not."""
-    amount, _, unit = printed.partition(" ")
-    try:
-        value = float(amount)
-    except ValueError:
-        return printed
-    smaller = _SMALLER_UNIT.get(unit)
-    if smaller is None:
-        return printed
-    return f"{math.ceil(value * 1024)}{'B' if smaller == 'B' else ' ' + smaller}"
+                con.execute(f"SET memory_limit = '{same_memory_limit(before)}'")
 
 
 _OWN: dict[str, int] = {}
