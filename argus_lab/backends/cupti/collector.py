@@ -650,6 +650,7 @@ class CuptiCollector:
             "flush_s": round(self.flush_s, 4),
             "notes": self.notes,
             "decode_s": round(self.decode_s, 4),
+            "buffer_decode_s": round(self.pool_decode_s, 4),  # the pool's thread, buffer by buffer (incremental)
             "decode_records_per_s": round(n_records / self.decode_s) if self.decode_s > 0 else None,
             "libcupti": self.libcupti,
             "summary": kernels.summary(),
