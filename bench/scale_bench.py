@@ -168,9 +168,13 @@ def records(lo, hi):  # SYNTHETIC kernel records as CUPTI lays them out (CONCURR
     r["start"] = 1_800_000_000_000_000_000 + i * 2000
     r["end"] = r["start"] + 1500
     r["correlation_id"] = i + 1
-    r["grid_x"], r["grid_y"], r["grid_z"], r["block_x"], r["block_y"], r["block_z"] = 132, 1, 1, 128, 1, 1
-    r["registers_per_thread"] = 64
-    r["name"] = ptrs[i % 463]
+    k = i % 463  # each kernel its own launch configuration, as a model's kernels have
+    r["grid_x"], r["grid_y"], r["grid_z"] = 8 + k % 512, 1 + k % 4, 1
+    r["block_x"], r["block_y"], r["block_z"] = 32 * (1 + k % 8), 1 + k % 2, 1
+    r["registers_per_thread"], r["static_shared_memory"] = 16 + k % 200, 1024 * (k % 48)
+    r["dynamic_shared_memory"], r["local_memory_per_thread"] = 512 * (k % 96), k % 3 * 8
+    r["queued"] = r["start"] - 3000 - k  # the launch's time on CUPTI's clock (the clock launch identity)
+    r["name"] = ptrs[k]
     return r.view(np.uint8)
 kernel_names = {{}}
 def name_of(ptr):
@@ -205,9 +209,11 @@ else:
     del big
 out["after_decode_mb"] = rss_mib() - base
 corr = np.arange(1, n + 1, dtype=np.int64)  # SYNTHETIC launch records of the native launch path
-launches = nat.LaunchRecords(corr, 1 + (corr - 1) // per_instance, np.full(n, 1, dtype=np.uint64),
-                             1_700_000_000_000_000_000 + corr * 2000, 1_700_000_000_000_000_000 + corr * 2000 + 900,
-                             np.full(n, 307, dtype=np.int64), np.full(n, 1, dtype=np.int64))
+launches = nat.LaunchRecords.from_export((  # as the extension exports them, in the checkout's own widths
+    None, 0, corr.astype(np.uint32).tobytes(), (1 + (corr - 1) // per_instance).tobytes(),
+    np.full(n, 1, dtype=np.uint64).tobytes(), (1_700_000_000_000_000_000 + corr * 2000).tobytes(),
+    (1_700_000_000_000_000_000 + corr * 2000 + 900).tobytes(), np.full(n, 307, dtype=np.uint32).tobytes(),
+    np.full(n, 1, dtype=np.uint8).tobytes()))
 raw.update(nat.raw_families(launches, os.getpid()))
 coll = CuptiCollector()
 coll.raw = raw

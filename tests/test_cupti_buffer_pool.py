@@ -4,6 +4,7 @@ buffers at record boundaries as CUPTI would have completed them, and on SYNTHETI
 
 from __future__ import annotations
 
+import itertools
 import json
 from pathlib import Path
 
@@ -37,7 +38,7 @@ def pieces(buf: np.ndarray, layouts: dict[int, np.dtype], records: int) -> list[
     """``buf`` cut at record boundaries into buffers of at most ``records`` records (as CUPTI completes them)."""
     _, offs = dec.walk_records(buf, {k: d.itemsize for k, d in layouts.items()})
     cuts = [*offs[::records].tolist(), len(buf)]
-    return [buf[a:b] for a, b in zip(cuts[:-1], cuts[1:], strict=True) if b > a]
+    return [buf[a:b] for a, b in itertools.pairwise(cuts) if b > a]
 
 
 def through_pool(buffers: list[np.ndarray], layouts: dict[int, np.dtype], names: dict[int, str]) -> DecodingPool:

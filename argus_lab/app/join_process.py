@@ -17,16 +17,11 @@ from collections.abc import Sequence
 from pathlib import Path
 
 from argus_lab.join import attribute_request
+from argus_lab.report.runs import kernel_records
 from argus_lab.store import Store
 
 FRESH_PROCESS_RECORDS = 200_000
 """Kernel records from which the runs are joined in a fresh process (below, starting one costs more than it saves)."""
-
-
-def kernel_records(store: Store, run_ids: Sequence[str]) -> int:
-    """Kernel, copy and set records the runs stored."""
-    rows = store.rows("SELECT count(*) FROM kernels WHERE run_id IN (SELECT unnest(?::VARCHAR[]))", [list(run_ids)])
-    return int(rows[0][0]) if rows else 0
 
 
 def join_measured_runs(store: Store, run_ids: Sequence[str]) -> str:

@@ -78,10 +78,10 @@ from argus_lab.join.arrays import registered
 from argus_lab.join.timeline import Timeline
 from argus_lab.join.values import Values
 from argus_lab.join.windows import LEVEL_UNITS
+from argus_lab.model.memory_limits import same_memory_limit
 from argus_lab.model.views import DERIVED
 from argus_lab.model.vocabulary import CLASSES, EVIDENCE_KINDS
 from argus_lab.plan.catalog import aggregation
-from argus_lab.units import same_memory_limit
 
 if TYPE_CHECKING:
     import duckdb

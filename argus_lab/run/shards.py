@@ -64,7 +64,7 @@ def write_json(path: Path, value: Mapping[str, Any]) -> None:
     _replace(tmp, path)
 
 
-def write_instances(folder: Path, rep: int, cols: Mapping[str, Sequence[Any]]) -> None:
+def write_instances(folder: Path, rep: int, cols: Mapping[str, Sequence[Any]] | TableBatches) -> None:
     """The shard of one finished repetition."""
     write_table(folder / f"instances-{rep:05d}.parquet", cols)
 

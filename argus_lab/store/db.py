@@ -41,6 +41,7 @@ from argus_lab import config
 from argus_lab.errors import QueryError, SchemaVersionError, StoreError
 from argus_lab.model.batches import TableBatches
 from argus_lab.model.columns import jsonable_columns
+from argus_lab.model.memory_limits import same_memory_limit
 from argus_lab.model.schema import (
     DDL,
     MIGRATIONS,
@@ -51,7 +52,6 @@ from argus_lab.model.schema import (
     VIEW_DDL,
     column_types,
 )
-from argus_lab.units import same_memory_limit
 
 if TYPE_CHECKING:
     import duckdb

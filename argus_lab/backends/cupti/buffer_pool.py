@@ -3,7 +3,8 @@
 CUPTI asks for a buffer whenever it needs one and gives it back full (or, at the flush at stop, part full).  A
 completed buffer goes on a queue; the pool's own thread decodes it into compact columns
 (:func:`argus_lab.backends.cupti.decode.decode_buffer` with ``widen=False``: the fields the evidence needs, each in
-its own integer type, kernel names as one string object per distinct name) and puts the buffer back in the pool.
+its own integer type, a field with one value throughout as a read-only broadcast of it, kernel names as one string
+object per distinct name) and puts the buffer back in the pool.
 CUPTI's records therefore never pile up: the pool holds a few buffers whatever the run's length, and the decoded
 columns (about 100 bytes a kernel instead of CUPTI's 216-byte record) are all that grows.
 
@@ -25,6 +26,7 @@ from collections.abc import Callable, Mapping
 import numpy as np
 
 from argus_lab.backends.cupti import decode as dec
+from argus_lab.run.memory import release_freed_memory
 
 POOL_BUFFER_BYTES = 8 << 20
 """Size of each activity buffer of the pool (about 38,000 kernel records)."""
@@ -128,13 +130,35 @@ class DecodingPool:
             self.errors.append(f"{len(filled)} bytes of activity records could not be decoded ({exc})")
             return
         for family, cols in got.items():
-            self._parts[family].append(cols)
+            self._parts[family].append({key: _constant_or_column(col) for key, col in cols.items()})
 
 
 def _concat_releasing(parts: list[dec.RawColumns], family: str) -> dec.RawColumns:
     """:func:`~argus_lab.backends.cupti.decode.concat_families`, one column at a time, each column's chunks let go
-    once joined: the columns are never held twice."""
+    (and their pages returned) once joined: the columns are never held twice."""
     parts = [p for p in parts if dec.count(p)]
     if not parts:
         return dec.empty_family(family)
-    return {key: np.concatenate([p.pop(key) for p in parts]) for key in list(parts[0])}
+    out: dec.RawColumns = {}
+    for key in list(parts[0]):
+        chunks = [p.pop(key) for p in parts]
+        first = chunks[0]
+        if all(_is_constant(c) and c.dtype == first.dtype and c[0] == first[0] for c in chunks):
+            out[key] = np.broadcast_to(first.dtype.type(first[0]), (sum(len(c) for c in chunks),))
+            continue
+        out[key] = np.concatenate(chunks)
+        del chunks, first
+        release_freed_memory()  # the chunks' heap pages go back at once: the next column takes new ones
+    return out
+
+
+def _is_constant(col: np.ndarray) -> bool:
+    return col.ndim == 1 and len(col) > 0 and col.strides == (0,)
+
+
+def _constant_or_column(col: np.ndarray) -> np.ndarray:
+    """An integer column whose values are all one value as a read-only broadcast of it (no bytes per record: a
+    device id, a graph id of 0, a block's z extent ...); any other column as it is."""
+    if col.dtype.kind not in "iu" or len(col) == 0 or col.min() != col.max():
+        return col
+    return np.broadcast_to(col.dtype.type(col[0]), col.shape)

@@ -552,6 +552,7 @@ class CuptiCollector:
         if raw_buffers is not None and self.pool is not None:  # the buffers not decoded yet, then all columns
             self.completed_during_run = sum(1 for t in raw_buffers.times if t < self.stopped_ns)
             self.raw = self.pool.finish()
+            release_freed_memory()  # the pool's buffers and chunks, given back before the evidence is made
             self.notes.extend(raw_buffers.errors + self.pool.errors)
             self.buffers = self.pool.copies
             self.layouts = layouts

@@ -379,7 +379,7 @@ def _lookup(keys: np.ndarray, values: np.ndarray, query: np.ndarray, missing: in
     out = np.full(len(query), missing, dtype=np.int64)
     if len(keys) == 0 or len(query) == 0:
         return out
-    if len(keys) > 1 and bool(np.all(keys[1:] > keys[:-1])):  # already sorted (np.unique's keys): no copies
+    if _increasing(keys):  # already sorted (np.unique's keys): no copies
         sk, sv = keys, values
     else:
         order = np.argsort(keys, kind="stable")
@@ -399,8 +399,18 @@ def instance_of(external: Mapping[str, np.ndarray], correlation_ids: np.ndarray)
     every = bool(sel.all())  # the native launch path's rows are all CUSTOM2: no copies of its columns
     corr = np.asarray(external["correlation_id"] if every else external["correlation_id"][sel])
     ext = np.asarray(external["external_id"] if every else external["external_id"][sel])
-    corr_u, first = np.unique(corr.astype(np.int64, copy=False), return_index=True)
-    return _lookup(corr_u, ext[first].astype(np.int64, copy=False), correlation_ids.astype(np.int64, copy=False))
+    corr = corr.astype(np.int64, copy=False)
+    if _increasing(corr):  # launches of one thread, in order: the keys as they are (no sort, no copies)
+        corr_u, ext_u = corr, ext
+    else:
+        corr_u, first = np.unique(corr, return_index=True)
+        ext_u = ext[first]
+    return _lookup(corr_u, ext_u.astype(np.int64, copy=False), correlation_ids.astype(np.int64, copy=False))
+
+
+def _increasing(values: np.ndarray) -> bool:
+    """Whether ``values`` is strictly increasing (sorted, no value twice)."""
+    return len(values) < 2 or bool(np.all(values[1:] > values[:-1]))
 
 
 _TEXT = np.dtypes.StringDType()
@@ -434,8 +444,8 @@ _KERNEL_FIELDS = {
 }
 """Columns of the kernels table only kernels have (0 for copies and sets), and the raw field each comes from."""
 
-BATCH_ROWS = 1 << 16
-"""Rows of the kernels table made at a time by :meth:`KernelRows.batches` (a few MB of columns)."""
+BATCH_ROWS = 1 << 14
+"""Rows of the kernels table made at a time by :meth:`KernelRows.batches` (a few MB of columns and Arrow rows)."""
 
 
 class KernelRows:
@@ -471,21 +481,22 @@ class KernelRows:
             grp = np.ones(self.n, dtype=bool)
             grp[1:] = (corr[1:] != corr[:-1]) | (context[1:] != context[:-1])
             del context
-            group_start = np.flatnonzero(grp)[np.cumsum(grp) - 1]
-            same = (np.arange(self.n) - group_start).astype(np.int32)
+            if not grp.all():  # some launches made several records (graph kernels)
+                same = (np.arange(self.n) - _group_start(grp)).astype(np.int32)
         self.same = same
         self.ordinal = np.full(self.n, -1, dtype=np.int32)
         is_k = self.order < self.kernels  # kernels come first in the joined rows
         if is_k.any():
             inst = self.instance[is_k]
             # rank within instance in launch order (rows are already in launch order)
-            o = np.argsort(inst, kind="stable")
-            si = inst[o]
+            ordered = bool(np.all(inst[1:] >= inst[:-1]))  # instances one after another: no sort needed
+            o = np.arange(len(inst)) if ordered else np.argsort(inst, kind="stable")
+            si = inst if ordered else inst[o]
             first_of = np.ones(len(si), dtype=bool)
             first_of[1:] = si[1:] != si[:-1]
-            grp_start = np.flatnonzero(first_of)[np.cumsum(first_of) - 1]
-            rank = np.empty(len(si), dtype=np.int32)
-            rank[o] = np.arange(len(si)) - grp_start
+            del inst, si
+            rank = np.empty(len(o), dtype=np.int32)
+            rank[o] = np.arange(len(o)) - _group_start(first_of)
             self.ordinal[is_k] = rank
         self._api = raw.get("api", empty_family("api"))
         self._api_keys, self._api_rows = _launch_calls(self._api)
@@ -568,6 +579,11 @@ class KernelRows:
         }
 
 
+def _group_start(first: np.ndarray) -> np.ndarray:
+    """For each row, the index of the first row of its group (``first`` marks where each group begins)."""
+    return np.flatnonzero(first)[np.cumsum(first) - 1]
+
+
 def _launch_calls(api: Mapping[str, np.ndarray]) -> tuple[np.ndarray, np.ndarray]:
     """The launching call of each correlation id among API records: (sorted correlation ids, their record's index).
 
@@ -576,6 +592,8 @@ def _launch_calls(api: Mapping[str, np.ndarray]) -> tuple[np.ndarray, np.ndarray
     if count(api) == 0:
         return np.zeros(0, dtype=np.int64), np.zeros(0, dtype=np.int64)
     corr = np.asarray(api["correlation_id"]).astype(np.int64, copy=False)
+    if _increasing(corr):  # one record per launch, in launch order (the native launch path's)
+        return corr, np.arange(len(corr), dtype=np.int32 if len(corr) < 2**31 else np.int64)
     dur = np.asarray(api["end"]).astype(np.int64) - np.asarray(api["start"]).astype(np.int64, copy=False)
     np.negative(dur, out=dur)
     order = np.lexsort((dur, corr))  # by correlation id, longest first

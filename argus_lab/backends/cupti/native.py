@@ -238,14 +238,14 @@ class LaunchRecords:
     def from_export(cls, exported: Sequence[Any], *, probes: bool = False, clock: bool = False) -> LaunchRecords:
         """From the tuple the extension's ``export()`` returns."""
         _, dropped, corr, inst, thread, start, end, cbid, domain = exported
-        return cls(
-            np.frombuffer(corr, dtype=np.uint32).astype(np.int64),
+        return cls(  # copies in the extension's own widths (41 bytes a launch): its arrays are released next
+            np.frombuffer(corr, dtype=np.uint32).copy(),
             np.frombuffer(inst, dtype=np.int64).copy(),
             np.frombuffer(thread, dtype=np.uint64).copy(),
             np.frombuffer(start, dtype=np.int64).copy(),
             np.frombuffer(end, dtype=np.int64).copy(),
-            np.frombuffer(cbid, dtype=np.uint32).astype(np.int64),
-            np.frombuffer(domain, dtype=np.uint8).astype(np.int64),
+            np.frombuffer(cbid, dtype=np.uint32).copy(),
+            np.frombuffer(domain, dtype=np.uint8).copy(),
             int(dropped),
             probes,
             clock,
