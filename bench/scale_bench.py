@@ -10,12 +10,19 @@ one process generates and joins it, then each reader runs in a fresh process of 
 ``VmHWM``): ``Report.text()``, an HTML export, a Perfetto export, and the JupyterLab panel's REST reads
 (``regions``, a region's drill-down, ``runs``), each under DuckDB's default limit for reads.
 
-Part 2, the measured process's memory per kernel record: SYNTHETIC raw CUPTI columns of ``--records`` kernels (what
+Part 2, the measured process's memory per kernel record: (a) SYNTHETIC raw CUPTI columns of ``--records`` kernels (what
 the collector decodes its activity buffer into) go the collector's way to the store (``CuptiCollector.evidence``,
 ``merge_evidence``, ``Store.write``) in a fresh process; bytes per record = (peak RSS - RSS
 before) / records, median over ``--repeats`` processes, with the code of this checkout and, side by side, of
 another checkout (``--baseline PATH``: e.g. a worktree of main before the change).  CUPTI's own activity record
-(about 200 bytes, in its buffer while the run lasts) comes on top and is not measured here (no GPU).
+(about 200 bytes, in its buffer while the run lasts) comes on top and is not measured here (no GPU).  (b) SYNTHETIC
+activity buffers (kernel records in CUPTI's own layout, each kernel its launch configuration) and as many launch records
+of the native launch path, through the checkout's own decoding (a pool of buffers decoded as each completes, or one
+large buffer decoded at stop), evidence and store write: (peak RSS - RSS before the first buffer) / records, all of it.
+
+Part 3, the join's memory: a SYNTHETIC run of ``--records`` kernel records (1,000 a step) joined the way the checkout's
+``run_plan`` joins a run in the measured process (a long run in a fresh process since the join moved out of it); peak
+RSS of the process that asked, over its RSS before.
 
 Prints a markdown section for docs/benchmarks.md.
 """
@@ -226,6 +233,26 @@ out["peak_over_base_mb"] = rss_mib() - base
 out["bytes_per_record"] = (rss_mib() - base) * 2**20 / n
 """
 
+JOIN = """
+from argus_lab.store import Store
+from join_bench import generate
+st = Store({path!r})
+out["counts"] = generate(st, {records}, max(1, {records} // 1000), 1, 0.0, 0.0, samples=False)  # 1000 a step
+from argus_lab.run.memory import release_freed_memory
+release_freed_memory()
+base, before = rss_mib("VmRSS:"), rss_mib()
+try:  # the checkout joins a long run in a fresh process
+    from argus_lab.app.join_process import join_measured_runs
+    out["joined_in"] = join_measured_runs(st, ["r-bench"])
+except ImportError:
+    from argus_lab import join
+    join.attribute_request(st, ["r-bench"])
+    out["joined_in"] = "this process"
+out["peak_over_base_mb"] = rss_mib() - base
+out["peak_before_mb"] = before - base
+out["bytes_per_record"] = (rss_mib() - base) * 2**20 / {records}
+"""
+
 
 def _fmt(r: dict[str, Any], extra: str = "") -> str:
     if "error" in r:
@@ -240,7 +267,9 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--repeats", type=int, default=3)
     ap.add_argument("--baseline", type=Path, default=None, help="another checkout, measured side by side")
     ap.add_argument("--out", type=Path, default=None)
-    ap.add_argument("--skip-store", action="store_true", help="part 2 only")
+    ap.add_argument("--skip-store", action="store_true", help="no part 1 (the long run read back)")
+    ap.add_argument("--skip-records", action="store_true", help="no part 2 (memory per record, up to the store)")
+    ap.add_argument("--skip-join", action="store_true", help="no part 3 (the join's memory)")
     args = ap.parse_args(argv)
     tmp = Path(tempfile.mkdtemp(prefix="argus-scale-"))
     lines = [f"## A long run read back: {args.kernels:,} kernel records (bench/scale_bench.py)", ""]
@@ -262,7 +291,7 @@ def main(argv: list[str] | None = None) -> int:
               "| checkout | bytes per record beyond the decoded records | peak over base |",
               "| --- | --- | --- |"]  # fmt: skip
     for label, root in (("this checkout", ROOT), ("baseline", args.baseline)):
-        if root is None:
+        if root is None or args.skip_records:
             continue
         got = []
         for k in range(args.repeats):
@@ -282,7 +311,7 @@ def main(argv: list[str] | None = None) -> int:
               "| checkout | bytes per record, all of it | peak over base | after decoding | buffers made |",
               "| --- | --- | --- | --- | --- |"]  # fmt: skip
     for label, root in (("this checkout", ROOT), ("baseline", args.baseline)):
-        if root is None:
+        if root is None or args.skip_records:
             continue
         got = []
         for k in range(args.repeats):
@@ -297,6 +326,20 @@ def main(argv: list[str] | None = None) -> int:
         dec_mb = statistics.median(g["after_decode_mb"] for g in ok)
         made = ok[0].get("buffers_made", "one 512 MiB")
         lines.append(f"| {label} (`{root}`) | {per:.0f} B | {over:.0f} MB | {dec_mb:.0f} MB | {made} |")
+        print(lines[-1], flush=True)
+    lines += ["", f"The join of a SYNTHETIC run of {args.records:,} kernel records (1,000 a step, as "
+              "scripts/gpu/kernel_record_memory.py), by the measured process's own way (``run_plan``), peak of that "
+              "process over its memory before the join:", "",
+              "| checkout | joined in | bytes per record | peak over base |", "| --- | --- | --- | --- |"]  # fmt: skip
+    for label, root in (("this checkout", ROOT), ("baseline", args.baseline)):
+        if root is None or args.skip_join:
+            continue
+        r = probe(JOIN.format(records=args.records, path=str(tmp / f"join-{label[:4]}.duckdb")), Path(root))
+        if "bytes_per_record" not in r:
+            lines.append(f"| {label} ({root}) | {r.get('error')} | - | - |")
+            continue
+        lines.append(f"| {label} (`{root}`) | {r['joined_in']} | {r['bytes_per_record']:.0f} B | "
+                     f"{r['peak_over_base_mb']:.0f} MB |")  # fmt: skip
         print(lines[-1], flush=True)
     text = "\n".join(lines) + "\n"
     print(text)
