@@ -279,15 +279,17 @@ def raw_families(records: LaunchRecords, pid: int) -> dict[str, dict[str, np.nda
     """
     inside = records.instance != 0
     n = len(records)
-    end = np.where(records.end > 0, records.end, records.start)
+    exited = records.end > 0
+    end = records.end if exited.all() else np.where(exited, records.end, records.start)
+    every = bool(inside.all())  # every launch made in a region: the arrays themselves, no copies
     kind = np.where(records.domain == 2, KIND_OF_DOMAIN[2], KIND_OF_DOMAIN[1]).astype(np.int8)
     # the launch arrays' own columns where they fit, constants as read-only broadcasts: a long run's launches
     # cost their arrays once, not again as eight int64 columns
     return {
         "external": {
             "external_kind": np.broadcast_to(np.int64(CUSTOM2), (int(inside.sum()),)),
-            "external_id": records.instance[inside],
-            "correlation_id": records.correlation[inside],
+            "external_id": records.instance if every else records.instance[inside],
+            "correlation_id": records.correlation if every else records.correlation[inside],
         },
         "api": {
             "kind": kind,
