@@ -428,7 +428,7 @@ def _joined_keys(parts: Sequence[np.ndarray]) -> np.ndarray:
     return out
 
 
-_SHARED_FIELDS = ("start", "end", "device_id", "context_id", "stream_id", "graph_id", "graph_node_id")
+_SHARED_FIELDS = ("start", "end", "device_id", "context_id", "stream_id", "correlation_id", "graph_id", "graph_node_id")
 """Fields of the kernels table that kernels, copies and sets all have (under the same raw name)."""
 _KERNEL_FIELDS = {
     "grid_x": "grid_x",
@@ -473,7 +473,6 @@ class KernelRows:
         corr = corr[order]
         self.order = order.astype(np.int32) if self.n < 2**31 else order  # 4 bytes a row kept while it is written
         del order
-        self.correlation = corr
         self.instance = instance_of(raw.get("external", empty_family("external")), corr)
         same = np.zeros(self.n, dtype=np.int32)  # n-th record sharing (context, correlation id)
         if self.n > 1:
@@ -537,7 +536,7 @@ class KernelRows:
                 name[sel] = text[inv.ravel()]
             else:
                 name[sel] = "memset"
-        corr = self.correlation[lo:hi]
+        corr = ints["correlation_id"]
         same = self.same[lo:hi].astype(np.int64)
         api = _launch_values(self._api, self._api_keys, self._api_rows, corr)
         return {
