@@ -281,6 +281,8 @@ def field_columns(
     """
     u8 = np.ascontiguousarray(buf, dtype=np.uint8)
     n8 = len(u8)
+    if _back_to_back(offsets, dtype.itemsize, n8):  # one layout fills the buffer: read fields as strided views
+        return _strided_columns(u8, dtype, fields, widen)
     cols: RawColumns = {}
     names: Mapping[str, Any] = dtype.fields or {}
     for f in fields:
@@ -300,6 +302,35 @@ def field_columns(
         view = u8[: n8 - n8 % size].view(np.dtype(f"<{base.kind}{size}"))
         got = view[pos // size]
         cols[f] = got.astype(np.int64) if widen else got
+    return cols
+
+
+def _back_to_back(offsets: np.ndarray, size: int, nbytes: int) -> bool:
+    """Whether ``offsets`` are the records of one ``size`` filling ``nbytes`` from byte 0, one after another."""
+    n = len(offsets)
+    return (
+        n > 0
+        and size > 0
+        and n * size == nbytes
+        and int(offsets[0]) == 0
+        and int(offsets[-1]) == (n - 1) * size
+        and bool(np.all(np.diff(offsets) == size))
+    )
+
+
+def _strided_columns(u8: np.ndarray, dtype: np.dtype, fields: Sequence[str], widen: bool) -> RawColumns:
+    """:func:`field_columns` of a buffer holding records of ``dtype`` back to back: each field copied from a strided
+    view (no index array, no random access)."""
+    records = u8.view(dtype)
+    names: Mapping[str, Any] = dtype.fields or {}
+    cols: RawColumns = {}
+    for f in fields:
+        base = names[f][0].base if f in names else None
+        if base is None or base.kind not in "iu" or base.itemsize not in (1, 2, 4, 8):
+            cols[f] = np.zeros(len(records), dtype=np.int64)
+            continue
+        got = records[f]
+        cols[f] = got.astype(np.int64) if widen else got.astype(got.dtype.newbyteorder("="))
     return cols
 
 
