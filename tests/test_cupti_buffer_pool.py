@@ -155,3 +155,36 @@ def test_streamed_kernels_store_the_rows_of_the_columns_written_at_once(
     assert stored_kernels(a).equals(stored_kernels(b))
     shards.write_table(tmp_path / "ev-kernels.parquet", streamed)  # a child run's shard, batch by batch
     assert pq.read_table(tmp_path / "ev-kernels.parquet").equals(streamed.to_table())
+
+
+def test_buffers_cupti_asks_for_through_ctypes_come_from_the_pool_and_go_back_to_it() -> None:
+    """The collector's ctypes callbacks (``RawBuffers``, as libcupti calls them) with the pool: each buffer CUPTI asks
+    for is a pool buffer, each completed one is decoded and handed out again (libcupti itself needs a GPU: its two
+    registration entry points are the only stand-ins here)."""
+    import ctypes
+    from types import SimpleNamespace
+
+    from argus_lab.backends.cupti.collector import RawBuffers
+
+    buffers, layouts, names = recorded("graph")
+    cut = [p for b in buffers for p in pieces(b, layouts, 4)]
+    size = max(len(b) for b in cut)
+    entry = ("cuptiActivityRegisterCallbacks", "cuptiActivityFlushAll", "cuptiActivityGetNextRecord")
+    lib = SimpleNamespace(**{name: SimpleNamespace() for name in entry})
+    raw_buffers = RawBuffers(lib, size)
+    raw_buffers.pool = pool = DecodingPool(size, layouts, names.__getitem__, spare=2)
+    addresses = set()
+    for b in cut:
+        buf_p, size_p, max_p = (ctypes.c_void_p * 1)(), (ctypes.c_size_t * 1)(), (ctypes.c_size_t * 1)()
+        raw_buffers._requested(buf_p, size_p, max_p)  # CUPTI asks for a buffer ...
+        assert size_p[0] == size and buf_p[0] % 8 == 0
+        addresses.add(buf_p[0])
+        ctypes.memmove(buf_p[0], b.ctypes.data, len(b))  # ... fills it ...
+        raw_buffers._completed(None, 0, buf_p[0], size, len(b))  # ... and gives it back
+        pool.wait_decoded()
+    raw = pool.finish()
+    assert len(cut) > 3 and pool.allocated == 1 and len(addresses) == 1  # one buffer, handed out again each time
+    assert raw_buffers.errors == [] and raw_buffers.filled == []
+    at_stop = dec.decode_buffers(buffers, layouts, names.__getitem__)
+    for family, cols in at_stop.items():
+        assert sorted(rows_of(raw[family])) == sorted(rows_of(cols)), family
