@@ -10,12 +10,19 @@ one process generates and joins it, then each reader runs in a fresh process of 
 ``VmHWM``): ``Report.text()``, an HTML export, a Perfetto export, and the JupyterLab panel's REST reads
 (``regions``, a region's drill-down, ``runs``), each under DuckDB's default limit for reads.
 
-Part 2, the measured process's memory per kernel record: SYNTHETIC raw CUPTI columns of ``--records`` kernels (what
+Part 2, the measured process's memory per kernel record: (a) SYNTHETIC raw CUPTI columns of ``--records`` kernels (what
 the collector decodes its activity buffer into) go the collector's way to the store (``CuptiCollector.evidence``,
 ``merge_evidence``, ``Store.write``) in a fresh process; bytes per record = (peak RSS - RSS
 before) / records, median over ``--repeats`` processes, with the code of this checkout and, side by side, of
 another checkout (``--baseline PATH``: e.g. a worktree of main before the change).  CUPTI's own activity record
-(about 200 bytes, in its buffer while the run lasts) comes on top and is not measured here (no GPU).
+(about 200 bytes, in its buffer while the run lasts) comes on top and is not measured here (no GPU).  (b) SYNTHETIC
+activity buffers (kernel records in CUPTI's own layout, each kernel its launch configuration) and as many launch records
+of the native launch path, through the checkout's own decoding (a pool of buffers decoded as each completes, or one
+large buffer decoded at stop), evidence and store write: (peak RSS - RSS before the first buffer) / records, all of it.
+
+Part 3, the join's memory: a SYNTHETIC run of ``--records`` kernel records (1,000 a step) joined the way the checkout's
+``run_plan`` joins a run in the measured process (a long run in a fresh process since the join moved out of it); peak
+RSS of the process that asked, over its RSS before.
 
 Prints a markdown section for docs/benchmarks.md.
 """
@@ -145,6 +152,108 @@ out["peak_over_base_mb"] = rss_mib() - base
 out["bytes_per_record"] = (rss_mib() - base) * 2**20 / n
 """
 
+BUFFERS = """
+import ctypes, os
+import numpy as np
+from cupti import cupti
+from argus_lab.backends.cupti import decode as dec, native as nat
+from argus_lab.backends.cupti.collector import CuptiCollector, _c_string
+from argus_lab.run.driver import merge_evidence
+from argus_lab.store import Store
+try:  # the checkout decodes each buffer as CUPTI completes it
+    from argus_lab.backends.cupti.buffer_pool import POOL_BUFFER_BYTES, DecodingPool
+except ImportError:  # an older checkout: one large buffer, decoded at stop
+    DecodingPool = None
+n, per_instance = {records}, 925
+dtype = cupti.activity_kernel10_dtype
+names = [ctypes.create_string_buffer(f"_ZN2at6native18elementwise_kernel{{i}}".encode()) for i in range(463)]
+ptrs = np.asarray([ctypes.addressof(b) for b in names], dtype=np.int64)
+def records(lo, hi):  # SYNTHETIC kernel records as CUPTI lays them out (CONCURRENT_KERNEL, kernel10)
+    r = np.zeros(hi - lo, dtype=dtype)
+    i = np.arange(lo, hi, dtype=np.int64)
+    r["kind"] = 10
+    r["start"] = 1_800_000_000_000_000_000 + i * 2000
+    r["end"] = r["start"] + 1500
+    r["correlation_id"] = i + 1
+    k = i % 463  # each kernel its own launch configuration, as a model's kernels have
+    r["grid_x"], r["grid_y"], r["grid_z"] = 8 + k % 512, 1 + k % 4, 1
+    r["block_x"], r["block_y"], r["block_z"] = 32 * (1 + k % 8), 1 + k % 2, 1
+    r["registers_per_thread"], r["static_shared_memory"] = 16 + k % 200, 1024 * (k % 48)
+    r["dynamic_shared_memory"], r["local_memory_per_thread"] = 512 * (k % 96), k % 3 * 8
+    r["queued"] = r["start"] - 3000 - k  # the launch's time on CUPTI's clock (the clock launch identity)
+    r["name"] = ptrs[k]
+    return r.view(np.uint8)
+kernel_names = {{}}
+def name_of(ptr):
+    got = kernel_names.get(ptr)
+    if got is None:
+        got = kernel_names[ptr] = _c_string(ptr)
+    return got
+layouts = {{10: dtype}}
+import pyarrow
+with Store({path!r}).connect(write=True):  # the store made and DuckDB loaded: fixed costs, not per record
+    pass
+base = rss_mib("VmRSS:")
+if DecodingPool is not None:
+    pool = DecodingPool(POOL_BUFFER_BYTES, layouts, name_of)
+    per = POOL_BUFFER_BYTES // dtype.itemsize
+    for lo in range(0, n, per):
+        arr, off = pool.take()
+        b = records(lo, min(lo + per, n))
+        arr[off : off + len(b)] = b
+        del b
+        pool.completed(arr, off, min(lo + per, n) * dtype.itemsize - lo * dtype.itemsize)
+        pool.wait_decoded()  # CUPTI fills a buffer in a fraction of a second; the pool decodes it in milliseconds
+    raw = pool.finish()
+    out["buffers_made"] = pool.allocated
+else:
+    big = np.empty(512 << 20, dtype=np.uint8)
+    per = (8 << 20) // dtype.itemsize
+    for lo in range(0, n, per):
+        b = records(lo, min(lo + per, n))
+        big[lo * dtype.itemsize : lo * dtype.itemsize + len(b)] = b
+    raw = dec.decode_buffers([big[: n * dtype.itemsize]], layouts, name_of)
+    del big
+out["after_decode_mb"] = rss_mib() - base
+corr = np.arange(1, n + 1, dtype=np.int64)  # SYNTHETIC launch records of the native launch path
+launches = nat.LaunchRecords.from_export((  # as the extension exports them, in the checkout's own widths
+    None, 0, corr.astype(np.uint32).tobytes(), (1 + (corr - 1) // per_instance).tobytes(),
+    np.full(n, 1, dtype=np.uint64).tobytes(), (1_700_000_000_000_000_000 + corr * 2000).tobytes(),
+    (1_700_000_000_000_000_000 + corr * 2000 + 900).tobytes(), np.full(n, 307, dtype=np.uint32).tobytes(),
+    np.full(n, 1, dtype=np.uint8).tobytes()))
+raw.update(nat.raw_families(launches, os.getpid()))
+coll = CuptiCollector()
+coll.raw = raw
+del raw, corr
+instances = {{"thread_id": [1]}}
+ev = merge_evidence([coll.evidence(instances), {{"region_instances": {{"run_id": ["r-mem"], "instance_id": [1]}}}}])
+Store({path!r}).write(ev)
+out["kernels_stored"] = Store({path!r}).rows("SELECT count(*) FROM kernels")[0][0]
+out["peak_over_base_mb"] = rss_mib() - base
+out["bytes_per_record"] = (rss_mib() - base) * 2**20 / n
+"""
+
+JOIN = """
+from argus_lab.store import Store
+from join_bench import generate
+st = Store({path!r})
+out["counts"] = generate(st, {records}, max(1, {records} // 1000), 1, 0.0, 0.0, samples=False)  # 1000 a step
+from argus_lab.run.memory import release_freed_memory
+release_freed_memory()
+with open("/proc/self/clear_refs", "w") as fh:  # the peak so far (the generation's) is not the join's
+    fh.write("5")
+base = rss_mib("VmRSS:")
+try:  # the checkout joins a long run in a fresh process
+    from argus_lab.app.join_process import join_measured_runs
+    out["joined_in"] = join_measured_runs(st, ["r-bench"])
+except ImportError:
+    from argus_lab import join
+    join.attribute_request(st, ["r-bench"])
+    out["joined_in"] = "this process"
+out["peak_over_base_mb"] = rss_mib() - base
+out["bytes_per_record"] = (rss_mib() - base) * 2**20 / {records}
+"""
+
 
 def _fmt(r: dict[str, Any], extra: str = "") -> str:
     if "error" in r:
@@ -159,7 +268,9 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--repeats", type=int, default=3)
     ap.add_argument("--baseline", type=Path, default=None, help="another checkout, measured side by side")
     ap.add_argument("--out", type=Path, default=None)
-    ap.add_argument("--skip-store", action="store_true", help="part 2 only")
+    ap.add_argument("--skip-store", action="store_true", help="no part 1 (the long run read back)")
+    ap.add_argument("--skip-records", action="store_true", help="no part 2 (memory per record, up to the store)")
+    ap.add_argument("--skip-join", action="store_true", help="no part 3 (the join's memory)")
     args = ap.parse_args(argv)
     tmp = Path(tempfile.mkdtemp(prefix="argus-scale-"))
     lines = [f"## A long run read back: {args.kernels:,} kernel records (bench/scale_bench.py)", ""]
@@ -181,7 +292,7 @@ def main(argv: list[str] | None = None) -> int:
               "| checkout | bytes per record beyond the decoded records | peak over base |",
               "| --- | --- | --- |"]  # fmt: skip
     for label, root in (("this checkout", ROOT), ("baseline", args.baseline)):
-        if root is None:
+        if root is None or args.skip_records:
             continue
         got = []
         for k in range(args.repeats):
@@ -194,6 +305,42 @@ def main(argv: list[str] | None = None) -> int:
         per = statistics.median(g["bytes_per_record"] for g in ok)
         over = statistics.median(g["peak_over_base_mb"] for g in ok)
         lines.append(f"| {label} (`{root}`) | {per:.0f} B | {over:.0f} MB |")
+        print(lines[-1], flush=True)
+    lines += ["", f"Memory per kernel record from SYNTHETIC activity buffers, {args.records:,} kernel records in "
+              "CUPTI's layout plus as many launch records of the native launch path, through the checkout's own "
+              f"decoding, evidence and store write, median of {args.repeats} processes:", "",
+              "| checkout | bytes per record, all of it | peak over base | after decoding | buffers made |",
+              "| --- | --- | --- | --- | --- |"]  # fmt: skip
+    for label, root in (("this checkout", ROOT), ("baseline", args.baseline)):
+        if root is None or args.skip_records:
+            continue
+        got = []
+        for k in range(args.repeats):
+            store = str(tmp / f"buf-{label[:4]}-{k}.duckdb")
+            got.append(probe(BUFFERS.format(records=args.records, path=store), Path(root)))
+        ok = [g for g in got if "bytes_per_record" in g]
+        if not ok:
+            lines.append(f"| {label} ({root}) | {got[0].get('error')} | - | - | - |")
+            continue
+        per = statistics.median(g["bytes_per_record"] for g in ok)
+        over = statistics.median(g["peak_over_base_mb"] for g in ok)
+        dec_mb = statistics.median(g["after_decode_mb"] for g in ok)
+        made = ok[0].get("buffers_made", "one 512 MiB")
+        lines.append(f"| {label} (`{root}`) | {per:.0f} B | {over:.0f} MB | {dec_mb:.0f} MB | {made} |")
+        print(lines[-1], flush=True)
+    lines += ["", f"The join of a SYNTHETIC run of {args.records:,} kernel records (1,000 a step, as "
+              "scripts/gpu/kernel_record_memory.py), by the measured process's own way (``run_plan``), peak of that "
+              "process over its memory before the join (its peak reset there):", "",
+              "| checkout | joined in | bytes per record | peak over base |", "| --- | --- | --- | --- |"]  # fmt: skip
+    for label, root in (("this checkout", ROOT), ("baseline", args.baseline)):
+        if root is None or args.skip_join:
+            continue
+        r = probe(JOIN.format(records=args.records, path=str(tmp / f"join-{label[:4]}.duckdb")), Path(root))
+        if "bytes_per_record" not in r:
+            lines.append(f"| {label} ({root}) | {r.get('error')} | - | - |")
+            continue
+        lines.append(f"| {label} (`{root}`) | {r['joined_in']} | {r['bytes_per_record']:.0f} B | "
+                     f"{r['peak_over_base_mb']:.0f} MB |")  # fmt: skip
         print(lines[-1], flush=True)
     text = "\n".join(lines) + "\n"
     print(text)

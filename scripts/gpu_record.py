@@ -87,6 +87,12 @@ def median(xs: list[float]) -> float:
     return statistics.median(xs) if xs else float("nan")
 
 
+def kernel_rows(ev: dict[str, Any]) -> dict[str, Any]:
+    """The collector's ``kernels`` evidence as columns (the collector hands them as batches made on demand)."""
+    k = ev["kernels"]
+    return k.to_table().to_pydict() if hasattr(k, "to_table") else k
+
+
 def joined_store(ev: dict[str, Any], instances: dict[str, Any], run_id: str, backends: list[str]) -> Any:
     """The collectors' raw evidence of one run in a temporary store, joined (the join makes every per-instance
     value and attribution; the backends store raw evidence only)."""
@@ -508,7 +514,7 @@ def run_driver_attr(mode: str, out: Path) -> None:
     path_of = dict(zip(inst["instance_id"], inst["path"], strict=True))
     store = joined_store(ev, inst, "attr", ["cupti"])
     classes = dict(store.rows("SELECT class, count(*) FROM attributions WHERE evidence = 'kernel' GROUP BY ALL"))
-    k = ev["kernels"]
+    k = kernel_rows(ev)
     per_region: dict[str, int] = {}
     for iid in k["instance_id"]:
         key = str(path_of.get(iid))
@@ -550,7 +556,7 @@ def run_nccl_probe(out: Path) -> None:
     coll.stop()
     inst = rec.columns()
     ev = coll.evidence(inst)
-    k = ev["kernels"]
+    k = kernel_rows(ev)
     path_of = dict(zip(inst["instance_id"], inst["path"], strict=True))
     rows = [
         (kind, name, path_of.get(iid), stream, end - start)
@@ -763,12 +769,12 @@ def run_loop(mode: str, out: Path) -> None:
             "decode_s": coll.decode_s,
             "records_per_s_decode": n / coll.decode_s if coll.decode_s else None,
             "evidence_s": ev_s,
-            "kernels": len(ev["kernels"]["name"]),
+            "kernels": len(kernel_rows(ev)["name"]),
             "dropped": coll.dropped,
             "completed_during_run": coll.completed_during_run,
             "flush_s": coll.flush_s,
             "per_family": {f: len(next(iter(c.values()), [])) for f, c in coll.raw.items()},
-            "attributed": sum(1 for i in ev["kernels"]["instance_id"] if i),
+            "attributed": sum(1 for i in kernel_rows(ev)["instance_id"] if i),
         }
     fig = {"median_ms": median(times), "rounds_ms": times, **extra}
     print(f"[loop {mode}] {json.dumps(fig, default=str)}")

@@ -15,6 +15,7 @@ from dataclasses import dataclass
 from typing import Any, Protocol
 
 from argus_lab import config
+from argus_lab.app.join_process import join_measured_runs
 from argus_lab.app.recovery import Recovered, recover_stale, unknown_folders
 from argus_lab.errors import ScopeError, StoreError
 from argus_lab.join import JoinSummary, attribute_request
@@ -215,7 +216,9 @@ def run_plan(
         isolate=isolate,
         count_kernels=lambda run_id: scoped_kernels(st, run_id, the_plan.request.scope),
     )
-    attribute_request(st, execution.run_ids)  # the join runs where the runs end: attributions + instance values
+    # the join runs where the runs end (attributions + instance values); a long run's in a fresh process, so that the
+    # measured process (argus_lab.measure's) never holds its memory
+    join_measured_runs(st, execution.run_ids)
     check_scope_matched(st, the_plan, execution.run_ids)
     return Measurement(execution, Report(st, execution.run_ids))
 

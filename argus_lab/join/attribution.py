@@ -61,7 +61,6 @@ from __future__ import annotations
 
 import contextlib
 import json
-import math
 import time
 from collections.abc import Sequence
 from contextlib import AbstractContextManager
@@ -79,6 +78,7 @@ from argus_lab.join.arrays import registered
 from argus_lab.join.timeline import Timeline
 from argus_lab.join.values import Values
 from argus_lab.join.windows import LEVEL_UNITS
+from argus_lab.model.memory_limits import same_memory_limit
 from argus_lab.model.views import DERIVED
 from argus_lab.model.vocabulary import CLASSES, EVIDENCE_KINDS
 from argus_lab.plan.catalog import aggregation
@@ -147,7 +147,7 @@ def attribute_request(store: JoinTarget, run_ids: Sequence[str]) -> JoinSummary:
             raise
         finally:
             if limit:
-                con.execute(f"SET memory_limit = '{_same_limit(str(limit))}'")
+                con.execute(f"SET memory_limit = '{same_memory_limit(str(limit))}'")
     counts: dict[str, dict[str, int]] = {}
     for row in summary:
         if row["class"] == "*":
@@ -155,24 +155,6 @@ def attribute_request(store: JoinTarget, run_ids: Sequence[str]) -> JoinSummary:
         by = counts.setdefault(row["evidence"], {})
         by[row["class"]] = by.get(row["class"], 0) + int(row["items"])
     return JoinSummary(tuple(ids), ref, counts, time.perf_counter() - t0)
-
-
-_SMALLER_UNIT = {"TiB": "GiB", "GiB": "MiB", "MiB": "KiB", "KiB": "B"}
-
-
-def _same_limit(printed: str) -> str:
-    """A memory limit that DuckDB prints back as ``printed`` (``'18.8 GiB'``): DuckDB prints a limit truncated to a
-    tenth of a unit, so setting the printed text itself gives a smaller limit (18.7 GiB) each time; the same amount
-    counted up in the next smaller unit does not."""
-    amount, _, unit = printed.partition(" ")
-    try:
-        value = float(amount)
-    except ValueError:
-        return printed
-    smaller = _SMALLER_UNIT.get(unit)
-    if smaller is None:
-        return printed
-    return f"{math.ceil(value * 1024)}{'B' if smaller == 'B' else ' ' + smaller}"
 
 
 def joined_runs(store: JoinTarget, run_ids: Sequence[str]) -> set[str]:

@@ -281,6 +281,7 @@ SETTING_CHOICES: dict[str, dict[str, tuple[str, ...]]] = {
         "launch_identity": ("clock", "probes", "callbacks"),
         "boundaries": ("native", "python"),
         "detach": ("auto", "always", "never"),
+        "decode": ("incremental", "at stop"),
     },
 }
 """The settings of a backend that take one of a few values, and those values: checked when a run is planned

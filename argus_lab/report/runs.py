@@ -80,6 +80,12 @@ def run_count(store: Store) -> int:
     return int(store.rows(RUN_COUNT)[0][0]) if store.exists else 0
 
 
+def kernel_records(store: Store, run_ids: Sequence[str]) -> int:
+    """Kernel, copy and set records the runs stored."""
+    rows = store.rows("SELECT count(*) FROM kernels WHERE run_id IN (SELECT unnest(?::VARCHAR[]))", [list(run_ids)])
+    return int(rows[0][0]) if rows else 0
+
+
 def session_latest_runs(store: Store, session_id: str) -> list[str] | None:
     """The run ids of the newest request of one session (a Python process), in plan order; ``None`` when it made
     no request in this store."""

@@ -16,6 +16,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from argus_lab.model.batches import TableBatches, rows
 from argus_lab.regions import NVTX_SCOPE_ENV, Recorder, Region, RegionMarker, nvtx_scope_on, nvtx_state, source_name
 from argus_lab.run.protocols import Collector, Columns, Evidence, RunContext
 from argus_lab.run.workload import Workload
@@ -299,6 +300,8 @@ def merge_evidence(parts: Sequence[Evidence]) -> Evidence:
             if givers[table] == 1:
                 out[table] = cols
                 continue
+            if isinstance(cols, TableBatches):  # several givers: the rows as lists, to be concatenated
+                cols = cols.to_table().to_pydict()
             dest = lists.setdefault(table, {})
             have = sizes.get(table, 0)
             for name in set(dest) | set(cols):
@@ -318,5 +321,5 @@ def _as_list(values: Any) -> list[Any]:
     return list(values)
 
 
-def _nrows(cols: Columns) -> int:
-    return max((len(v) for v in cols.values()), default=0)
+def _nrows(cols: Columns | TableBatches) -> int:
+    return rows(cols)

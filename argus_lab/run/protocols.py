@@ -13,12 +13,14 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Protocol
 
+from argus_lab.model.batches import TableBatches
 from argus_lab.plan.backends import BackendInfo
 from argus_lab.regions import BoundaryHook
 
 Columns = Mapping[str, Sequence[Any]]
-Evidence = dict[str, Columns]
-"""Tables of evidence keyed by store table name (see :mod:`argus_lab.model.schema`)."""
+Evidence = dict[str, Columns | TableBatches]
+"""Tables of evidence keyed by store table name (see :mod:`argus_lab.model.schema`): columns, or rows made in batches
+(a timing run's kernel records, :class:`~argus_lab.model.batches.TableBatches`)."""
 
 
 @dataclass(frozen=True)

@@ -21,6 +21,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from argus_lab.model.batches import TableBatches, rows
 from argus_lab.model.columns import jsonable_columns
 from argus_lab.run.protocols import Evidence
 
@@ -38,12 +39,18 @@ def _replace(tmp: Path, path: Path) -> None:
     tmp.replace(path)
 
 
-def write_table(path: Path, cols: Mapping[str, Sequence[Any]]) -> None:
-    """Write columns to a Parquet file atomically (write, then rename)."""
+def write_table(path: Path, cols: Mapping[str, Sequence[Any]] | TableBatches) -> None:
+    """Write columns to a Parquet file atomically (write, then rename); :class:`TableBatches` batch by batch."""
     import pyarrow.parquet as pq
 
     tmp = path.with_name(path.name + ".tmp")
-    pq.write_table(_table(cols), tmp)
+    if isinstance(cols, TableBatches):
+        reader = cols.reader()
+        with pq.ParquetWriter(tmp, reader.schema) as out:
+            for batch in reader:
+                out.write_batch(batch)
+    else:
+        pq.write_table(_table(cols), tmp)
     _replace(tmp, path)
 
 
@@ -57,7 +64,7 @@ def write_json(path: Path, value: Mapping[str, Any]) -> None:
     _replace(tmp, path)
 
 
-def write_instances(folder: Path, rep: int, cols: Mapping[str, Sequence[Any]]) -> None:
+def write_instances(folder: Path, rep: int, cols: Mapping[str, Sequence[Any]] | TableBatches) -> None:
     """The shard of one finished repetition."""
     write_table(folder / f"instances-{rep:05d}.parquet", cols)
 
@@ -67,7 +74,7 @@ def write_repetition(folder: Path, rep: int, evidence: Evidence) -> None:
     (``ev-<table>.rep<rep>.parquet``: the host clocks' values), each file complete or absent."""
     write_instances(folder, rep, evidence["region_instances"])
     for table, cols in evidence.items():
-        if table != "region_instances" and cols and max((len(v) for v in cols.values()), default=0):
+        if table != "region_instances" and cols and rows(cols):
             write_table(folder / f"ev-{table}.rep{rep:05d}.parquet", cols)
 
 

@@ -39,7 +39,9 @@ from typing import TYPE_CHECKING, Any, TypeVar
 
 from argus_lab import config
 from argus_lab.errors import QueryError, SchemaVersionError, StoreError
+from argus_lab.model.batches import TableBatches
 from argus_lab.model.columns import jsonable_columns
+from argus_lab.model.memory_limits import same_memory_limit
 from argus_lab.model.schema import (
     DDL,
     MIGRATIONS,
@@ -223,6 +225,30 @@ def reader_config(memory: str | None = None) -> dict[str, str | bool | int | flo
     tmp = Path(base) / f"argus-duckdb-{os.getuid() if hasattr(os, 'getuid') else 'user'}"
     limit = memory or read_memory_steps()[0]
     return {"memory_limit": limit, "temp_directory": str(tmp)}
+
+
+WRITE_MEMORY_LIMIT = "64MB"
+"""DuckDB's memory limit while a run's evidence with a streamed table (:class:`TableBatches`: a timing run's kernel
+records) is inserted: without it DuckDB keeps every inserted row in memory until the commit (about 340 B a kernel
+record); with it the rows it cannot keep go to the store file (docs/benchmarks.md, "memory per kernel record")."""
+
+
+@contextmanager
+def _memory_limit(con: duckdb.DuckDBPyConnection, limit: str | None) -> Iterator[None]:
+    """``SET memory_limit`` on ``con`` for the block (nothing when ``limit`` is None); the connection's own limit is
+    restored afterwards."""
+    if limit is None:
+        yield
+        return
+    got = con.execute("SELECT current_setting('memory_limit')").fetchall()
+    before = str(got[0][0]) if got else ""
+    con.execute(f"SET memory_limit = '{limit}'")
+    try:
+        yield
+    finally:
+        if before:
+            with contextlib.suppress(Exception):
+                con.execute(f"SET memory_limit = '{same_memory_limit(before)}'")
 
 
 _OWN: dict[str, int] = {}
@@ -593,7 +619,9 @@ class Store:
 
     # -- writing ----------------------------------------------------------------------------------
     def write(
-        self, tables: Mapping[str, Columns | pa.Table | str], then: Sequence[tuple[str, Sequence[Any]]] = ()
+        self,
+        tables: Mapping[str, Columns | pa.Table | TableBatches | str],
+        then: Sequence[tuple[str, Sequence[Any]]] = (),
     ) -> None:
         """Insert several tables in one transaction (columns by name; missing columns become NULL).
 
@@ -602,9 +630,26 @@ class Store:
         statements (SQL, parameters) run in the same transaction after the inserts (a run's final status goes with
         its evidence, so that a run is never stored twice nor marked finished without it).
         """
+        import duckdb
+
+        streamed = any(isinstance(t, TableBatches) and t.num_rows for t in tables.values())
+        if not streamed:
+            self._write(tables, then, None)
+            return
+        try:  # a long run's kernel records: DuckDB's insert bounded too (it spills to the store file beyond it)
+            self._write(tables, then, WRITE_MEMORY_LIMIT)
+        except duckdb.OutOfMemoryException:  # rolled back: the batches are made again, without DuckDB's bound
+            self._write(tables, then, None)
+
+    def _write(
+        self,
+        tables: Mapping[str, Columns | pa.Table | TableBatches | str],
+        then: Sequence[tuple[str, Sequence[Any]]],
+        memory_limit: str | None,
+    ) -> None:
         import pyarrow as pa
 
-        with self.connect(write=True) as con:
+        with self.connect(write=True) as con, _memory_limit(con, memory_limit):
             con.execute("BEGIN")
             try:
                 for given, data in tables.items():
@@ -617,11 +662,18 @@ class Store:
                         cols = ", ".join(f'"{c}"' for c in names)
                         con.execute(f"INSERT INTO {name} ({cols}) SELECT {cols} FROM ({data})")
                         continue
-                    tbl = data if isinstance(data, pa.Table) else pa.table(jsonable_columns(data))
-                    if tbl.num_rows == 0:
-                        continue
+                    if isinstance(data, TableBatches):  # streamed: one batch of rows in memory at a time
+                        if data.num_rows == 0:
+                            continue
+                        tbl: Any = data.reader()
+                        names = tbl.schema.names
+                    else:
+                        tbl = data if isinstance(data, pa.Table) else pa.table(jsonable_columns(data))
+                        if tbl.num_rows == 0:
+                            continue
+                        names = tbl.column_names
                     con.register("_argus_in", tbl)
-                    cols = ", ".join(f'"{c}"' for c in tbl.column_names)
+                    cols = ", ".join(f'"{c}"' for c in names)
                     verb = "INSERT OR IGNORE" if name in _SHARED_ROWS else "INSERT"
                     con.execute(f"{verb} INTO {name} ({cols}) SELECT {cols} FROM _argus_in")
                     con.unregister("_argus_in")

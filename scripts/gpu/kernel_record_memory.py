@@ -8,7 +8,10 @@ Usage (on the H200, from the repository root)::
 A step launches ``--kernels-per-step`` small elementwise kernels inside one region.  The same steps run first with
 no measurement (the workload's own peak, ``VmHWM``), then under ``argus_lab.measure(step, "gpu.time", ...)`` in the
 same process; (peak after - peak before) / kernel records is what argus_lab costs per record at its peak: CUPTI's
-activity record, the decoded columns, the evidence and the store write.  Prints one JSON line.
+activity buffers (a pool of a few, each decoded as CUPTI completes it), the compact decoded columns, the launch
+records, the kernels table made and stored in batches, and the join when it runs in this process (runs of at least
+200,000 kernel records are joined in a fresh process: ``--join-here`` joins them here, as before).  Prints one JSON
+line, with the collector's own account of its buffers and decoding (its provenance).
 """
 
 from __future__ import annotations
@@ -30,10 +33,15 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--kernels-per-step", type=int, default=1000)
     ap.add_argument("--steps", type=int, default=300)
     ap.add_argument("--out", type=Path, default=None)
+    ap.add_argument("--join-here", action="store_true", help="join in the measured process whatever the run's size")
     args = ap.parse_args(argv)
     import torch
 
     import argus_lab
+    from argus_lab.app import join_process
+
+    if args.join_here:
+        join_process.FRESH_PROCESS_RECORDS = 1 << 62
 
     x = torch.ones(256, device="cuda")
     n = args.kernels_per_step
@@ -54,7 +62,16 @@ def main(argv: list[str] | None = None) -> int:
     seconds = time.perf_counter() - t0
     after = peak_mib()
     kernels = int(report.store.rows("SELECT count(*) FROM kernels")[0][0])
+    prov = report.store.rows("SELECT settings FROM provenance WHERE backend = 'cupti'")
+    cupti = json.loads(prov[0][0]) if prov and prov[0][0] else {}
     out = {
+        "joined_in": "fresh process" if kernels >= join_process.FRESH_PROCESS_RECORDS else "this process",
+        "decode": cupti.get("decode"),
+        "buffers": cupti.get("buffers"),
+        "decode_s": cupti.get("decode_s"),
+        "buffer_decode_s": cupti.get("buffer_decode_s"),
+        "buffers_completed_during_run": cupti.get("buffers_completed_during_run"),
+        "dropped_records": cupti.get("dropped_records"),
         "kernels": kernels,
         "peak_before_mib": round(before, 1),
         "peak_after_mib": round(after, 1),
@@ -66,7 +83,9 @@ def main(argv: list[str] | None = None) -> int:
     print(json.dumps(out))
     if args.out is not None:
         args.out.mkdir(parents=True, exist_ok=True)
-        (args.out / "kernel_record_memory.json").write_text(json.dumps(out, indent=1))
+        (args.out / f"kernel_record_memory{'-join-here' if args.join_here else ''}.json").write_text(
+            json.dumps(out, indent=1)
+        )
     return 0
 
 

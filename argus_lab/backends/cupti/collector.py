@@ -18,7 +18,7 @@ import os
 import re
 import sys
 import time
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -27,7 +27,10 @@ import numpy as np
 from argus_lab.backends import threads as thr
 from argus_lab.backends.cupti import decode as dec
 from argus_lab.backends.cupti import native as nat
+from argus_lab.backends.cupti.buffer_pool import POOL_BUFFER_BYTES, DecodingPool
 from argus_lab.errors import BackendUnavailableError, CollectorBusyError
+from argus_lab.model.batches import TableBatches
+from argus_lab.model.columns import jsonable_columns
 from argus_lab.plan.backends import BACKENDS, setting_problem
 from argus_lab.regions import BoundaryHook, env_rank, thread_names
 from argus_lab.run.machine import package_version
@@ -223,13 +226,16 @@ class RawBuffers:
     """Activity buffers handed to libcupti directly through ctypes, so records stay bytes until decoded.
 
     cupti-python's own buffer callback turns every record into a Python object (6-18 us each); here CUPTI
-    fills numpy-owned memory and the completed callback only keeps a view of the filled part.  Decoding is
-    :func:`argus_lab.backends.cupti.decode.decode_buffers`.
+    fills numpy-owned memory.  With a :class:`~argus_lab.backends.cupti.buffer_pool.DecodingPool` (the default)
+    the buffers come from the pool and each completed one is queued to be decoded and reused; without one, the
+    completed callback keeps a view of the filled part until the run stops
+    (:func:`argus_lab.backends.cupti.decode.decode_buffers` then).
     """
 
-    def __init__(self, lib: Any, size: int) -> None:
+    def __init__(self, lib: Any, size: int, pool: DecodingPool | None = None) -> None:
         self.lib = lib
         self.size = size
+        self.pool = pool  # decode each buffer as it completes and hand it out again (else: keep it to the end)
         self.pending: dict[int, tuple[np.ndarray, int]] = {}
         self.filled: list[np.ndarray] = []
         self.times: list[int] = []
@@ -256,12 +262,16 @@ class RawBuffers:
 
     def _requested(self, buf_pp: Any, size_p: Any, max_p: Any) -> None:
         try:
-            arr = np.empty(self.size + 8, dtype=np.uint8)  # untouched pages cost no memory
-            addr = int(arr.ctypes.data)
-            aligned = (addr + 7) & ~7
-            self.pending[aligned] = (arr, aligned - addr)
+            if self.pool is not None:
+                arr, off = self.pool.take()
+                size = self.pool.size
+            else:
+                arr, size = np.empty(self.size + 8, dtype=np.uint8), self.size  # untouched pages cost no memory
+                off = ((int(arr.ctypes.data) + 7) & ~7) - int(arr.ctypes.data)
+            aligned = int(arr.ctypes.data) + off
+            self.pending[aligned] = (arr, off)
             buf_pp[0] = aligned
-            size_p[0] = self.size
+            size_p[0] = size
             max_p[0] = 0
         except Exception as exc:
             self.errors.append(f"buffer request failed: {exc}")
@@ -275,7 +285,9 @@ class RawBuffers:
             self.errors.append("CUPTI completed a buffer argus_lab did not hand out")
             return
         arr, off = entry
-        if valid:
+        if self.pool is not None:  # CUPTI's thread: only queued here, decoded on the pool's thread
+            self.pool.completed(arr, off, valid)
+        elif valid:
             self.filled.append(arr[off : off + valid])
 
     def offsets_of(self, buf: np.ndarray) -> np.ndarray:
@@ -382,6 +394,10 @@ class CuptiCollector:
         self.buffers: list[np.ndarray] = []
         self.layouts: dict[int, np.dtype] = {}
         self._raw_buffers: RawBuffers | None = None
+        self.pool: DecodingPool | None = None  # decodes CUPTI's buffers while the run records (decode=incremental)
+        self.decode_mode = "incremental"  # the `decode` setting: incremental | at stop
+        self.buffers_made = 0  # activity buffers the pool made (it reuses them)
+        self.pool_decode_s = 0.0  # time the pool's thread spent decoding while the run recorded and at stop
         self._native: nat.NativeLaunchPath | None = None
         self.launch_path = "python"  # which path tagged the launches (provenance)
         self.native_launches = 0
@@ -420,8 +436,14 @@ class CuptiCollector:
         self._ctx = ctx
         self._records, self._completions, self._stopping = [], [], False
         settings = ctx.settings
-        self.buffer_bytes = int(settings.get("buffer_bytes", self.buffer_bytes))
+        self.decode_mode = str(settings.get("decode", "incremental"))
+        problem = setting_problem("cupti", "decode", self.decode_mode)
+        if problem is not None:
+            raise BackendUnavailableError(problem)
+        pooled = self.decode_mode == "incremental" and settings.get("buffers", "raw") == "raw"
+        self.buffer_bytes = int(settings.get("buffer_bytes", POOL_BUFFER_BYTES if pooled else self.buffer_bytes))
         self._raw_buffers = None
+        self.pool = None
         self.api_kinds_off = 0
         self.detach = str(settings.get("detach", "auto"))
         problem = setting_problem("cupti", "detach", self.detach)
@@ -444,13 +466,23 @@ class CuptiCollector:
             self._kind_names = activity_kinds(ctx.signals, settings, api_records=api_records)
             if settings.get("buffers", "raw") == "raw":
                 try:
-                    self._raw_buffers = RawBuffers(
-                        ctypes.CDLL(mapped_libcupti() or "libcupti.so.13"), self.buffer_bytes
-                    )
+                    lib = ctypes.CDLL(mapped_libcupti() or "libcupti.so.13")
+                    raw_buffers = RawBuffers(lib, self.buffer_bytes)
+                    if pooled:  # each buffer decoded as CUPTI completes it, then handed out again
+                        names = [getattr(cupti.ActivityKind, n) for n in self._kind_names]
+                        self.pool = raw_buffers.pool = DecodingPool(
+                            self.buffer_bytes,
+                            _layouts(cupti, names),
+                            self._name_of,
+                            raw_buffers.offsets_of,
+                            keep_copies=bool(settings.get("keep_buffers", False)),
+                        )
+                    self._raw_buffers = raw_buffers
                     self._raw_buffers.register()
                 except (OSError, AttributeError, RuntimeError) as exc:
                     self.notes.append(f"raw buffers unavailable ({exc}); using cupti-python's buffer callbacks")
                     self._raw_buffers = None
+                    self._close_pool()
             if self._raw_buffers is None:
                 cupti.activity_register_callbacks(self._requested, self._completed)
             self._kinds = []
@@ -464,9 +496,11 @@ class CuptiCollector:
             self.other_client = other_client_note(self.launch_path, choice.notes)
         except cupti.cuptiError as exc:
             self._disable(cupti)
+            self._close_pool()
             raise _busy_or_unavailable(exc) from None
         except RuntimeError as exc:
             self._disable(cupti)
+            self._close_pool()
             msg = f"CUPTI could not start ({exc}); check that the NVIDIA driver works (`nvidia-smi`)"
             raise BackendUnavailableError(msg) from None
         self.libcupti = mapped_libcupti()
@@ -515,7 +549,17 @@ class CuptiCollector:
             self._disable(cupti)
             _ACTIVE[0] = None
         t0 = time.perf_counter()
-        if raw_buffers is not None:
+        if raw_buffers is not None and self.pool is not None:  # the buffers not decoded yet, then all columns
+            self.completed_during_run = sum(1 for t in raw_buffers.times if t < self.stopped_ns)
+            self.raw = self.pool.finish()
+            release_freed_memory()  # the pool's buffers and chunks, given back before the evidence is made
+            self.notes.extend(raw_buffers.errors + self.pool.errors)
+            self.buffers = self.pool.copies
+            self.layouts = layouts
+            self.buffers_made = self.pool.allocated
+            self.pool_decode_s = self.pool.decode_s
+            self.pool = raw_buffers.pool = None
+        elif raw_buffers is not None:
             self.completed_during_run = sum(1 for t in raw_buffers.times if t < self.stopped_ns)
             self.notes.extend(raw_buffers.errors)
             self.buffers = list(raw_buffers.filled)
@@ -553,6 +597,11 @@ class CuptiCollector:
         if detach:  # after decoding: kernel names point into CUPTI's memory
             self._finalize(cupti)
 
+    def _close_pool(self) -> None:
+        pool, self.pool = self.pool, None
+        if pool is not None:
+            pool.finish()
+
     def _name_of(self, ptr: int) -> str:
         name = self.kernel_names.get(ptr)
         if name is None:
@@ -572,7 +621,7 @@ class CuptiCollector:
         ctx = self._ctx
         run_id = ctx.run_id if ctx is not None else ""
         prov_id = f"{run_id}:cupti"
-        kernels = dec.widen_thread_ids(dec.kernel_table(self.raw, run_id), instances.get("thread_id", ()))
+        kernels = dec.KernelRows(self.raw, run_id)
         n_records = sum(dec.count(c) for c in self.raw.values())
         settings = {
             "kinds": self._kind_names,
@@ -594,16 +643,18 @@ class CuptiCollector:
             "records": {f: dec.count(c) for f, c in self.raw.items()},
             "dropped_records": self.dropped,
             "buffers_completed_during_run": self.completed_during_run,
-            "buffers": "raw (ctypes, bulk numpy decode)" if self.layouts else "cupti-python record objects",
+            "buffers": _buffers_note(self.layouts, self.decode_mode, self.buffers_made, self.buffer_bytes),
+            "decode": self.decode_mode,
             "api_records": f"launch/copy/set/sync only ({self.api_kinds_off} API kinds off)"
             if self.api_kinds_off
             else "all",
             "flush_s": round(self.flush_s, 4),
             "notes": self.notes,
             "decode_s": round(self.decode_s, 4),
+            "buffer_decode_s": round(self.pool_decode_s, 4),  # the pool's thread, buffer by buffer (incremental)
             "decode_records_per_s": round(n_records / self.decode_s) if self.decode_s > 0 else None,
             "libcupti": self.libcupti,
-            "summary": dec.summarize(kernels),
+            "summary": kernels.summary(),
         }
         prov: dict[str, list[Any]] = {
             "provenance_id": [prov_id],
@@ -617,16 +668,13 @@ class CuptiCollector:
             "clocks": [{"start_ns": self.started_ns, "stop_ns": self.stopped_ns}],
             "timestamps": ["measured (CUPTI, CLOCK_REALTIME ns)"],
         }
-        rows = dec.store_kernels(kernels)
-        del kernels
         if ctx is None or not ctx.settings.get("keep_buffers", False):
             self.buffers = []  # decoded: CUPTI's records (~200 B each) need not stay while the evidence is stored
         release_freed_memory()
-        rows["rank"] = np.full(len(rows["name"]), env_rank(), dtype=np.int64)  # ranks may share device numbers
         rank, pid = env_rank(), os.getpid()
         named = {**thr.python_thread_names(), **thread_names()}
         ev: Evidence = {
-            "kernels": rows,
+            "kernels": kernel_evidence(kernels, instances.get("thread_id", ()), rank),
             "provenance": prov,
             "threads": thr.threads_table(run_id, rank, pid, self.launch_threads, named),
             "host_calls": self._backward.table(run_id, rank, pid),
@@ -681,6 +729,32 @@ class CuptiCollector:
             except (cupti.cuptiError, RuntimeError):
                 continue
         self._kinds = []
+
+
+def kernel_evidence(rows: dec.KernelRows, instance_threads: Sequence[int], rank: int) -> Columns | TableBatches:
+    """The ``kernels`` evidence of a run's rows: made and written batch by batch (:class:`TableBatches`), so that
+    storing millions of kernel records holds their compact columns and one batch, never every column at once."""
+    if len(rows) == 0:  # the empty columns, typed
+        empty = dec.store_kernels(dec.widen_thread_ids(dec.kernel_table({}, rows.run_id), instance_threads))
+        return {**empty, "rank": np.zeros(0, dtype=np.int64)}
+
+    def make() -> Iterator[Any]:
+        import pyarrow as pa
+
+        for batch in rows.batches():
+            cols = dec.store_kernels(dec.widen_thread_ids(batch, instance_threads))
+            cols["rank"] = np.full(len(batch["name"]), rank, dtype=np.int64)  # ranks may share device numbers
+            yield from pa.table(jsonable_columns(cols)).to_batches()
+
+    return TableBatches(len(rows), make)
+
+
+def _buffers_note(layouts: Mapping[int, Any], decode: str, made: int, size: int) -> str:
+    if not layouts:
+        return "cupti-python record objects"
+    if decode == "incremental":
+        return f"raw (ctypes), decoded as each completes; {made} buffers of {size >> 20} MiB made and reused"
+    return "raw (ctypes, bulk numpy decode at stop)"
 
 
 _SUBSCRIBER = {

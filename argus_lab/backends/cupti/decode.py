@@ -19,7 +19,7 @@ id their launch *carried* (0 = none), and the join (:mod:`argus_lab.join`) decid
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -178,7 +178,7 @@ def save_raw(raw: Raw, folder: str | Path) -> list[Path]:
     out.mkdir(parents=True, exist_ok=True)
     files = []
     for family, cols in raw.items():
-        table = pa.table({k: (v.tolist() if v.dtype == object else v) for k, v in cols.items()})
+        table = pa.table({k: (v.tolist() if v.dtype == object else v.astype(np.int64)) for k, v in cols.items()})
         path = out / f"{family}.parquet"
         pq.write_table(table, path, compression="zstd")
         files.append(path)
@@ -221,6 +221,9 @@ def walk_records(buf: np.ndarray, sizes: Mapping[int, int]) -> tuple[np.ndarray,
     """
     import struct
 
+    uniform = _uniform_walk(buf, sizes)
+    if uniform is not None:
+        return uniform
     mv = np.ascontiguousarray(buf, dtype=np.uint8).data
     unpack = struct.Struct("<I").unpack_from
     n = len(mv)
@@ -249,14 +252,37 @@ def walk_records(buf: np.ndarray, sizes: Mapping[int, int]) -> tuple[np.ndarray,
     return np.asarray(kinds, dtype=np.int64), np.asarray(offs, dtype=np.int64)
 
 
-def field_columns(buf: np.ndarray, offsets: np.ndarray, dtype: np.dtype, fields: Sequence[str]) -> RawColumns:
+def _uniform_walk(buf: np.ndarray, sizes: Mapping[int, int]) -> tuple[np.ndarray, np.ndarray] | None:
+    """(kinds, offsets) when every record of ``buf`` has the kind of the first one (a buffer of kernel records
+    alone, as with the native launch path), checked without a Python step per record; ``None`` otherwise."""
+    n = len(buf)
+    if n < 4 or n % 4:
+        return None
+    u32 = np.ascontiguousarray(buf, dtype=np.uint8).view("<u4")
+    first = int(u32[0])
+    size = sizes.get(first, 0)
+    if size <= 0 or size % 4 or n % size:
+        return None
+    offs = np.arange(0, n, size, dtype=np.int64)
+    if not bool(np.all(u32[offs // 4] == first)):
+        return None
+    return np.full(len(offs), first, dtype=np.int64), offs
+
+
+def field_columns(
+    buf: np.ndarray, offsets: np.ndarray, dtype: np.dtype, fields: Sequence[str], *, widen: bool = True
+) -> RawColumns:
     """Columns of ``fields`` for the records of one layout at ``offsets`` in ``buf`` (vectorized gather).
 
     Each field is read through a typed view of the buffer at ``offset + field offset`` (fields of CUPTI
-    records are naturally aligned and records are 8-byte aligned), so no per-record Python runs.
+    records are naturally aligned and records are 8-byte aligned), so no per-record Python runs.  ``widen``:
+    every column as int64; otherwise each keeps the field's own integer type (the compact columns the collector
+    keeps while a run lasts: about half the bytes).
     """
     u8 = np.ascontiguousarray(buf, dtype=np.uint8)
     n8 = len(u8)
+    if _back_to_back(offsets, dtype.itemsize, n8):  # one layout fills the buffer: read fields as strided views
+        return _strided_columns(u8, dtype, fields, widen)
     cols: RawColumns = {}
     names: Mapping[str, Any] = dtype.fields or {}
     for f in fields:
@@ -274,7 +300,37 @@ def field_columns(buf: np.ndarray, offsets: np.ndarray, dtype: np.dtype, fields:
             msg = f"field {f!r} is not aligned or lies outside the buffer"
             raise ValueError(msg)
         view = u8[: n8 - n8 % size].view(np.dtype(f"<{base.kind}{size}"))
-        cols[f] = view[pos // size].astype(np.int64)
+        got = view[pos // size]
+        cols[f] = got.astype(np.int64) if widen else got
+    return cols
+
+
+def _back_to_back(offsets: np.ndarray, size: int, nbytes: int) -> bool:
+    """Whether ``offsets`` are the records of one ``size`` filling ``nbytes`` from byte 0, one after another."""
+    n = len(offsets)
+    return (
+        n > 0
+        and size > 0
+        and n * size == nbytes
+        and int(offsets[0]) == 0
+        and int(offsets[-1]) == (n - 1) * size
+        and bool(np.all(np.diff(offsets) == size))
+    )
+
+
+def _strided_columns(u8: np.ndarray, dtype: np.dtype, fields: Sequence[str], widen: bool) -> RawColumns:
+    """:func:`field_columns` of a buffer holding records of ``dtype`` back to back: each field copied from a strided
+    view (no index array, no random access)."""
+    records = u8.view(dtype)
+    names: Mapping[str, Any] = dtype.fields or {}
+    cols: RawColumns = {}
+    for f in fields:
+        base = names[f][0].base if f in names else None
+        if base is None or base.kind not in "iu" or base.itemsize not in (1, 2, 4, 8):
+            cols[f] = np.zeros(len(records), dtype=np.int64)
+            continue
+        got = records[f]
+        cols[f] = got.astype(np.int64) if widen else got.astype(got.dtype.newbyteorder("="))
     return cols
 
 
@@ -290,34 +346,55 @@ def decode_buffers(
     (called once per distinct pointer).  When walking by record size fails and ``offsets_of`` is given, it
     supplies the record offsets instead (``cuptiActivityGetNextRecord`` in the live process).
     """
-    sizes = {k: d.itemsize for k, d in layouts.items()}
     parts: dict[str, list[RawColumns]] = {f: [] for f in FAMILY_FIELDS}
     for buf in buffers:
-        if len(buf) == 0:
-            continue
-        try:
-            kinds, offs = walk_records(buf, sizes)
-        except ValueError:
-            if offsets_of is None:
-                raise
-            offs = offsets_of(buf)
-            u32 = np.ascontiguousarray(buf, dtype=np.uint8)[: len(buf) - len(buf) % 4].view("<u4")
-            kinds = u32[offs // 4].astype(np.int64)
-        for kind in np.unique(kinds).tolist():
-            family = KIND_FAMILY.get(int(kind))
-            if family is None or int(kind) not in layouts:
-                continue
-            sel = offs[kinds == kind]
-            cols = field_columns(buf, sel, layouts[int(kind)], FAMILY_FIELDS[family])
-            if family == "api":
-                cols["kind"] = np.full(len(sel), int(kind), dtype=np.int64)
-            if family == "kernel":
-                ptr = field_columns(buf, sel, layouts[int(kind)], ("name",))["name"]
-                uniq, inv = np.unique(ptr, return_inverse=True)
-                text = np.asarray([name_of(int(p)) if p else "" for p in uniq.tolist()], dtype=object)
-                cols["name"] = text[inv] if len(uniq) else np.zeros(0, dtype=object)
+        for family, cols in decode_buffer(buf, layouts, name_of, offsets_of).items():
             parts[family].append(cols)
     return {f: concat_families(p, f) for f, p in parts.items()}
+
+
+def decode_buffer(
+    buf: np.ndarray,
+    layouts: Mapping[int, np.dtype],
+    name_of: Callable[[int], str],
+    offsets_of: Callable[[np.ndarray], np.ndarray] | None = None,
+    *,
+    widen: bool = True,
+) -> dict[str, RawColumns]:
+    """The columns of one filled activity buffer, by record family (only the families it holds), in the order
+    :func:`decode_buffers` concatenates them.  ``widen=False`` keeps each field's own integer type (see
+    :func:`field_columns`); kernel names are the strings ``name_of`` returns, one object per distinct pointer."""
+    out: dict[str, RawColumns] = {}
+    if len(buf) == 0:
+        return out
+    sizes = {k: d.itemsize for k, d in layouts.items()}
+    try:
+        kinds, offs = walk_records(buf, sizes)
+    except ValueError:
+        if offsets_of is None:
+            raise
+        offs = offsets_of(buf)
+        u32 = np.ascontiguousarray(buf, dtype=np.uint8)[: len(buf) - len(buf) % 4].view("<u4")
+        kinds = u32[offs // 4].astype(np.int64)
+    present = np.unique(kinds).tolist()
+    for kind in present:
+        family = KIND_FAMILY.get(int(kind))
+        if family is None or int(kind) not in layouts:
+            continue
+        sel = offs[kinds == kind] if len(present) > 1 else offs
+        cols = field_columns(buf, sel, layouts[int(kind)], FAMILY_FIELDS[family], widen=widen)
+        if family == "api":
+            cols["kind"] = np.full(len(sel), int(kind), dtype=np.int64)
+        if family == "kernel":
+            ptr = field_columns(buf, sel, layouts[int(kind)], ("name",))["name"]
+            uniq, inv = np.unique(ptr, return_inverse=True)
+            text = np.asarray([name_of(int(p)) if p else "" for p in uniq.tolist()], dtype=object)
+            cols["name"] = text[inv] if len(uniq) else np.zeros(0, dtype=object)
+        if family in out:  # two kinds of one family in one buffer (runtime and driver API records)
+            out[family] = concat_families([out[family], cols], family)
+        else:
+            out[family] = cols
+    return out
 
 
 def count(cols: Mapping[str, np.ndarray]) -> int:
@@ -333,12 +410,15 @@ def _lookup(keys: np.ndarray, values: np.ndarray, query: np.ndarray, missing: in
     out = np.full(len(query), missing, dtype=np.int64)
     if len(keys) == 0 or len(query) == 0:
         return out
-    order = np.argsort(keys, kind="stable")
-    sk = keys[order]
+    if _increasing(keys):  # already sorted (np.unique's keys): no copies
+        sk, sv = keys, values
+    else:
+        order = np.argsort(keys, kind="stable")
+        sk, sv = keys[order], values[order]
     pos = np.searchsorted(sk, query)
-    pos_c = np.minimum(pos, len(sk) - 1)
-    hit = sk[pos_c] == query
-    out[hit] = values[order][pos_c[hit]]
+    np.minimum(pos, len(sk) - 1, out=pos)
+    hit = sk[pos] == query
+    out[hit] = sv[pos[hit]]
     return out
 
 
@@ -347,37 +427,21 @@ def instance_of(external: Mapping[str, np.ndarray], correlation_ids: np.ndarray)
     if count(external) == 0:
         return np.zeros(len(correlation_ids), dtype=np.int64)
     sel = external["external_kind"] == CUSTOM2
-    corr = external["correlation_id"][sel].astype(np.int64)
-    ext = external["external_id"][sel].astype(np.int64)
-    corr_u, first = np.unique(corr, return_index=True)
-    return _lookup(corr_u, ext[first], correlation_ids.astype(np.int64))
+    every = bool(sel.all())  # the native launch path's rows are all CUSTOM2: no copies of its columns
+    corr = np.asarray(external["correlation_id"] if every else external["correlation_id"][sel])
+    ext = np.asarray(external["external_id"] if every else external["external_id"][sel])
+    corr = corr.astype(np.int64, copy=False)
+    if _increasing(corr):  # launches of one thread, in order: the keys as they are (no sort, no copies)
+        corr_u, ext_u = corr, ext
+    else:
+        corr_u, first = np.unique(corr, return_index=True)
+        ext_u = ext[first]
+    return _lookup(corr_u, ext_u.astype(np.int64, copy=False), correlation_ids.astype(np.int64, copy=False))
 
 
-def launch_api(api: Mapping[str, np.ndarray], correlation_ids: np.ndarray) -> dict[str, np.ndarray]:
-    """The launching API call of each correlation id: start, end, thread id and kind (0 where absent).
-
-    With both runtime and driver tracing on, a runtime launch and its inner driver call may share a
-    correlation id; the longest record (the outer call) wins.
-    """
-    n = len(correlation_ids)
-    if count(api) == 0:
-        z = np.zeros(n, dtype=np.int64)
-        return {"start": z, "end": z.copy(), "thread_id": z.copy(), "kind": z.copy()}
-    corr = api["correlation_id"].astype(np.int64)
-    dur = api["end"].astype(np.int64) - api["start"].astype(np.int64)
-    order = np.lexsort((-dur, corr))  # by correlation id, longest first
-    corr_s = corr[order]
-    keep = np.ones(len(corr_s), dtype=bool)
-    keep[1:] = corr_s[1:] != corr_s[:-1]
-    idx = order[keep]
-    keys = corr[idx]
-    q = correlation_ids.astype(np.int64)
-    return {
-        "start": _lookup(keys, api["start"].astype(np.int64)[idx], q),
-        "end": _lookup(keys, api["end"].astype(np.int64)[idx], q),
-        "thread_id": _lookup(keys, api["thread_id"].astype(np.int64)[idx], q),
-        "kind": _lookup(keys, api["kind"].astype(np.int64)[idx], q),
-    }
+def _increasing(values: np.ndarray) -> bool:
+    """Whether ``values`` is strictly increasing (sorted, no value twice)."""
+    return len(values) < 2 or bool(np.all(values[1:] > values[:-1]))
 
 
 _TEXT = np.dtypes.StringDType()
@@ -395,6 +459,209 @@ def _joined_keys(parts: Sequence[np.ndarray]) -> np.ndarray:
     return out
 
 
+_SHARED_FIELDS = ("start", "end", "device_id", "context_id", "stream_id", "correlation_id", "graph_id", "graph_node_id")
+"""Fields of the kernels table that kernels, copies and sets all have (under the same raw name)."""
+_KERNEL_FIELDS = {
+    "grid_x": "grid_x",
+    "grid_y": "grid_y",
+    "grid_z": "grid_z",
+    "block_x": "block_x",
+    "block_y": "block_y",
+    "block_z": "block_z",
+    "registers": "registers_per_thread",
+    "static_smem": "static_shared_memory",
+    "dynamic_smem": "dynamic_shared_memory",
+    "local_mem": "local_memory_per_thread",
+}
+"""Columns of the kernels table only kernels have (0 for copies and sets), and the raw field each comes from."""
+
+BATCH_ROWS = 1 << 14
+"""Rows of the kernels table made at a time by :meth:`KernelRows.batches` (a few MB of columns and Arrow rows)."""
+
+
+class KernelRows:
+    """The rows of the ``kernels`` store table over a whole run, made batch by batch (:meth:`batch`).
+
+    Only what needs the whole run is computed at once, as one integer per row: the launch order (correlation id,
+    then device start), each row's instance id, its rank among the records sharing its correlation id, and a
+    kernel's ordinal within its instance.  Every other column is gathered from the raw columns (which may be the
+    collector's compact ones) for the rows of one batch, so building the table never holds all its columns.
+    """
+
+    def __init__(self, raw: Raw, run_id: str) -> None:
+        self.run_id = run_id
+        self.sources: list[tuple[str, RawColumns, int]] = []  # (family, raw columns, first row index)
+        first = 0
+        for family in ("kernel", "memcpy", "memset"):
+            cols = raw.get(family, {})
+            if count(cols):
+                self.sources.append((family, cols, first))
+                first += count(cols)
+        self.n = first
+        self.kernels = count(raw.get("kernel", {}))
+        corr = self._joined("correlation_id")
+        order = np.lexsort((self._joined("start"), corr))
+        corr = corr[order]
+        self.order = order.astype(np.int32) if self.n < 2**31 else order  # 4 bytes a row kept while it is written
+        del order
+        self.instance = instance_of(raw.get("external", empty_family("external")), corr)
+        same = np.zeros(self.n, dtype=np.int32)  # n-th record sharing (context, correlation id)
+        if self.n > 1:
+            context = self._joined("context_id")[self.order]
+            grp = np.ones(self.n, dtype=bool)
+            grp[1:] = (corr[1:] != corr[:-1]) | (context[1:] != context[:-1])
+            del context
+            if not grp.all():  # some launches made several records (graph kernels)
+                same = (np.arange(self.n) - _group_start(grp)).astype(np.int32)
+        self.same = same
+        self.ordinal = np.full(self.n, -1, dtype=np.int32)
+        is_k = self.order < self.kernels  # kernels come first in the joined rows
+        if is_k.any():
+            inst = self.instance[is_k]
+            # rank within instance in launch order (rows are already in launch order)
+            ordered = bool(np.all(inst[1:] >= inst[:-1]))  # instances one after another: no sort needed
+            o = np.arange(len(inst)) if ordered else np.argsort(inst, kind="stable")
+            si = inst if ordered else inst[o]
+            first_of = np.ones(len(si), dtype=bool)
+            first_of[1:] = si[1:] != si[:-1]
+            del inst, si
+            rank = np.empty(len(o), dtype=np.int32)
+            rank[o] = np.arange(len(o)) - _group_start(first_of)
+            self.ordinal[is_k] = rank
+        self._api = raw.get("api", empty_family("api"))
+        self._api_keys, self._api_rows = _launch_calls(self._api)
+
+    def _joined(self, field: str) -> np.ndarray:
+        """One raw field over every source, as int64 (kernels, then copies, then sets)."""
+        parts = [cols[field].astype(np.int64) for _, cols, _ in self.sources]
+        return np.concatenate(parts) if parts else np.zeros(0, dtype=np.int64)
+
+    def __len__(self) -> int:
+        return self.n
+
+    def batch(self, lo: int, hi: int) -> dict[str, np.ndarray]:
+        """Rows ``lo:hi`` of the table (in launch order), columns as :data:`KERNEL_COLUMNS`."""
+        idx = self.order[lo:hi]
+        m = len(idx)
+        ints = {c: np.zeros(m, dtype=np.int64) for c in (*_SHARED_FIELDS, *_KERNEL_FIELDS, "bytes")}
+        kind = np.empty(m, dtype=object)
+        name = np.empty(m, dtype=object)
+        for family, cols, first in self.sources:
+            sel = (idx >= first) & (idx < first + count(cols))
+            if not sel.any():
+                continue
+            at = idx[sel] - first
+            kind[sel] = family
+            for c in _SHARED_FIELDS:
+                ints[c][sel] = cols[c][at]
+            if family == "kernel":
+                for c, field in _KERNEL_FIELDS.items():
+                    ints[c][sel] = cols[field][at]
+                name[sel] = cols["name"][at]
+                continue
+            ints["bytes"][sel] = cols["bytes"][at]
+            if family == "memcpy":
+                copy = cols["copy_kind"][at].astype(np.int64)
+                uniq, inv = np.unique(copy, return_inverse=True)
+                text = np.asarray([f"memcpy {COPY_KINDS.get(c, str(c))}" for c in uniq.tolist()], dtype=object)
+                name[sel] = text[inv.ravel()]
+            else:
+                name[sel] = "memset"
+        corr = ints["correlation_id"]
+        same = self.same[lo:hi].astype(np.int64)
+        api = _launch_values(self._api, self._api_keys, self._api_rows, corr)
+        return {
+            "run_id": np.full(m, self.run_id, dtype=object),
+            "kind": kind,
+            "kernel_key": _joined_keys((ints["device_id"], ints["context_id"], corr, same)),
+            "correlation_id": corr,
+            "instance_id": self.instance[lo:hi],
+            "ordinal": self.ordinal[lo:hi].astype(np.int64),
+            "name": name,
+            "start_ns": ints["start"],
+            "end_ns": ints["end"],
+            **{c: ints[c] for c in ("device_id", "context_id", "stream_id", *_KERNEL_FIELDS)},
+            "graph_id": ints["graph_id"],
+            "graph_node_id": ints["graph_node_id"],
+            "bytes": ints["bytes"],
+            "thread_id": api["thread_id"],
+            "api_start_ns": api["start"],
+            "api_end_ns": api["end"],
+            "api_kind": api["kind"],
+        }
+
+    def batches(self, rows: int | None = None) -> Iterator[dict[str, np.ndarray]]:
+        """Every row, ``rows`` at a time (:data:`BATCH_ROWS` unless given)."""
+        rows = rows or BATCH_ROWS
+        for lo in range(0, self.n, rows):
+            yield self.batch(lo, min(lo + rows, self.n))
+
+    def summary(self) -> dict[str, int]:
+        """:func:`summarize` of the whole table, without making its rows."""
+        sizes = {family: count(cols) for family, cols, _ in self.sources}
+        carried = int(np.count_nonzero(self.instance != 0))
+        return {
+            "kernels": sizes.get("kernel", 0),
+            "memcpy": sizes.get("memcpy", 0),
+            "memset": sizes.get("memset", 0),
+            "carried_instance_id": carried,
+            "no_instance_id": self.n - carried,
+        }
+
+
+def _group_start(first: np.ndarray) -> np.ndarray:
+    """For each row, the index of the first row of its group (``first`` marks where each group begins)."""
+    return np.flatnonzero(first)[np.cumsum(first) - 1]
+
+
+def _launch_calls(api: Mapping[str, np.ndarray]) -> tuple[np.ndarray, np.ndarray]:
+    """The launching call of each correlation id among API records: (sorted correlation ids, their record's index).
+
+    With both runtime and driver tracing on, a runtime launch and its inner driver call may share a correlation
+    id; the longest record (the outer call) wins."""
+    if count(api) == 0:
+        return np.zeros(0, dtype=np.int64), np.zeros(0, dtype=np.int64)
+    corr = np.asarray(api["correlation_id"]).astype(np.int64, copy=False)
+    if _increasing(corr):  # one record per launch, in launch order (the native launch path's)
+        return corr, np.arange(len(corr), dtype=np.int32 if len(corr) < 2**31 else np.int64)
+    dur = np.asarray(api["end"]).astype(np.int64) - np.asarray(api["start"]).astype(np.int64, copy=False)
+    np.negative(dur, out=dur)
+    order = np.lexsort((dur, corr))  # by correlation id, longest first
+    del dur
+    corr_s = corr[order]
+    keep = np.ones(len(corr_s), dtype=bool)
+    keep[1:] = corr_s[1:] != corr_s[:-1]
+    rows = order[keep]
+    return corr_s[keep], rows.astype(np.int32) if len(corr) < 2**31 else rows
+
+
+def _launch_values(
+    api: Mapping[str, np.ndarray], keys: np.ndarray, rows: np.ndarray, correlation_ids: np.ndarray
+) -> dict[str, np.ndarray]:
+    """Start, end, thread id and kind of the launching call of each correlation id (0 where absent)."""
+    n = len(correlation_ids)
+    out = {c: np.zeros(n, dtype=np.int64) for c in ("start", "end", "thread_id", "kind")}
+    if len(keys) == 0 or n == 0:
+        return out
+    q = correlation_ids.astype(np.int64)
+    pos = np.minimum(np.searchsorted(keys, q), len(keys) - 1)
+    hit = keys[pos] == q
+    at = rows[pos[hit]]
+    for c in out:
+        out[c][hit] = api[c][at].astype(np.int64)
+    return out
+
+
+def launch_api(api: Mapping[str, np.ndarray], correlation_ids: np.ndarray) -> dict[str, np.ndarray]:
+    """The launching API call of each correlation id: start, end, thread id and kind (0 where absent).
+
+    With both runtime and driver tracing on, a runtime launch and its inner driver call may share a
+    correlation id; the longest record (the outer call) wins.
+    """
+    keys, rows = _launch_calls(api)
+    return _launch_values(api, keys, rows, correlation_ids)
+
+
 def kernel_table(raw: Raw, run_id: str) -> dict[str, np.ndarray]:
     """Rows of the ``kernels`` store table: kernels, memcpy and memset operations (``kind`` column).
 
@@ -402,121 +669,15 @@ def kernel_table(raw: Raw, run_id: str) -> dict[str, np.ndarray]:
     ``ordinal`` numbers a kernel within its instance in launch order (correlation id, then start: the order
     Nsight Compute replays them in), -1 for copies and sets.  ``kernel_key`` is
     ``<device>/<context>/<correlation>/<n>`` where ``n`` separates graph kernels sharing one launch.
+    All rows at once: :class:`KernelRows` makes them batch by batch.
     """
-    parts: list[dict[str, np.ndarray]] = []
-    k = raw.get("kernel", empty_family("kernel"))
-    nk = count(k)
-    if nk:
-        parts.append(
-            {
-                "kind": np.full(nk, "kernel", dtype=object),
-                "name": k["name"].astype(object),
-                **{f: k[f].astype(np.int64) for f in ("start", "end", "device_id", "context_id", "stream_id")},
-                "correlation_id": k["correlation_id"].astype(np.int64),
-                "grid_x": k["grid_x"],
-                "grid_y": k["grid_y"],
-                "grid_z": k["grid_z"],
-                "block_x": k["block_x"],
-                "block_y": k["block_y"],
-                "block_z": k["block_z"],
-                "registers": k["registers_per_thread"],
-                "static_smem": k["static_shared_memory"],
-                "dynamic_smem": k["dynamic_shared_memory"],
-                "local_mem": k["local_memory_per_thread"],
-                "graph_id": k["graph_id"],
-                "graph_node_id": k["graph_node_id"],
-                "bytes": np.zeros(nk, dtype=np.int64),
-            }
-        )
-    for family in ("memcpy", "memset"):
-        m = raw.get(family, empty_family(family))
-        nm = count(m)
-        if not nm:
-            continue
-        if family == "memcpy":
-            names = np.asarray([f"memcpy {COPY_KINDS.get(int(c), str(int(c)))}" for c in m["copy_kind"]], dtype=object)
-        else:
-            names = np.full(nm, "memset", dtype=object)
-        z = np.zeros(nm, dtype=np.int64)
-        parts.append(
-            {
-                "kind": np.full(nm, family, dtype=object),
-                "name": names,
-                **{f: m[f].astype(np.int64) for f in ("start", "end", "device_id", "context_id", "stream_id")},
-                "correlation_id": m["correlation_id"].astype(np.int64),
-                **{f: z for f in ("grid_x", "grid_y", "grid_z", "block_x", "block_y", "block_z")},
-                **{f: z for f in ("registers", "static_smem", "dynamic_smem", "local_mem")},
-                "graph_id": m["graph_id"],
-                "graph_node_id": m["graph_node_id"],
-                "bytes": m["bytes"].astype(np.int64),
-            }
-        )
-    if not parts:
+    rows = KernelRows(raw, run_id)
+    if len(rows) == 0:
         return {
             c: np.zeros(0, dtype=_TEXT if c == "kernel_key" else object if c in _OBJECT_COLUMNS else np.int64)
             for c in KERNEL_COLUMNS
         }
-    cols = {key: np.concatenate([p[key] for p in parts]) for key in parts[0]}
-    n = len(cols["kind"])
-    # launch order: correlation id, then device start (graph kernels share one correlation id)
-    order = np.lexsort((cols["start"], cols["correlation_id"]))
-    cols = {key: v[order] for key, v in cols.items()}
-    corr = cols["correlation_id"]
-    cols["instance_id"] = instance_of(raw.get("external", empty_family("external")), corr)
-    api = launch_api(raw.get("api", empty_family("api")), corr)
-    # n-th record sharing (context, correlation id)
-    same = np.zeros(n, dtype=np.int64)
-    if n > 1:
-        grp = np.ones(n, dtype=bool)
-        grp[1:] = (corr[1:] != corr[:-1]) | (cols["context_id"][1:] != cols["context_id"][:-1])
-        starts = np.flatnonzero(grp)
-        group_start = starts[np.cumsum(grp) - 1]
-        same = np.arange(n) - group_start
-    keys = _joined_keys((cols["device_id"], cols["context_id"], corr, same))
-    ordinal = np.full(n, -1, dtype=np.int64)
-    is_k = cols["kind"] == "kernel"
-    if is_k.any():
-        inst = cols["instance_id"][is_k]
-        # rank within instance in launch order (rows are already in launch order)
-        o = np.argsort(inst, kind="stable")
-        si = inst[o]
-        first = np.ones(len(si), dtype=bool)
-        first[1:] = si[1:] != si[:-1]
-        grp_start = np.flatnonzero(first)[np.cumsum(first) - 1]
-        rank = np.empty(len(si), dtype=np.int64)
-        rank[o] = np.arange(len(si)) - grp_start
-        ordinal[is_k] = rank
-    return {
-        "run_id": np.full(n, run_id, dtype=object),
-        "kind": cols["kind"],
-        "kernel_key": keys,
-        "correlation_id": corr,
-        "instance_id": cols["instance_id"],
-        "ordinal": ordinal,
-        "name": cols["name"],
-        "start_ns": cols["start"],
-        "end_ns": cols["end"],
-        "device_id": cols["device_id"],
-        "context_id": cols["context_id"],
-        "stream_id": cols["stream_id"],
-        "grid_x": cols["grid_x"],
-        "grid_y": cols["grid_y"],
-        "grid_z": cols["grid_z"],
-        "block_x": cols["block_x"],
-        "block_y": cols["block_y"],
-        "block_z": cols["block_z"],
-        "registers": cols["registers"],
-        "static_smem": cols["static_smem"],
-        "dynamic_smem": cols["dynamic_smem"],
-        "local_mem": cols["local_mem"],
-        "graph_id": cols["graph_id"],
-        "graph_node_id": cols["graph_node_id"],
-        "bytes": cols["bytes"],
-        "thread_id": api["thread_id"],
-        "api_start_ns": api["start"],
-        "api_end_ns": api["end"],
-        "api_kind": api["kind"],
-    }
+    return rows.batch(0, len(rows))
 
 
 def widen_thread_ids(kernels: dict[str, np.ndarray], instance_threads: Sequence[int]) -> dict[str, np.ndarray]:

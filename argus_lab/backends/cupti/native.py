@@ -246,14 +246,14 @@ class LaunchRecords:
     def from_export(cls, exported: Sequence[Any], *, probes: bool = False, clock: bool = False) -> LaunchRecords:
         """From the tuple the extension's ``export()`` returns."""
         _, dropped, corr, inst, thread, start, end, cbid, domain = exported
-        return cls(
-            np.frombuffer(corr, dtype=np.uint32).astype(np.int64),
+        return cls(  # copies in the extension's own widths (41 bytes a launch): its arrays are released next
+            np.frombuffer(corr, dtype=np.uint32).copy(),
             np.frombuffer(inst, dtype=np.int64).copy(),
             np.frombuffer(thread, dtype=np.uint64).copy(),
             np.frombuffer(start, dtype=np.int64).copy(),
             np.frombuffer(end, dtype=np.int64).copy(),
-            np.frombuffer(cbid, dtype=np.uint32).astype(np.int64),
-            np.frombuffer(domain, dtype=np.uint8).astype(np.int64),
+            np.frombuffer(cbid, dtype=np.uint32).copy(),
+            np.frombuffer(domain, dtype=np.uint8).copy(),
             int(dropped),
             probes,
             clock,
@@ -287,23 +287,27 @@ def raw_families(records: LaunchRecords, pid: int) -> dict[str, dict[str, np.nda
     """
     inside = records.instance != 0
     n = len(records)
-    end = np.where(records.end > 0, records.end, records.start)
-    kind = np.where(records.domain == 2, KIND_OF_DOMAIN[2], KIND_OF_DOMAIN[1]).astype(np.int64)
+    exited = records.end > 0
+    end = records.end if exited.all() else np.where(exited, records.end, records.start)
+    every = bool(inside.all())  # every launch made in a region: the arrays themselves, no copies
+    kind = np.where(records.domain == 2, KIND_OF_DOMAIN[2], KIND_OF_DOMAIN[1]).astype(np.int8)
+    # the launch arrays' own columns where they fit, constants as read-only broadcasts: a long run's launches
+    # cost their arrays once, not again as eight int64 columns
     return {
         "external": {
-            "external_kind": np.full(int(inside.sum()), CUSTOM2, dtype=np.int64),
-            "external_id": records.instance[inside].astype(np.int64),
-            "correlation_id": records.correlation[inside].astype(np.int64),
+            "external_kind": np.broadcast_to(np.int64(CUSTOM2), (int(inside.sum()),)),
+            "external_id": records.instance if every else records.instance[inside],
+            "correlation_id": records.correlation if every else records.correlation[inside],
         },
         "api": {
             "kind": kind,
-            "cbid": records.cbid.astype(np.int64),
-            "start": records.start.astype(np.int64),
-            "end": end.astype(np.int64),
-            "process_id": np.full(n, pid, dtype=np.int64),
-            "thread_id": records.thread.astype(np.int64),
-            "correlation_id": records.correlation.astype(np.int64),
-            "return_value": np.zeros(n, dtype=np.int64),
+            "cbid": records.cbid,
+            "start": records.start,
+            "end": end,
+            "process_id": np.broadcast_to(np.int64(pid), (n,)),
+            "thread_id": records.thread.view(np.int64) if records.thread.dtype.itemsize == 8 else records.thread,
+            "correlation_id": records.correlation,
+            "return_value": np.broadcast_to(np.int64(0), (n,)),
         },
     }
 
