@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import statistics
 import sys
 import tempfile
 import time
@@ -46,15 +47,21 @@ def main(argv: list[str] | None = None) -> int:
     x = torch.ones(256, device="cuda")
     n = args.kernels_per_step
 
+    took: list[float] = []  # each step's wall time: the workload alone, then under the measurement
+
     def step() -> None:
+        t = time.perf_counter()
         with argus_lab.region("step"):
             y = x
             for _ in range(n):
                 y = y + 1.0
         torch.cuda.synchronize()
+        took.append(time.perf_counter() - t)
 
     for _ in range(args.steps + 1):  # the workload alone, as many steps as the measurement runs
         step()
+    plain = statistics.median(took[1:])
+    took.clear()
     before = peak_mib()
     t0 = time.perf_counter()
     store = Path(tempfile.mkdtemp()) / "mem.duckdb"
@@ -78,6 +85,13 @@ def main(argv: list[str] | None = None) -> int:
         "bytes_per_record": round((after - before) * 2**20 / max(kernels, 1), 1),
         "rss_after_mib": round(peak_mib("VmRSS:"), 1),
         "measure_s": round(seconds, 2),
+        # what the timing run (CUPTI, the launch callback, the pool decoding buffers as they complete) does to this
+        # launch-bound step: the median step under the measurement over the median step alone, and the slowest
+        "step_ms_alone": round(plain * 1e3, 3),
+        "step_ms_measured": round(statistics.median(took[1:]) * 1e3, 3),
+        "step_ratio": round(statistics.median(took[1:]) / plain, 4),
+        "step_ratio_p95": round(statistics.quantiles(took[1:], n=20)[-1] / plain, 4),
+        "step_ratio_max": round(max(took[1:]) / plain, 4),
         "store_mib": round(store.stat().st_size / 2**20, 1),
     }
     print(json.dumps(out))
