@@ -544,9 +544,11 @@ class Argus(Tool):
         if outcome.status != "ok":
             raise RuntimeError(f"the timing run ended {outcome.status}: {outcome.cause[:400]}")
         extra: dict[str, Any] = {"backends": list(run.backends), "run_s": round(total, 4), "boundary": seen}
-        kernels = outcome.evidence.get("kernels", {})
-        if kernels:
-            ids = kernels.get("instance_id", [])
+        kernels = outcome.evidence.get("kernels")
+        if kernels is not None and len(kernels):
+            from argus_lab.model.batches import as_arrow
+
+            ids = as_arrow(kernels).column("instance_id").to_pylist()  # batches since the collector's pool
             extra["kernels"], extra["kernels_with_instance"] = len(ids), sum(1 for i in ids if i)
         for prov_settings, backend in zip(
             outcome.evidence.get("provenance", {}).get("settings", []),

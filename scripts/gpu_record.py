@@ -89,8 +89,9 @@ def median(xs: list[float]) -> float:
 
 def kernel_rows(ev: dict[str, Any]) -> dict[str, Any]:
     """The collector's ``kernels`` evidence as columns (the collector hands them as batches made on demand)."""
-    k = ev["kernels"]
-    return k.to_table().to_pydict() if hasattr(k, "to_table") else k
+    from argus_lab.model.batches import as_arrow
+
+    return as_arrow(ev["kernels"]).to_pydict()
 
 
 def joined_store(ev: dict[str, Any], instances: dict[str, Any], run_id: str, backends: list[str]) -> Any:

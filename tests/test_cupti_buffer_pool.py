@@ -17,7 +17,7 @@ from recorded_cases import CASES
 from argus_lab.backends.cupti import decode as dec
 from argus_lab.backends.cupti.buffer_pool import DecodingPool
 from argus_lab.backends.cupti.collector import kernel_evidence
-from argus_lab.model.batches import TableBatches
+from argus_lab.model.batches import TableBatches, as_arrow
 from argus_lab.run import shards
 from argus_lab.store import Store
 from argus_lab.store import db as store_db
@@ -155,6 +155,18 @@ def test_streamed_kernels_store_the_rows_of_the_columns_written_at_once(
     assert stored_kernels(a).equals(stored_kernels(b))
     shards.write_table(tmp_path / "ev-kernels.parquet", streamed)  # a child run's shard, batch by batch
     assert pq.read_table(tmp_path / "ev-kernels.parquet").equals(streamed.to_table())
+
+
+def test_as_arrow_reads_the_kernels_however_they_travel(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The GPU tests and the benchmarks read a run's kernels whole through ``as_arrow``: batches, columns and an
+    Arrow table give the same rows (recorded H200 buffers of the graph case)."""
+    raw = dec.load_raw(CASES / "graph" / "cupti")
+    monkeypatch.setattr(dec, "BATCH_ROWS", 5)
+    streamed = kernel_evidence(dec.KernelRows(raw, "r"), [2**40 + 5], 0)
+    whole = as_arrow(streamed)
+    assert whole.num_rows == dec.count(raw["kernel"]) == len(streamed)
+    assert as_arrow(whole) is whole
+    assert as_arrow(whole.to_pydict()).to_pylist() == whole.to_pylist()  # columns: the same rows
 
 
 def test_buffers_cupti_asks_for_through_ctypes_come_from_the_pool_and_go_back_to_it() -> None:

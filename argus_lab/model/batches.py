@@ -57,4 +57,16 @@ def rows(table: Mapping[str, Sized] | TableBatches) -> int:
     return max((len(v) for v in table.values()), default=0)
 
 
-__all__ = ["TableBatches", "rows"]
+def as_arrow(table: Mapping[str, Sized] | TableBatches | pa.Table) -> pa.Table:
+    """The whole table as one Arrow table, however it travels (:class:`TableBatches`, columns, or a table already):
+    for readers that want every row at once (tests, the benchmarks' counts, small runs)."""
+    import pyarrow as pa
+
+    if isinstance(table, TableBatches):
+        return table.to_table()
+    if isinstance(table, pa.Table):
+        return table
+    return pa.table(dict(table))
+
+
+__all__ = ["TableBatches", "as_arrow", "rows"]

@@ -11,6 +11,7 @@ from typing import Any
 
 import pytest
 
+from argus_lab.model.batches import as_arrow
 from argus_lab.regions import Recorder, region
 from argus_lab.run.protocols import RunContext
 
@@ -43,7 +44,7 @@ def test_cupti_tags_kernels_with_their_region_instance(tmp_path: Path) -> None:
     coll.stop()
     inst = rec.columns()
     ev = coll.evidence(inst)
-    k = ev["kernels"]
+    k = as_arrow(ev["kernels"])  # the collector hands its kernels as batches
     path_of = dict(zip(inst["instance_id"], inst["path"], strict=True))
     ids = k["instance_id"].to_pylist()  # an Arrow column: NULL where a kernel carried no instance id
     inner = [i for i in ids if i and path_of[i] == "outer/inner"]
@@ -251,7 +252,7 @@ def _probe_run(torch: Any, tmp_path: Path, identity: str) -> tuple[Any, dict[str
     t.join()
     coll.stop()
     inst = rec.columns()
-    return coll, inst, coll.evidence(inst)["kernels"]
+    return coll, inst, as_arrow(coll.evidence(inst)["kernels"])
 
 
 def _joined(tmp_path: Path, name: str, inst: dict[str, Any], kernels: dict[str, Any], threads: Any) -> list[Any]:
@@ -337,7 +338,7 @@ def test_the_clock_places_graph_replays_through_the_graph_launch_callback(tmp_pa
     coll.stop()
     del out
     inst = rec.columns()
-    k = coll.evidence(inst)["kernels"]
+    k = as_arrow(coll.evidence(inst)["kernels"])
     assert coll.launch_path == "native clock", coll.notes
     order = coll.launch_order
     path_of = dict(zip(inst["instance_id"], inst["path"], strict=True))
