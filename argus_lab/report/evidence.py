@@ -358,7 +358,7 @@ def flame(store: Store, ids: list[str]) -> list[dict[str, Any]]:
         JOIN instance_values v ON v.run_id = i.run_id AND v.instance_id = i.instance_id
         JOIN runs r ON r.run_id = i.run_id
         WHERE i.{IN_RUNS} AND NOT coalesce(i.warmup, false) AND v.unit = 'ns' AND v.inclusive IS NOT NULL
-        GROUP BY v.run_id, i.path, v.signal ORDER BY plan_index, i.path
+        GROUP BY v.run_id, i.path, v.signal ORDER BY plan_index, i.path, v.signal
         """,
         [ids],
     )

@@ -550,7 +550,7 @@ def read_kernels(
     # autotuning first call) never takes the counters of the main group's kernel at the same ordinal
     counters: dict[tuple[str, str, int, str, bool], dict[str, tuple[float, str]]] = {}
     anywhere: dict[tuple[str, str, int, str, bool], dict[str, tuple[float, str]]] = {}  # by (path, ordinal, name)
-    kernels_sql, bound = scoped(q.KERNELS + ("" if limit is None else f"LIMIT {int(limit)}\n"), scope)
+    kernels_sql, bound = scoped(q.KERNELS if limit is None else q.first_kernels(limit), scope)
 
     def kernel_rows(con: Any) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
         cur = con.cursor()

@@ -180,15 +180,38 @@ FROM g
 ORDER BY run_id, NOT minor DESC, first_ns, ordinal, path, name, classes
 """
 )
+GROUP_KEYS = (
+    kernel_records()
+    + """,
+gk AS (  -- the groups of KERNELS with their launches and first start alone: no quantile holds their durations
+    SELECT run_id, path, ordinal, name, class, minor, round(sum(weight))::BIGINT AS launches, min(start_ns) AS first_ns
+    FROM o WHERE NOT warm GROUP BY run_id, path, ordinal, name, class, minor
+)"""
+)
 OTHER_KERNEL_GROUPS = (
-    KERNEL_GROUPS
+    GROUP_KEYS
     + """
 SELECT path, sum(launches)::BIGINT AS launches, count(DISTINCT name) AS kernels
-FROM g WHERE minor GROUP BY path ORDER BY min({'run': run_id, 'first': first_ns, 'ordinal': ordinal})
+FROM gk WHERE minor GROUP BY path ORDER BY min({'run': run_id, 'first': first_ns, 'ordinal': ordinal})
 """
 )
 """Per region path, the launches and distinct kernels of the :data:`KERNELS` rows outside its main kernel-sequence
 group (``main_group`` false), summed in DuckDB; paths in the order those rows come."""
+
+
+def first_kernels(limit: int) -> str:
+    """:data:`KERNELS`, its first ``limit`` rows alone: the groups are found and ordered with their keys and first
+    start only, and the durations' quantiles taken for the first ``limit`` groups (a long run's table has millions
+    of groups; a page shows a few thousand).  The same parameters as :data:`KERNELS`."""
+    same = " AND ".join(f"o.{c} IS NOT DISTINCT FROM t.{c}" for c in ("run_id", "path", "ordinal", "name", "class"))
+    top = f""",
+top AS (
+    SELECT * FROM gk ORDER BY run_id, NOT minor DESC, first_ns, ordinal, path, name, class LIMIT {int(limit)}
+)"""
+    groups = KERNEL_GROUPS[len(kernel_records()) :].replace(
+        "FROM o WHERE NOT warm", f"FROM o SEMI JOIN top t ON {same} AND o.minor = t.minor WHERE NOT warm"
+    )
+    return GROUP_KEYS + top + groups + KERNELS[len(KERNEL_GROUPS) :]
 
 
 # ncu counters per (timing run, path, ordinal, name, instance group): the ordinal is the position among the ncu

@@ -194,10 +194,10 @@ READ_MEMORY_SHARE = 0.75
 
 
 def read_memory_steps() -> list[str]:
-    """The memory limits a read tries in turn: ``$ARGUS_READ_MEMORY`` alone when set, else 128 MB, then four times
-    more each time (512 MB, 2 GB, 8 GB, ...) below :data:`READ_MEMORY_SHARE` of this machine's memory, and that
-    share last (e.g. 128 MB, 512 MB, 2 GB, 8 GB, 18 GB on 24 GB of memory; 128 MB, 512 MB, 2 GB, 8 GB, 32 GB, 96 GB
-    on 128 GB)."""
+    """The memory limits a read tries in turn: ``$ARGUS_READ_MEMORY`` alone when set, else 128 MB, then 1 GB and four
+    times more each time (4 GB, 16 GB, ...) below :data:`READ_MEMORY_SHARE` of this machine's memory, and that share
+    last (e.g. 128 MB, 1 GB, 4 GB, 16 GB, 18 GB on 24 GB of memory; 128 MB, 1 GB, 4 GB, 16 GB, 64 GB, 96 GB on
+    128 GB).  (A read that outgrows 128 MB goes to 1 GB at once: each step is the whole read again.)"""
     given = config.value(config.ARGUS_READ_MEMORY)
     if given:
         return [given]
@@ -207,7 +207,7 @@ def read_memory_steps() -> list[str]:
         physical = 2 << 30
     top_mb = int(physical * READ_MEMORY_SHARE) >> 20
     steps = [READ_MEMORY]
-    mb = 512
+    mb = 1024
     while mb < top_mb:
         steps.append(f"{mb}MB")
         mb *= 4
