@@ -1,7 +1,7 @@
 """A report's timeline is read within bounds (argus_lab.report.timeline_rows): the first ``exact_limit`` instances
 as rows, the others aggregated in DuckDB (count, first and last time, region paths, each rank's clock offset), and
 the kernels of a run with more than the timeline embeds read without their names, classes or ids.  The timeline
-drawn from that is the one drawn from every row of the run (evidence.timeline_columns), lane for lane and bin for
+drawn from that is the one drawn from every row of the run (timeline_rows.timeline_columns), lane for lane and bin for
 bin: on the two-rank H200 evidence (clock offsets, several threads and streams, kernels outside every region), in
 and out of a scope, and on the synthetic views store (hostile names, an ncu run)."""
 
@@ -13,8 +13,8 @@ from pathlib import Path
 import pytest
 from views_synthetic import write_store
 
-from argus_lab.report import Report, evidence
-from argus_lab.report.timeline_rows import timeline_inputs
+from argus_lab.report import Report
+from argus_lab.report.timeline_rows import timeline_columns, timeline_inputs
 from argus_lab.store import Store
 from argus_lab.views.timeline import TimelineLimits, timeline_data
 
@@ -42,7 +42,7 @@ def test_the_bounded_timeline_is_the_timeline_of_every_row(stores: dict[str, Sto
     report = Report(stores[name], scope=scope or None)
     compared = 0
     for run_id in report.run_ids:
-        every = evidence.timeline_columns(report.store, run_id, report.scope_filter, report.kernel_scope)
+        every = timeline_columns(report.store, run_id, report.scope_filter, report.kernel_scope)
         for limits in LIMITS:
             inst, kern, extent = timeline_inputs(
                 report.store, run_id, limits.exact_limit, report.scope_filter, report.kernel_scope
@@ -58,8 +58,8 @@ def test_the_bounded_timeline_is_the_timeline_of_every_row(stores: dict[str, Sto
 def test_a_run_larger_than_the_timeline_is_not_read_whole(stores: dict[str, Store]) -> None:
     store = stores["two_ranks"]
     report = Report(store)
-    run_id = max(report.run_ids, key=lambda r: len(evidence.timeline_columns(store, r)[1]["start_ns"]))
-    every_inst, every_kern = evidence.timeline_columns(store, run_id)
+    run_id = max(report.run_ids, key=lambda r: len(timeline_columns(store, r)[1]["start_ns"]))
+    every_inst, every_kern = timeline_columns(store, run_id)
     limit = 5
     assert len(every_inst["instance_id"]) > limit and len(every_kern["start_ns"]) > limit
     inst, kern, extent = timeline_inputs(store, run_id, limit)

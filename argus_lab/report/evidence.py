@@ -372,26 +372,6 @@ def flame(store: Store, ids: list[str]) -> list[dict[str, Any]]:
     ]
 
 
-def timeline_columns(
-    store: Store, run_id: str, scope: ScopeFilter | None = None, kernel_scope: ScopeFilter | None = None
-) -> tuple[dict[str, Any], dict[str, Any]]:
-    """The region instances and kernel records of one run as numpy-friendly columns (for the timeline), with each
-    row's ``rank`` and ``offset_ns``: the rank's host-clock offset against rank 0 (``rank-0 time = time +
-    offset``, the rule of :mod:`argus_lab.join.skew`), so that every rank can be drawn on rank 0's clock.
-
-    ``scope`` (over ``region_instances``, alias ``i``) keeps the instances in scope; ``kernel_scope`` (over
-    ``kernels``, alias ``k``) the records of the ranks, devices and streams in scope (a report's
-    :attr:`~argus_lab.report.Report.scope_filter` and ``kernel_scope``).
-
-    Each kernel row also has ``path``: that of the instance in scope the join put it in (NULL: none).  A view that
-    embeds only the first instances and a kernel pyramid reads less
-    (:func:`argus_lab.report.timeline_rows.timeline_inputs`).
-    """
-    from argus_lab.report.timeline_rows import timeline_columns as read
-
-    return read(store, run_id, scope, kernel_scope)
-
-
 def _fetch_columns(store: Store, sql: str, params: list[Any]) -> dict[str, Any]:
     """A query's result as numpy columns; NULL numbers read as 0 ("none"), NULL booleans as false, NULL text as
     ``None``.  Read in batches (the result is never whole in DuckDB and in Python at once), and a text column holds

@@ -108,8 +108,15 @@ def _kernels(
 def timeline_columns(
     store: Store, run_id: str, scope: ScopeFilter | None = None, kernel_scope: ScopeFilter | None = None
 ) -> tuple[Columns, Columns]:
-    """Every region instance and kernel record of one run as numpy columns (see
-    :func:`argus_lab.report.evidence.timeline_columns`)."""
+    """The region instances and kernel records of one run as numpy columns (every row; for the timeline), with each
+    row's ``rank`` and ``offset_ns``: the rank's host-clock offset against rank 0 (``rank-0 time = time +
+    offset``, the rule of :mod:`argus_lab.join.skew`), so that every rank can be drawn on rank 0's clock.
+
+    ``scope`` (over ``region_instances``, alias ``i``) keeps the instances in scope; ``kernel_scope`` (over
+    ``kernels``, alias ``k``) the records of the ranks, devices and streams in scope (a report's
+    :attr:`~argus_lab.report.Report.scope_filter` and ``kernel_scope``).  Each kernel row also has ``path``: that of
+    the instance in scope the join put it in (NULL: none).  A view that embeds only the first instances and a
+    kernel pyramid reads less (:func:`timeline_inputs`)."""
     sql, bound = scoped(_instance_sql(store, "ORDER BY i.start_ns"), scope)
     inst = _fetch_columns(store, sql, [*bound, [run_id], run_id])
     return inst, _kernels(store, run_id, scope, kernel_scope, every=True)
