@@ -550,12 +550,15 @@ def read_kernels(
     # autotuning first call) never takes the counters of the main group's kernel at the same ordinal
     counters: dict[tuple[str, str, int, str, bool], dict[str, tuple[float, str]]] = {}
     anywhere: dict[tuple[str, str, int, str, bool], dict[str, tuple[float, str]]] = {}  # by (path, ordinal, name)
-    kernels_sql, bound = scoped(q.KERNELS if limit is None else q.first_kernels(limit), scope)
+    kernels_sql, bound = scoped(q.KERNELS if limit is None else q.KERNELS_OF_KEYS, scope)
+    keys_sql = scoped(q.first_kernel_keys(limit), scope)[0] if limit is not None else ""
 
     def kernel_rows(con: Any) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
         cur = con.cursor()
         try:
             minor_instances(cur, ids)  # instances of another kernel-sequence group: in Report.groups, not here
+            if keys_sql:  # the first rows' keys, then those rows alone
+                cur.execute(f"CREATE OR REPLACE TEMP TABLE _r_top AS {keys_sql}", [*bound, ids, ids])
             return _records(cur, q.KERNEL_COUNTERS, [ids]), _records(cur, kernels_sql, [*bound, ids, ids])
         finally:
             cur.close()

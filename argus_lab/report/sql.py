@@ -199,19 +199,29 @@ FROM gk WHERE minor GROUP BY path ORDER BY min({'run': run_id, 'first': first_ns
 group (``main_group`` false), summed in DuckDB; paths in the order those rows come."""
 
 
-def first_kernels(limit: int) -> str:
-    """:data:`KERNELS`, its first ``limit`` rows alone: the groups are found and ordered with their keys and first
-    start only, and the durations' quantiles taken for the first ``limit`` groups (a long run's table has millions
-    of groups; a page shows a few thousand).  The same parameters as :data:`KERNELS`."""
-    same = " AND ".join(f"o.{c} IS NOT DISTINCT FROM t.{c}" for c in ("run_id", "path", "ordinal", "name", "class"))
-    top = f""",
-top AS (
-    SELECT * FROM gk ORDER BY run_id, NOT minor DESC, first_ns, ordinal, path, name, class LIMIT {int(limit)}
-)"""
-    groups = KERNEL_GROUPS[len(kernel_records()) :].replace(
-        "FROM o WHERE NOT warm", f"FROM o SEMI JOIN top t ON {same} AND o.minor = t.minor WHERE NOT warm"
+def first_kernel_keys(limit: int) -> str:
+    """The keys of the first ``limit`` rows of :data:`KERNELS` (``run_id, path, ordinal, name, class, minor``), found
+    with the groups' keys and first start alone (no quantile holds a long run's millions of durations).  The same
+    parameters as :data:`KERNELS`; :data:`KERNELS_OF_KEYS` then reads those rows."""
+    return (
+        GROUP_KEYS
+        + f"""
+SELECT run_id, path, ordinal, name, class, minor FROM gk
+ORDER BY run_id, NOT minor DESC, first_ns, ordinal, path, name, class LIMIT {int(limit)}
+"""
     )
-    return GROUP_KEYS + top + groups + KERNELS[len(KERNEL_GROUPS) :]
+
+
+_SAME_KEY = " AND ".join(f"o.{c} IS NOT DISTINCT FROM t.{c}" for c in ("run_id", "path", "ordinal", "name", "class"))
+KERNELS_OF_KEYS = (
+    KERNEL_GROUPS.replace(
+        "FROM o WHERE NOT warm", f"FROM o SEMI JOIN _r_top t ON {_SAME_KEY} AND o.minor = t.minor WHERE NOT warm", 1
+    )
+    + KERNELS[len(KERNEL_GROUPS) :]
+)
+"""The rows of :data:`KERNELS` whose keys are in the temporary table ``_r_top`` (:func:`first_kernel_keys`): the
+durations' quantiles taken for those groups alone.  Two queries, not one: a query that reads the kernel records
+twice holds them (3 M records did not fit DuckDB's 128 MB)."""
 
 
 # ncu counters per (timing run, path, ordinal, name, instance group): the ordinal is the position among the ncu
