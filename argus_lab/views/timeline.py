@@ -141,7 +141,9 @@ def timeline_data(
         )
     else:
         k_region = _kernel_regions(_arr(kernels, "instance_id"), iid_region)
-    dev_keys, device = _device_rows(kernels, k_start - t0, k_end - t0, span, k_region, len(regions), limits, multi)
+    k_start -= t0  # (in place: a long run's kernel columns are not copied once more)
+    k_end -= t0
+    dev_keys, device = _device_rows(kernels, k_start, k_end, span, k_region, len(regions), limits, multi)
     # every lane, rank by rank (host threads first), and the rows pointed at their final lane index
     keyed = sorted([*host_keys, *dev_keys], key=lambda kl: kl[0])
     index = {k: i for i, (k, _) in enumerate(keyed)}
@@ -422,8 +424,11 @@ def pyramid(
     del by_len, dur, lane64  # (the sorted copies are all a level needs)
     while True:
         width = max(1.0, span / nb)
-        b = np.minimum((s_sorted / width).astype(np.int64), nb - 1)
-        key = lane_sorted * nb + b
+        b = (s_sorted / width).astype(np.int64)  # (in place below: a level's temporaries are few)
+        np.minimum(b, nb - 1, out=b)
+        key = lane_sorted * nb
+        key += b
+        del b
         ukey, first, inv = np.unique(key, return_index=True, return_inverse=True)
         count = np.bincount(inv)
         busy = np.bincount(inv, weights=dur_sorted)
