@@ -25,6 +25,7 @@ from argus_lab.app.measure import plan
 from argus_lab.errors import ScopeError, UnknownSignalError
 from argus_lab.plan.catalog import aggregation
 from argus_lab.report import Report, evidence
+from argus_lab.report.timeline_rows import timeline_columns
 from argus_lab.store import Store
 from argus_lab.views.timeline import timeline_data
 
@@ -288,7 +289,7 @@ def test_the_timeline_places_temporal_kernels_in_their_region_with_their_class(t
 
     st = Store(tmp_path / "k.duckdb")
     res = import_trace(DATA / "traces" / "kineto_gpt2.json.gz", st)
-    inst, kern = evidence.timeline_columns(st, res.run_id)
+    inst, kern = timeline_columns(st, res.run_id)
     tl = timeline_data(res.run_id, inst, kern)
     dev = tl["device"]
     classes = dev["class"]

@@ -358,7 +358,7 @@ def flame(store: Store, ids: list[str]) -> list[dict[str, Any]]:
         JOIN instance_values v ON v.run_id = i.run_id AND v.instance_id = i.instance_id
         JOIN runs r ON r.run_id = i.run_id
         WHERE i.{IN_RUNS} AND NOT coalesce(i.warmup, false) AND v.unit = 'ns' AND v.inclusive IS NOT NULL
-        GROUP BY v.run_id, i.path, v.signal ORDER BY plan_index, i.path
+        GROUP BY v.run_id, i.path, v.signal ORDER BY plan_index, i.path, v.signal
         """,
         [ids],
     )
@@ -370,59 +370,6 @@ def flame(store: Store, ids: list[str]) -> list[dict[str, Any]]:
         for r in rows
         if first[r["signal"]] == r["run_id"]
     ]
-
-
-def timeline_columns(
-    store: Store, run_id: str, scope: ScopeFilter | None = None, kernel_scope: ScopeFilter | None = None
-) -> tuple[dict[str, Any], dict[str, Any]]:
-    """The region instances and kernel records of one run as numpy-friendly columns (for the timeline), with each
-    row's ``rank`` and ``offset_ns``: the rank's host-clock offset against rank 0 (``rank-0 time = time +
-    offset``, the rule of :mod:`argus_lab.join.skew`), so that every rank can be drawn on rank 0's clock.
-
-    ``scope`` (over ``region_instances``, alias ``i``) keeps the instances in scope; ``kernel_scope`` (over
-    ``kernels``, alias ``k``) the records of the ranks, devices and streams in scope (a report's
-    :attr:`~argus_lab.report.Report.scope_filter` and ``kernel_scope``).
-    """
-    from argus_lab.join.skew import OFFSETS_OF_RUNS
-
-    have_i = table_columns(store, "region_instances")
-    rank_i = "coalesce(i.rank, 0)" if "rank" in have_i else "0"
-    name_i = "i.thread_name" if "thread_name" in have_i else "NULL"
-    inst_sql, inst_params = scoped(
-        f"""WITH o AS ({OFFSETS_OF_RUNS})
-        SELECT i.instance_id, i.path, i.instance_index, i.pid, i.thread_id, {name_i} AS thread_name,
-               {rank_i} AS rank, coalesce(o.offset_ns, 0) AS offset_ns, i.start_ns, i.end_ns, i.error, i.warmup
-        FROM region_instances i LEFT JOIN o ON o.run_id = i.run_id AND o.rank = {rank_i}
-        WHERE i.run_id = ? /*SCOPE*/ ORDER BY i.start_ns""",
-        scope,
-    )
-    inst = _fetch_columns(store, inst_sql, [*inst_params, [run_id], run_id])
-    have = table_columns(store, "kernels")
-    kind = "k.kind" if "kind" in have else "'kernel' AS kind"
-    rank_k = "coalesce(k.rank, 0)" if "rank" in have else "0"
-    where = f" AND {kernel_scope.sql}" if kernel_scope is not None else ""
-    key = "coalesce(k.kernel_key, concat_ws('/', k.device_id, k.context_id, k.correlation_id, k.start_ns))"
-    if "kernel_key" not in have:
-        key = "concat_ws('/', k.device_id, k.context_id, k.correlation_id, k.start_ns)"
-    stored = "attribution_rows" if table_columns(store, "attribution_rows") else "attributions"  # older stores
-    # a kernel the join placed by time (temporal, ambiguous: its heaviest candidate) is drawn in the region the region
-    # table counts it in, with its class; the stored rows hold only such (exact ones are derived, never stored)
-    kern = _fetch_columns(
-        store,
-        f"""WITH o AS ({OFFSETS_OF_RUNS}), a AS (
-            SELECT evidence_id, arg_max(instance_id, weight) AS iid, arg_max(class, weight) AS class
-            FROM {stored} WHERE run_id = ? AND evidence IN ('kernel', 'memcpy', 'memset') AND class <> 'exact'
-            GROUP BY evidence_id
-        )
-        SELECT CASE WHEN a.class IS NOT NULL THEN coalesce(a.iid, 0) ELSE k.instance_id END AS instance_id,
-               coalesce(a.class, 'exact') AS class, k.name, k.start_ns, k.end_ns, k.device_id, k.stream_id, {kind},
-               {rank_k} AS rank, coalesce(o.offset_ns, 0) AS offset_ns
-        FROM kernels k LEFT JOIN o ON o.run_id = k.run_id AND o.rank = {rank_k}
-        LEFT JOIN a ON a.evidence_id = {key}
-        WHERE k.run_id = ?{where} ORDER BY k.start_ns""",
-        [[run_id], run_id, run_id, *(kernel_scope.params if kernel_scope is not None else ())],
-    )
-    return inst, kern
 
 
 def _fetch_columns(store: Store, sql: str, params: list[Any]) -> dict[str, Any]:
@@ -441,10 +388,12 @@ def _fetch_columns(store: Store, sql: str, params: list[Any]) -> dict[str, Any]:
         for batch in reader:
             for name, col in zip(batch.schema.names, batch.columns, strict=True):
                 parts[name].append(_numpy_column(col, words[name]))
-        return {
-            name: np.concatenate(p) if p else np.asarray([], dtype=_empty_dtype(reader.schema.field(name).type))
-            for name, p in parts.items()
-        }
+        out: dict[str, Any] = {}
+        for name in list(parts):  # one column at a time, its batches let go as it is joined: never all twice
+            p = parts.pop(name)
+            out[name] = np.concatenate(p) if p else np.asarray([], dtype=_empty_dtype(reader.schema.field(name).type))
+            del p
+        return out
 
     return store.read(fetch)
 

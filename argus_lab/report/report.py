@@ -219,6 +219,27 @@ class Report:
         """The per-kernel table (read on first use: it is the one table that scans every kernel record)."""
         return rt.read_kernels(self.store, list(self.run_ids), self._scope_sql) if self._joined_ok else ()
 
+    def first_kernels(self, limit: int) -> tuple[KernelRow, ...]:
+        """The first ``limit`` rows of :attr:`kernels`, read alone when the table has not been read yet (a long run's
+        table can hold millions of rows; a view shows a few thousand)."""
+        if "kernels" in vars(self) or not self._joined_ok:
+            return self.kernels[:limit]
+        return rt.read_kernels(self.store, list(self.run_ids), self._scope_sql, limit)
+
+    def other_kernel_groups(self) -> dict[str, tuple[int, int]]:
+        """Per region path, the launches and distinct kernels of its :attr:`kernels` rows outside its main
+        kernel-sequence group (``main_group`` false): every row counted, summed in DuckDB when the table has not
+        been read."""
+        if "kernels" in vars(self) or not self._joined_ok:
+            launches: dict[str, int] = {}
+            names: dict[str, set[str]] = {}
+            for k in self.kernels:
+                if not k.main_group:
+                    launches[k.path] = launches.get(k.path, 0) + int(k.launches)
+                    names.setdefault(k.path, set()).add(k.name)
+            return {p: (n, len(names[p])) for p, n in launches.items()}
+        return rt.read_other_kernel_groups(self.store, list(self.run_ids), self._scope_sql)
+
     @functools.cached_property
     def groups(self) -> tuple[InstanceGroupRow, ...]:
         """Region paths whose measured instances ran different kernel sequences, one row per group (read on first

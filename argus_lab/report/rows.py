@@ -539,20 +539,26 @@ def with_settings(counters: Sequence[CounterRow], prov: Sequence[ProvenanceRow])
     return tuple(out)
 
 
-def read_kernels(store: Store, ids: list[str], scope: ScopeFilter | None = None) -> tuple[KernelRow, ...]:
-    """Per-kernel rows with the ncu counters matched to them by ordinal."""
+def read_kernels(
+    store: Store, ids: list[str], scope: ScopeFilter | None = None, limit: int | None = None
+) -> tuple[KernelRow, ...]:
+    """Per-kernel rows with the ncu counters matched to them by ordinal (the first ``limit`` of them in the table's
+    order, when given: a view that shows a few thousand rows of a long run's millions never holds them all)."""
     from argus_lab.report.names import display_name
 
     # keyed by (run, path, ordinal, name, instance group): a kernel of an instance of another kernel sequence (an
     # autotuning first call) never takes the counters of the main group's kernel at the same ordinal
     counters: dict[tuple[str, str, int, str, bool], dict[str, tuple[float, str]]] = {}
     anywhere: dict[tuple[str, str, int, str, bool], dict[str, tuple[float, str]]] = {}  # by (path, ordinal, name)
-    kernels_sql, bound = scoped(q.KERNELS, scope)
+    kernels_sql, bound = scoped(q.KERNELS if limit is None else q.KERNELS_OF_KEYS, scope)
+    keys_sql = scoped(q.first_kernel_keys(limit), scope)[0] if limit is not None else ""
 
     def kernel_rows(con: Any) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
         cur = con.cursor()
         try:
             minor_instances(cur, ids)  # instances of another kernel-sequence group: in Report.groups, not here
+            if keys_sql:  # the first rows' keys, then those rows alone
+                cur.execute(f"CREATE OR REPLACE TEMP TABLE _r_top AS {keys_sql}", [*bound, ids, ids])
             return _records(cur, q.KERNEL_COUNTERS, [ids]), _records(cur, kernels_sql, [*bound, ids, ids])
         finally:
             cur.close()
@@ -597,6 +603,24 @@ def read_kernels(store: Store, ids: list[str], scope: ScopeFilter | None = None)
             )
         )
     return tuple(out)
+
+
+def read_other_kernel_groups(
+    store: Store, ids: list[str], scope: ScopeFilter | None = None
+) -> dict[str, tuple[int, int]]:
+    """Per region path, ``(launches, distinct kernels)`` of its :func:`read_kernels` rows outside its main
+    kernel-sequence group, summed in DuckDB (:data:`argus_lab.report.sql.OTHER_KERNEL_GROUPS`)."""
+    sql, bound = scoped(q.OTHER_KERNEL_GROUPS, scope)
+
+    def fetch(con: Any) -> list[dict[str, Any]]:
+        cur = con.cursor()
+        try:
+            minor_instances(cur, ids)
+            return _records(cur, sql, [*bound, ids, ids])
+        finally:
+            cur.close()
+
+    return {str(r["path"]): (int(r["launches"] or 0), int(r["kernels"])) for r in store.read(fetch)}
 
 
 def read_ranks(store: Store, ids: list[str], scope: ScopeFilter | None = None) -> tuple[RankRow, ...]:

@@ -154,7 +154,7 @@ WITH ex AS (
 # carried a recorded instance id: the join's `exact` rows) are read straight from the kernel records; the few
 # others through their attribution rows: temporal ones at their instance (no ordinal), the rest grouped as
 # '(ambiguous)' or '(outside regions)'.
-KERNELS = (
+KERNEL_GROUPS = (
     kernel_records()
     + """,
 g AS (  -- an ambiguous kernel has n rows of weight 1/n: launches = sum of weights
@@ -167,14 +167,61 @@ g AS (  -- an ambiguous kernel has n rows of weight 1/n: launches = sum of weigh
     -- one class per group: exact rows have an ordinal, others not; kernels of instances outside their path's main
     -- kernel-sequence group (_r_minor) apart from the main group's
     GROUP BY run_id, path, ordinal, name, class, minor
+)"""
 )
+"""The ``WITH`` clause of :data:`KERNELS`: its rows as ``g``, before they are read out."""
+KERNELS = (
+    KERNEL_GROUPS
+    + """
 SELECT run_id, path, ordinal, name, launches, q[1] AS median_ns, q[2] AS p25_ns, q[3] AS p75_ns, lo AS min_ns,
        hi AS max_ns, total AS total_ns, gx || 'x' || gy || 'x' || gz AS grid, bx || 'x' || b_y || 'x' || bz AS block,
        regs AS registers, classes, first_ns, NOT minor AS main_group
 FROM g
-ORDER BY run_id, NOT minor DESC, first_ns, ordinal
+ORDER BY run_id, NOT minor DESC, first_ns, ordinal, path, name, classes
 """
 )
+GROUP_KEYS = (
+    kernel_records()
+    + """,
+gk AS (  -- the groups of KERNELS with their launches and first start alone: no quantile holds their durations
+    SELECT run_id, path, ordinal, name, class, minor, round(sum(weight))::BIGINT AS launches, min(start_ns) AS first_ns
+    FROM o WHERE NOT warm GROUP BY run_id, path, ordinal, name, class, minor
+)"""
+)
+OTHER_KERNEL_GROUPS = (
+    GROUP_KEYS
+    + """
+SELECT path, sum(launches)::BIGINT AS launches, count(DISTINCT name) AS kernels
+FROM gk WHERE minor GROUP BY path ORDER BY min({'run': run_id, 'first': first_ns, 'ordinal': ordinal})
+"""
+)
+"""Per region path, the launches and distinct kernels of the :data:`KERNELS` rows outside its main kernel-sequence
+group (``main_group`` false), summed in DuckDB; paths in the order those rows come."""
+
+
+def first_kernel_keys(limit: int) -> str:
+    """The keys of the first ``limit`` rows of :data:`KERNELS` (``run_id, path, ordinal, name, class, minor``), found
+    with the groups' keys and first start alone (no quantile holds a long run's millions of durations).  The same
+    parameters as :data:`KERNELS`; :data:`KERNELS_OF_KEYS` then reads those rows."""
+    return (
+        GROUP_KEYS
+        + f"""
+SELECT run_id, path, ordinal, name, class, minor FROM gk
+ORDER BY run_id, NOT minor DESC, first_ns, ordinal, path, name, class LIMIT {int(limit)}
+"""
+    )
+
+
+_SAME_KEY = " AND ".join(f"o.{c} IS NOT DISTINCT FROM t.{c}" for c in ("run_id", "path", "ordinal", "name", "class"))
+KERNELS_OF_KEYS = (
+    KERNEL_GROUPS.replace(
+        "FROM o WHERE NOT warm", f"FROM o SEMI JOIN _r_top t ON {_SAME_KEY} AND o.minor = t.minor WHERE NOT warm", 1
+    )
+    + KERNELS[len(KERNEL_GROUPS) :]
+)
+"""The rows of :data:`KERNELS` whose keys are in the temporary table ``_r_top`` (:func:`first_kernel_keys`): the
+durations' quantiles taken for those groups alone.  Two queries, not one: a query that reads the kernel records
+twice holds them (3 M records did not fit DuckDB's 128 MB)."""
 
 
 # ncu counters per (timing run, path, ordinal, name, instance group): the ordinal is the position among the ncu

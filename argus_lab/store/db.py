@@ -183,21 +183,23 @@ def _folder_mb(folder: Path, limit: int = 20_000) -> float:
     return total / 1e6
 
 
-READ_MEMORY = "256MB"
+READ_MEMORY = "128MB"
 """DuckDB's first memory limit for a read (``$ARGUS_READ_MEMORY`` overrides it): a report over millions of instances
 spills to a private temporary folder (as large as the disk allows: DuckDB's ``max_temp_directory_size`` defaults to
 90% of its free space) instead of growing without bound.  A read that still runs out of it (what DuckDB cannot
 spill: a sort's or a list aggregate's working set) is taken again with a larger limit (:func:`read_memory_steps`),
-up to most of this machine's memory, so no store is too large for a fixed limit."""
+up to most of this machine's memory, so no store is too large for a fixed limit.  128 MB: every read of an HTML
+export of 10^6 region instances fits in it (docs/benchmarks.md), and a read's peak is the process's plus about
+this much, so the first limit is what keeps an export's memory low."""
 READ_MEMORY_SHARE = 0.75
 """The largest limit a read is taken again with: this share of the machine's physical memory."""
 
 
 def read_memory_steps() -> list[str]:
-    """The memory limits a read tries in turn: ``$ARGUS_READ_MEMORY`` alone when set, else 256 MB, then four times
-    more each time (1 GB, 4 GB, 16 GB, ...) below :data:`READ_MEMORY_SHARE` of this machine's memory, and that
-    share last (e.g. 256 MB, 1 GB, 4 GB, 16 GB, 18 GB on 24 GB of memory; 256 MB, 1 GB, 4 GB, 16 GB, 64 GB, 96 GB
-    on 128 GB)."""
+    """The memory limits a read tries in turn: ``$ARGUS_READ_MEMORY`` alone when set, else 128 MB, then 1 GB and four
+    times more each time (4 GB, 16 GB, ...) below :data:`READ_MEMORY_SHARE` of this machine's memory, and that share
+    last (e.g. 128 MB, 1 GB, 4 GB, 16 GB, 18 GB on 24 GB of memory; 128 MB, 1 GB, 4 GB, 16 GB, 64 GB, 96 GB on
+    128 GB).  (A read that outgrows 128 MB goes to 1 GB at once: each step is the whole read again.)"""
     given = config.value(config.ARGUS_READ_MEMORY)
     if given:
         return [given]
@@ -211,7 +213,7 @@ def read_memory_steps() -> list[str]:
     while mb < top_mb:
         steps.append(f"{mb}MB")
         mb *= 4
-    if top_mb > 256:
+    if top_mb > 128:
         steps.append(f"{top_mb}MB")
     return steps
 

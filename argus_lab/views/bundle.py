@@ -42,6 +42,7 @@ from typing import TYPE_CHECKING, Any
 from argus_lab.model.vocabulary import CLASS_MEANINGS
 from argus_lab.report import evidence
 from argus_lab.report.json import jsonable
+from argus_lab.report.timeline_rows import timeline_inputs
 from argus_lab.views import device
 from argus_lab.views.palette import palette_json
 from argus_lab.views.timeline import TimelineLimits, timeline_data
@@ -125,12 +126,15 @@ def build(report: Report, limits: BundleLimits = NOTEBOOK, title: str = "") -> d
     for run in runs:
         if len(timelines) >= limits.timeline_runs:
             break
-        inst, kern = evidence.timeline_columns(store, run["run_id"], report.scope_filter, report.kernel_scope)
-        if len(inst.get("instance_id", ())) or len(kern.get("start_ns", ())):
-            tl = timeline_data(run["run_id"], inst, kern, limits.timeline)
+        # the first instances, the kernels' pyramid columns, the rest aggregated in DuckDB: never the run whole
+        inst, kern, extent = timeline_inputs(
+            store, run["run_id"], limits.timeline.exact_limit, report.scope_filter, report.kernel_scope
+        )
+        if extent.total or len(kern.get("start_ns", ())):
+            tl = timeline_data(run["run_id"], inst, kern, limits.timeline, extent)
             tl["label"] = f"run {run.get('plan_index', '?')} ({', '.join(run.get('backends', ()))})"
             timelines.append(tl)
-        del inst, kern  # the columns of a run (~170 MB for 10^6 instances): gone before the next read, not after
+        del inst, kern  # the columns of a run: gone before the next read, not after
     statuses: dict[str, int] = {}
     for run in runs:
         statuses[run["status"]] = statuses.get(run["status"], 0) + 1
@@ -141,8 +145,11 @@ def build(report: Report, limits: BundleLimits = NOTEBOOK, title: str = "") -> d
         {"path": p, "instances": n, "warmup": w, "wall_ns": wall, "raised": raised}
         for p, n, w, wall, raised in report.finished
     ]
-    joined = {
-        name: [_row_dict(r) for r in tuple(getattr(report, name, ()) or ())[:cap]]
+    joined = {  # (a long run's kernel table is never read whole for a page: Report.first_kernels)
+        name: [
+            _row_dict(r)
+            for r in (report.first_kernels(cap) if name == "kernels" else tuple(getattr(report, name, ()) or ())[:cap])
+        ]
         for name, cap in (
             ("counters", limits.counters),
             ("kernels", limits.kernel_groups),
@@ -155,13 +162,8 @@ def build(report: Report, limits: BundleLimits = NOTEBOOK, title: str = "") -> d
             ("device_overhead", 200),
         )
     }
-    launches: dict[str, int] = {}  # from every Report.kernels row, not only the embedded ones
-    names: dict[str, set[str]] = {}
-    for k in tuple(getattr(report, "kernels", ()) or ()):
-        if not k.main_group:
-            launches[k.path] = launches.get(k.path, 0) + int(k.launches)
-            names.setdefault(k.path, set()).add(k.name)
-    other_groups = {p: {"launches": n, "kernels": len(names[p])} for p, n in launches.items()}
+    # from every Report.kernels row, not only the embedded ones
+    other_groups = {p: {"launches": n, "kernels": k} for p, (n, k) in report.other_kernel_groups().items()}
     device_timelines = (
         device.timelines(store, ids, limits.device_launches, limits.device_timeline)
         if store.exists and ids and report.device

@@ -27,6 +27,8 @@ from argus_lab.views.perfetto import MAX_LANE, lane_name
 if TYPE_CHECKING:
     import plotly.graph_objects as go
 
+    from argus_lab.report.timeline_rows import InstanceExtent
+
 
 @dataclass(frozen=True)
 class TimelineLimits:
@@ -70,7 +72,11 @@ def _arr(cols: Columns, name: str, dtype: Any = np.int64, default: Any = 0) -> n
 
 
 def timeline_data(
-    run_id: str, instances: Columns, kernels: Columns, limits: TimelineLimits = TimelineLimits()
+    run_id: str,
+    instances: Columns,
+    kernels: Columns,
+    limits: TimelineLimits = TimelineLimits(),
+    extent: InstanceExtent | None = None,
 ) -> dict[str, Any]:
     """The timeline of one run as a JSON-ready dict (see the module docstring for the level scheme).
 
@@ -86,6 +92,11 @@ def timeline_data(
         ``stream_id``; ``kind``, ``rank`` and ``offset_ns`` when present).
     limits
         What to embed.
+    extent
+        When ``instances`` holds only the run's first instances in time order (at least ``limits.exact_limit`` of
+        them: :func:`argus_lab.report.timeline_rows.timeline_inputs`), what the rest adds: the instance count, the
+        run's first and last time, every region path and rank.  The kernels then name their instance's region in a
+        ``path`` column (the instances are not all here to look it up by ``instance_id``).
 
     Lanes are keyed by rank: each rank's host threads (one lane per nesting depth, and overlap lanes where
     instances of one depth overlap in time: :func:`overlap_lanes`), then its (device, stream) lanes, rank by
@@ -101,12 +112,15 @@ def timeline_data(
     k_end = _arr(kernels, "end_ns") + k_off
     starts = [a.min() for a in (i_start, k_start) if len(a)]
     ends = [a.max() for a in (i_end, k_end) if len(a)]
+    if extent is not None:  # the instances not read as rows
+        starts += [] if extent.start_ns is None else [extent.start_ns]
+        ends += [] if extent.end_ns is None else [extent.end_ns]
     t0 = int(min(starts)) if starts else 0
     span = max(1, int(max(ends)) - t0) if ends else 1
 
     paths = _arr(instances, "path", object, "")
     iids = _arr(instances, "instance_id")
-    regions: list[str] = sorted({str(p) for p in paths.tolist()})
+    regions: list[str] = sorted({str(p) for p in paths.tolist()} | set(extent.paths if extent else ()))
     region_of_path = {p: i for i, p in enumerate(regions)}
     # each instance's region as arrays (instance ids sorted, their region's index): no dict of a million entries
     codes = np.fromiter((region_of_path[str(p)] for p in paths.tolist()), dtype=np.int64, count=len(paths))
@@ -114,10 +128,22 @@ def timeline_data(
     iid_region = (iids.astype(np.int64)[by_iid], codes[by_iid])
 
     i_rank, k_rank = _arr(instances, "rank"), _arr(kernels, "rank")
-    ranks = sorted({int(r) for r in (*i_rank.tolist(), *k_rank.tolist())})
+    extent_offsets = extent.offsets if extent else ()
+    ranks = sorted({int(r) for r in (*i_rank.tolist(), *k_rank.tolist(), *(r for r, _ in extent_offsets))})
     multi = len(ranks) > 1 or any(r != 0 for r in ranks)  # a multi-rank run (or a scope that kept rank r > 0)
     host_keys, host = _host_rows(instances, i_start, i_end, t0, region_of_path, limits.exact_limit, multi)
-    dev_keys, device = _device_rows(kernels, k_start - t0, k_end - t0, span, iid_region, len(regions), limits, multi)
+    if extent is not None:
+        host["total"] = extent.total
+    if "path" in kernels:  # each kernel's region named by the reader (the instances may not all be here)
+        k_paths = _arr(kernels, "path", object, None)
+        k_region = np.fromiter(
+            (-1 if p is None else region_of_path.get(str(p), -1) for p in k_paths), np.int64, count=len(k_paths)
+        )
+    else:
+        k_region = _kernel_regions(_arr(kernels, "instance_id"), iid_region)
+    k_start -= t0  # (in place: a long run's kernel columns are not copied once more)
+    k_end -= t0
+    dev_keys, device = _device_rows(kernels, k_start, k_end, span, k_region, len(regions), limits, multi)
     # every lane, rank by rank (host threads first), and the rows pointed at their final lane index
     keyed = sorted([*host_keys, *dev_keys], key=lambda kl: kl[0])
     index = {k: i for i, (k, _) in enumerate(keyed)}
@@ -143,10 +169,11 @@ def timeline_data(
         "ranks": ranks,
     }
     if multi:
-        offsets = {
-            int(r): int(o)
+        offsets = dict(extent_offsets)
+        offsets.update(
+            (int(r), int(o))
             for r, o in zip((*i_rank.tolist(), *k_rank.tolist()), (*i_off.tolist(), *k_off.tolist()), strict=True)
-        }
+        )
         out["clock"] = {
             "reference": "rank 0",
             "offsets_ns": {str(r): offsets.get(r, 0) for r in ranks},
@@ -303,7 +330,7 @@ def _device_rows(
     start: np.ndarray,
     end: np.ndarray,
     span: int,
-    iid_region: tuple[np.ndarray, np.ndarray],
+    region: np.ndarray,
     n_regions: int,
     limits: TimelineLimits,
     multi: bool,
@@ -316,10 +343,23 @@ def _device_rows(
     rank = _arr(kernels, "rank")
     dev = _arr(kernels, "device_id")
     stream = _arr(kernels, "stream_id")
-    triples = np.stack([rank, dev, stream], axis=1)
-    ukeys, lane_idx = np.unique(triples, axis=0, return_inverse=True)
+    # each kernel's (rank, device, stream) as one integer code in their order (no n x 3 copy of the columns)
+    code = np.zeros(n, dtype=np.int64)
+    values = []
+    for col in (rank, dev, stream):
+        uniq, inv = np.unique(col, return_inverse=True)
+        code = code * len(uniq) + np.asarray(inv, dtype=np.int64).reshape(-1)
+        values.append(uniq)
+        del inv
+    ucode, lane_idx = np.unique(code, return_inverse=True)
+    del code
+    n_dev, n_stream = len(values[1]), len(values[2])
+    ukeys = [
+        (values[0][c // (n_dev * n_stream)], values[1][c // n_stream % n_dev], values[2][c % n_stream])
+        for c in ucode.tolist()
+    ]
     lanes: list[tuple[LaneKey, dict[str, Any]]] = []
-    for r, d, st in ukeys.tolist():
+    for r, d, st in ((int(r), int(d), int(st)) for r, d, st in ukeys):
         label = f"GPU {d} stream {st}"
         if multi:
             label = f"rank {r} \u00b7 {label}"
@@ -330,15 +370,8 @@ def _device_rows(
             )
         )
     lane = np.asarray(lane_idx, dtype=np.int64).reshape(-1)
-    iid = _arr(kernels, "instance_id")
-    # region of each kernel: its instance's region; -1 = outside every region
-    keys, vals = iid_region
-    if len(keys):
-        pos = np.clip(np.searchsorted(keys, iid), 0, len(keys) - 1)
-        region = np.where(keys[pos] == iid, vals[pos], -1)
-    else:
-        region = np.full(n, -1, dtype=np.int64)
     if n <= limits.exact_limit:
+        iid = _arr(kernels, "instance_id")
         names_arr = _arr(kernels, "name", object, "")
         names, name_idx = np.unique(names_arr.astype(str), return_inverse=True)
         return lanes, {
@@ -354,6 +387,16 @@ def _device_rows(
             "class": [str(c) for c in _arr(kernels, "class", object, "exact").tolist()],
         }
     return lanes, {"total": n, "exact": False, "levels": pyramid(start, end, lane, region, span, n_regions, limits)}
+
+
+def _kernel_regions(iid: np.ndarray, iid_region: tuple[np.ndarray, np.ndarray]) -> np.ndarray:
+    """Each kernel's region: that of its instance (``iid_region``: instance ids sorted, their region's index); -1 =
+    outside every region."""
+    keys, vals = iid_region
+    if not len(keys):
+        return np.full(len(iid), -1, dtype=np.int64)
+    pos = np.clip(np.searchsorted(keys, iid), 0, len(keys) - 1)
+    return np.where(keys[pos] == iid, vals[pos], -1)
 
 
 def pyramid(
@@ -378,10 +421,14 @@ def pyramid(
     # longest kernels first, so np.unique's first occurrence is the longest kernel of each cell
     by_len = np.argsort(-dur, kind="stable")
     s_sorted, lane_sorted, dur_sorted, reg_sorted = start[by_len], lane64[by_len], dur[by_len], region[by_len]
+    del by_len, dur, lane64  # (the sorted copies are all a level needs)
     while True:
         width = max(1.0, span / nb)
-        b = np.minimum((s_sorted / width).astype(np.int64), nb - 1)
-        key = lane_sorted * nb + b
+        b = (s_sorted / width).astype(np.int64)  # (in place below: a level's temporaries are few)
+        np.minimum(b, nb - 1, out=b)
+        key = lane_sorted * nb
+        key += b
+        del b
         ukey, first, inv = np.unique(key, return_index=True, return_inverse=True)
         count = np.bincount(inv)
         busy = np.bincount(inv, weights=dur_sorted)

@@ -12,6 +12,8 @@ import time
 from collections.abc import Callable
 from pathlib import Path
 
+import pytest
+
 import argus_lab
 
 PACKAGE_ROOT = Path(argus_lab.__file__).resolve().parents[1]
@@ -64,6 +66,50 @@ def cli(*args: str, timeout: float = 120, **extra: str) -> subprocess.CompletedP
     return python(
         f"import sys; from argus_lab.faces.cli import main; sys.exit(main({list(args)!r}))", timeout=timeout, **extra
     )
+
+
+def cli_as_a_user(*args: str, timeout: float = 120) -> subprocess.CompletedProcess[str]:
+    """``argus-lab ARGS`` in a new process that file permissions hold back as they hold back a user.
+
+    As a user it is :func:`cli`.  As root (CI may run the suite as root), the child is root without the capabilities
+    that let root write and search anywhere (``CAP_DAC_OVERRIDE``, ``CAP_DAC_READ_SEARCH``, dropped from its bounding
+    set before it starts): a folder of mode 0o555 is then read-only to it, to ``os.access`` and to ``open`` alike, as
+    to its owner; the test skips where the suite may not drop them (no ``CAP_SETPCAP``)."""
+    if os.geteuid() != 0:
+        return cli(*args, timeout=timeout)
+    import ctypes
+
+    if not _can_drop_caps():
+        pytest.skip("the suite runs as root and may not drop CAP_DAC_OVERRIDE (no CAP_SETPCAP)")
+
+    libc = ctypes.CDLL(None, use_errno=True)
+
+    def drop() -> None:
+        for cap in (CAP_DAC_OVERRIDE, CAP_DAC_READ_SEARCH):
+            if libc.prctl(PR_CAPBSET_DROP, cap, 0, 0, 0) != 0:
+                raise OSError(ctypes.get_errno(), f"prctl(PR_CAPBSET_DROP, {cap})")
+
+    code = f"import sys; from argus_lab.faces.cli import main; sys.exit(main({list(args)!r}))"
+    return subprocess.run(
+        [sys.executable, "-c", code],
+        capture_output=True,
+        text=True,
+        timeout=timeout,
+        env=env(),
+        check=False,
+        preexec_fn=drop,
+    )
+
+
+PR_CAPBSET_DROP = 24
+CAP_DAC_OVERRIDE, CAP_DAC_READ_SEARCH, CAP_SETPCAP = 1, 2, 8
+
+
+def _can_drop_caps() -> bool:
+    """Whether this process may drop capabilities from a child's bounding set (it holds ``CAP_SETPCAP``)."""
+    with open("/proc/self/status") as f:
+        eff = next((int(ln.split()[1], 16) for ln in f if ln.startswith("CapEff:")), 0)
+    return bool(eff >> CAP_SETPCAP & 1)
 
 
 def wait_for(what: str, check: Callable[[], bool], timeout: float = 60.0) -> None:

@@ -1,7 +1,7 @@
 """A store larger than DuckDB's first memory limit for reads still reports and exports: a read that runs out is
 taken again with the next limit (``store.db.read_memory_steps``), and past the last one the message says how to
 raise it.  SYNTHETIC: ~300,000 kernel records with long mangled-looking names (``bench/join_bench.py``'s generator,
-the shape of a long decode run), read under a 16 MB first limit, where the real default (256 MB) meets a store of
+the shape of a long decode run), read under a 16 MB first limit, where the real default (128 MB) meets a store of
 ~3 M kernels (bench/scale_bench.py measures that one; docs/benchmarks.md).
 """
 
@@ -92,5 +92,5 @@ def test_the_last_read_limit_grows_with_the_machine(monkeypatch: pytest.MonkeyPa
     monkeypatch.delenv("ARGUS_READ_MEMORY", raising=False)
     physical = os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES")
     steps = [int(s.removesuffix("MB")) for s in db.read_memory_steps()]
-    assert steps == sorted(steps) and steps[0] == 256
+    assert steps == sorted(steps) and steps[0] == 128
     assert steps[-1] == int(physical * db.READ_MEMORY_SHARE) >> 20  # not a fixed 4 GB

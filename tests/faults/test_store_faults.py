@@ -16,7 +16,7 @@ import time
 from pathlib import Path
 
 import pytest
-from faultkit import WORKLOADS, cli, env, python, start_python
+from faultkit import WORKLOADS, cli, cli_as_a_user, env, python, start_python
 
 import argus_lab
 from argus_lab.errors import StoreError
@@ -140,11 +140,10 @@ def test_export_to_an_unwritable_place_gives_a_clean_message(tmp_path: Path) -> 
     blocker.write_text("")
     err = _clean_error(cli("export", "--store", str(store), str(blocker / "report.html")))
     assert "cannot write the export" in err and "choose a writable path" in err
-    if os.geteuid() != 0:  # root writes anywhere: the read-only folder case needs a user
-        ro = tmp_path / "ro"
-        ro.mkdir(mode=0o500)
-        err = _clean_error(cli("export", "--store", str(store), str(ro / "report.html")))
-        assert "Permission denied" in err
+    ro = tmp_path / "ro"  # (as root, the export runs without root's right to write anywhere: cli_as_a_user)
+    ro.mkdir(mode=0o555)
+    err = _clean_error(cli_as_a_user("export", "--store", str(store), str(ro / "report.html")))
+    assert "Permission denied" in err and "choose a writable path" in err
 
 
 def test_readers_create_no_file_beside_the_store(tmp_path: Path) -> None:
