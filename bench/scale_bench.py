@@ -38,6 +38,7 @@ import sys
 import tempfile
 import textwrap
 import time
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -261,6 +262,21 @@ def _fmt(r: dict[str, Any], extra: str = "") -> str:
     return f"| {r['seconds']:.1f} s | {r['peak_rss_mb']:.0f} MB | {extra} |"
 
 
+def _per_checkout(
+    body: str, prefix: str, args: argparse.Namespace, tmp: Path
+) -> Iterator[tuple[str, Path, list[dict[str, Any]], list[dict[str, Any]]]]:
+    """For this checkout and the baseline (when given): ``body`` run in ``--repeats`` fresh processes, each with a
+    store of its own; yields (label, checkout, every result, the results that measured bytes per record)."""
+    for label, root in (("this checkout", ROOT), ("baseline", args.baseline)):
+        if root is None or args.skip_records:
+            continue
+        got = []
+        for k in range(args.repeats):
+            store = str(tmp / f"{prefix}-{label[:4]}-{k}.duckdb")
+            got.append(probe(body.format(records=args.records, path=store), Path(root)))
+        yield label, Path(root), got, [g for g in got if "bytes_per_record" in g]
+
+
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--kernels", type=int, default=3_000_000)
@@ -291,14 +307,7 @@ def main(argv: list[str] | None = None) -> int:
     lines += ["", f"Memory per kernel record, {args.records:,} records, median of {args.repeats} processes:", "",
               "| checkout | bytes per record beyond the decoded records | peak over base |",
               "| --- | --- | --- |"]  # fmt: skip
-    for label, root in (("this checkout", ROOT), ("baseline", args.baseline)):
-        if root is None or args.skip_records:
-            continue
-        got = []
-        for k in range(args.repeats):
-            store = str(tmp / f"mem-{label[:4]}-{k}.duckdb")
-            got.append(probe(RECORDS.format(records=args.records, path=store), Path(root)))
-        ok = [g for g in got if "bytes_per_record" in g]
+    for label, root, got, ok in _per_checkout(RECORDS, "mem", args, tmp):
         if not ok:
             lines.append(f"| {label} ({root}) | {got[0].get('error')} | - |")
             continue
@@ -311,14 +320,7 @@ def main(argv: list[str] | None = None) -> int:
               f"decoding, evidence and store write, median of {args.repeats} processes:", "",
               "| checkout | bytes per record, all of it | peak over base | after decoding | buffers made |",
               "| --- | --- | --- | --- | --- |"]  # fmt: skip
-    for label, root in (("this checkout", ROOT), ("baseline", args.baseline)):
-        if root is None or args.skip_records:
-            continue
-        got = []
-        for k in range(args.repeats):
-            store = str(tmp / f"buf-{label[:4]}-{k}.duckdb")
-            got.append(probe(BUFFERS.format(records=args.records, path=store), Path(root)))
-        ok = [g for g in got if "bytes_per_record" in g]
+    for label, root, got, ok in _per_checkout(BUFFERS, "buf", args, tmp):
         if not ok:
             lines.append(f"| {label} ({root}) | {got[0].get('error')} | - | - | - |")
             continue

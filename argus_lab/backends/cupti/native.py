@@ -288,7 +288,12 @@ def raw_families(records: LaunchRecords, pid: int) -> dict[str, dict[str, np.nda
     inside = records.instance != 0
     n = len(records)
     exited = records.end > 0
-    end = records.end if exited.all() else np.where(exited, records.end, records.start)
+    if exited.all():
+        end = records.end
+    elif not exited.any():  # no exit timed (launch_clock 'outside' or 'entries', the default): the entries, no copy
+        end = records.start
+    else:
+        end = np.where(exited, records.end, records.start)
     every = bool(inside.all())  # every launch made in a region: the arrays themselves, no copies
     kind = np.where(records.domain == 2, KIND_OF_DOMAIN[2], KIND_OF_DOMAIN[1]).astype(np.int8)
     # the launch arrays' own columns where they fit, constants as read-only broadcasts: a long run's launches
