@@ -71,8 +71,10 @@ def test_cupti_tags_kernels_with_their_region_instance(tmp_path: Path) -> None:
     ]
     assert len(n_outer) == 3
     assert all(v == len(outer_only) / 3 + 2 for v in n_outer)
-    assert all(s < e for s, e in zip(k["start_ns"], k["end_ns"], strict=True))
-    assert all(r > 0 for r, kind in zip(k["registers"], k["kind"], strict=True) if kind == "kernel")
+    starts, ends = k["start_ns"].to_pylist(), k["end_ns"].to_pylist()
+    assert all(s < e for s, e in zip(starts, ends, strict=True))
+    regs, kinds = k["registers"].to_pylist(), k["kind"].to_pylist()
+    assert all(r > 0 for r, kind in zip(regs, kinds, strict=True) if kind == "kernel")
 
 
 def test_cupti_refuses_a_second_collector(tmp_path: Path) -> None:
