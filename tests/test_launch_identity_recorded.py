@@ -175,3 +175,23 @@ def test_device_launches_are_exact_and_their_overhead_is_computed(stores: dict[s
     assert launches == {"exact": 4}
     (over,) = Report(st).device_overhead
     assert over.launches == 3 and 1.0 < over.ratio_median < 1.5
+
+
+def test_a_measurement_after_torch_profiler_leaves_the_launch_rate_as_it_was() -> None:
+    """scripts/gpu/lasting_slowdown.py on the H200: fresh processes, torch.profiler then two measurements (or, in the
+    control, two pauses).  The host's launch rate swings between two speeds in every process, the control's included,
+    so each side is read as the faster of its two readings: after the measurements against before them."""
+    runs = json.loads((THREADS.parent / "lasting_slowdown" / "lasting_slowdown.json").read_text())
+
+    def ratio(r: dict[str, dict[str, float]]) -> float:
+        after = min(r["after_measure_1"]["host_us"], r["after_measure_2"]["host_us"])
+        return after / min(r["after_profiler"]["host_us"], r["after_pause"]["host_us"])
+
+    by_variant: dict[str, list[float]] = {}
+    for r in runs:
+        assert "error" not in r, r.get("error")
+        by_variant.setdefault(r["variant"], []).append(ratio(r))
+    assert set(by_variant) >= {"none", "default"} and len(by_variant["default"]) >= 2
+    assert max(by_variant["default"]) <= 1.05, by_variant  # no lasting slowdown from the default measurement
+    assert all(r["threads"] == ["MainThread"] for r in runs if r["variant"] == "default")  # no thread left behind
+    assert all(r["sys_profile"] == "None" and r["sys_trace"] == "None" for r in runs)  # no hook left installed
