@@ -32,6 +32,7 @@ if TYPE_CHECKING:
     from argus_lab.regions import Region as Region
     from argus_lab.regions import current_path as current_path
     from argus_lab.regions import region as region
+    from argus_lab.regions.modules import mark_modules as mark_modules
     from argus_lab.report import Report as Report
 
 __version__ = "0.1.0"
@@ -40,6 +41,7 @@ _PUBLIC: dict[str, tuple[str, str | None]] = {
     "region": ("argus_lab.regions", "region"),
     "Region": ("argus_lab.regions", "Region"),
     "current_path": ("argus_lab.regions", "current_path"),
+    "mark_modules": ("argus_lab.regions.modules", "mark_modules"),  # regions around a model's submodules
     "plan": ("argus_lab.plan", None),  # the package, callable: argus_lab.plan("host.wall").explain()
     "DEFAULT_SIGNALS": ("argus_lab.plan", "DEFAULT_SIGNALS"),
     "measure": ("argus_lab.app.measure", "measure"),
@@ -95,6 +97,7 @@ __all__ = [
     "Report",
     "current_path",
     "import_trace",
+    "mark_modules",
     "measure",
     "open_store",
     "optimize",

@@ -97,6 +97,7 @@ EXTRA = (
     "argus-launch-callbacks",
     "argus-probes",
     "argus-clock",
+    "argus-modules",
     "cupti-kernels+clock",
     "cupti-kernels+null-marks",
 )
@@ -108,6 +109,7 @@ ARGUS_VARIANTS: dict[str, dict[str, Any]] = {
     "argus-launch-callbacks": {"launch_identity": "callbacks"},
     "argus-probes": {"launch_identity": "probes"},
     "argus-clock": {"launch_identity": "clock"},
+    "argus-modules": {},  # the default run, the decode step's layers marked by argus_lab.mark_modules (no hooks)
 }
 """The other tools that run argus_lab's timing run (the ``Argus`` tool), with the cupti settings each changes."""
 ARGUS_RUNS = ("argus", *ARGUS_VARIANTS)
@@ -129,6 +131,7 @@ TABLE_ORDER = (
     "argus-launch-callbacks",
     "argus-probes",
     "argus-clock",
+    "argus-modules",
     "argus",
 )
 WORKLOADS = ("loop", "decode")
@@ -186,8 +189,8 @@ class Loop:
         for _ in range(300):
             self._body()
 
-    def marked(self, marker: Marker) -> Callable[[], None]:
-        code = marked_code(marker, LOOP_SOURCE, "loop")
+    def marked(self, marker: Marker, modules: bool = False) -> Callable[[], None]:
+        code = marked_code(marker, LOOP_SOURCE, "loop")  # `modules`: no modules here, the same `with` per region
         return functools.partial(code["run"], self)
 
     def unhook(self) -> None:
@@ -233,10 +236,17 @@ class Decode:
             self.model(input_ids=self.next, past_key_values=self.cache, use_cache=True)
         self.cache.crop(-1)  # every step decodes at the same position
 
-    def marked(self, marker: Marker) -> Callable[[], None]:
-        """Regions through forward hooks, as a user adds them to a model they do not edit."""
+    def marked(self, marker: Marker, modules: bool = False) -> Callable[[], None]:
+        """Regions through forward hooks, as a user adds them to a model they do not edit; with ``modules``,
+        through ``argus_lab.mark_modules`` instead (the README's way for argus_lab: no hooks)."""
         self.unhook()
         code = marked_code(marker, DECODE_SOURCE, "decode")
+        if modules:
+            import argus_lab
+
+            patterns = {"model.layers.*.self_attn": "attn", "model.layers.*.mlp": "mlp"}
+            self.hooks.append(argus_lab.mark_modules(self.model, patterns))
+            return functools.partial(code["run"], self)
         for layer in self.model.model.layers:
             for name, module in (("attn", layer.self_attn), ("mlp", layer.mlp)):
                 self.hooks.append(module.register_forward_pre_hook(code["enter_hook"](name)))
@@ -320,6 +330,7 @@ class Tool:
     """No tool: B blocks are A blocks (the protocol's noise)."""
 
     marked = False
+    module_marks = False  # the decode step's layers marked by argus_lab.mark_modules instead of forward hooks
 
     def __init__(self, name: str, out: Path, device: str) -> None:
         self.name, self.out, self.device = name, out, device
@@ -492,6 +503,7 @@ class Argus(Tool):
         self.blocks = 0
         self.keep_attached = False
         self.variant: dict[str, Any] = ARGUS_VARIANTS.get(name, {})
+        self.module_marks = name == "argus-modules"
 
     def fallback(self) -> str:
         if self.keep_attached:
@@ -626,7 +638,8 @@ def abab(
         if base is None:
             return clock.run(wl.plain, args.reps)
         try:
-            wall, ev, _ = base.block(wl.marked(base.marker()) if base.marked else wl.plain, args.reps, args.warm, clock)
+            body = wl.marked(base.marker(), base.module_marks) if base.marked else wl.plain
+            wall, ev, _ = base.block(body, args.reps, args.warm, clock)
         finally:
             wl.unhook()
         return wall, ev
@@ -641,7 +654,7 @@ def abab(
             res["stopped"] = "time budget"
             break
         t0 = time.time()
-        body = wl.marked(tool.marker()) if tool.marked else wl.plain
+        body = wl.marked(tool.marker(), tool.module_marks) if tool.marked else wl.plain
         probe = cpu_probe()
         try:
             b, b_ev, extra = tool.block(body, args.reps, args.warm, clock)

@@ -223,3 +223,26 @@ def test_round_14_splits_the_gap_over_the_floor_into_marking_and_the_tool() -> N
     assert rows[("loop", "argus@cupti-kernels+null-marks")] == 1.013
     procs = sorted((ROUNDS / "timing_round14" / "procs").glob("*.json"))
     assert len(procs) == 24 and all(not json.loads(p.read_text())["errors"] for p in procs)
+
+
+def test_round_15_the_decode_step_marked_by_mark_modules_is_within_005_of_the_floor() -> None:
+    """Round 15 (2026-12-02 23:45 UTC, 8 processes a tool): the timing run over CUPTI's floor with the decode step's
+    layers marked by ``argus_lab.mark_modules`` (the README's way, no forward hooks) beside the same run marked by
+    forward hooks, as docs/benchmarks.md states them: within the issue's 0.05 with the first, not with the second."""
+    import statistics
+
+    figures = json.loads((ROUNDS / "timing_round15" / "timing-overhead.json").read_text())
+    rows = {(r["workload"], r["tool"]): r for r in figures["rows"]}
+    for tool, decode, loop in (("argus-modules@cupti-kernels", 1.022, 1.043), ("argus@cupti-kernels", 1.071, 1.048)):
+        procs = [json.loads(p.read_text()) for p in sorted((ROUNDS / "timing_round15" / "procs").glob(f"{tool}-*"))]
+        assert len(procs) == 8 and all(not p["errors"] for p in procs)
+        per_process = [statistics.median(p["workloads"]["decode"]["ratios"]) for p in procs]
+        assert round(statistics.median(per_process), 3) == round(rows[("decode", tool)]["ratio"], 3) == decode
+        assert round(rows[("loop", tool)]["ratio"], 3) == loop
+        extras = [e for p in procs for e in p["workloads"]["decode"]["extras"]]
+        assert all(e["kernels"] == e["kernels_with_instance"] > 0 for e in extras)  # every kernel in its region
+    assert (
+        rows[("decode", "argus-modules@cupti-kernels")]["ratio"]
+        < 1.05
+        < rows[("decode", "argus@cupti-kernels")]["ratio"]
+    )
