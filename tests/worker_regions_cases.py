@@ -68,11 +68,13 @@ def process_step(count: int, context: str) -> Callable[[], None]:
 
 
 def write_then_hang(ready: str) -> None:
-    """A child that records one instance, waits until its chunk is written, says so, and hangs (to be killed)."""
+    """A child that records one instance, waits until its chunk is written (by the periodic flush), says so, and
+    hangs (to be killed)."""
     with argus_lab.region("before_kill"):
         pass
     spool = Path(json.loads(os.environ["ARGUS_REGION_SPOOL"])["folder"])
-    while not list(spool.glob(f"{os.getpid()}-*.json")):
+    deadline = time.monotonic() + 20  # the periodic flush writes it within a fraction of a second
+    while not list(spool.glob(f"{os.getpid()}-*.json")) and time.monotonic() < deadline:
         time.sleep(0.05)
     Path(ready).write_text(str(os.getpid()))
     while True:
