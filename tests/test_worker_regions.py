@@ -16,13 +16,16 @@ import pytest
 
 pytest.importorskip("torch")
 
-import worker_regions_cases as cases  # noqa: E402
+import worker_regions_cases as cases
 
-import argus_lab  # noqa: E402
-from argus_lab.regions import active_recorder  # noqa: E402
-from argus_lab.store import Store  # noqa: E402
+import argus_lab
+from argus_lab.regions import active_recorder
+from argus_lab.store import Store
 
-COLS = "path, instance_index, pid, thread_name, repetition, instance_id, parent_instance_id, start_ns, end_ns, warmup"
+COLS = (
+    "path, instance_index, thread_id, pid, thread_name, repetition, instance_id, parent_instance_id, start_ns, end_ns, "
+    "warmup"
+)
 
 
 def _measure(tmp_path: Path, step: Any, repeat: int, warmup: int) -> list[dict[str, Any]]:
@@ -54,6 +57,9 @@ def _check_loader_run(rows: list[dict[str, Any]], items: int, reps: int, workers
         assert parent["path"] == "load" and parent["pid"] == d["pid"]
         assert parent["start_ns"] <= d["start_ns"] <= d["end_ns"] <= parent["end_ns"]
     steps = [r for r in rows if r["path"] == "step"]  # the measuring process's own regions, as before
+    mine = {r["thread_id"] & 0xFFFFFFFF for r in steps}
+    theirs = {r["pid"]: r["thread_id"] & 0xFFFFFFFF for r in loads}
+    assert len(set(theirs.values())) == len(theirs) and not mine & set(theirs.values()), "threads mix in the join"
     assert [r["repetition"] for r in sorted(steps, key=lambda r: r["start_ns"])] == list(range(reps))
     assert all(r["pid"] == me and r["thread_name"] == "MainThread" for r in steps)
     for load in loads:  # on the measuring process's clock: inside the step that consumed it

@@ -7,6 +7,11 @@ remapped with its instance), leaves the top-level instances of a process without
 instances after the measuring process's own (``instance_index``, in order of start) and gives each instance the
 repetition that was running when it started.  ``pid`` is the started process's, ``thread_name`` its name
 (:func:`argus_lab.regions.worker.process_name`; ``<process>/<thread>`` for its other threads).
+
+``thread_id`` is a number of the merge's (:func:`worker_thread_id`), not the process's pthread id: a forked child's
+thread has its parent's pthread id, and the join tells threads apart by thread id (the low 32 bits, as CUPTI reports
+them), so a worker's regions would otherwise lie on the measuring thread's timeline.  Its low 32 bits are odd (a
+pthread id is an aligned address: even) and hold the pid and the thread's number in the process.
 """
 
 from __future__ import annotations
@@ -121,6 +126,13 @@ def _values(column: Any) -> list[Any]:
     return list(column)
 
 
+def worker_thread_id(pid: int, number: int) -> int:
+    """The ``thread_id`` of the ``number``-th thread (0: the first that finished a region) of started process
+    ``pid``: low 32 bits ``(pid, number mod 256) * 2 + 1``, the rest of ``number`` above them."""
+    low = ((((pid & 0x3FFFFF) << 8) | (number & 0xFF)) << 1) | 1
+    return ((number >> 8) << 32) | low
+
+
 def _merge(
     chunks: list[dict[str, Any]],
     marks: list[tuple[int, int]],
@@ -155,7 +167,13 @@ def _merge(
     starts = [t for t, _ in marks]
     cols: dict[str, list[Any]] = {name: [] for name in (*INSTANCE_FIELDS, "thread_name")}
     counts = Counter(path_counts)
+    threads: dict[tuple[int, int], int] = {}
+    per_pid: Counter[int] = Counter()
     for start, pid, iid, parent, path, rid, tid, end, cpu, tname in found:
+        thread = threads.get((pid, tid))
+        if thread is None:
+            thread = threads[(pid, tid)] = worker_thread_id(pid, per_pid[pid])
+            per_pid[pid] += 1
         cols["instance_id"].append(new_id[(pid, iid)])
         cols["region_id"].append(rid)
         cols["path"].append(path)
@@ -165,7 +183,7 @@ def _merge(
         k = bisect.bisect_right(starts, start) - 1
         cols["repetition"].append(marks[max(k, 0)][1] if marks else 0)
         cols["pid"].append(pid)
-        cols["thread_id"].append(tid)
+        cols["thread_id"].append(thread)
         cols["start_ns"].append(start)
         cols["end_ns"].append(end)
         cols["cpu_ns"].append(cpu)

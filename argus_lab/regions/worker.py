@@ -83,7 +83,7 @@ def process_name() -> str:
         return f"DataLoader worker {info.id}"
     mp = sys.modules.get("multiprocessing.process")
     if mp is not None:
-        proc = mp.current_process()  # type: ignore[attr-defined]
+        proc = mp.current_process()
         if proc.name != "MainProcess":
             return str(proc.name)
     return f"process {os.getpid()}"
