@@ -185,6 +185,7 @@ def _leave_forked_child(exc: BaseException | None) -> None:
         flush=True,
     )
     sys.stdout.flush()
+    stop_worker()  # what it recorded as a started process is written first (os._exit runs no exit hook)
     os._exit(0 if exc is None or (isinstance(exc, SystemExit) and exc.code in (None, 0)) else 1)
 
 
