@@ -21,7 +21,7 @@ import json
 import os
 import time
 from collections import Counter
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -93,9 +93,10 @@ class WorkerCapture:
         """Repetition ``rep`` starts now (instances of started processes take it by their start)."""
         self._marks.append((time.time_ns(), rep))
 
-    def collect(self, parent_paths: Iterable[Any], rank: int = 0) -> WorkerInstances | None:
-        """The instances the started processes wrote (``None`` when none wrote any).  ``parent_paths``: the paths
-        of the measuring process's instances (their count per path starts each path's ``instance_index``)."""
+    def collect(self, parent_paths: Callable[[], Iterable[str]], rank: int = 0) -> WorkerInstances | None:
+        """The instances the started processes wrote (``None`` when none wrote any).  ``parent_paths()``: the paths
+        of the measuring process's instances as Python strings (their count per path starts each path's
+        ``instance_index``; asked only when some process wrote)."""
         try:
             files = sorted(self.folder.glob(CHUNK_GLOB), key=_chunk_order)
         except OSError:
@@ -109,21 +110,12 @@ class WorkerCapture:
                 chunks.append(json.loads(path.read_text()))
             except (OSError, ValueError) as exc:
                 bad.append(f"{path.name}: {type(exc).__name__}: {exc}")
-        return _merge(chunks, self._marks, Counter(_values(parent_paths)), rank, tuple(bad))
+        return _merge(chunks, self._marks, Counter(parent_paths()), rank, tuple(bad))
 
 
 def _chunk_order(path: Path) -> tuple[int, int]:
     pid, _, seq = path.stem.partition("-")
     return (int(pid), int(seq)) if pid.isdigit() and seq.isdigit() else (-1, 0)
-
-
-def _values(column: Any) -> list[Any]:
-    """A column as Python values, whatever the recorder handed (a list, a numpy or an Arrow array)."""
-    if hasattr(column, "to_pylist"):
-        return list(column.to_pylist())
-    if hasattr(column, "tolist"):
-        return list(column.tolist())
-    return list(column)
 
 
 def worker_thread_id(pid: int, number: int) -> int:

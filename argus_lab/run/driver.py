@@ -133,7 +133,7 @@ def drive(
         _write_scope_state(out_dir, gate)
     instances = _columns(recorder.columns(), run_id, warmup, recorder.rank, recorder.thread_names_of)
     regions = recorder.regions
-    workers = capture.collect(instances["path"], recorder.rank)
+    workers = capture.collect(lambda: _as_list(instances["path"]), recorder.rank)
     if workers is not None:
         own = _columns(workers.columns, run_id, warmup, recorder.rank, lambda *_: workers.columns["thread_name"])
         if after_workers is not None:
