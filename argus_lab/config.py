@@ -33,6 +33,11 @@ VARIABLES: dict[str, Variable] = {
         Variable("ARGUS_FORCE_CHILD", "", "1: every run that can runs in a child process (as --isolate)"),
         Variable("ARGUS_CHILD", "", "set to 1 in a child-process run (by the runtime and the child itself)"),
         Variable("ARGUS_RUN_ID", "", "the run id of a child-process run (set by the runtime)"),
+        Variable(
+            "ARGUS_REGION_SPOOL",
+            "",
+            "while a run records: where processes it starts write their region instances (set by the driver)",
+        ),
         Variable("ARGUS_NVTX", "1", "0: region markers open no NVTX ranges even when a tool is attached"),
         Variable("ARGUS_NVTX_PAYLOAD", "0", "1: NVTX ranges carry the instance index (set by the ncu launcher)"),
         Variable("ARGUS_NVTX_SCOPE", "", "the request's scope: open the argus-scope ranges (set by the ncu launcher)"),
@@ -57,6 +62,7 @@ ARGUS_ASSUME_NO_GPU = "ARGUS_ASSUME_NO_GPU"
 ARGUS_FORCE_CHILD = "ARGUS_FORCE_CHILD"
 ARGUS_CHILD = "ARGUS_CHILD"
 ARGUS_RUN_ID = "ARGUS_RUN_ID"
+ARGUS_REGION_SPOOL = "ARGUS_REGION_SPOOL"
 ARGUS_NVTX = "ARGUS_NVTX"
 ARGUS_NVTX_PAYLOAD = "ARGUS_NVTX_PAYLOAD"
 ARGUS_NVTX_SCOPE = "ARGUS_NVTX_SCOPE"

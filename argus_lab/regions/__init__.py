@@ -23,7 +23,9 @@ lookup and the ``with`` protocol of ``with argus_lab.region("attn"):`` then run 
 ``region(name)`` is cached per call site, so the inline idiom ``with argus_lab.region("attn"):`` costs about as
 much as a marker built once.  A recorder starts with an empty stack: regions left open by earlier code (a
 suspended generator, a failed cell) are never parents of its instances, and the instances it leaves open are
-recorded as ``abandoned`` when it stops.  A forked child never records into its parent's recorder.
+recorded as ``abandoned`` when it stops.  A forked child never records into its parent's recorder: a process
+started while a run records (forked, spawned, a DataLoader worker) records into a recorder of its own and hands its
+instances to the run through files (:mod:`~argus_lab.regions.worker`, merged by :mod:`~argus_lab.regions.capture`).
 
 The package is split by concern: :mod:`~argus_lab.regions.identity` (what a region and an instance are, the NVTX
 domains, the boundary protocols), :mod:`~argus_lab.regions.state` (the stacks, the recorder slots, thread names,
@@ -67,6 +69,7 @@ from argus_lab.regions.state import (
     note_thread_name,
     thread_names,
 )
+from argus_lab.regions.worker import start_from_env as _start_from_env
 
 __all__ = [
     "ABANDONED",
@@ -102,3 +105,5 @@ __all__ = [
     "source_name",
     "thread_names",
 ]
+
+_start_from_env()  # a process spawned while a run records records its regions for that run

@@ -59,6 +59,7 @@ def main(argv: list[str] | None = None) -> int:
         int(spec["warmup"]),
         folder,
         after_repetition=lambda rep, evidence: shards.write_repetition(folder, rep, evidence),
+        after_workers=lambda evidence: shards.write_parts(folder, "workers", evidence),
     )
     shards.write_evidence(folder, outcome.evidence)
     shards.write_status(folder, outcome.status, outcome.cause, outcome.reps_done)

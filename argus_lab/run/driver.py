@@ -18,6 +18,8 @@ from typing import TYPE_CHECKING, Any
 
 from argus_lab.model.batches import TableBatches, rows
 from argus_lab.regions import NVTX_SCOPE_ENV, Recorder, Region, RegionMarker, nvtx_scope_on, nvtx_state, source_name
+from argus_lab.regions.capture import WORKERS_DIR, WorkerCapture, WorkerInstances
+from argus_lab.regions.worker import stop_worker
 from argus_lab.run.protocols import Collector, Columns, Evidence, RunContext
 from argus_lab.run.workload import Workload
 
@@ -50,6 +52,7 @@ def drive(
     out_dir: Path,
     after_repetition: AfterRepetition | None = None,
     on_repetition: Callable[[int], None] | None = None,
+    after_workers: Callable[[Evidence], None] | None = None,
 ) -> RunOutcome:
     """Run ``warmup + repeat`` repetitions and gather the evidence of every collector.
 
@@ -60,6 +63,11 @@ def drive(
     measured before is kept.  ``on_repetition(done)`` is told after each repetition (progress).  A process
     forked by the workload that returns into this loop exits here (:func:`_leave_forked_child`): it never records
     into, nor reports, the parent's run.
+
+    Processes the workload starts while it runs (DataLoader workers, ``multiprocessing`` children, forks) record
+    their own regions into the run folder's ``workers/`` spool (:mod:`argus_lab.regions.worker`); they are merged
+    into the run's instances when it stops, and handed to ``after_workers`` as well (a child process writes them to
+    a shard there, since its instances go through ``after_repetition``).
     """
     hooks = [h for c in collectors for h in c.hooks()]
     gate = None
@@ -70,6 +78,7 @@ def drive(
         if gate is not None:
             nvtx_scope_on()  # from the spec: not only when the environment variable reached this process
     recorder = Recorder(run_id, hooks, cpu_clock="host.cpu" in signals, nvtx_gate=gate)
+    capture = WorkerCapture(Path(out_dir) / WORKERS_DIR, run_id, cpu_clock=recorder.cpu_clock)
     status, cause, done = "ok", "", 0
     started: list[Collector] = []
     per_rep: list[Collector] = []
@@ -89,9 +98,11 @@ def drive(
             started.append(c)
             if after_repetition is not None and getattr(c, "per_repetition", False):
                 per_rep.append(c)
-        with recorder:
+        stop_worker()  # a process started by another run's workload measures its own run now
+        with recorder, capture:
             for rep in range(warmup + repeat):
                 recorder.repetition = rep
+                capture.note_repetition(rep)
                 if rep == 0 and implicit is not None:
                     fn = _first_repetition(recorder, fn, implicit)
                 else:
@@ -121,7 +132,16 @@ def drive(
     if gate is not None:
         _write_scope_state(out_dir, gate)
     instances = _columns(recorder.columns(), run_id, warmup, recorder.rank, recorder.thread_names_of)
-    parts: list[Evidence] = [{"region_instances": instances, "regions": regions_columns(recorder.regions.values())}]
+    regions = recorder.regions
+    workers = capture.collect(lambda: _as_list(instances["path"]), recorder.rank)
+    if workers is not None:
+        own = _columns(workers.columns, run_id, warmup, recorder.rank, lambda *_: workers.columns["thread_name"])
+        if after_workers is not None:
+            after_workers(merge_evidence([{"region_instances": own}, *(c.evidence(own) for c in per_rep)]))
+        instances = _with_workers(instances, own)
+        regions = {r.region_id: r for r in workers.regions} | regions
+        cause += _unreadable(workers)
+    parts: list[Evidence] = [{"region_instances": instances, "regions": regions_columns(regions.values())}]
     for c in started:
         if c in per_rep:  # already handed over with each repetition
             continue
@@ -165,6 +185,7 @@ def _leave_forked_child(exc: BaseException | None) -> None:
         flush=True,
     )
     sys.stdout.flush()
+    stop_worker()  # what it recorded as a started process is written first (os._exit runs no exit hook)
     os._exit(0 if exc is None or (isinstance(exc, SystemExit) and exc.code in (None, 0)) else 1)
 
 
@@ -265,6 +286,21 @@ def _columns(
     cols["thread_name"] = names(cols["thread_id"], cols["start_ns"]) if names is not None else [""] * n
     cols["warmup"] = [rep < warmup for rep in cols["repetition"]]
     return cols
+
+
+def _with_workers(instances: dict[str, Any], workers: dict[str, list[Any]]) -> dict[str, list[Any]]:
+    """The run's instances followed by those of the processes it started (columns as lists: whatever the recorder
+    handed, list or array, is converted)."""
+    return {name: _as_list(col) + workers[name] for name, col in instances.items()}
+
+
+def _unreadable(workers: WorkerInstances) -> str:
+    if not workers.unreadable:
+        return ""
+    return (
+        f"\n{len(workers.unreadable)} region chunk file(s) of started processes could not be read and were left "
+        f"out: {'; '.join(workers.unreadable[:3])}"
+    )
 
 
 def regions_columns(regions: Any) -> dict[str, list[Any]]:

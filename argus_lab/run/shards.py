@@ -4,8 +4,9 @@ A child process never opens the DuckDB store: it writes one ``instances-<rep>.pa
 repetition, with the values derived from the instances alone (host clocks) in ``ev-<table>.rep<rep>.parquet``, so
 a process that dies keeps what it finished; ``ev-<table>.parquet`` for each evidence table at the end, and
 ``status.json``.  Rows written at other moments go to ``ev-<table>.<part>.parquet`` (a rank's clock offsets,
-:func:`write_part`): they land in the same table.  ``proc.json`` (written by the parent) names the process that
-writes the folder, so that recovery never ingests a folder still being written.
+:func:`write_part`; the instances of the processes the workload started, :func:`write_parts`): they land in the same
+table.  ``proc.json`` (written by the parent) names the process that writes the folder, so that recovery never
+ingests a folder still being written.
 
 Every file is written to a temporary name and renamed into place, so a reader never sees half a file.  Reading
 tolerates damage: a file that cannot be read is named in :attr:`FolderRead.problems` and the others are kept.
@@ -86,9 +87,17 @@ def write_evidence(folder: Path, evidence: Evidence) -> None:
         write_table(folder / f"ev-{table}.parquet", cols)
 
 
-def write_part(folder: Path, table: str, part: str, cols: Mapping[str, Sequence[Any]]) -> None:
+def write_part(folder: Path, table: str, part: str, cols: Mapping[str, Sequence[Any]] | TableBatches) -> None:
     """Rows of one store table written apart from the evidence (``ev-<table>.<part>.parquet``)."""
     write_table(folder / f"ev-{table}.{part}.parquet", cols)
+
+
+def write_parts(folder: Path, part: str, evidence: Evidence) -> None:
+    """Every table of ``evidence`` as a part (``ev-<table>.<part>.parquet``): the region instances of the processes
+    a run started, merged when it stopped, land in ``region_instances`` as the shards do."""
+    for table, cols in evidence.items():
+        if cols and rows(cols):
+            write_part(folder, table, part, cols)
 
 
 def write_status(folder: Path, status: str, cause: str, reps_done: int) -> None:
