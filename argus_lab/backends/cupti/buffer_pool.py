@@ -3,8 +3,8 @@
 CUPTI asks for a buffer whenever it needs one and gives it back full (or, at the flush at stop, part full).  A
 completed buffer goes on a queue; the pool's own thread decodes it into compact columns
 (:func:`argus_lab.backends.cupti.decode.decode_buffer` with ``widen=False``: the fields the evidence needs, each in
-its own integer type, a field with one value throughout as a read-only broadcast of it, kernel names as one string
-object per distinct name) and puts the buffer back in the pool.
+its own integer type, a field with one value throughout as a read-only broadcast of it, kernel names as codes into
+the run's table of distinct names, :data:`~argus_lab.backends.cupti.decode.NAMES`) and puts the buffer back in the pool.
 CUPTI's records therefore never pile up: the pool holds a few buffers whatever the run's length, and the decoded
 columns (about 100 bytes a kernel instead of CUPTI's 216-byte record) are all that grows.
 
@@ -73,6 +73,7 @@ class DecodingPool:
         self._thread = threading.Thread(target=self._run, name="argus-cupti-decode", daemon=True)
         self._thread.start()
         self._finished: dec.Raw | None = None
+        self.names = dec.NameTable()  # the kernel names seen, the kernel family's ``name`` codes index them
 
     def take(self) -> tuple[np.ndarray, int]:
         """A buffer for CUPTI: (the array, the offset of its 8-byte aligned start); ``size`` bytes from there."""
@@ -100,6 +101,7 @@ class DecodingPool:
             self._thread.join()
             parts, self._parts = self._parts, {f: [] for f in dec.FAMILY_FIELDS}
             self._finished = {f: _concat_releasing(p, f) for f, p in parts.items()}
+            self._finished[dec.NAMES] = self.names.family()
             self._free = []
         return self._finished
 
@@ -125,7 +127,7 @@ class DecodingPool:
         if self.keep_copies:
             self.copies.append(filled.copy())
         try:
-            got = dec.decode_buffer(filled, self.layouts, self.name_of, self.offsets_of, widen=False)
+            got = dec.decode_buffer(filled, self.layouts, self.name_of, self.offsets_of, widen=False, names=self.names)
         except Exception as exc:  # a buffer that cannot be read is reported; the others are kept
             self.errors.append(f"{len(filled)} bytes of activity records could not be decoded ({exc})")
             return

@@ -622,7 +622,8 @@ class CuptiCollector:
         run_id = ctx.run_id if ctx is not None else ""
         prov_id = f"{run_id}:cupti"
         kernels = dec.KernelRows(self.raw, run_id)
-        n_records = sum(dec.count(c) for c in self.raw.values())
+        records = {f: dec.count(c) for f, c in self.raw.items() if f != dec.NAMES}  # the table holds no record
+        n_records = sum(records.values())
         settings = {
             "kinds": self._kind_names,
             "buffer_bytes": self.buffer_bytes,
@@ -640,7 +641,7 @@ class CuptiCollector:
             "backward_calls": {"timed": len(self._backward.calls), "how": self._backward.note},
             "other_cupti_client": self.other_client,
             "external_correlation_kind": "CUSTOM2",
-            "records": {f: dec.count(c) for f, c in self.raw.items()},
+            "records": records,
             "dropped_records": self.dropped,
             "buffers_completed_during_run": self.completed_during_run,
             "buffers": _buffers_note(self.layouts, self.decode_mode, self.buffers_made, self.buffer_bytes),
