@@ -170,9 +170,10 @@ step), every raw column and run-wide array of the kernels table counted: start a
 the launch's correlation id (4) and instance (8), the table's instance code (4) and ordinal (4): 40, and the run's
 tables of distinct names and instances below one; 89 at 703d109 (its launch records copied in full, a name reference
 a record, the order, the launch call keys and rows made)."""
-MANY_KERNELS_BOUND = 75
+MANY_KERNELS_BOUND = 60
 """The same with 463 kernels, each its own launch configuration (bench/scale_bench.py's records): the launch
-configuration's fields (2-4 bytes each, 30 in all) and the name's code (2) on top: 72.2; 119 at 703d109."""
+configuration's fields, each in the narrowest type that holds its values (1-4 bytes each, 16 in all here), and the
+name's code (2) on top: 56.2; 119 at 703d109."""
 
 
 def test_a_run_of_one_kernel_holds_at_most_its_bound_per_record() -> None:
