@@ -237,9 +237,29 @@ Store({path!r}).write(ev)
 out["kernels_stored"] = Store({path!r}).rows("SELECT count(*) FROM kernels")[0][0]
 out["peak_over_base_mb"] = rss_mib() - base
 out["bytes_per_record"] = (rss_mib() - base) * 2**20 / n
-if hasattr(dec.KernelRows, "arrays"):  # counted after the peak: the run-wide arrays of the kernels table, made again
-    held = dec.held_bytes(coll.raw, dec.KernelRows(coll.raw, "r"))
-    out["held"] = {{f: {{k: v / n for k, v in c.items()}} for f, c in held.items()}}
+seen = set()  # counted after the peak, in the same way for any checkout: the raw columns and the run-wide arrays of
+def own(col):  # the kernels table (made again), a broadcast or memory counted already holding no byte
+    col = np.asarray(col)
+    if col.size == 0 or 0 in col.strides:
+        return 0
+    while isinstance(col.base, np.ndarray):
+        col = col.base
+    key = (col.__array_interface__["data"][0], col.nbytes)
+    if key in seen:
+        return 0
+    seen.add(key)
+    return col.nbytes
+held = {{f"{{f}}.{{k}}": own(c) for f, cols in coll.raw.items() for k, c in cols.items()}}
+rows = dec.KernelRows(coll.raw, "r")
+if hasattr(rows, "arrays"):
+    arrays = rows.arrays()
+else:  # before the narrow columns: every run-wide array (np.zeros's pages are not backed until written)
+    arrays = {{"launch order": rows.order, "instance": rows.instance, "ordinal": rows.ordinal,
+              "launch call keys": rows._api_keys, "launch call rows": rows._api_rows}}
+    if rows.same.any():
+        arrays["rank in launch"] = rows.same
+held.update({{f"kernels table.{{k}}": own(a) for k, a in arrays.items()}})
+out["held"] = {{k: v / n for k, v in held.items() if v}}
 """
 
 JOIN = """
@@ -328,7 +348,9 @@ def main(argv: list[str] | None = None) -> int:
               f"decoding, evidence and store write, median of {args.repeats} processes:", "",
               "| checkout | bytes per record, all of it | peak over base | after decoding | buffers made |",
               "| --- | --- | --- | --- | --- |"]  # fmt: skip
+    held_by = []
     for label, root, got, ok in _per_checkout(BUFFERS, "buf", args, tmp):
+        held_by.append((label, root, got, ok))
         if not ok:
             lines.append(f"| {label} ({root}) | {got[0].get('error')} | - | - | - |")
             continue
@@ -338,6 +360,20 @@ def main(argv: list[str] | None = None) -> int:
         made = ok[0].get("buffers_made", "one 512 MiB")
         lines.append(f"| {label} (`{root}`) | {per:.0f} B | {over:.0f} MB | {dec_mb:.0f} MB | {made} |")
         print(lines[-1], flush=True)
+    lines += [
+        "",
+        "Bytes held per kernel record by each raw column and each run-wide array of the kernels table, "
+        "counted from the arrays (a broadcast or memory counted already: none), the first process of each "
+        "checkout:",
+        "",
+    ]
+    heads = [(label, ok[0]["held"]) for label, _, _, ok in held_by if ok and "held" in ok[0]]
+    fields = sorted({k for _, h in heads for k in h}, key=lambda k: (k.split(".")[0] != "kernel", k))
+    lines += ["| field | " + " | ".join(label for label, _ in heads) + " |", "|---" * (len(heads) + 1) + "|"]
+    for key in fields:
+        lines.append(f"| {key} | " + " | ".join(f"{h.get(key, 0):.1f} B" for _, h in heads) + " |")
+    lines.append("| **all of it** | " + " | ".join(f"**{sum(h.values()):.1f} B**" for _, h in heads) + " |")
+    print("\n".join(lines[-len(fields) - 3 :]), flush=True)
     lines += ["", f"The join of a SYNTHETIC run of {args.records:,} kernel records (1,000 a step, as "
               "scripts/gpu/kernel_record_memory.py), by the measured process's own way (``run_plan``), peak of that "
               "process over its memory before the join (its peak reset there):", "",

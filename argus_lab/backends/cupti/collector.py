@@ -656,6 +656,7 @@ class CuptiCollector:
             "decode_records_per_s": round(n_records / self.decode_s) if self.decode_s > 0 else None,
             "libcupti": self.libcupti,
             "summary": kernels.summary(),
+            "held_per_record": _held_per_record(self.raw, kernels),
         }
         prov: dict[str, list[Any]] = {
             "provenance_id": [prov_id],
@@ -748,6 +749,14 @@ def kernel_evidence(rows: dec.KernelRows, instance_threads: Sequence[int], rank:
             yield from pa.table(jsonable_columns(cols)).to_batches()
 
     return TableBatches(len(rows), make)
+
+
+def _held_per_record(raw: dec.Raw, rows: dec.KernelRows) -> dict[str, float]:
+    """Bytes a kernel-table row holds while the run's evidence is made, by raw column and run-wide array (only those
+    holding any; ``decode.held_bytes``): what docs/benchmarks.md's breakdown per record reads on the GPU."""
+    n = max(len(rows), 1)
+    held = dec.held_bytes(raw, rows)
+    return {f"{f}.{k}": round(b / n, 2) for f, cols in held.items() for k, b in cols.items() if b}
 
 
 def _buffers_note(layouts: Mapping[int, Any], decode: str, made: int, size: int) -> str:

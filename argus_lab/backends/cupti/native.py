@@ -89,7 +89,8 @@ otherwise: a launch inside a region carries its instance and needs no time; one 
 rules, e.g. autograd's kernels by the ``backward()`` call they fall in).  On the H200 one launch of a small PyTorch
 kernel costs 200-290 ns more than CUPTI's kernel record alone with ``calls`` and 64-119 ns with ``outside``
 (``bench/launch_cost.py --toggle``, docs/benchmarks.md)."""
-"""Launches the arrays hold (about 45 bytes each, only touched pages are backed); more are counted as dropped."""
+"""Launches the arrays hold (41 bytes each, of which only touched pages are backed: 25 for a launch inside a region
+whose entry is not timed); more are counted as dropped."""
 PROBE_CAPACITY = 16_000_000
 """Boundary probes the arrays hold (two a region instance: 8 M instances); launches after the last recorded probe
 of a run whose probes overflowed get no instance from the probes (:func:`probe_families`)."""
