@@ -191,3 +191,21 @@ def test_a_run_of_many_kernels_holds_at_most_its_bound_per_record() -> None:
     assert held["kernel.name"] == 2  # a code into the run's names, not a reference a record
     table = dec.kernel_table(raw, "r")  # the names come back as text
     assert table["name"][463] == table["name"][0] == "_ZN2at6native18elementwise_kernel4096"
+
+
+def test_the_collector_lets_the_launch_instances_go_and_stores_the_same_rows(tmp_path: Path) -> None:
+    from argus_lab.backends.cupti.collector import CuptiCollector
+
+    coll = CuptiCollector()
+    coll.raw = case_raw("nested", "native")
+    assert dec.count(coll.raw["external"]) > 0
+    first = coll.evidence({"thread_id": THREADS})
+    assert dec.count(coll.raw["external"]) == 0  # joined into the rows' instances, then let go
+    again = coll.evidence({"thread_id": THREADS})  # made again: the same rows, from the rows made once
+    golden = json.loads((GOLDEN / "nested-native.json").read_text())
+    for k, ev in enumerate((first, again)):
+        store = Store(tmp_path / f"c{k}.duckdb")
+        store.write({"kernels": ev["kernels"]})
+        table = store.arrow("SELECT * FROM kernels ORDER BY kernel_key")
+        assert table.column("instance_id").to_pylist() == golden["instance_id"]
+        assert any(golden["instance_id"])

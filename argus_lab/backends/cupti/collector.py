@@ -382,6 +382,7 @@ class CuptiCollector:
         self._ctx: RunContext | None = None
         self._stopping = False
         self.raw: dec.Raw = {}
+        self._rows: dec.KernelRows | None = None  # the kernels table's rows, made once by evidence()
         self.dropped = 0
         self.started_ns = 0
         self.stopped_ns = 0
@@ -434,6 +435,7 @@ class CuptiCollector:
             msg = f"cupti-python is not installed ({exc}); install it with `pip install cupti-python==13.0.1`"
             raise BackendUnavailableError(msg) from None
         self._ctx = ctx
+        self._rows = None
         self._records, self._completions, self._stopping = [], [], False
         settings = ctx.settings
         self.decode_mode = str(settings.get("decode", "incremental"))
@@ -621,9 +623,14 @@ class CuptiCollector:
         ctx = self._ctx
         run_id = ctx.run_id if ctx is not None else ""
         prov_id = f"{run_id}:cupti"
-        kernels = dec.KernelRows(self.raw, run_id)
+        if self._rows is None or self._rows.run_id != run_id:  # the launches' instance ids may be let go below
+            self._rows = dec.KernelRows(self.raw, run_id)
+        kernels = self._rows
         records = {f: dec.count(c) for f, c in self.raw.items() if f != dec.NAMES}  # the table holds no record
         n_records = sum(records.values())
+        keep = ctx is not None and (ctx.settings.get("keep_buffers", False) or ctx.settings.get("keep_raw", False))
+        if not keep:  # joined into the rows' instances: the launches' instance ids (8 B each) are let go
+            self.raw["external"] = dec.empty_family("external")
         settings = {
             "kinds": self._kind_names,
             "buffer_bytes": self.buffer_bytes,
