@@ -19,6 +19,10 @@ another checkout (``--baseline PATH``: e.g. a worktree of main before the change
 activity buffers (kernel records in CUPTI's own layout, each kernel its launch configuration) and as many launch records
 of the native launch path, through the checkout's own decoding (a pool of buffers decoded as each completes, or one
 large buffer decoded at stop), evidence and store write: (peak RSS - RSS before the first buffer) / records, all of it.
+Then the bytes held per kernel record, field by field: each raw column and each run-wide array of the kernels table,
+counted from the arrays after the peak the same way for both checkouts (this checkout's ``decode._own_bytes``: a
+broadcast, or memory another column holds, counts nothing); the launch records are untimed launches inside regions
+(the timing run's default ``launch_clock``), exported as each checkout's extension exports them.
 
 Part 3, the join's memory: a SYNTHETIC run of ``--records`` kernel records (1,000 a step) joined the way the checkout's
 ``run_plan`` joins a run in the measured process (a long run in a fresh process since the join moved out of it); peak
@@ -237,18 +241,13 @@ Store({path!r}).write(ev)
 out["kernels_stored"] = Store({path!r}).rows("SELECT count(*) FROM kernels")[0][0]
 out["peak_over_base_mb"] = rss_mib() - base
 out["bytes_per_record"] = (rss_mib() - base) * 2**20 / n
-seen = set()  # counted after the peak, in the same way for any checkout: the raw columns and the run-wide arrays of
-def own(col):  # the kernels table (made again), a broadcast or memory counted already holding no byte
-    col = np.asarray(col)
-    if col.size == 0 or 0 in col.strides:
-        return 0
-    while isinstance(col.base, np.ndarray):
-        col = col.base
-    key = (col.__array_interface__["data"][0], col.nbytes)
-    if key in seen:
-        return 0
-    seen.add(key)
-    return col.nbytes
+import importlib.util  # counted after the peak, the same way for either checkout: by this checkout's decode module
+spec = importlib.util.spec_from_file_location("argus_counting", {counting!r})
+counting = importlib.util.module_from_spec(spec)
+spec.loader.exec_module(counting)
+seen = set()
+def own(col):  # a broadcast or memory counted already holds no byte
+    return counting._own_bytes(np.asarray(col), seen)
 held = {{f"{{f}}.{{k}}": own(c) for f, cols in coll.raw.items() for k, c in cols.items()}}
 rows = dec.KernelRows(coll.raw, "r")
 if hasattr(rows, "arrays"):
@@ -301,7 +300,8 @@ def _per_checkout(
         got = []
         for k in range(args.repeats):
             store = str(tmp / f"{prefix}-{label[:4]}-{k}.duckdb")
-            got.append(probe(body.format(records=args.records, path=store), Path(root)))
+            counting = ROOT / "argus_lab" / "backends" / "cupti" / "decode.py"  # how bytes held are counted
+            got.append(probe(body.format(records=args.records, path=store, counting=str(counting)), Path(root)))
         yield label, Path(root), got, [g for g in got if "bytes_per_record" in g]
 
 
