@@ -19,6 +19,10 @@ another checkout (``--baseline PATH``: e.g. a worktree of main before the change
 activity buffers (kernel records in CUPTI's own layout, each kernel its launch configuration) and as many launch records
 of the native launch path, through the checkout's own decoding (a pool of buffers decoded as each completes, or one
 large buffer decoded at stop), evidence and store write: (peak RSS - RSS before the first buffer) / records, all of it.
+Then the bytes held per kernel record, field by field: each raw column and each run-wide array of the kernels table,
+counted from the arrays after the peak the same way for both checkouts (this checkout's ``decode._own_bytes``: a
+broadcast, or memory another column holds, counts nothing); the launch records are untimed launches inside regions
+(the timing run's default ``launch_clock``), exported as each checkout's extension exports them.
 
 Part 3, the join's memory: a SYNTHETIC run of ``--records`` kernel records (1,000 a step) joined the way the checkout's
 ``run_plan`` joins a run in the measured process (a long run in a fresh process since the join moved out of it); peak
@@ -216,13 +220,18 @@ else:
     raw = dec.decode_buffers([big[: n * dtype.itemsize]], layouts, name_of)
     del big
 out["after_decode_mb"] = rss_mib() - base
-corr = np.arange(1, n + 1, dtype=np.int64)  # SYNTHETIC launch records of the native launch path
+corr = np.arange(1, n + 1, dtype=np.int64)  # SYNTHETIC launch records of the native launch path: launches inside
+# regions on one thread, untimed (launch_clock 'outside', the default of a timing run: entry and exit 0)
+one_value = hasattr(nat, "_column")  # the checkout's extension exports a column of one value as that value
+def exported(col):
+    return col[:1].tobytes() if one_value and len(col) and bool(np.all(col == col[0])) else col.tobytes()
 launches = nat.LaunchRecords.from_export((  # as the extension exports them, in the checkout's own widths
-    None, 0, corr.astype(np.uint32).tobytes(), (1 + (corr - 1) // per_instance).tobytes(),
-    np.full(n, 1, dtype=np.uint64).tobytes(), (1_700_000_000_000_000_000 + corr * 2000).tobytes(),
-    (1_700_000_000_000_000_000 + corr * 2000 + 900).tobytes(), np.full(n, 307, dtype=np.uint32).tobytes(),
-    np.full(n, 1, dtype=np.uint8).tobytes()))
+    n, 0, exported(corr.astype(np.uint32)), exported(1 + (corr - 1) // per_instance),
+    exported(np.full(n, 1, dtype=np.uint64)), exported(np.zeros(n, dtype=np.int64)),
+    exported(np.zeros(n, dtype=np.int64)), exported(np.full(n, 307, dtype=np.uint32)),
+    exported(np.full(n, 1, dtype=np.uint8))))
 raw.update(nat.raw_families(launches, os.getpid()))
+del launches
 coll = CuptiCollector()
 coll.raw = raw
 del raw, corr
@@ -232,6 +241,24 @@ Store({path!r}).write(ev)
 out["kernels_stored"] = Store({path!r}).rows("SELECT count(*) FROM kernels")[0][0]
 out["peak_over_base_mb"] = rss_mib() - base
 out["bytes_per_record"] = (rss_mib() - base) * 2**20 / n
+import importlib.util  # counted after the peak, the same way for either checkout: by this checkout's decode module
+spec = importlib.util.spec_from_file_location("argus_counting", {counting!r})
+counting = importlib.util.module_from_spec(spec)
+spec.loader.exec_module(counting)
+seen = set()
+def own(col):  # a broadcast or memory counted already holds no byte
+    return counting._own_bytes(np.asarray(col), seen)
+held = {{f"{{f}}.{{k}}": own(c) for f, cols in coll.raw.items() for k, c in cols.items()}}
+rows = dec.KernelRows(coll.raw, "r")
+if hasattr(rows, "arrays"):
+    arrays = rows.arrays()
+else:  # before the narrow columns: every run-wide array (np.zeros's pages are not backed until written)
+    arrays = {{"launch order": rows.order, "instance": rows.instance, "ordinal": rows.ordinal,
+              "launch call keys": rows._api_keys, "launch call rows": rows._api_rows}}
+    if rows.same.any():
+        arrays["rank in launch"] = rows.same
+held.update({{f"kernels table.{{k}}": own(a) for k, a in arrays.items()}})
+out["held"] = {{k: v / n for k, v in held.items() if v}}
 """
 
 JOIN = """
@@ -273,7 +300,8 @@ def _per_checkout(
         got = []
         for k in range(args.repeats):
             store = str(tmp / f"{prefix}-{label[:4]}-{k}.duckdb")
-            got.append(probe(body.format(records=args.records, path=store), Path(root)))
+            counting = ROOT / "argus_lab" / "backends" / "cupti" / "decode.py"  # how bytes held are counted
+            got.append(probe(body.format(records=args.records, path=store, counting=str(counting)), Path(root)))
         yield label, Path(root), got, [g for g in got if "bytes_per_record" in g]
 
 
@@ -320,7 +348,9 @@ def main(argv: list[str] | None = None) -> int:
               f"decoding, evidence and store write, median of {args.repeats} processes:", "",
               "| checkout | bytes per record, all of it | peak over base | after decoding | buffers made |",
               "| --- | --- | --- | --- | --- |"]  # fmt: skip
+    held_by = []
     for label, root, got, ok in _per_checkout(BUFFERS, "buf", args, tmp):
+        held_by.append((label, root, got, ok))
         if not ok:
             lines.append(f"| {label} ({root}) | {got[0].get('error')} | - | - | - |")
             continue
@@ -330,6 +360,20 @@ def main(argv: list[str] | None = None) -> int:
         made = ok[0].get("buffers_made", "one 512 MiB")
         lines.append(f"| {label} (`{root}`) | {per:.0f} B | {over:.0f} MB | {dec_mb:.0f} MB | {made} |")
         print(lines[-1], flush=True)
+    lines += [
+        "",
+        "Bytes held per kernel record by each raw column and each run-wide array of the kernels table, "
+        "counted from the arrays (a broadcast or memory counted already: none), the first process of each "
+        "checkout:",
+        "",
+    ]
+    heads = [(label, ok[0]["held"]) for label, _, _, ok in held_by if ok and "held" in ok[0]]
+    fields = sorted({k for _, h in heads for k in h}, key=lambda k: (k.split(".")[0] != "kernel", k))
+    lines += ["| field | " + " | ".join(label for label, _ in heads) + " |", "|---" * (len(heads) + 1) + "|"]
+    for key in fields:
+        lines.append(f"| {key} | " + " | ".join(f"{h.get(key, 0):.1f} B" for _, h in heads) + " |")
+    lines.append("| **all of it** | " + " | ".join(f"**{sum(h.values()):.1f} B**" for _, h in heads) + " |")
+    print("\n".join(lines[-len(fields) - 3 :]), flush=True)
     lines += ["", f"The join of a SYNTHETIC run of {args.records:,} kernel records (1,000 a step, as "
               "scripts/gpu/kernel_record_memory.py), by the measured process's own way (``run_plan``), peak of that "
               "process over its memory before the join (its peak reset there):", "",

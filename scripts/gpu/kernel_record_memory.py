@@ -4,6 +4,7 @@ the part after decoding on any machine).
 Usage (on the H200, from the repository root)::
 
     python3 scripts/gpu/kernel_record_memory.py [--kernels-per-step 1000] [--steps 300] [--out DIR]
+    python3 scripts/gpu/kernel_record_memory.py --steps 1000 --dry-run    # no GPU: the CPU parts only
 
 A step launches ``--kernels-per-step`` small elementwise kernels inside one region.  The same steps run first with
 no measurement (the workload's own peak, ``VmHWM``), then under ``argus_lab.measure(step, "gpu.time", ...)`` in the
@@ -35,7 +36,10 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--steps", type=int, default=300)
     ap.add_argument("--out", type=Path, default=None)
     ap.add_argument("--join-here", action="store_true", help="join in the measured process whatever the run's size")
+    ap.add_argument("--dry-run", action="store_true", help="no GPU: build the native extension, print what would run")
     args = ap.parse_args(argv)
+    if args.dry_run:
+        return dry_run(args)
     import torch
 
     import argus_lab
@@ -93,6 +97,8 @@ def main(argv: list[str] | None = None) -> int:
         "step_ratio_p95": round(statistics.quantiles(took[1:], n=20)[-1] / plain, 4),
         "step_ratio_max": round(max(took[1:]) / plain, 4),
         "store_mib": round(store.stat().st_size / 2**20, 1),
+        # bytes a kernel record holds while the evidence is made, by raw column and run-wide array (collector's count)
+        "held_per_record": cupti.get("held_per_record"),
     }
     print(json.dumps(out))
     if args.out is not None:
@@ -101,6 +107,26 @@ def main(argv: list[str] | None = None) -> int:
             json.dumps(out, indent=1)
         )
     return 0
+
+
+def dry_run(args: argparse.Namespace) -> int:
+    """The CPU parts: the imports the run makes, the native extension built from this tree's ``native.c`` (the launch
+    records' export), and where a run of this size is joined; prints one JSON line."""
+    from argus_lab.app import join_process
+    from argus_lab.backends.cupti import native
+
+    built = native.build()
+    kernels = (args.steps + 1) * args.kernels_per_step  # the warmup step too
+    out = {
+        "dry_run": True,
+        "native": built.note,
+        "kernels": kernels,
+        "joined_in": "this process"
+        if args.join_here or kernels < join_process.FRESH_PROCESS_RECORDS
+        else "fresh process",
+    }
+    print(json.dumps(out))
+    return 0 if built.module is not None else 1
 
 
 if __name__ == "__main__":

@@ -3,10 +3,12 @@
 CUPTI asks for a buffer whenever it needs one and gives it back full (or, at the flush at stop, part full).  A
 completed buffer goes on a queue; the pool's own thread decodes it into compact columns
 (:func:`argus_lab.backends.cupti.decode.decode_buffer` with ``widen=False``: the fields the evidence needs, each in
-its own integer type, a field with one value throughout as a read-only broadcast of it, kernel names as one string
-object per distinct name) and puts the buffer back in the pool.
-CUPTI's records therefore never pile up: the pool holds a few buffers whatever the run's length, and the decoded
-columns (about 100 bytes a kernel instead of CUPTI's 216-byte record) are all that grows.
+the narrowest integer type of its kind that holds its values, a field with one value throughout as a read-only
+broadcast of it, kernel names as codes into the run's table of distinct names,
+:data:`~argus_lab.backends.cupti.decode.NAMES`) and puts the buffer back in the pool.  CUPTI's records therefore
+never pile up: the pool holds a few buffers whatever the run's length, and the decoded columns (20 bytes a kernel
+record for a kernel launched over and over, about 50 when each kernel has its own launch configuration, instead of
+CUPTI's 216-byte record) are all that grows (``decode.held_bytes`` counts them).
 
 The completion callback runs on CUPTI's thread (or inside a CUDA call of the workload's): it only queues the
 buffer.  Decoding holds the GIL for a few milliseconds per buffer of ~8 MB (vectorized numpy; a buffer of one
@@ -73,6 +75,7 @@ class DecodingPool:
         self._thread = threading.Thread(target=self._run, name="argus-cupti-decode", daemon=True)
         self._thread.start()
         self._finished: dec.Raw | None = None
+        self.names = dec.NameTable()  # the kernel names seen, the kernel family's ``name`` codes index them
 
     def take(self) -> tuple[np.ndarray, int]:
         """A buffer for CUPTI: (the array, the offset of its 8-byte aligned start); ``size`` bytes from there."""
@@ -100,6 +103,7 @@ class DecodingPool:
             self._thread.join()
             parts, self._parts = self._parts, {f: [] for f in dec.FAMILY_FIELDS}
             self._finished = {f: _concat_releasing(p, f) for f, p in parts.items()}
+            self._finished[dec.NAMES] = self.names.family()
             self._free = []
         return self._finished
 
@@ -125,7 +129,7 @@ class DecodingPool:
         if self.keep_copies:
             self.copies.append(filled.copy())
         try:
-            got = dec.decode_buffer(filled, self.layouts, self.name_of, self.offsets_of, widen=False)
+            got = dec.decode_buffer(filled, self.layouts, self.name_of, self.offsets_of, widen=False, names=self.names)
         except Exception as exc:  # a buffer that cannot be read is reported; the others are kept
             self.errors.append(f"{len(filled)} bytes of activity records could not be decoded ({exc})")
             return
@@ -158,7 +162,19 @@ def _is_constant(col: np.ndarray) -> bool:
 
 def _constant_or_column(col: np.ndarray) -> np.ndarray:
     """An integer column whose values are all one value as a read-only broadcast of it (no bytes per record: a
-    device id, a graph id of 0, a block's z extent ...); any other column as it is."""
-    if col.dtype.kind not in "iu" or len(col) == 0 or col.min() != col.max():
+    device id, a graph id of 0, a block's z extent ...); any other integer column in the narrowest integer type of its
+    own kind that holds its values (a grid extent of 512 in 2 bytes, a register count in 1: the chunks of a run are
+    joined in the widest type among them); a column of another type as it is."""
+    if col.dtype.kind not in "iu" or len(col) == 0:
         return col
-    return np.broadcast_to(col.dtype.type(col[0]), col.shape)
+    lo, hi = col.min(), col.max()
+    if lo == hi:
+        return np.broadcast_to(col.dtype.type(col[0]), col.shape)
+    for size in (1, 2, 4):
+        if size >= col.dtype.itemsize:
+            break
+        narrow = np.dtype(f"{col.dtype.kind}{size}")
+        info = np.iinfo(narrow)
+        if info.min <= int(lo) and int(hi) <= info.max:
+            return col.astype(narrow)
+    return col

@@ -382,6 +382,7 @@ class CuptiCollector:
         self._ctx: RunContext | None = None
         self._stopping = False
         self.raw: dec.Raw = {}
+        self._rows: dec.KernelRows | None = None  # the kernels table's rows, made once by evidence()
         self.dropped = 0
         self.started_ns = 0
         self.stopped_ns = 0
@@ -434,6 +435,7 @@ class CuptiCollector:
             msg = f"cupti-python is not installed ({exc}); install it with `pip install cupti-python==13.0.1`"
             raise BackendUnavailableError(msg) from None
         self._ctx = ctx
+        self._rows = None
         self._records, self._completions, self._stopping = [], [], False
         settings = ctx.settings
         self.decode_mode = str(settings.get("decode", "incremental"))
@@ -621,8 +623,14 @@ class CuptiCollector:
         ctx = self._ctx
         run_id = ctx.run_id if ctx is not None else ""
         prov_id = f"{run_id}:cupti"
-        kernels = dec.KernelRows(self.raw, run_id)
-        n_records = sum(dec.count(c) for c in self.raw.values())
+        if self._rows is None or self._rows.run_id != run_id:  # the launches' instance ids may be let go below
+            self._rows = dec.KernelRows(self.raw, run_id)
+        kernels = self._rows
+        records = {f: dec.count(c) for f, c in self.raw.items() if f != dec.NAMES}  # the table holds no record
+        n_records = sum(records.values())
+        keep = ctx is not None and (ctx.settings.get("keep_buffers", False) or ctx.settings.get("keep_raw", False))
+        if not keep:  # joined into the rows' instances: the launches' instance ids (8 B each) are let go
+            self.raw["external"] = dec.empty_family("external")
         settings = {
             "kinds": self._kind_names,
             "buffer_bytes": self.buffer_bytes,
@@ -640,7 +648,7 @@ class CuptiCollector:
             "backward_calls": {"timed": len(self._backward.calls), "how": self._backward.note},
             "other_cupti_client": self.other_client,
             "external_correlation_kind": "CUSTOM2",
-            "records": {f: dec.count(c) for f, c in self.raw.items()},
+            "records": records,
             "dropped_records": self.dropped,
             "buffers_completed_during_run": self.completed_during_run,
             "buffers": _buffers_note(self.layouts, self.decode_mode, self.buffers_made, self.buffer_bytes),
@@ -655,6 +663,7 @@ class CuptiCollector:
             "decode_records_per_s": round(n_records / self.decode_s) if self.decode_s > 0 else None,
             "libcupti": self.libcupti,
             "summary": kernels.summary(),
+            "held_per_record": _held_per_record(self.raw, kernels),
         }
         prov: dict[str, list[Any]] = {
             "provenance_id": [prov_id],
@@ -747,6 +756,14 @@ def kernel_evidence(rows: dec.KernelRows, instance_threads: Sequence[int], rank:
             yield from pa.table(jsonable_columns(cols)).to_batches()
 
     return TableBatches(len(rows), make)
+
+
+def _held_per_record(raw: dec.Raw, rows: dec.KernelRows) -> dict[str, float]:
+    """Bytes a kernel-table row holds while the run's evidence is made, by raw column and run-wide array (only those
+    holding any; ``decode.held_bytes``): what docs/benchmarks.md's breakdown per record reads on the GPU."""
+    n = max(len(rows), 1)
+    held = dec.held_bytes(raw, rows)
+    return {f"{f}.{k}": round(b / n, 2) for f, cols in held.items() for k, b in cols.items() if b}
 
 
 def _buffers_note(layouts: Mapping[int, Any], decode: str, made: int, size: int) -> str:

@@ -87,6 +87,45 @@ FAMILY_FIELDS: dict[str, tuple[str, ...]] = {
 }
 """The fields kept per record family (``kernel`` additionally has a ``name`` string column)."""
 
+NAMES = "kernel_names"
+"""The pseudo-family a compact decode adds (:class:`NameTable`): the run's distinct kernel names, column ``name``,
+which the kernel family's ``name`` column then indexes (integer codes, 2 bytes a record, none when one kernel runs
+throughout) instead of holding a reference per record (8 bytes).  :func:`named` gives the names back as text."""
+
+
+class NameTable:
+    """A run's kernel names, each numbered once in the order first seen (a few hundred in a model's run)."""
+
+    def __init__(self) -> None:
+        self.names: list[str] = []
+        self._code: dict[str, int] = {}
+
+    def codes(self, text: Sequence[str]) -> np.ndarray:
+        """The code of each name of ``text`` (new names numbered next)."""
+        out = np.empty(len(text), dtype=np.int64)
+        for i, name in enumerate(text):
+            code = self._code.get(name)
+            if code is None:
+                code = self._code[name] = len(self.names)
+                self.names.append(name)
+            out[i] = code
+        return out
+
+    def family(self) -> RawColumns:
+        """The :data:`NAMES` pseudo-family."""
+        return {"name": np.asarray(self.names, dtype=object)}
+
+
+def named(raw: Raw) -> Raw:
+    """``raw`` with the kernel names as text (one reference a record) and without the :data:`NAMES` table."""
+    out = {f: cols for f, cols in raw.items() if f != NAMES}
+    kernel = out.get("kernel")
+    if kernel is not None and "name" in kernel and kernel["name"].dtype != object:
+        table = raw.get(NAMES, {}).get("name", np.zeros(0, dtype=object))
+        out["kernel"] = {**kernel, "name": table[np.asarray(kernel["name"])]}
+    return out
+
+
 COPY_KINDS = {
     0: "unknown",
     1: "HtoD",
@@ -177,7 +216,7 @@ def save_raw(raw: Raw, folder: str | Path) -> list[Path]:
     out = Path(folder)
     out.mkdir(parents=True, exist_ok=True)
     files = []
-    for family, cols in raw.items():
+    for family, cols in named(raw).items():
         table = pa.table({k: (v.tolist() if v.dtype == object else v.astype(np.int64)) for k, v in cols.items()})
         path = out / f"{family}.parquet"
         pq.write_table(table, path, compression="zstd")
@@ -360,10 +399,12 @@ def decode_buffer(
     offsets_of: Callable[[np.ndarray], np.ndarray] | None = None,
     *,
     widen: bool = True,
+    names: NameTable | None = None,
 ) -> dict[str, RawColumns]:
     """The columns of one filled activity buffer, by record family (only the families it holds), in the order
     :func:`decode_buffers` concatenates them.  ``widen=False`` keeps each field's own integer type (see
-    :func:`field_columns`); kernel names are the strings ``name_of`` returns, one object per distinct pointer."""
+    :func:`field_columns`); kernel names are the strings ``name_of`` returns, one object per distinct pointer, or with
+    ``names`` their codes in that table (uint16 while it holds fewer than 65,536 names)."""
     out: dict[str, RawColumns] = {}
     if len(buf) == 0:
         return out
@@ -388,8 +429,13 @@ def decode_buffer(
         if family == "kernel":
             ptr = field_columns(buf, sel, layouts[int(kind)], ("name",))["name"]
             uniq, inv = np.unique(ptr, return_inverse=True)
-            text = np.asarray([name_of(int(p)) if p else "" for p in uniq.tolist()], dtype=object)
-            cols["name"] = text[inv] if len(uniq) else np.zeros(0, dtype=object)
+            text = [name_of(int(p)) if p else "" for p in uniq.tolist()]
+            if names is not None:
+                codes = names.codes(text)
+                cols["name"] = codes.astype(np.uint16 if len(names.names) < 2**16 else np.uint32)[inv]
+            else:
+                table = np.asarray(text, dtype=object)
+                cols["name"] = table[inv] if len(uniq) else np.zeros(0, dtype=object)
         if family in out:  # two kinds of one family in one buffer (runtime and driver API records)
             out[family] = concat_families([out[family], cols], family)
         else:
@@ -400,6 +446,35 @@ def decode_buffer(
 def count(cols: Mapping[str, np.ndarray]) -> int:
     """Number of records in a column set."""
     return len(next(iter(cols.values()))) if cols else 0
+
+
+def held_bytes(raw: Raw, rows: KernelRows | None = None) -> dict[str, dict[str, int]]:
+    """The bytes each raw column holds (family -> field -> bytes), counted from the arrays themselves: a broadcast
+    holds none, memory another column already counted holds none (the launch families are views of the launch
+    records: counted once), an object column its references (the strings are shared).  With ``rows``, its run-wide
+    arrays too (family ``kernels table``).  Deterministic: for tests and ``bench/scale_bench.py``'s breakdown."""
+    seen: set[tuple[int, int]] = set()
+    out = {
+        family: {key: _own_bytes(np.asarray(col), seen) for key, col in cols.items()} for family, cols in raw.items()
+    }
+    if rows is not None:
+        out["kernels table"] = {key: _own_bytes(np.asarray(a), seen) for key, a in rows.arrays().items()}
+    return out
+
+
+def _own_bytes(col: np.ndarray, seen: set[tuple[int, int]]) -> int:
+    """``col``'s bytes unless it is a broadcast or memory counted already (``seen``: (address, bytes) of the memory
+    each counted array lies in)."""
+    if col.size == 0 or 0 in col.strides:
+        return 0
+    owner = col
+    while isinstance(owner.base, np.ndarray):
+        owner = owner.base
+    key = (owner.__array_interface__["data"][0], owner.nbytes)
+    if key in seen:
+        return 0
+    seen.add(key)
+    return int(owner.nbytes)
 
 
 # --------------------------------------------------------------------------------------------------------------
@@ -415,11 +490,24 @@ def _lookup(keys: np.ndarray, values: np.ndarray, query: np.ndarray, missing: in
     else:
         order = np.argsort(keys, kind="stable")
         sk, sv = keys[order], values[order]
+    sk, query = _comparable(sk, query)
     pos = np.searchsorted(sk, query)
     np.minimum(pos, len(sk) - 1, out=pos)
     hit = sk[pos] == query
     out[hit] = sv[pos[hit]]
     return out
+
+
+def _comparable(keys: np.ndarray, query: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """``keys`` and ``query`` in one integer type for a search: the query in the keys' own width when its values fit
+    (a run's correlation ids are CUPTI's uint32: the long keys are never copied), else both as int64."""
+    if keys.dtype == query.dtype:
+        return keys, query
+    if keys.dtype.kind in "iu" and query.dtype.kind in "iu" and len(query):
+        info = np.iinfo(keys.dtype)
+        if int(query.min()) >= info.min and int(query.max()) <= info.max:
+            return keys, query.astype(keys.dtype)
+    return keys.astype(np.int64, copy=False), query.astype(np.int64, copy=False)
 
 
 def instance_of(external: Mapping[str, np.ndarray], correlation_ids: np.ndarray) -> np.ndarray:
@@ -430,13 +518,14 @@ def instance_of(external: Mapping[str, np.ndarray], correlation_ids: np.ndarray)
     every = bool(sel.all())  # the native launch path's rows are all CUSTOM2: no copies of its columns
     corr = np.asarray(external["correlation_id"] if every else external["correlation_id"][sel])
     ext = np.asarray(external["external_id"] if every else external["external_id"][sel])
-    corr = corr.astype(np.int64, copy=False)
+    if corr.dtype.kind not in "iu":
+        corr = corr.astype(np.int64)
     if _increasing(corr):  # launches of one thread, in order: the keys as they are (no sort, no copies)
         corr_u, ext_u = corr, ext
     else:
         corr_u, first = np.unique(corr, return_index=True)
         ext_u = ext[first]
-    return _lookup(corr_u, ext_u.astype(np.int64, copy=False), correlation_ids.astype(np.int64, copy=False))
+    return _lookup(corr_u, ext_u.astype(np.int64, copy=False), np.asarray(correlation_ids))
 
 
 def _increasing(values: np.ndarray) -> bool:
@@ -499,37 +588,78 @@ class KernelRows:
                 first += count(cols)
         self.n = first
         self.kernels = count(raw.get("kernel", {}))
-        corr = self._joined("correlation_id")
-        order = np.lexsort((self._joined("start"), corr))
-        corr = corr[order]
-        self.order = order.astype(np.int32) if self.n < 2**31 else order  # 4 bytes a row kept while it is written
-        del order
-        self.instance = instance_of(raw.get("external", empty_family("external")), corr)
-        same = np.zeros(self.n, dtype=np.int32)  # n-th record sharing (context, correlation id)
-        if self.n > 1:
+        # rows in launch order: correlation id, then device start; already so when one family's correlation ids
+        # increase (one thread's launches on one stream): then no order array, no sort, the ids in their own width
+        alone = np.asarray(self.sources[0][1]["correlation_id"]) if len(self.sources) == 1 else None
+        self.order: np.ndarray | None = None  # None: the joined rows are in launch order already
+        if alone is not None and _increasing(alone):
+            corr = alone
+        else:
+            corr = self._joined("correlation_id")
+            order = np.lexsort((self._joined("start"), corr))
+            corr = corr[order]
+            self.order = order.astype(np.int32) if self.n < 2**31 else order  # 4 bytes a row kept while written
+            del order
+        instance = instance_of(raw.get("external", empty_family("external")), corr)
+        same: np.ndarray = np.broadcast_to(np.int32(0), (self.n,))  # n-th record sharing (context, correlation)
+        if self.n > 1 and self.order is not None:  # strictly increasing ids: every record its own launch
             context = self._joined("context_id")[self.order]
             grp = np.ones(self.n, dtype=bool)
             grp[1:] = (corr[1:] != corr[:-1]) | (context[1:] != context[:-1])
             del context
             if not grp.all():  # some launches made several records (graph kernels)
                 same = (np.arange(self.n) - _group_start(grp)).astype(np.int32)
+        del corr, alone
         self.same = same
         self.ordinal = np.full(self.n, -1, dtype=np.int32)
-        is_k = self.order < self.kernels  # kernels come first in the joined rows
-        if is_k.any():
-            inst = self.instance[is_k]
+        self._instances, self._instance_codes = _instance_codes(instance)  # 4 bytes a row when in order
+        if self.kernels:
+            is_k = None if self.order is None else self.order < self.kernels  # kernels come first in the rows
+            inst = instance if is_k is None else instance[is_k]
             # rank within instance in launch order (rows are already in launch order)
             ordered = bool(np.all(inst[1:] >= inst[:-1]))  # instances one after another: no sort needed
-            o = np.arange(len(inst)) if ordered else np.argsort(inst, kind="stable")
-            si = inst if ordered else inst[o]
-            first_of = np.ones(len(si), dtype=bool)
-            first_of[1:] = si[1:] != si[:-1]
-            del inst, si
-            rank = np.empty(len(o), dtype=np.int32)
-            rank[o] = np.arange(len(o)) - _group_start(first_of)
-            self.ordinal[is_k] = rank
+            if ordered:
+                first_of = np.ones(len(inst), dtype=bool)
+                first_of[1:] = inst[1:] != inst[:-1]
+                starts = np.flatnonzero(first_of).astype(np.int32)
+                del first_of
+                rank = np.arange(len(inst), dtype=np.int32)
+                rank -= np.repeat(starts, np.diff(np.append(starts, len(inst))))
+            else:
+                o = np.argsort(inst, kind="stable")
+                si = inst[o]
+                first_of = np.ones(len(si), dtype=bool)
+                first_of[1:] = si[1:] != si[:-1]
+                del si
+                rank = np.empty(len(o), dtype=np.int32)
+                rank[o] = np.arange(len(o)) - _group_start(first_of)
+            del inst
+            if is_k is None:
+                self.ordinal = rank
+            else:
+                self.ordinal[is_k] = rank
+        del instance
         self._api = raw.get("api", empty_family("api"))
         self._api_keys, self._api_rows = _launch_calls(self._api)
+        self._names = raw.get(NAMES, {}).get("name", np.zeros(0, dtype=object))  # when names are codes
+
+    def instance_ids(self, lo: int, hi: int) -> np.ndarray:
+        """The instance id of rows ``lo:hi`` (0 = none), as int64."""
+        if self._instance_codes is None:
+            return self._instances[lo:hi]
+        return self._instances[self._instance_codes[lo:hi]]
+
+    def arrays(self) -> dict[str, np.ndarray]:
+        """The run-wide arrays the rows are made from (the raw columns aside), by what each is."""
+        empty = np.zeros(0, dtype=np.int32)
+        return {
+            "launch order": empty if self.order is None else self.order,
+            "instance": self._instances if self._instance_codes is None else self._instance_codes,
+            "rank in launch": self.same,
+            "ordinal": self.ordinal,
+            "launch call keys": self._api_keys,
+            "launch call rows": empty if self._api_rows is None else self._api_rows,
+        }
 
     def _joined(self, field: str) -> np.ndarray:
         """One raw field over every source, as int64 (kernels, then copies, then sets)."""
@@ -541,7 +671,7 @@ class KernelRows:
 
     def batch(self, lo: int, hi: int) -> dict[str, np.ndarray]:
         """Rows ``lo:hi`` of the table (in launch order), columns as :data:`KERNEL_COLUMNS`."""
-        idx = self.order[lo:hi]
+        idx = np.arange(lo, hi) if self.order is None else self.order[lo:hi]
         m = len(idx)
         ints = {c: np.zeros(m, dtype=np.int64) for c in (*_SHARED_FIELDS, *_KERNEL_FIELDS, "bytes")}
         kind = np.empty(m, dtype=object)
@@ -557,7 +687,8 @@ class KernelRows:
             if family == "kernel":
                 for c, field in _KERNEL_FIELDS.items():
                     ints[c][sel] = cols[field][at]
-                name[sel] = cols["name"][at]
+                codes = cols["name"][at]
+                name[sel] = codes if codes.dtype == object else self._names[codes]
                 continue
             ints["bytes"][sel] = cols["bytes"][at]
             if family == "memcpy":
@@ -575,7 +706,7 @@ class KernelRows:
             "kind": kind,
             "kernel_key": _joined_keys((ints["device_id"], ints["context_id"], corr, same)),
             "correlation_id": corr,
-            "instance_id": self.instance[lo:hi],
+            "instance_id": self.instance_ids(lo, hi),
             "ordinal": self.ordinal[lo:hi].astype(np.int64),
             "name": name,
             "start_ns": ints["start"],
@@ -599,7 +730,10 @@ class KernelRows:
     def summary(self) -> dict[str, int]:
         """:func:`summarize` of the whole table, without making its rows."""
         sizes = {family: count(cols) for family, cols, _ in self.sources}
-        carried = int(np.count_nonzero(self.instance != 0))
+        if self._instance_codes is None:
+            carried = int(np.count_nonzero(self._instances != 0))
+        else:
+            carried = int(np.count_nonzero((self._instances != 0)[self._instance_codes]))
         return {
             "kernels": sizes.get("kernel", 0),
             "memcpy": sizes.get("memcpy", 0),
@@ -609,21 +743,36 @@ class KernelRows:
         }
 
 
+def _instance_codes(instance: np.ndarray) -> tuple[np.ndarray, np.ndarray | None]:
+    """Each row's instance id as (the distinct ids, each row's int32 code into them) when the rows' instances come
+    one after another (a thread's launches in order): 4 bytes a row instead of 8; else (the ids, ``None``)."""
+    n = len(instance)
+    if n < 2 or n >= 2**31 or not bool(np.all(instance[1:] >= instance[:-1])):
+        return instance, None
+    first = np.ones(n, dtype=bool)
+    first[1:] = instance[1:] != instance[:-1]
+    codes = np.cumsum(first, dtype=np.int32)
+    codes -= 1
+    return instance[first], codes
+
+
 def _group_start(first: np.ndarray) -> np.ndarray:
     """For each row, the index of the first row of its group (``first`` marks where each group begins)."""
     return np.flatnonzero(first)[np.cumsum(first) - 1]
 
 
-def _launch_calls(api: Mapping[str, np.ndarray]) -> tuple[np.ndarray, np.ndarray]:
-    """The launching call of each correlation id among API records: (sorted correlation ids, their record's index).
+def _launch_calls(api: Mapping[str, np.ndarray]) -> tuple[np.ndarray, np.ndarray | None]:
+    """The launching call of each correlation id among API records: (sorted correlation ids, their record's index;
+    ``None`` when the records are those ids in order, each its own row).
 
     With both runtime and driver tracing on, a runtime launch and its inner driver call may share a correlation
     id; the longest record (the outer call) wins."""
     if count(api) == 0:
-        return np.zeros(0, dtype=np.int64), np.zeros(0, dtype=np.int64)
-    corr = np.asarray(api["correlation_id"]).astype(np.int64, copy=False)
-    if _increasing(corr):  # one record per launch, in launch order (the native launch path's)
-        return corr, np.arange(len(corr), dtype=np.int32 if len(corr) < 2**31 else np.int64)
+        return np.zeros(0, dtype=np.int64), None
+    corr = np.asarray(api["correlation_id"])
+    if corr.dtype.kind in "iu" and _increasing(corr):  # one record a launch, in order (the native launch path's)
+        return corr, None  # the ids in their own width, each key its own row: nothing made
+    corr = corr.astype(np.int64, copy=False)
     dur = np.asarray(api["end"]).astype(np.int64) - np.asarray(api["start"]).astype(np.int64, copy=False)
     np.negative(dur, out=dur)
     order = np.lexsort((dur, corr))  # by correlation id, longest first
@@ -636,17 +785,17 @@ def _launch_calls(api: Mapping[str, np.ndarray]) -> tuple[np.ndarray, np.ndarray
 
 
 def _launch_values(
-    api: Mapping[str, np.ndarray], keys: np.ndarray, rows: np.ndarray, correlation_ids: np.ndarray
+    api: Mapping[str, np.ndarray], keys: np.ndarray, rows: np.ndarray | None, correlation_ids: np.ndarray
 ) -> dict[str, np.ndarray]:
     """Start, end, thread id and kind of the launching call of each correlation id (0 where absent)."""
     n = len(correlation_ids)
     out = {c: np.zeros(n, dtype=np.int64) for c in ("start", "end", "thread_id", "kind")}
     if len(keys) == 0 or n == 0:
         return out
-    q = correlation_ids.astype(np.int64)
+    keys, q = _comparable(keys, correlation_ids)
     pos = np.minimum(np.searchsorted(keys, q), len(keys) - 1)
     hit = keys[pos] == q
-    at = rows[pos[hit]]
+    at = pos[hit] if rows is None else rows[pos[hit]]
     for c in out:
         out[c][hit] = api[c][at].astype(np.int64)
     return out

@@ -173,8 +173,8 @@ static inline int64_t put_row(uint32_t correlation, int64_t instance, int64_t st
     S.correlation[slot] = correlation;
     S.instance[slot] = instance;
     S.thread[slot] = (uint64_t)pthread_self();
-    S.start[slot] = start;
-    S.end[slot] = 0;
+    if (start != 0) /* the arrays come zeroed from calloc: an untimed launch leaves these pages unbacked */
+        S.start[slot] = start;
     S.cbid[slot] = cbid;
     S.domain[slot] = (uint8_t)domain;
     return slot;
@@ -721,9 +721,21 @@ static PyObject *simulate(PyObject *self, PyObject *args) {
     return call_back(on_api_call, domain, cbid, site, correlation);
 }
 
+/* The bytes of one exported column: its n values, or only the first when every value is that one (a constant
+ * column costs no copy: start and end of untimed launches, one launching thread, one callback id). */
+static PyObject *column_bytes(const char *p, int64_t n, int64_t size) {
+    int64_t k = 1;
+    if (n == 0)
+        return PyBytes_FromStringAndSize("", 0);
+    while (k < n && memcmp(p, p + k * size, (size_t)size) == 0)
+        k++;
+    return PyBytes_FromStringAndSize(p, (Py_ssize_t)((k == n ? 1 : n) * size));
+}
+
 PyDoc_STRVAR(export_doc,
              "export() -> (records, dropped, correlation, instance, thread, start, end, cbid, domain): the "
-             "recorded launches; the arrays are bytes of uint32, int64, uint64, int64, int64, uint32, uint8.");
+             "recorded launches; the arrays are bytes of uint32, int64, uint64, int64, int64, uint32, uint8, each "
+             "holding one value only when every launch has that value.");
 static PyObject *export_records(PyObject *self, PyObject *unused) {
     (void)self;
     (void)unused;
@@ -732,7 +744,7 @@ static PyObject *export_records(PyObject *self, PyObject *unused) {
         n = S.capacity;
     if (S.capacity == 0)
         n = 0;
-#define BYTES(p, t) PyBytes_FromStringAndSize(n ? (const char *)(p) : "", (Py_ssize_t)(n * (int64_t)sizeof(t)))
+#define BYTES(p, t) column_bytes((const char *)(p), n, (int64_t)sizeof(t))
     return Py_BuildValue("(LLNNNNNNN)", (long long)n, (long long)__atomic_load_n(&S.dropped, __ATOMIC_RELAXED),
                          BYTES(S.correlation, uint32_t), BYTES(S.instance, int64_t), BYTES(S.thread, uint64_t),
                          BYTES(S.start, int64_t), BYTES(S.end, int64_t), BYTES(S.cbid, uint32_t),

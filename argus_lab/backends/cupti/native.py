@@ -89,7 +89,8 @@ otherwise: a launch inside a region carries its instance and needs no time; one 
 rules, e.g. autograd's kernels by the ``backward()`` call they fall in).  On the H200 one launch of a small PyTorch
 kernel costs 200-290 ns more than CUPTI's kernel record alone with ``calls`` and 64-119 ns with ``outside``
 (``bench/launch_cost.py --toggle``, docs/benchmarks.md)."""
-"""Launches the arrays hold (about 45 bytes each, only touched pages are backed); more are counted as dropped."""
+"""Launches the arrays hold (41 bytes each, of which only touched pages are backed: 25 for a launch inside a region
+whose entry is not timed); more are counted as dropped."""
 PROBE_CAPACITY = 16_000_000
 """Boundary probes the arrays hold (two a region instance: 8 M instances); launches after the last recorded probe
 of a run whose probes overflowed get no instance from the probes (:func:`probe_families`)."""
@@ -244,16 +245,20 @@ class LaunchRecords:
 
     @classmethod
     def from_export(cls, exported: Sequence[Any], *, probes: bool = False, clock: bool = False) -> LaunchRecords:
-        """From the tuple the extension's ``export()`` returns."""
-        _, dropped, corr, inst, thread, start, end, cbid, domain = exported
-        return cls(  # copies in the extension's own widths (41 bytes a launch): its arrays are released next
-            np.frombuffer(corr, dtype=np.uint32).copy(),
-            np.frombuffer(inst, dtype=np.int64).copy(),
-            np.frombuffer(thread, dtype=np.uint64).copy(),
-            np.frombuffer(start, dtype=np.int64).copy(),
-            np.frombuffer(end, dtype=np.int64).copy(),
-            np.frombuffer(cbid, dtype=np.uint32).copy(),
-            np.frombuffer(domain, dtype=np.uint8).copy(),
+        """From the tuple the extension's ``export()`` returns: each column a read-only view of its bytes (already a
+        copy: the extension's arrays are released next), a column exported as one value (every launch had it: the
+        entry and exit of untimed launches, one thread, one callback id) a broadcast of it, which holds no bytes a
+        launch."""
+        n, dropped, corr, inst, thread, start, end, cbid, domain = exported
+        count = int(n) if n is not None else len(corr) // 4
+        return cls(
+            _column(corr, np.uint32, count),
+            _column(inst, np.int64, count),
+            _column(thread, np.uint64, count),
+            _column(start, np.int64, count),
+            _column(end, np.int64, count),
+            _column(cbid, np.uint32, count),
+            _column(domain, np.uint8, count),
             int(dropped),
             probes,
             clock,
@@ -278,6 +283,14 @@ class LaunchRecords:
         return len(self.correlation)
 
 
+def _column(data: bytes, dtype: type, n: int) -> np.ndarray:
+    """One exported column as ``n`` values: a view of its bytes, or a broadcast when it holds one value."""
+    col: np.ndarray = np.frombuffer(data, dtype=dtype)
+    if len(col) == 1 and n != 1:
+        return np.broadcast_to(col[0], (n,))
+    return col
+
+
 def raw_families(records: LaunchRecords, pid: int) -> dict[str, dict[str, np.ndarray]]:
     """The ``external`` and ``api`` raw families (``backends.cupti.decode.FAMILY_FIELDS``) of the recorded launches.
 
@@ -295,7 +308,10 @@ def raw_families(records: LaunchRecords, pid: int) -> dict[str, dict[str, np.nda
     else:
         end = np.where(exited, records.end, records.start)
     every = bool(inside.all())  # every launch made in a region: the arrays themselves, no copies
-    kind = np.where(records.domain == 2, KIND_OF_DOMAIN[2], KIND_OF_DOMAIN[1]).astype(np.int8)
+    if n and records.domain.strides == (0,):  # one domain: one kind, no byte a launch
+        kind = np.broadcast_to(np.int8(KIND_OF_DOMAIN[2 if int(records.domain[0]) == 2 else 1]), (n,))
+    else:
+        kind = np.where(records.domain == 2, KIND_OF_DOMAIN[2], KIND_OF_DOMAIN[1]).astype(np.int8)
     # the launch arrays' own columns where they fit, constants as read-only broadcasts: a long run's launches
     # cost their arrays once, not again as eight int64 columns
     return {
