@@ -16,8 +16,7 @@ from typing import Any
 import pytest
 
 from argus_lab import join
-from argus_lab.report import Report
-from argus_lab.report import browse
+from argus_lab.report import Report, browse
 from argus_lab.report import rows as rt
 from argus_lab.report.kernel_summary import KernelSummary, read_kernel_summary
 from argus_lab.store import Store
