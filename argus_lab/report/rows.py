@@ -655,17 +655,7 @@ class _Counters:
 def read_kernel_count(store: Store, ids: list[str], scope: ScopeFilter | None = None) -> tuple[int, int]:
     """``(rows, main-group rows)`` of :func:`read_kernels`' table, counted in DuckDB
     (:data:`argus_lab.report.sql.KERNEL_ROW_COUNT`)."""
-    sql, bound = scoped(q.KERNEL_ROW_COUNT, scope)
-
-    def fetch(con: Any) -> list[dict[str, Any]]:
-        cur = con.cursor()
-        try:
-            minor_instances(cur, ids)
-            return _records(cur, sql, [*bound, ids, ids])
-        finally:
-            cur.close()
-
-    got = store.read(fetch)[0]
+    got = _kernel_group_records(store, ids, q.KERNEL_ROW_COUNT, scope)[0]
     return int(got["rows"] or 0), int(got["main_rows"] or 0)
 
 
@@ -674,7 +664,14 @@ def read_other_kernel_groups(
 ) -> dict[str, tuple[int, int]]:
     """Per region path, ``(launches, distinct kernels)`` of its :func:`read_kernels` rows outside its main
     kernel-sequence group, summed in DuckDB (:data:`argus_lab.report.sql.OTHER_KERNEL_GROUPS`)."""
-    sql, bound = scoped(q.OTHER_KERNEL_GROUPS, scope)
+    found = _kernel_group_records(store, ids, q.OTHER_KERNEL_GROUPS, scope)
+    return {str(r["path"]): (int(r["launches"] or 0), int(r["kernels"])) for r in found}
+
+
+def _kernel_group_records(store: Store, ids: list[str], query: str, scope: ScopeFilter | None) -> list[dict[str, Any]]:
+    """The records of a query over the kernel table's groups (the parameters of :data:`argus_lab.report.sql.KERNELS`),
+    with ``_r_minor`` made first on the same cursor."""
+    sql, bound = scoped(query, scope)
 
     def fetch(con: Any) -> list[dict[str, Any]]:
         cur = con.cursor()
@@ -684,7 +681,7 @@ def read_other_kernel_groups(
         finally:
             cur.close()
 
-    return {str(r["path"]): (int(r["launches"] or 0), int(r["kernels"])) for r in store.read(fetch)}
+    return store.read(fetch)
 
 
 def read_ranks(store: Store, ids: list[str], scope: ScopeFilter | None = None) -> tuple[RankRow, ...]:
