@@ -7,8 +7,10 @@ Usage::
 
 Part 1, SYNTHETIC store (``bench/join_bench.py``'s generator; kernel names as long as C++ kernels' mangled names):
 one process generates and joins it, then each reader runs in a fresh process of its own (its peak RSS is its
-``VmHWM``): ``Report.text()``, an HTML export, a Perfetto export, and the JupyterLab panel's REST reads
-(``regions``, a region's drill-down, ``runs``), each under DuckDB's default limit for reads.
+``VmHWM``): ``Report.text()``, the report's kernel summary (``Report.kernel_table()``), an HTML, a Perfetto and a
+Parquet export, and the JupyterLab panel's REST reads (``regions``, a region's drill-down, ``runs``), each under
+DuckDB's default limit for reads; with ``--baseline``, each reader also with the baseline checkout's code, on the same
+store.
 
 Part 2, the measured process's memory per kernel record: (a) SYNTHETIC raw CUPTI columns of ``--records`` kernels (what
 the collector decodes its activity buffer into) go the collector's way to the store (``CuptiCollector.evidence``,
@@ -36,6 +38,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import shutil
 import statistics
 import subprocess
 import sys
@@ -101,6 +104,11 @@ from argus_lab.report import Report
 from argus_lab.store import Store
 out["chars"] = len(Report(Store({path!r}), ["r-bench"]).text())
 """,
+    "Report(store).kernel_table() (the kernel summary)": """
+from argus_lab.report import Report
+from argus_lab.store import Store
+out["chars"] = len(Report(Store({path!r}), ["r-bench"]).kernel_table())
+""",
     "HTML export": """
 from argus_lab.report import Report
 from argus_lab.store import Store
@@ -113,6 +121,12 @@ from argus_lab.app.exporting import export
 from argus_lab.store import Store
 export(Store({path!r}), {tmp!r} + "/t.json", fmt="perfetto", run_ids=["r-bench"])
 out["bytes"] = __import__("os").path.getsize({tmp!r} + "/t.json")
+""",
+    "Parquet export": """
+from argus_lab.app.exporting import export
+from argus_lab.store import Store
+export(Store({path!r}), {tmp!r} + "/tables", fmt="parquet", run_ids=["r-bench"])
+out["files"] = len(__import__("os").listdir({tmp!r} + "/tables"))
 """,
     "REST: regions, a region's drill-down, runs": """
 from argus_lab.report import browse as ev
@@ -327,11 +341,15 @@ def main(argv: list[str] | None = None) -> int:
                   f"(peak {built.get('peak_rss_mb', 0):.0f} MB); {Path(path).stat().st_size / 2**20:.0f} MB on disk.",
                   "", "| reader (fresh process, default read limit) | time | peak RSS | result |",
                   "| --- | --- | --- | --- |"]  # fmt: skip
-        for name, body in READERS.items():
-            r = probe(body.format(path=path, tmp=str(tmp)), ROOT)
-            shown = {k: v for k, v in r.items() if k not in ("seconds", "peak_rss_mb")}
-            lines.append(f"| {name} " + _fmt(r, json.dumps(shown)))
-            print(lines[-1], flush=True)
+        for name, body in READERS.items():  # each reader with this checkout's code, then the baseline's (if given)
+            for label, root in (("", ROOT), (" (baseline)", args.baseline)):
+                if root is None:
+                    continue
+                shutil.rmtree(tmp / "tables", ignore_errors=True)  # the Parquet export writes a new folder
+                r = probe(body.format(path=path, tmp=str(tmp)), Path(root))
+                shown = {k: v for k, v in r.items() if k not in ("seconds", "peak_rss_mb")}
+                lines.append(f"| {name}{label} " + _fmt(r, json.dumps(shown)))
+                print(lines[-1], flush=True)
     lines += ["", f"Memory per kernel record, {args.records:,} records, median of {args.repeats} processes:", "",
               "| checkout | bytes per record beyond the decoded records | peak over base |",
               "| --- | --- | --- |"]  # fmt: skip

@@ -17,7 +17,7 @@ from typing import TYPE_CHECKING, Any
 from argus_lab.report.evidence import source_display
 
 if TYPE_CHECKING:
-    from collections.abc import Sequence
+    from collections.abc import Iterable, Sequence
 
     from argus_lab.report.rows import CompilerRow, CounterRow, KernelRow, RegionRow
     from argus_lab.store import Store
@@ -309,13 +309,15 @@ def region_detail(store: Store, path: str, run_id: str | None = None) -> dict[st
     # the kernels of every run shown, read together as a Report over them reads them: an ncu run's counters reach the
     # timing run's kernels by (path, ordinal, name), also when the replay was a request of its own
     _, all_scope = rt.read_scopes(store, runs)
-    every_kernel = rt.read_kernels(store, runs, all_scope)
+    # the path's rows alone, folded per run and kernel name as DuckDB hands them over (a long run's table is never
+    # held whole)
+    every_kernel = rt.fold_kernels(store, runs, lambda rows: _kernels_by_run(path, rows), all_scope, path=path)
     for run in runs:
         _, scope = rt.read_scopes(store, [run])
         found = rt.read_summary(store, [run], scope)
         summary += [_summary_row(run, r) for r in found.regions if r.path == path]
         counters += [_counter_row(run, c) for c in found.counters if c.path == path]
-        ran = _kernels_of(run, path, [k for k in every_kernel if k.run_id == run])
+        ran = every_kernel.get(run, [])
         kernels += ran
         groups += [
             {
@@ -404,36 +406,53 @@ def _counter_row(run_id: str, c: CounterRow) -> dict[str, Any]:
     }
 
 
-def _kernels_of(run_id: str, path: str, rows: Sequence[KernelRow]) -> list[dict[str, Any]]:
-    """The Report's kernel rows of ``path`` (every ordinal and class), summed per kernel name and instance group:
-    ``main_group`` is false for the launches of instances outside the path's main kernel-sequence group (a first call
-    that autotuned), which the panel shows apart, collapsed, as the report does.  ``counters`` are the ncu counters
-    joined to the kernel by ordinal (``{signal: [median over its ordinals, unit]}``)."""
-    by: dict[tuple[str, bool], dict[str, Any]] = {}
+def _kernels_by_run(path: str, rows: Iterable[KernelRow]) -> dict[str, list[dict[str, Any]]]:
+    """The Report's kernel rows of ``path`` (every ordinal and class), summed per run, kernel name and instance group,
+    taking the rows one at a time: ``main_group`` is false for the launches of instances outside the path's main
+    kernel-sequence group (a first call that autotuned), which the panel shows apart, collapsed, as the report does.
+    ``counters`` are the ncu counters joined to the kernel by ordinal (``{signal: [median over its ordinals,
+    unit]}``)."""
+    by: dict[tuple[str, str, bool], dict[str, Any]] = {}
     for k in rows:
-        if k.path != path:
-            continue
-        first = {
-            "run_id": run_id,
-            "name": k.name,
-            "display_name": k.display_name or k.name,
-            "launches": 0,
-            "total_ns": 0.0,
-            "registers": k.registers,
-            "main_group": k.main_group,
-            "counters": {},
-        }
-        e = by.setdefault((k.name, k.main_group), {**first, "grid": k.grid, "block": k.block, "classes": k.classes})
-        e["launches"] += k.launches
-        e["total_ns"] += k.total_ns
-        for signal, (value, unit) in k.counters.items():
-            e["counters"].setdefault(signal, []).append((value, unit))
-        if k.classes not in e["classes"].split(","):
-            e["classes"] += "," + k.classes
-    for e in by.values():
-        e["mean_ns"] = e["total_ns"] / e["launches"] if e["launches"] else None
-        e["counters"] = {s: [_median([v for v, _ in vs]), vs[0][1]] for s, vs in sorted(e["counters"].items())}
-    return list(by.values())
+        if k.path == path:
+            _add_kernel(by.setdefault((k.run_id, k.name, k.main_group), {}), k)
+    out: dict[str, list[dict[str, Any]]] = {}
+    for (run, _, _), e in by.items():
+        out.setdefault(run, []).append(_finished(e))
+    return out
+
+
+def _add_kernel(e: dict[str, Any], k: KernelRow) -> None:
+    """One kernel row added to the panel's row of its kernel name and instance group (``e``, empty at first)."""
+    if not e:
+        e.update(
+            {
+                "run_id": k.run_id,
+                "name": k.name,
+                "display_name": k.display_name or k.name,
+                "launches": 0,
+                "total_ns": 0.0,
+                "registers": k.registers,
+                "main_group": k.main_group,
+                "counters": {},
+                "grid": k.grid,
+                "block": k.block,
+                "classes": k.classes,
+            }
+        )
+    e["launches"] += k.launches
+    e["total_ns"] += k.total_ns
+    for signal, (value, unit) in k.counters.items():
+        e["counters"].setdefault(signal, []).append((value, unit))
+    if k.classes not in e["classes"].split(","):
+        e["classes"] += "," + k.classes
+
+
+def _finished(e: dict[str, Any]) -> dict[str, Any]:
+    """A panel kernel row with its mean duration and the median of each counter over its ordinals."""
+    e["mean_ns"] = e["total_ns"] / e["launches"] if e["launches"] else None
+    e["counters"] = {s: [_median([v for v, _ in vs]), vs[0][1]] for s, vs in sorted(e["counters"].items())}
+    return e
 
 
 def _median(values: list[float]) -> float:

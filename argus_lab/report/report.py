@@ -32,6 +32,7 @@ from __future__ import annotations
 import functools
 import importlib
 import json
+from collections.abc import Callable
 from typing import TYPE_CHECKING, Any, Literal, get_args
 
 from argus_lab.errors import StoreError
@@ -44,6 +45,7 @@ from argus_lab.report import runs as queries
 from argus_lab.report import text as txt
 from argus_lab.report.device import DeviceRow, OverheadRow
 from argus_lab.report.diff import ReportDiff, compare
+from argus_lab.report.kernel_summary import SUMMARY_ROWS, KernelSummary, read_kernel_summary
 from argus_lab.report.rows import (
     AttributionRow,
     ClockOffsetRow,
@@ -65,6 +67,9 @@ from argus_lab.store import Store
 if TYPE_CHECKING:
     import numpy as np
     import polars as pl
+
+KERNEL_TEXT_ROWS = 40
+"""Kernel rows the report's text shows (the rest are counted)."""
 
 RENDERER = "argus_lab.views.bundle"
 """The module whose ``mimebundle(report)`` displays a Report in Jupyter, named like a backend's implementation:
@@ -216,7 +221,9 @@ class Report:
 
     @functools.cached_property
     def kernels(self) -> tuple[KernelRow, ...]:
-        """The per-kernel table (read on first use: it is the one table that scans every kernel record)."""
+        """The per-kernel table, every row (read on first use: it is the one table that scans every kernel record; a
+        long run's table can hold hundreds of thousands of rows: the text, the views and the panel read
+        :meth:`kernel_summary`, :meth:`first_kernels` or :meth:`path_kernels`, within bounds)."""
         return rt.read_kernels(self.store, list(self.run_ids), self._scope_sql) if self._joined_ok else ()
 
     def first_kernels(self, limit: int) -> tuple[KernelRow, ...]:
@@ -226,18 +233,27 @@ class Report:
             return self.kernels[:limit]
         return rt.read_kernels(self.store, list(self.run_ids), self._scope_sql, limit)
 
+    def kernel_summary(self, limit: int = SUMMARY_ROWS) -> KernelSummary:
+        """The first ``limit`` rows of :attr:`kernels` in the main kernel-sequence groups, how many such rows there are
+        and what the other groups add up to per region path: read within bounds (the rest counted and summed in
+        DuckDB) when the table has not been read whole; what the kernel table's text shows."""
+        if "kernels" in vars(self) or not self._joined_ok:
+            return KernelSummary.of(self.kernels, limit)
+        return read_kernel_summary(self.store, list(self.run_ids), self._scope_sql, limit)
+
+    def path_kernels(self, path: str, limit: int) -> tuple[KernelRow, ...]:
+        """The first ``limit`` rows of :attr:`kernels` of one region path, read alone when the table has not been read
+        whole."""
+        if "kernels" in vars(self) or not self._joined_ok:
+            return tuple(k for k in self.kernels if k.path == path)[:limit]
+        return rt.read_kernels(self.store, list(self.run_ids), self._scope_sql, limit, path=path)
+
     def other_kernel_groups(self) -> dict[str, tuple[int, int]]:
         """Per region path, the launches and distinct kernels of its :attr:`kernels` rows outside its main
         kernel-sequence group (``main_group`` false): every row counted, summed in DuckDB when the table has not
         been read."""
         if "kernels" in vars(self) or not self._joined_ok:
-            launches: dict[str, int] = {}
-            names: dict[str, set[str]] = {}
-            for k in self.kernels:
-                if not k.main_group:
-                    launches[k.path] = launches.get(k.path, 0) + int(k.launches)
-                    names.setdefault(k.path, set()).add(k.name)
-            return {p: (n, len(names[p])) for p, n in launches.items()}
+            return KernelSummary.of(self.kernels, 0).other_groups
         return rt.read_other_kernel_groups(self.store, list(self.run_ids), self._scope_sql)
 
     @functools.cached_property
@@ -296,9 +312,9 @@ class Report:
             return txt.finished(self.finished)
         return txt.regions(self.regions, self.warmup_instances())
 
-    def kernel_table(self, limit: int = 40) -> str:
-        """The per-kernel table as text (the first ``limit`` rows)."""
-        return txt.kernels(self.kernels, limit, self.warmup_instances())
+    def kernel_table(self, limit: int = KERNEL_TEXT_ROWS) -> str:
+        """The per-kernel table as text (the first ``limit`` rows; the rest counted: :meth:`kernel_summary`)."""
+        return txt.kernels(self.kernel_summary(limit), limit, self.warmup_instances())
 
     @functools.cached_property
     def _warmup_by_run(self) -> dict[tuple[str, str], int]:
@@ -405,15 +421,17 @@ class Report:
                 "region's main group; Report.groups has every group's values):",
                 *(f"  {d}" for d in differ),
             ]
-        for title, rows, render in (
-            ("kernels", self.kernels, self.kernel_table),
+        shown = self.kernel_summary(KERNEL_TEXT_ROWS)
+        sections: tuple[tuple[str, Any, Callable[[], str]], ...] = (
+            ("kernels", shown, lambda: txt.kernels(shown, KERNEL_TEXT_ROWS, self.warmup_instances())),
             ("counters", self.counters, self.counter_table),
             ("compiler facts", self.compiler, self.compiler_table),
             ("attribution", self.attribution, self.attribution_table),
             ("ranks (skew of each occurrence: its largest lag over the ranks)", self.ranks, self.rank_table),
             ("device regions (instrumented runs; GPU ns)", self.device, self.device_table),
             ("instrumented variant overhead", self.device_overhead, lambda: dev.overhead_table(self.device_overhead)),
-        ):
+        )
+        for title, rows, render in sections:
             if rows:
                 parts += ["", f"{title}:", render()]
                 if title == "attribution":

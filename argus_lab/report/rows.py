@@ -8,9 +8,9 @@ from __future__ import annotations
 
 import dataclasses
 import json
-from collections.abc import Sequence
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, TypeVar
 
 import pyarrow as pa
 
@@ -21,10 +21,11 @@ from argus_lab.plan.catalog import aggregation
 from argus_lab.plan.scope import Scope
 from argus_lab.report import sql as q
 from argus_lab.report.runs import RUNS
-from argus_lab.report.scope_sql import ScopeFilter, predicate, scoped
+from argus_lab.report.scope_sql import ScopeFilter, conjoin, predicate, scoped
 from argus_lab.store import Store
 
 Shares = dict[str, float]
+T = TypeVar("T")
 
 
 @dataclass(frozen=True)
@@ -540,69 +541,122 @@ def with_settings(counters: Sequence[CounterRow], prov: Sequence[ProvenanceRow])
 
 
 def read_kernels(
-    store: Store, ids: list[str], scope: ScopeFilter | None = None, limit: int | None = None
+    store: Store,
+    ids: list[str],
+    scope: ScopeFilter | None = None,
+    limit: int | None = None,
+    *,
+    main_only: bool = False,
+    path: str | None = None,
 ) -> tuple[KernelRow, ...]:
     """Per-kernel rows with the ncu counters matched to them by ordinal (the first ``limit`` of them in the table's
-    order, when given: a view that shows a few thousand rows of a long run's millions never holds them all)."""
-    from argus_lab.report.names import display_name
+    order, when given: a view that shows a few thousand rows of a long run's millions never holds them all);
+    ``main_only``: rows of the main kernel-sequence group alone; ``path``: rows of one region path alone."""
+    return fold_kernels(store, ids, tuple, scope, limit, main_only=main_only, path=path)
 
-    # keyed by (run, path, ordinal, name, instance group): a kernel of an instance of another kernel sequence (an
-    # autotuning first call) never takes the counters of the main group's kernel at the same ordinal
-    counters: dict[tuple[str, str, int, str, bool], dict[str, tuple[float, str]]] = {}
-    anywhere: dict[tuple[str, str, int, str, bool], dict[str, tuple[float, str]]] = {}  # by (path, ordinal, name)
+
+def fold_kernels(
+    store: Store,
+    ids: list[str],
+    fold: Callable[[Iterator[KernelRow]], T],
+    scope: ScopeFilter | None = None,
+    limit: int | None = None,
+    *,
+    main_only: bool = False,
+    path: str | None = None,
+) -> T:
+    """``fold`` over the rows :func:`read_kernels` reads, handed over as DuckDB returns them (a batch of
+    :data:`FETCH_ROWS` at a time), so that a fold that keeps a summary never holds a long run's every row; ``fold``
+    runs again from the start when the read is taken again with more memory."""
+    if path is not None:  # the path's instances (whole: ordinals stay), and the records of no instance
+        scope = conjoin(scope, ScopeFilter("i.path = ?", (path,)))
     kernels_sql, bound = scoped(q.KERNELS if limit is None else q.KERNELS_OF_KEYS, scope)
-    keys_sql = scoped(q.first_kernel_keys(limit), scope)[0] if limit is not None else ""
+    keys = q.first_kernel_keys(limit, main_only, path is not None) if limit is not None else ""
+    keys_sql = scoped(keys, scope)[0] if keys else ""
+    tail = [] if path is None else [path]
 
-    def kernel_rows(con: Any) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
+    def kernel_rows(con: Any) -> T:
         cur = con.cursor()
         try:
             minor_instances(cur, ids)  # instances of another kernel-sequence group: in Report.groups, not here
             if keys_sql:  # the first rows' keys, then those rows alone
-                cur.execute(f"CREATE OR REPLACE TEMP TABLE _r_top AS {keys_sql}", [*bound, ids, ids])
-            return _records(cur, q.KERNEL_COUNTERS, [ids]), _records(cur, kernels_sql, [*bound, ids, ids])
+                cur.execute(f"CREATE OR REPLACE TEMP TABLE _r_top AS {keys_sql}", [*bound, ids, ids, *tail])
+            matched = _Counters(_records(cur, q.KERNEL_COUNTERS, [ids]))
+            res = cur.execute(kernels_sql, [*bound, ids, ids])
+            names = [d[0] for d in res.description or ()]
+
+            def stream() -> Iterator[KernelRow]:
+                while batch := res.fetchmany(FETCH_ROWS):
+                    for row in batch:
+                        r = dict(zip(names, row, strict=True))
+                        if (path is None or r["path"] == path) and (not main_only or r["main_group"]):
+                            yield matched.row(r)
+
+            return fold(stream())
         finally:
             cur.close()
 
-    found_counters, records = store.read(kernel_rows)  # taken again with more memory if DuckDB runs out
-    for c in found_counters:
-        where = (c["run_id"], c["path"], int(c["ordinal"]), c["name"], bool(c["minor"]))
-        value = (float(c["value"]), c["unit"] or "")
-        counters.setdefault(where, {})[c["signal"]] = value
-        anywhere.setdefault(("", *where[1:]), {}).setdefault(c["signal"], value)
-    out = []
-    for r in records:
+    return store.read(kernel_rows)  # taken again with more memory if DuckDB runs out
+
+
+FETCH_ROWS = 4096
+"""Rows of the kernel table taken from DuckDB at a time by :func:`fold_kernels`."""
+
+
+class _Counters:
+    """The ncu counters of the report's runs, found for a kernel row by ordinal."""
+
+    def __init__(self, found: Sequence[dict[str, Any]]) -> None:
+        # keyed by (run, path, ordinal, name, instance group): a kernel of an instance of another kernel sequence (an
+        # autotuning first call) never takes the counters of the main group's kernel at the same ordinal
+        self.by: dict[tuple[str, str, int, str, bool], dict[str, tuple[float, str]]] = {}
+        self.anywhere: dict[tuple[str, str, int, str, bool], dict[str, tuple[float, str]]] = {}  # (path, ordinal, ...)
+        for c in found:
+            where = (c["run_id"], c["path"], int(c["ordinal"]), c["name"], bool(c["minor"]))
+            value = (float(c["value"]), c["unit"] or "")
+            self.by.setdefault(where, {})[c["signal"]] = value
+            self.anywhere.setdefault(("", *where[1:]), {}).setdefault(c["signal"], value)
+
+    def row(self, r: dict[str, Any]) -> KernelRow:
+        """One record of :data:`argus_lab.report.sql.KERNELS` as a :class:`KernelRow` with its counters."""
+        from argus_lab.report.names import display_name
+
         ordinal = None if r["ordinal"] is None else int(r["ordinal"])
         # the ncu run matched to this timing run, else (a timing run and an ncu run of separate requests, each
         # joined on its own) an ncu kernel of the report at the same path, ordinal and name
         found = {}
         if ordinal is not None:
             minor = not r["main_group"]
-            found = counters.get((r["run_id"], r["path"], ordinal, r["name"], minor)) or anywhere.get(
+            found = self.by.get((r["run_id"], r["path"], ordinal, r["name"], minor)) or self.anywhere.get(
                 ("", r["path"], ordinal, r["name"], minor), {}
             )
-        out.append(
-            KernelRow(
-                run_id=r["run_id"],
-                path=r["path"],
-                ordinal=ordinal,
-                name=r["name"],
-                launches=int(r["launches"]),
-                median_ns=float(r["median_ns"]),
-                p25_ns=float(r["p25_ns"]),
-                p75_ns=float(r["p75_ns"]),
-                min_ns=float(r["min_ns"]),
-                max_ns=float(r["max_ns"]),
-                total_ns=float(r["total_ns"] or 0.0),
-                grid=r["grid"] or "",
-                block=r["block"] or "",
-                registers=r["registers"],
-                classes=r["classes"] or "",
-                counters=found,
-                display_name=display_name(r["name"]),
-                main_group=bool(r["main_group"]),
-            )
+        return KernelRow(
+            run_id=r["run_id"],
+            path=r["path"],
+            ordinal=ordinal,
+            name=r["name"],
+            launches=int(r["launches"]),
+            median_ns=float(r["median_ns"]),
+            p25_ns=float(r["p25_ns"]),
+            p75_ns=float(r["p75_ns"]),
+            min_ns=float(r["min_ns"]),
+            max_ns=float(r["max_ns"]),
+            total_ns=float(r["total_ns"] or 0.0),
+            grid=r["grid"] or "",
+            block=r["block"] or "",
+            registers=r["registers"],
+            classes=r["classes"] or "",
+            counters=found,
+            display_name=display_name(r["name"]),
+            main_group=bool(r["main_group"]),
         )
-    return tuple(out)
+
+
+def read_kernel_count(store: Store, ids: list[str], scope: ScopeFilter | None = None) -> tuple[int, int]:
+    """``(rows, main-group rows)`` of :func:`read_kernels`' table, counted in DuckDB
+    (:data:`argus_lab.report.sql.KERNEL_ROW_COUNT`)."""
+    got = _kernel_group_records(store, ids, q.KERNEL_ROW_COUNT, scope)[0]
+    return int(got["rows"] or 0), int(got["main_rows"] or 0)
 
 
 def read_other_kernel_groups(
@@ -610,7 +664,14 @@ def read_other_kernel_groups(
 ) -> dict[str, tuple[int, int]]:
     """Per region path, ``(launches, distinct kernels)`` of its :func:`read_kernels` rows outside its main
     kernel-sequence group, summed in DuckDB (:data:`argus_lab.report.sql.OTHER_KERNEL_GROUPS`)."""
-    sql, bound = scoped(q.OTHER_KERNEL_GROUPS, scope)
+    found = _kernel_group_records(store, ids, q.OTHER_KERNEL_GROUPS, scope)
+    return {str(r["path"]): (int(r["launches"] or 0), int(r["kernels"])) for r in found}
+
+
+def _kernel_group_records(store: Store, ids: list[str], query: str, scope: ScopeFilter | None) -> list[dict[str, Any]]:
+    """The records of a query over the kernel table's groups (the parameters of :data:`argus_lab.report.sql.KERNELS`),
+    with ``_r_minor`` made first on the same cursor."""
+    sql, bound = scoped(query, scope)
 
     def fetch(con: Any) -> list[dict[str, Any]]:
         cur = con.cursor()
@@ -620,7 +681,7 @@ def read_other_kernel_groups(
         finally:
             cur.close()
 
-    return {str(r["path"]): (int(r["launches"] or 0), int(r["kernels"])) for r in store.read(fetch)}
+    return store.read(fetch)
 
 
 def read_ranks(store: Store, ids: list[str], scope: ScopeFilter | None = None) -> tuple[RankRow, ...]:

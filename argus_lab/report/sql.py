@@ -199,17 +199,29 @@ FROM gk WHERE minor GROUP BY path ORDER BY min({'run': run_id, 'first': first_ns
 group (``main_group`` false), summed in DuckDB; paths in the order those rows come."""
 
 
-def first_kernel_keys(limit: int) -> str:
+def first_kernel_keys(limit: int, main_only: bool = False, one_path: bool = False) -> str:
     """The keys of the first ``limit`` rows of :data:`KERNELS` (``run_id, path, ordinal, name, class, minor``), found
     with the groups' keys and first start alone (no quantile holds a long run's millions of durations).  The same
-    parameters as :data:`KERNELS`; :data:`KERNELS_OF_KEYS` then reads those rows."""
+    parameters as :data:`KERNELS` (and, with ``one_path``, the path last); :data:`KERNELS_OF_KEYS` then reads those
+    rows.  ``main_only``: rows of the main kernel-sequence group alone; ``one_path``: rows of one region path alone."""
+    where = [cond for cond, wanted in (("NOT minor", main_only), ("path = ?", one_path)) if wanted]
     return (
         GROUP_KEYS
         + f"""
-SELECT run_id, path, ordinal, name, class, minor FROM gk
+SELECT run_id, path, ordinal, name, class, minor FROM gk {"WHERE " + " AND ".join(where) if where else ""}
 ORDER BY run_id, NOT minor DESC, first_ns, ordinal, path, name, class LIMIT {int(limit)}
 """
     )
+
+
+KERNEL_ROW_COUNT = (
+    GROUP_KEYS
+    + """
+SELECT count(*) FILTER (WHERE NOT minor) AS main_rows, count(*) AS rows FROM gk
+"""
+)
+"""How many rows :data:`KERNELS` has (``rows``) and how many of them are of the main kernel-sequence group
+(``main_rows``), counted in DuckDB; the same parameters as :data:`KERNELS`."""
 
 
 _SAME_KEY = " AND ".join(f"o.{c} IS NOT DISTINCT FROM t.{c}" for c in ("run_id", "path", "ordinal", "name", "class"))

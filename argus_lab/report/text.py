@@ -13,13 +13,13 @@ import re
 from collections.abc import Mapping, Sequence
 
 from argus_lab.plan.catalog import AGGREGATION_TEXT
+from argus_lab.report.kernel_summary import KernelSummary
 from argus_lab.report.rows import (
     AttributionRow,
     ClockOffsetRow,
     ClockRow,
     CompilerRow,
     CounterRow,
-    KernelRow,
     RankRow,
     RegionRow,
     describe,
@@ -198,16 +198,12 @@ def finished(rows: Sequence[tuple[str, int, int, float, int]]) -> str:
     return note + "\n" + table(header, body)
 
 
-def kernels(rows: Sequence[KernelRow], limit: int = 40, warmup: Mapping[str, int] | None = None) -> str:
-    """Per-kernel launches: place, name, launches, median duration, IQR, counters matched by ordinal.  Launches of
-    instances outside their path's main kernel-sequence group are collapsed into one line per path; the launches of
-    warm-up instances (``warmup``: per path) are not in the table, a line says so."""
+def kernels(summary: KernelSummary, limit: int = 40, warmup: Mapping[str, int] | None = None) -> str:
+    """Per-kernel launches: place, name, launches, median duration, IQR, counters matched by ordinal (the first
+    ``limit`` rows of the summary).  Launches of instances outside their path's main kernel-sequence group are
+    collapsed into one line per path; the launches of warm-up instances (``warmup``: per path) are not in the table, a
+    line says so."""
     header = ("region", "#", "kernel", "launches", "median", "p25..p75", "class", "counters (ncu, by ordinal)")
-    other: dict[str, list[KernelRow]] = {}
-    for r in rows:
-        if not r.main_group:
-            other.setdefault(r.path, []).append(r)
-    rows = [r for r in rows if r.main_group]
     body = [
         (
             r.path,
@@ -219,13 +215,13 @@ def kernels(rows: Sequence[KernelRow], limit: int = 40, warmup: Mapping[str, int
             r.classes,
             ", ".join(f"{s[3:]}={fmt(v, u)}" for s, (v, u) in sorted(r.counters.items()))[:80],
         )
-        for r in rows[:limit]
+        for r in summary.rows[:limit]
     ]
-    more = f"\n({len(rows) - limit} more kernel rows; see Report.to_polars('kernels'))" if len(rows) > limit else ""
-    for path, ks in other.items():
-        launches = sum(k.launches for k in ks)
+    left = summary.main_rows - limit
+    more = f"\n({left} more kernel rows; see Report.to_polars('kernels'))" if left > 0 else ""
+    for path, (launches, names) in summary.other_groups.items():
         more += (
-            f"\n({escape(path)}: {launches} launch(es) of {len({k.name for k in ks})} kernel(s) in instances of "
+            f"\n({escape(path)}: {launches} launch(es) of {names} kernel(s) in instances of "
             "another kernel-sequence group, collapsed; see Report.groups and Report.kernels)"
         )
     return table(header, body) + more + warmup_line(warmup or {}, launches=True)

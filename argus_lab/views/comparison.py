@@ -130,7 +130,7 @@ class CompareView:
 
 def _side_html(report: Report, path: str, name: str) -> str:
     regions = [r for r in report.regions if r.path == path]
-    kernels = [k for k in report.kernels if k.path == path][:MAX_DRILL_ROWS]
+    kernels = report.path_kernels(path, MAX_DRILL_ROWS)  # read within bounds: a long run has millions
     counters = [c for c in report.counters if c.path == path][:MAX_DRILL_ROWS]
     facts = [f for f in report.compiler if path in (f.paths or "").split(", ")]
     runs = {run for r in regions for run in r.runs.split(",") if run} | {k.run_id for k in kernels}
