@@ -4,6 +4,11 @@ and the peak memory of ``show`` and ``export`` over a store of a million region 
 Usage::
 
     .venv/bin/python bench/faults_bench.py [--instances 1000000] [--out DIR] [--timeout 300]
+        [--only glob,planner,recording,store,measure] [--repeat 3]
+
+``--only measure``: the in-process ``argus_lab.measure`` of the large store alone (the measured process's peak); with
+``--repeat N`` each case of the store runs N times in fresh processes (a new store each time) and its figures are
+the medians, with the range beside them.
 
 Every figure is taken in a fresh Python process (its own peak RSS, ``VmHWM``), with the ``argus_lab`` that this
 interpreter imports (run it with ``PYTHONPATH`` pointing at another checkout to measure that one).  Prints a
@@ -17,6 +22,7 @@ import argparse
 import json
 import os
 import platform
+import statistics
 import subprocess
 import sys
 import tempfile
@@ -79,19 +85,98 @@ def machine() -> str:
     return f"{cpu}, {os.cpu_count()} logical CPUs, Python {platform.python_version()}"
 
 
+def recording(n: int, timeout: float, figures: dict[str, Any]) -> list[str]:
+    """Bytes a recorded instance costs while recording (the recorder alone, tracemalloc)."""
+    body = f"""
+    import tracemalloc, argus_lab
+    from argus_lab.regions import Recorder
+    a, b = argus_lab.region("a"), argus_lab.region("b")
+    rec = Recorder("mem", cpu_clock=False)
+    tracemalloc.start(); before = tracemalloc.get_traced_memory()[0]
+    with rec:
+        for _ in range({n // 2}):
+            with a, b:
+                pass
+    out["bytes_per_instance"] = (tracemalloc.get_traced_memory()[0] - before) / rec.count()
+    """
+    r = probe(body, timeout)
+    figures["recording"] = r
+    per = f"{r['bytes_per_instance']:.0f} bytes" if "bytes_per_instance" in r else shown(r)
+    return ["", f"Recording {n:,} instances: {per} per instance (tracemalloc, while recording).", ""]
+
+
+def store_cases(n: int, args: argparse.Namespace, figures: dict[str, Any], measure_only: bool) -> list[str]:
+    """A store of ``n`` instances made by one in-process ``argus_lab.measure`` (``a{b}`` x n/2, host.wall and
+    host.cpu), then ``show``, ``export`` and ``join`` of it, each in a fresh process, ``--repeat`` times."""
+    folder = Path(args.out) if args.out else Path(tempfile.mkdtemp(prefix="argus-faults-bench-"))
+    folder.mkdir(parents=True, exist_ok=True)
+    store = folder / f"big-{n}.duckdb"
+    runs: dict[str, list[dict[str, Any]]] = {}
+    for _ in range(max(args.repeat, 1)):
+        for extra in folder.glob(store.name + "*"):
+            if extra.is_file():
+                extra.unlink()
+        body = f"""
+        import argus_lab
+        a, b = argus_lab.region("a"), argus_lab.region("b")
+        def work():
+            for _ in range({n // 2}):
+                with a:
+                    with b:
+                        pass
+        argus_lab.measure(work, signals="host.wall,host.cpu", repeat=1, warmup=0, store={str(store)!r})
+        """
+        runs.setdefault("measure (record, store, join)", []).append(probe(body, args.timeout * 2))
+        cli = "from argus_lab.faces.cli import main; import contextlib, io\n"
+        for name, argv_ in (
+            ("show", ["show", "--store", str(store)]),
+            ("export", ["export", "--store", str(store), str(folder / "report.html")]),
+            ("join again", ["join", "--store", str(store)]),
+        ):
+            if measure_only:
+                continue
+            code = cli + f"with contextlib.redirect_stdout(io.StringIO()):\n    out['status'] = main({argv_!r})"
+            runs.setdefault(name, []).append(probe(code, args.timeout))
+    steps = {name: median_of(rs) for name, rs in runs.items()}
+    figures["store"] = {"instances": n, "repeat": args.repeat, **steps, "runs": runs}
+    lines = [f"| {n:,} region instances | seconds | peak RSS |", "| --- | --- | --- |"]
+    for name, r in steps.items():
+        rss = "-" if "peak_rss_mb" not in r else f"{r['peak_rss_mb']:.0f} MB{r.get('range', '')}"
+        lines.append(f"| {name} | {shown(r)} | {rss} |")
+    return lines
+
+
+def median_of(results: list[dict[str, Any]]) -> dict[str, Any]:
+    """The median run's seconds and peak (each its own median), with the peaks' range when there are several."""
+    ok = [r for r in results if "peak_rss_mb" in r and "error" not in r and "timeout" not in r]
+    if len(ok) < len(results) or not ok:
+        return next(r for r in results if r not in ok)
+    peaks = sorted(r["peak_rss_mb"] for r in ok)
+    out = {"seconds": statistics.median(r["seconds"] for r in ok), "peak_rss_mb": statistics.median(peaks)}
+    if len(ok) > 1:
+        out["range"] = f" ({peaks[0]:.0f}-{peaks[-1]:.0f}, {len(ok)} runs)"
+    return out
+
+
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--instances", type=int, default=1_000_000, help="region instances of the large store")
     ap.add_argument("--out", default="", help="folder for the large store (default: a temporary folder)")
     ap.add_argument("--timeout", type=float, default=300.0, help="seconds a case may take")
     ap.add_argument("--json", default="", help="also write the figures to this JSON file")
+    ap.add_argument("--only", default="", help="comma-separated cases: glob, planner, recording, store, measure")
+    ap.add_argument("--repeat", type=int, default=1, help="runs of each case of the store (medians)")
     args = ap.parse_args(argv)
+    only = {c.strip() for c in args.only.split(",") if c.strip()}
+    if only and "store" in only:
+        only.add("measure")
     figures: dict[str, Any] = {"argus_lab": str(ROOT), "machine": machine()}
     lines = [f"argus_lab from {ROOT}; {machine()}", ""]
 
     # 1. glob matching: *a*a*a*a*a*a*b against a name of n 'a's (no match: the worst case of a backtracking regex)
-    lines += ["| glob `*a*a*a*a*a*a*b` against | seconds |", "| --- | --- |"]
-    for n in (24, 32, 100, 10_000):
+    if not only or "glob" in only:
+        lines += ["| glob `*a*a*a*a*a*a*b` against | seconds |", "| --- | --- |"]
+    for n in (24, 32, 100, 10_000) if not only or "glob" in only else ():
         body = f"""
         from argus_lab.plan.scope import Scope
         s = Scope.parse("*a*a*a*a*a*a*b")
@@ -102,8 +187,9 @@ def main(argv: list[str] | None = None) -> int:
         lines.append(f"| {n} characters | {shown(r)} |")
 
     # 2. the planner on thousands of hw: signals
-    lines += ["", "| planner, `hw:` signals | result | seconds | peak RSS |", "| --- | --- | --- | --- |"]
-    for n in (1_000, 3_000):
+    if not only or "planner" in only:
+        lines += ["", "| planner, `hw:` signals | result | seconds | peak RSS |", "| --- | --- | --- | --- |"]
+    for n in (1_000, 3_000) if not only or "planner" in only else ():
         body = f"""
         import argus_lab
         t = time.perf_counter()
@@ -119,55 +205,11 @@ def main(argv: list[str] | None = None) -> int:
 
     # 3. memory per recorded instance (the recorder alone, tracemalloc)
     n = args.instances
-    body = f"""
-    import tracemalloc, argus_lab
-    from argus_lab.regions import Recorder
-    a, b = argus_lab.region("a"), argus_lab.region("b")
-    rec = Recorder("mem", cpu_clock=False)
-    tracemalloc.start(); before = tracemalloc.get_traced_memory()[0]
-    with rec:
-        for _ in range({n // 2}):
-            with a, b:
-                pass
-    out["bytes_per_instance"] = (tracemalloc.get_traced_memory()[0] - before) / rec.count()
-    """
-    r = probe(body, args.timeout)
-    figures["recording"] = r
-    per = f"{r['bytes_per_instance']:.0f} bytes" if "bytes_per_instance" in r else shown(r)
-    lines += ["", f"Recording {n:,} instances: {per} per instance (tracemalloc, while recording).", ""]
-
+    if not only or "recording" in only:
+        lines += recording(n, args.timeout, figures)
     # 4. a store of n instances: measure, join, show, export (each a fresh process)
-    folder = Path(args.out) if args.out else Path(tempfile.mkdtemp(prefix="argus-faults-bench-"))
-    folder.mkdir(parents=True, exist_ok=True)
-    store = folder / f"big-{n}.duckdb"
-    for extra in folder.glob(store.name + "*"):
-        if extra.is_file():
-            extra.unlink()
-    body = f"""
-    import argus_lab
-    a, b = argus_lab.region("a"), argus_lab.region("b")
-    def work():
-        for _ in range({n // 2}):
-            with a:
-                with b:
-                    pass
-    argus_lab.measure(work, signals="host.wall,host.cpu", repeat=1, warmup=0, store={str(store)!r})
-    """
-    steps = {"measure (record, store, join)": probe(body, args.timeout * 2)}
-    cli = "from argus_lab.faces.cli import main; import contextlib, io\n"
-    for name, argv_ in (
-        ("show", ["show", "--store", str(store)]),
-        ("export", ["export", "--store", str(store), str(folder / "report.html")]),
-        ("join again", ["join", "--store", str(store)]),
-    ):
-        steps[name] = probe(
-            cli + f"with contextlib.redirect_stdout(io.StringIO()):\n    out['status'] = main({argv_!r})", args.timeout
-        )
-    figures["store"] = {"instances": n, **steps}
-    lines += [f"| {n:,} region instances | seconds | peak RSS |", "| --- | --- | --- |"]
-    for name, r in steps.items():
-        rss = "-" if "peak_rss_mb" not in r else f"{r['peak_rss_mb']:.0f} MB"
-        lines.append(f"| {name} | {shown(r)} | {rss} |")
+    if not only or "measure" in only:
+        lines += store_cases(n, args, figures, measure_only=bool(only) and "store" not in only)
     print("\n".join(lines))
     if args.json:
         Path(args.json).write_text(json.dumps(figures, indent=1))

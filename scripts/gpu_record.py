@@ -335,6 +335,7 @@ def _cupti_pass(work: dict[str, Any], iters: int, out: Path) -> tuple[dict[str, 
     """One CUPTI timing run over :func:`_events_pass`: (gpu.time/gpu.span per region variant, CUDA events)."""
     from argus_lab.backends.cupti.collector import CuptiCollector
     from argus_lab.regions import Recorder
+    from argus_lab.regions.instance_columns import as_values
     from argus_lab.run.protocols import RunContext
 
     coll = CuptiCollector()
@@ -344,7 +345,7 @@ def _cupti_pass(work: dict[str, Any], iters: int, out: Path) -> tuple[dict[str, 
     with rec:
         _events_pass(work, iters, events)
     coll.stop()
-    inst = rec.columns()
+    inst = {k: as_values(v) for k, v in rec.columns().items()}  # Python values: the columns are arrays
     ev = coll.evidence(inst)
     # instances of one region come in order: idle, queued, idle, queued ...
     variant: dict[Any, str] = {}
@@ -488,6 +489,7 @@ def run_driver_attr(mode: str, out: Path) -> None:
 
     from argus_lab.backends.cupti.collector import CuptiCollector
     from argus_lab.regions import Recorder
+    from argus_lab.regions.instance_columns import as_values
     from argus_lab.run.protocols import RunContext
 
     mods = [load_example("triton_add"), load_example("nested_torch")]
@@ -510,7 +512,7 @@ def run_driver_attr(mode: str, out: Path) -> None:
             for m, st in zip(mods, states, strict=True):
                 m.step(st)
     coll.stop()
-    inst = rec.columns()
+    inst = {k: as_values(v) for k, v in rec.columns().items()}  # Python values: the columns are arrays
     ev = coll.evidence(inst)
     path_of = dict(zip(inst["instance_id"], inst["path"], strict=True))
     store = joined_store(ev, inst, "attr", ["cupti"])
@@ -537,6 +539,7 @@ def run_nccl_probe(out: Path) -> None:
     import argus_lab
     from argus_lab.backends.cupti.collector import CuptiCollector
     from argus_lab.regions import Recorder
+    from argus_lab.regions.instance_columns import as_values
     from argus_lab.run.protocols import RunContext
 
     load_example("nccl_overlap").init()  # the one-rank NCCL group of examples/gpu/nccl_overlap.py
@@ -555,7 +558,7 @@ def run_nccl_probe(out: Path) -> None:
                 with argus_lab.region("compute"):
                     t.mul_(0.5)
     coll.stop()
-    inst = rec.columns()
+    inst = {k: as_values(v) for k, v in rec.columns().items()}  # Python values: the columns are arrays
     ev = coll.evidence(inst)
     k = kernel_rows(ev)
     path_of = dict(zip(inst["instance_id"], inst["path"], strict=True))

@@ -47,3 +47,10 @@ def test_a_failed_fresh_process_leaves_the_join_to_this_process(
     monkeypatch.setattr(sys, "executable", "/bin/false")  # the fresh process exits 1 without joining
     assert join_process.join_measured_runs(store, ["nested"]) == "this process"
     assert store.rows(VALUES)
+
+
+def test_a_run_of_many_region_instances_is_joined_in_a_fresh_process(tmp_path: Path) -> None:
+    store = loaded(tmp_path, "instances")  # few kernel records, but as many instances as a long run has
+    many = join_process.FRESH_PROCESS_RECORDS
+    assert join_process.join_measured_runs(store, ["nested"], instances=many) == "fresh process"
+    assert store.rows(VALUES)

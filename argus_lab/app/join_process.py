@@ -21,14 +21,19 @@ from argus_lab.report.runs import kernel_records
 from argus_lab.store import Store
 
 FRESH_PROCESS_RECORDS = 200_000
-"""Kernel records from which the runs are joined in a fresh process (below, starting one costs more than it saves)."""
+"""Kernel records and region instances from which the runs are joined in a fresh process (below, starting one costs
+more than it saves)."""
 
 
-def join_measured_runs(store: Store, run_ids: Sequence[str]) -> str:
-    """Join ``run_ids`` (:func:`attribute_request`): in a fresh process when they hold many kernel records, else here.
-    Returns where it ran (``"fresh process"`` or ``"this process"``)."""
+def join_measured_runs(store: Store, run_ids: Sequence[str], instances: int = 0) -> str:
+    """Join ``run_ids`` (:func:`attribute_request`): in a fresh process when they hold many kernel records and region
+    instances (``instances``: how many the runs stored, as the run driver counted them), else here.  Returns where it
+    ran (``"fresh process"`` or ``"this process"``)."""
     ids = list(run_ids)
-    if ids and kernel_records(store, ids) >= FRESH_PROCESS_RECORDS and _in_fresh_process(store, ids):
+    long = ids and (
+        instances >= FRESH_PROCESS_RECORDS or instances + kernel_records(store, ids) >= FRESH_PROCESS_RECORDS
+    )
+    if long and _in_fresh_process(store, ids):
         return "fresh process"
     attribute_request(store, ids)
     return "this process"

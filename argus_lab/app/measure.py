@@ -218,7 +218,7 @@ def run_plan(
     )
     # the join runs where the runs end (attributions + instance values); a long run's in a fresh process, so that the
     # measured process (argus_lab.measure's) never holds its memory
-    join_measured_runs(st, execution.run_ids)
+    join_measured_runs(st, execution.run_ids, execution.instances)
     check_scope_matched(st, the_plan, execution.run_ids)
     return Measurement(execution, Report(st, execution.run_ids))
 

@@ -50,6 +50,25 @@ class TableBatches:
         return self.reader().read_all()
 
 
+BATCH_ROWS = 65_536
+"""Rows of one batch of :func:`in_batches`."""
+
+
+def in_batches(columns: Mapping[str, Sized], rows_per_batch: int = BATCH_ROWS) -> TableBatches:
+    """Columns (numpy or Arrow arrays: a run's region instances and host values) as :class:`TableBatches`, so that the
+    store writes them as a stream under its bounded DuckDB memory (an Arrow table over the arrays is made without a
+    copy, then sliced)."""
+
+    def make() -> Iterator[pa.RecordBatch]:
+        import pyarrow as pa
+
+        from argus_lab.model.columns import jsonable_columns
+
+        yield from pa.table(jsonable_columns(columns)).to_batches(max_chunksize=rows_per_batch)  # type: ignore[arg-type]
+
+    return TableBatches(rows(columns), make)
+
+
 def rows(table: Mapping[str, Sized] | TableBatches) -> int:
     """Rows of a table given as columns (the longest column) or as :class:`TableBatches`."""
     if isinstance(table, TableBatches):
@@ -69,4 +88,4 @@ def as_arrow(table: Mapping[str, Sized] | TableBatches | pa.Table) -> pa.Table:
     return pa.table(dict(table))
 
 
-__all__ = ["TableBatches", "as_arrow", "rows"]
+__all__ = ["BATCH_ROWS", "TableBatches", "as_arrow", "in_batches", "rows"]

@@ -11,6 +11,7 @@ from array import array
 from collections.abc import Callable, Sequence
 from typing import Any, cast
 
+import argus_lab.regions.instance_columns as ic
 from argus_lab.errors import CollectorBusyError
 from argus_lab.regions.identity import (
     ABANDONED,
@@ -243,72 +244,64 @@ class Recorder:
     @property
     def regions(self) -> dict[str, Region]:
         """The regions of the finished instances, by region id."""
+        import numpy as np
+
         self._spill()
+        with self._spill_lock:
+            nodes = np.unique(ic.field(self._data, _ROW_WIDTH, 1, 0, len(self._data) // _ROW_WIDTH))
         out: dict[str, Region] = {}
-        for node in set(self._data[1::_ROW_WIDTH]):
+        for node in nodes.tolist():  # one Python value a distinct node, not an instance
             marker = _nodes.marker[node]
             if marker is not None and marker._rid not in out:
                 out[marker._rid] = marker.region
         return out
 
-    def columns(self, start: int = 0) -> dict[str, list[Any]]:
+    def columns(self, start: int = 0) -> dict[str, Any]:
         """The finished instances from the ``start``-th on, as columns named after :class:`InstanceRow` fields.
 
+        Numbers are numpy int64 arrays and text (``region_id``, ``path``, ``error``) Arrow dictionary arrays: no
+        Python object per instance (:mod:`argus_lab.regions.instance_columns`); :meth:`rows` gives Python values.
         ``instance_index`` (the n-th instance of its path, in order of entry) is assigned incrementally, so
         call it with increasing ``start`` values (as the driver does after each repetition) or with 0.
         """
+        import numpy as np
+
         self._spill()
-        data = self._data
-        n = len(data) // _ROW_WIDTH
-        self._assign_indices(n)
-        cols: dict[str, list[Any]] = {name: [] for name in INSTANCE_FIELDS}
-        if start >= n:
-            return cols
-        lo = start * _ROW_WIDTH
-        iids = data[lo + 0 :: _ROW_WIDTH].tolist()
-        nodes = data[lo + 1 :: _ROW_WIDTH].tolist()
+        with self._spill_lock:  # numpy reads the integers in place: no spill may resize them meanwhile
+            n = len(self._data) // _ROW_WIDTH
+            start = min(start, n)
+            fields = [ic.field(self._data, _ROW_WIDTH, k, start, n) for k in range(_ROW_WIDTH)]
+            self._assign_indices(n, fields if start == self._idx_done else None)
+        iids, nodes, parents, threads, starts, ends, cpus = fields
         markers, paths = _nodes.marker, _nodes.path
-        cols["instance_id"] = iids
-        cols["region_id"] = [markers[k]._rid for k in nodes]  # type: ignore[union-attr]
-        cols["path"] = [paths[k] for k in nodes]
-        cols["instance_index"] = self._idx[start:n].tolist()
-        cols["parent_instance_id"] = data[lo + 2 :: _ROW_WIDTH].tolist()
-        cols["repetition"] = self._repetitions(start, n)
-        cols["pid"] = [self._pid] * (n - start)
-        cols["thread_id"] = data[lo + 3 :: _ROW_WIDTH].tolist()
-        cols["start_ns"] = data[lo + 4 :: _ROW_WIDTH].tolist()
-        cols["end_ns"] = data[lo + 5 :: _ROW_WIDTH].tolist()
-        cols["cpu_ns"] = data[lo + 6 :: _ROW_WIDTH].tolist()
-        errors = self._errors
-        cols["error"] = [errors.get(i, "") for i in iids] if errors else [""] * (n - start)
-        return cols
+        return {
+            "instance_id": iids,
+            "region_id": ic.by_node(nodes, lambda k: markers[k]._rid),  # type: ignore[union-attr]
+            "path": ic.by_node(nodes, paths.__getitem__),
+            "instance_index": np.frombuffer(self._idx, dtype=np.int64)[start:n].astype(np.int32),
+            "parent_instance_id": parents,
+            "repetition": ic.repetitions(self._rep_marks, start, n),
+            "pid": np.full(n - start, self._pid, np.int32),
+            "thread_id": threads,
+            "start_ns": starts,
+            "end_ns": ends,
+            "cpu_ns": cpus,
+            "error": ic.sparse_text(iids, self._errors),
+        }
 
-    def _repetitions(self, start: int, stop: int) -> list[int]:
-        out: list[int] = []
-        marks = self._rep_marks
-        for k, (first, rep) in enumerate(marks):
-            end = marks[k + 1][0] if k + 1 < len(marks) else stop
-            lo, hi = max(first, start), min(end, stop)
-            if hi > lo:
-                out.extend([rep] * (hi - lo))
-        return out
+    def _assign_indices(self, n: int, fields: list[Any] | None = None) -> None:
+        """Instance index of rows ``[_idx_done, n)``: per path, in order of instance id (entry order); ``fields``:
+        those rows' columns when the caller holds them already."""
+        import numpy as np
 
-    def _assign_indices(self, n: int) -> None:
-        """Instance index of rows ``[_idx_done, n)``: per path, in order of instance id (entry order)."""
         done = self._idx_done
         if n <= done:
             return
-        data, codes, counts = self._data, _nodes.path_code, self._idx_counts
-        iids = data[done * _ROW_WIDTH :: _ROW_WIDTH][: n - done]
-        nodes = data[done * _ROW_WIDTH + 1 :: _ROW_WIDTH][: n - done]
-        order = sorted(range(n - done), key=iids.__getitem__)
-        idx = [0] * (n - done)
-        for i in order:
-            code = codes[nodes[i]]
-            k = counts.get(code, 0)
-            idx[i] = k
-            counts[code] = k + 1
-        self._idx.extend(idx)
+        if fields is None:
+            fields = [ic.field(self._data, _ROW_WIDTH, k, done, n) for k in (0, 1)]
+        iids, nodes = fields[0], fields[1]
+        codes = np.asarray(_nodes.path_code, dtype=np.int64)[nodes]
+        self._idx.frombytes(ic.instance_indices(iids, codes, self._idx_counts).tobytes())
         self._idx_done = n
 
     def _nvtx_index(self, node: int) -> int:
@@ -322,7 +315,7 @@ class Recorder:
     def rows(self) -> list[tuple[Any, ...]]:
         """The finished instances as tuples in :data:`INSTANCE_FIELDS` order (a copy; use :meth:`columns`)."""
         cols = self.columns()
-        return list(zip(*(cols[name] for name in INSTANCE_FIELDS), strict=True))
+        return list(zip(*(ic.as_values(cols[name]) for name in INSTANCE_FIELDS), strict=True))
 
     def instances(self) -> list[InstanceRow]:
         """The finished instances as values (convenient in tests; use :meth:`columns` in bulk code)."""

@@ -16,7 +16,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from argus_lab.model.batches import TableBatches, rows
+from argus_lab.model.batches import BATCH_ROWS, TableBatches, in_batches, rows
 from argus_lab.regions import NVTX_SCOPE_ENV, Recorder, Region, RegionMarker, nvtx_scope_on, nvtx_state, source_name
 from argus_lab.regions.capture import WORKERS_DIR, WorkerCapture, WorkerInstances
 from argus_lab.regions.worker import stop_worker
@@ -84,7 +84,7 @@ def drive(
     per_rep: list[Collector] = []
     sent = 0
 
-    def hand_over(rep: int, rows: dict[str, list[Any]]) -> None:
+    def hand_over(rep: int, rows: dict[str, Any]) -> None:
         assert after_repetition is not None
         cols = _columns(rows, run_id, warmup, recorder.rank, recorder.thread_names_of)
         after_repetition(rep, merge_evidence([{"region_instances": cols}, *(c.evidence(cols) for c in per_rep)]))
@@ -150,7 +150,7 @@ def drive(
         except Exception as exc:
             status = "failed" if status == "ok" else status
             cause += f"\n{c.info.name} could not produce its evidence: {exc}"
-    return RunOutcome(status, cause.strip(), done, merge_evidence(parts))
+    return RunOutcome(status, cause.strip(), done, streamed(merge_evidence(parts)))
 
 
 def _write_scope_state(out_dir: Path, gate: ScopeGate) -> None:
@@ -274,17 +274,24 @@ def _internal(filename: str) -> bool:
 
 
 def _columns(
-    cols: dict[str, list[Any]],
+    cols: dict[str, Any],
     run_id: str,
     warmup: int,
     rank: int = 0,
     names: Callable[[Sequence[int], Sequence[int]], list[str]] | None = None,
-) -> dict[str, list[Any]]:
+) -> dict[str, Any]:
+    """The recorder's columns (:meth:`Recorder.columns`) completed into ``region_instances`` columns: the run, rank,
+    thread name and warm-up of each instance, as arrays (no Python object per instance)."""
+    import numpy as np
+
+    from argus_lab.regions import instance_columns as ic
+
     n = len(cols["instance_id"])
-    cols["run_id"] = [run_id] * n
-    cols["rank"] = [rank] * n
-    cols["thread_name"] = names(cols["thread_id"], cols["start_ns"]) if names is not None else [""] * n
-    cols["warmup"] = [rep < warmup for rep in cols["repetition"]]
+    cols["run_id"] = ic.constant(run_id, n)
+    cols["rank"] = np.full(n, rank, np.int32)
+    tids, starts = np.asarray(cols["thread_id"], np.int64), np.asarray(cols["start_ns"], np.int64)
+    cols["thread_name"] = ic.looked_up(names, tids, starts) if names is not None else ic.constant("", n)
+    cols["warmup"] = np.asarray(cols["repetition"], np.int64) < warmup
     return cols
 
 
@@ -346,6 +353,15 @@ def merge_evidence(parts: Sequence[Evidence]) -> Evidence:
             sizes[table] = have + n
     out.update(lists)
     return out
+
+
+def streamed(evidence: Evidence) -> Evidence:
+    """Tables of at least :data:`BATCH_ROWS` rows given as columns made :class:`TableBatches`: the store writes them
+    under its bounded write memory, a batch at a time (a run's million instances and their host values)."""
+    return {
+        table: in_batches(cols) if not isinstance(cols, TableBatches) and rows(cols) >= BATCH_ROWS else cols
+        for table, cols in evidence.items()
+    }
 
 
 def _as_list(values: Any) -> list[Any]:

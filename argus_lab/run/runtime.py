@@ -33,6 +33,7 @@ from typing import Any, Literal
 
 from argus_lab import config
 from argus_lab.errors import ArgusError, PlanError, WorkloadError
+from argus_lab.model.batches import rows
 from argus_lab.model.statuses import FAILED, MEASURED
 from argus_lab.plan.backends import BACKENDS
 from argus_lab.plan.catalog import lookup
@@ -60,6 +61,8 @@ class RunResult:
     cause: str
     reps_done: int
     seconds: float
+    instances: int = 0
+    """Region instances the run's evidence held (what its join reads per instance)."""
 
 
 @dataclass(frozen=True)
@@ -74,6 +77,11 @@ class Execution:
     def run_ids(self) -> tuple[str, ...]:
         """Ids of every run of the plan, in plan order."""
         return tuple(r.run_id for r in self.results)
+
+    @property
+    def instances(self) -> int:
+        """Region instances the plan's runs stored, all runs together."""
+        return sum(r.instances for r in self.results)
 
     @property
     def ok(self) -> bool:
@@ -322,7 +330,16 @@ def _finish(
                     command=command,
                 )
         raise
-    return RunResult(run_id, index, status, cause, reps, secs)
+    return RunResult(run_id, index, status, cause, reps, secs, _instances(evidence))
+
+
+def _instances(evidence: Mapping[str, Any] | None) -> int:
+    """Rows of the evidence's ``region_instances`` (columns, an Arrow table from a child's shards, or batches)."""
+    table = (evidence or {}).get("region_instances")
+    if table is None:
+        return 0
+    num_rows = getattr(table, "num_rows", None)
+    return int(num_rows) if num_rows is not None else rows(table)
 
 
 def _execute_run(
@@ -348,7 +365,8 @@ def _execute_run(
         result = _execute_run(part, run_id, workload, sink, timeout_s, launch, isolate, clock)
         if result.status != "ok":
             return result
-        return _finish(sink, run_id, run.index, "partial", cause, result.reps_done, result.seconds)
+        done = _finish(sink, run_id, run.index, "partial", cause, result.reps_done, result.seconds)
+        return replace(done, instances=result.instances)
     forced = (isolate or config.value(config.ARGUS_FORCE_CHILD) == "1") and workload.can_run_in_child
     if run.launcher is not None or launch or forced:
         return _child_run(run, run_id, workload, sink, timeout_s, t0, launch, clock)

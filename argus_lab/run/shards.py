@@ -144,6 +144,20 @@ def _first_line(exc: BaseException) -> str:
     return f"{type(exc).__name__}: {text[0][:200]}" if text else type(exc).__name__
 
 
+def plain_text(table: Any) -> Any:
+    """``table`` with its dictionary-encoded text columns (the recorder's paths, the host values' signal names) as
+    plain text: shards of one table may encode a column differently (or not at all), and Arrow concatenates only
+    columns of one type."""
+    import pyarrow as pa
+
+    fields = [
+        pa.field(f.name, f.type.value_type, f.nullable) if pa.types.is_dictionary(f.type) else f for f in table.schema
+    ]
+    if all(a.type == b.type for a, b in zip(fields, table.schema, strict=True)):
+        return table
+    return table.cast(pa.schema(fields, metadata=table.schema.metadata))
+
+
 def read_folder(folder: Path) -> FolderRead:
     """Every table of a run folder and the child's status, keeping whatever can be read.
 
@@ -166,7 +180,7 @@ def read_folder(folder: Path) -> FolderRead:
         files += [(p.stem[3:].split(".")[0], p) for p in sorted(leaf.glob("ev-*.parquet"))]
         for table, p in files:
             try:
-                parts.setdefault(table, []).append(pq.read_table(p))
+                parts.setdefault(table, []).append(plain_text(pq.read_table(p)))
             except Exception as exc:  # a damaged shard: name it, keep the others
                 problems.append(f"{name(p)}: {_first_line(exc)}")
     tables: dict[str, Any] = {}

@@ -21,6 +21,7 @@ import pytest
 import argus_lab
 from argus_lab.backends.cupti import native
 from argus_lab.regions import Recorder
+from argus_lab.regions.instance_columns import as_values
 
 
 @pytest.fixture(scope="module")
@@ -71,7 +72,7 @@ def test_every_instance_of_every_thread_is_recorded_once(
     with _recorder(path, module) as rec:
         _threads(n_threads, _nested_pairs(per_thread))
         assert rec.native_boundaries == (path == "native")
-    cols = rec.columns()
+    cols = {k: as_values(v) for k, v in rec.columns().items()}  # Python values (columns are arrays)
     ids = cols["instance_id"]
     assert len(ids) == 2 * n_threads * per_thread
     assert len(set(ids)) == len(ids)  # no row stored twice, none lost
@@ -108,7 +109,7 @@ def test_threads_created_anew_each_step_keep_their_own_names(path: str, request:
     with _recorder(path, module) as rec:
         for _ in range(12):
             _threads(2, work)
-    cols = rec.columns()
+    cols = {k: as_values(v) for k, v in rec.columns().items()}  # Python values (columns are arrays)
     names = rec.thread_names_of(cols["thread_id"], cols["start_ns"])
     assert len(names) == 24
     assert [(p, n) for p, n in zip(cols["path"], names, strict=True) if p[1] != n[1]] == []
@@ -133,7 +134,7 @@ def test_a_thread_is_named_when_it_opens_its_first_region_not_later() -> None:
         t.name = "renamed-later"
         renamed.set()
         t.join()
-    cols = rec.columns()
+    cols = {k: as_values(v) for k, v in rec.columns().items()}  # Python values (columns are arrays)
     assert set(rec.thread_names_of(cols["thread_id"], cols["start_ns"])) == {"loader-0"}
 
 
@@ -153,7 +154,7 @@ def test_a_thread_pools_workers_name_the_instances_they_ran(path: str, request: 
 
     with _recorder(path, module) as rec, ThreadPoolExecutor(3, thread_name_prefix="pool") as ex:
         list(ex.map(task, range(60)))
-    cols = rec.columns()
+    cols = {k: as_values(v) for k, v in rec.columns().items()}  # Python values (columns are arrays)
     names = rec.thread_names_of(cols["thread_id"], cols["start_ns"])
     assert dict(zip(cols["path"], names, strict=True)) == ran_on
     assert len(set(ran_on.values())) > 1  # the tasks were spread over several workers

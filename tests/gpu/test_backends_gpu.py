@@ -13,6 +13,7 @@ import pytest
 
 from argus_lab.model.batches import as_arrow
 from argus_lab.regions import Recorder, region
+from argus_lab.regions.instance_columns import as_values
 from argus_lab.run.protocols import RunContext
 
 pytestmark = pytest.mark.gpu
@@ -42,7 +43,7 @@ def test_cupti_tags_kernels_with_their_region_instance(tmp_path: Path) -> None:
         for _ in range(3):
             _nested(torch, a, b)
     coll.stop()
-    inst = rec.columns()
+    inst = {k: as_values(v) for k, v in rec.columns().items()}  # Python values: the columns are arrays
     ev = coll.evidence(inst)
     k = as_arrow(ev["kernels"])  # the collector hands its kernels as batches
     path_of = dict(zip(inst["instance_id"], inst["path"], strict=True))
@@ -253,7 +254,7 @@ def _probe_run(torch: Any, tmp_path: Path, identity: str) -> tuple[Any, dict[str
             done.wait(30)
     t.join()
     coll.stop()
-    inst = rec.columns()
+    inst = {k: as_values(v) for k, v in rec.columns().items()}  # Python values: the columns are arrays
     return coll, inst, as_arrow(coll.evidence(inst)["kernels"])
 
 
@@ -339,7 +340,7 @@ def test_the_clock_places_graph_replays_through_the_graph_launch_callback(tmp_pa
         torch.cuda.synchronize()
     coll.stop()
     del out
-    inst = rec.columns()
+    inst = {k: as_values(v) for k, v in rec.columns().items()}  # Python values: the columns are arrays
     k = as_arrow(coll.evidence(inst)["kernels"])
     assert coll.launch_path == "native clock", coll.notes
     order = coll.launch_order
