@@ -295,10 +295,10 @@ def _columns(
     return cols
 
 
-def _with_workers(instances: dict[str, Any], workers: dict[str, list[Any]]) -> dict[str, list[Any]]:
+def _with_workers(instances: dict[str, Any], workers: dict[str, Any]) -> dict[str, list[Any]]:
     """The run's instances followed by those of the processes it started (columns as lists: whatever the recorder
     handed, list or array, is converted)."""
-    return {name: _as_list(col) + workers[name] for name, col in instances.items()}
+    return {name: _as_list(col) + _as_list(workers[name]) for name, col in instances.items()}
 
 
 def _unreadable(workers: WorkerInstances) -> str:

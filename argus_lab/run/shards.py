@@ -186,7 +186,7 @@ def read_folder(folder: Path) -> FolderRead:
     tables: dict[str, Any] = {}
     for table, ts in parts.items():
         try:
-            tables[table] = pa.concat_tables(ts, promote_options="default")
+            tables[table] = pa.concat_tables(ts, promote_options="permissive")
         except Exception as exc:
             problems.append(f"{table} shards do not fit together: {_first_line(exc)}")
     statuses: list[tuple[str, dict[str, Any]]] = []
