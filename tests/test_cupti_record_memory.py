@@ -209,3 +209,17 @@ def test_the_collector_lets_the_launch_instances_go_and_stores_the_same_rows(tmp
         table = store.arrow("SELECT * FROM kernels ORDER BY kernel_key")
         assert table.column("instance_id").to_pylist() == golden["instance_id"]
         assert any(golden["instance_id"])
+
+
+def test_the_h200_recording_of_bytes_per_kernel_record_is_what_the_docs_state() -> None:
+    """scripts/gpu/kernel_record_memory.py --steps 1000 on the H200 (2026-12-03 00:29 UTC): the peak's growth over
+    the kernel records is 245 B a record (the goal of 200 B missed; docs/benchmarks.md says so), of which the
+    collector's held columns are 32 B; every record kept, none dropped, joined in a fresh process."""
+    root = Path(__file__).resolve().parents[1]
+    rec = json.loads((root / "tests/data/gpu/kernel_record_memory/kernel_record_memory.json").read_text())
+    assert rec["kernels"] == 1_001_000 and rec["dropped_records"] == 0 and rec["joined_in"] == "fresh process"
+    per_record = (rec["peak_after_mib"] - rec["peak_before_mib"]) * 2**20 / rec["kernels"]
+    assert round(per_record) == round(rec["bytes_per_record"]) == 245
+    assert sum(rec["held_per_record"].values()) == 32
+    docs = (root / "docs" / "benchmarks.md").read_text()
+    assert "309 B -> 245 B a kernel record; the goal of under 200 B is still not met" in docs
