@@ -59,7 +59,7 @@ class WorkerCapture:
         self.on = False
 
     def __enter__(self) -> WorkerCapture:
-        made = [p for p in (self.folder.parent, self.folder) if not p.exists()]
+        made = [p for p in (*reversed(self.folder.parents), self.folder) if not p.exists()]  # outermost first
         try:
             self.folder.mkdir(parents=True, exist_ok=True)
             (self.folder / OPEN_FILE).write_text(self.run_id)
