@@ -20,7 +20,9 @@ another checkout (``--baseline PATH``: e.g. a worktree of main before the change
 (about 200 bytes, in its buffer while the run lasts) comes on top and is not measured here (no GPU).  (b) SYNTHETIC
 activity buffers (kernel records in CUPTI's own layout, each kernel its launch configuration) and as many launch records
 of the native launch path, through the checkout's own decoding (a pool of buffers decoded as each completes, or one
-large buffer decoded at stop), evidence and store write: (peak RSS - RSS before the first buffer) / records, all of it.
+large buffer decoded at stop), evidence and the run's end (``StoreSink.finish_run``: since the hand-off, a long run's
+evidence is written to a spool and stored by a fresh process, whose memory is not the measured process's): (peak RSS -
+RSS before the first buffer) / records, all of it.
 Then the bytes held per kernel record, field by field: each raw column and each run-wide array of the kernels table,
 counted from the arrays after the peak the same way for both checkouts (this checkout's ``decode._own_bytes``: a
 broadcast, or memory another column holds, counts nothing); the launch records are untimed launches inside regions
@@ -251,7 +253,9 @@ coll.raw = raw
 del raw, corr
 instances = {{"thread_id": [1]}}
 ev = merge_evidence([coll.evidence(instances), {{"region_instances": {{"run_id": ["r-mem"], "instance_id": [1]}}}}])
-Store({path!r}).write(ev)
+from argus_lab.store import StoreSink  # the way a run's end goes to the store (a long run's: from a fresh process)
+StoreSink(Store({path!r})).finish_run("r-mem", status="ok", cause="", reps_done=1, ended_ns=0, command=None,
+                                      evidence=ev)
 out["kernels_stored"] = Store({path!r}).rows("SELECT count(*) FROM kernels")[0][0]
 out["peak_over_base_mb"] = rss_mib() - base
 out["bytes_per_record"] = (rss_mib() - base) * 2**20 / n

@@ -211,15 +211,28 @@ def test_the_collector_lets_the_launch_instances_go_and_stores_the_same_rows(tmp
         assert any(golden["instance_id"])
 
 
-def test_the_h200_recording_of_bytes_per_kernel_record_is_what_the_docs_state() -> None:
-    """scripts/gpu/kernel_record_memory.py --steps 1000 on the H200 (2026-12-03 00:29 UTC): the peak's growth over
-    the kernel records is 245 B a record (the goal of 200 B missed; docs/benchmarks.md says so), of which the
-    collector's held columns are 32 B; every record kept, none dropped, joined in a fresh process."""
+def test_the_h200_recordings_of_bytes_per_kernel_record_are_under_the_goal_and_what_the_docs_state() -> None:
+    """scripts/gpu/kernel_record_memory.py --steps 1000 and --steps 3000 on the H200 (gpu-check part ``memory``,
+    2026-12-03 04:15 UTC), with the long run's store write in a fresh process (argus_lab.store.handoff): the growth of
+    the measured process's peak over its kernel records, counted after a first short measurement (the libraries'
+    load), and the growth from 1,000 to 3,000 steps, are under the issue's 200 B a record; counted from the
+    workload's own peak (the first load included) the 1,000-step run is not (223 B); every record kept, none dropped,
+    joined in a fresh process."""
     root = Path(__file__).resolve().parents[1]
-    rec = json.loads((root / "tests/data/gpu/kernel_record_memory/kernel_record_memory.json").read_text())
-    assert rec["kernels"] == 1_001_000 and rec["dropped_records"] == 0 and rec["joined_in"] == "fresh process"
-    per_record = (rec["peak_after_mib"] - rec["peak_before_mib"]) * 2**20 / rec["kernels"]
-    assert round(per_record) == round(rec["bytes_per_record"]) == 245
-    assert sum(rec["held_per_record"].values()) == 32
-    docs = (root / "docs" / "benchmarks.md").read_text()
-    assert "309 B -> 245 B a kernel record; the goal of under 200 B is still not met" in docs
+    folder = root / "tests/data/gpu/kernel_record_memory"
+    runs = [json.loads((folder / f"steps-{n}.json").read_text()) for n in (1000, 3000)]
+    for rec, kernels in zip(runs, (1_001_000, 3_001_000), strict=True):
+        assert rec["kernels"] == kernels and rec["dropped_records"] == 0 and rec["joined_in"] == "fresh process"
+        per_record = (rec["peak_after_mib"] - rec["peak_before_mib"]) * 2**20 / rec["kernels"]
+        assert round(per_record, 1) == rec["bytes_per_record"] < 200
+        from_workload = (rec["peak_after_mib"] - rec["peak_workload_mib"]) * 2**20 / rec["kernels"]
+        assert round(from_workload, 1) == rec["bytes_per_record_from_workload"]
+        assert sum(rec["held_per_record"].values()) == 32
+    short, long = runs
+    grew = (long["peak_after_mib"] - long["peak_before_mib"]) - (short["peak_after_mib"] - short["peak_before_mib"])
+    marginal = grew * 2**20 / (long["kernels"] - short["kernels"])
+    assert round(marginal) == 70
+    assert [round(r["bytes_per_record"]) for r in runs] == [82, 74]
+    assert [round(r["bytes_per_record_from_workload"]) for r in runs] == [223, 121]
+    docs = " ".join((root / "docs" / "benchmarks.md").read_text().split())
+    assert "245 B -> 82 B a kernel record (74 B at 3,000 steps; 70 B for each record past the first million)" in docs

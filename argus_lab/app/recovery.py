@@ -5,7 +5,8 @@ no longer exists on this host (or a younger process took it over), and, for a ch
 writes its folder (``proc.json``) is gone too.  A stale run is finished from its run folder
 (``<store>.runs/<run_id>/``): every shard that can be read is stored, with the child's own status when it left one
 (``ok``, ``failed``, ``interrupted``), else ``died``; its repetitions are kept.  An in-process run has no folder: it
-ends ``died`` with the instances it stored (none, since an in-process run stores at its end).
+ends ``died`` with the instances it stored (none, since an in-process run stores at its end), unless it was a long
+run killed while its evidence was being stored: its complete spool (:mod:`argus_lab.store.handoff`) is stored then.
 
 The first write of each :class:`~argus_lab.store.Store` recovers (under the writer's lock, so two processes never
 recover one run twice); ``argus-lab recover --store S`` does it explicitly and also lists run folders the store has
@@ -16,6 +17,7 @@ from __future__ import annotations
 
 import json
 import os
+import shutil
 import sys
 from dataclasses import dataclass
 from pathlib import Path
@@ -28,8 +30,9 @@ from argus_lab.run import shards
 from argus_lab.run.machine import hostname
 from argus_lab.run.protocols import RunContext
 from argus_lab.run.recovery import ACTIVE_RUNS, collect, process_alive
+from argus_lab.store import handoff
 from argus_lab.store.db import run_root
-from argus_lab.store.sink import finish_statement, run_folder
+from argus_lab.store.sink import finish_statement, note_statement, run_folder
 
 if TYPE_CHECKING:
     from argus_lab.store.db import Store
@@ -96,6 +99,20 @@ def _recover(store: Store, r: dict[str, Any]) -> Recovered:
     run_id, pid, host = r["run_id"], r["pid"], r["host"]
     folder = run_folder(store, run_id)
     owner = f"the process that ran it (pid {pid} on {host}) ended before it stored the run"
+    spool = handoff.spooled(folder)
+    if spool is not None:  # a long in-process run had written its evidence for the store: stored from there
+        note = f"recovered from {spool}: {owner}"
+        about = handoff.store_spool(store, spool, extra=[note_statement(run_id, note)])
+        shutil.rmtree(spool, ignore_errors=True)
+        status, cause = str(about.get("status", "ok")), str(about.get("cause", ""))
+        return Recovered(
+            run_id,
+            r["request_id"] or "",
+            status,
+            int(about.get("reps_done", 0)),
+            (cause + "\n" if cause else "") + note,
+            str(folder),
+        )
     if (folder / "spec.json").is_file():
         settings = _json(r["settings"])
         signals = tuple(r["signals"] or ())

@@ -16,7 +16,6 @@ The parent ingests the folder into the store in one transaction.
 from __future__ import annotations
 
 import json
-import os
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -24,6 +23,7 @@ from typing import Any
 
 from argus_lab.model.batches import TableBatches, rows
 from argus_lab.model.columns import jsonable_columns
+from argus_lab.model.files import write_json
 from argus_lab.run.protocols import Evidence
 
 STATUS_FILE = "status.json"
@@ -52,16 +52,6 @@ def write_table(path: Path, cols: Mapping[str, Sequence[Any]] | TableBatches) ->
                 out.write_batch(batch)
     else:
         pq.write_table(_table(cols), tmp)
-    _replace(tmp, path)
-
-
-def write_json(path: Path, value: Mapping[str, Any]) -> None:
-    """Write a small JSON file atomically (write, flush to disk, then rename)."""
-    tmp = path.with_name(path.name + ".tmp")
-    with tmp.open("w") as f:
-        json.dump(value, f)
-        f.flush()
-        os.fsync(f.fileno())
     _replace(tmp, path)
 
 
