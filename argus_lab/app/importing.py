@@ -20,7 +20,7 @@ from typing import Any
 
 from argus_lab.app.commands import command
 from argus_lab.errors import ImportFormatError, StoreError
-from argus_lab.importers import ImportedTrace, detect_format, read_trace
+from argus_lab.importers import ImportedTrace, check_trace_file, detect_format, read_trace
 from argus_lab.join import JoinSummary, attribute_request
 from argus_lab.report.runs import RUN_COUNT
 from argus_lab.run.runtime import session_columns
@@ -52,6 +52,8 @@ def import_trace(
     ``fmt`` is ``kineto``, ``nsys`` or ``ncu`` (detected from the file when not given); ``options`` go to the
     importer (e.g. ``cross_check=True`` for Kineto, ``nsys="/path/to/nsys"``).
     """
+    if fmt is not None:
+        check_trace_file(path)
     kind = fmt or detect_format(path)
     if options.get("domain") and kind == "kineto":
         msg = (

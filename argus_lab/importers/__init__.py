@@ -17,11 +17,13 @@ from __future__ import annotations
 from pathlib import Path
 
 from argus_lab.errors import ImportFormatError
-from argus_lab.importers.common import FORMATS, ImportedTrace, detect_format
+from argus_lab.importers.common import FORMATS, ImportedTrace, check_trace_file, detect_format
 
 
 def read_trace(path: str | Path, run_id: str, fmt: str | None = None, **options: object) -> ImportedTrace:
     """The evidence of one trace file as tables for run ``run_id`` (``fmt``: one of :data:`FORMATS`, or detected)."""
+    if fmt is not None:
+        check_trace_file(path)
     kind = fmt or detect_format(path)
     if kind == "kineto":
         from argus_lab.importers import kineto
@@ -39,4 +41,4 @@ def read_trace(path: str | Path, run_id: str, fmt: str | None = None, **options:
     raise ImportFormatError(msg)
 
 
-__all__ = ["FORMATS", "ImportedTrace", "detect_format", "read_trace"]
+__all__ = ["FORMATS", "ImportedTrace", "check_trace_file", "detect_format", "read_trace"]

@@ -14,6 +14,7 @@ import hashlib
 import os
 import re
 import shutil
+import stat
 import tempfile
 import zlib
 from collections.abc import Iterator, Sequence
@@ -86,12 +87,30 @@ class ImportedTrace:
         return f"the imported file {self.source.path} is damaged: " + "; ".join(self.damage)
 
 
+def check_trace_file(path: str | Path) -> Path:
+    """``path`` as a :class:`Path` when it names a regular file (or a link to one); raises naming what it is
+    instead (nothing there, a folder, a named pipe or another special file, which a read would fail on or wait on
+    forever)."""
+    p = Path(path)
+    accepted = "pass the path of a Kineto JSON, an .nsys-rep/.sqlite or an .ncu-rep"
+    try:
+        mode = p.stat().st_mode
+    except FileNotFoundError:
+        msg = f"no trace file at {str(p)!r}; {accepted}"
+        raise ImportFormatError(msg) from None
+    except OSError as exc:
+        msg = f"cannot read {str(p)!r} ({exc.strerror}); {accepted}"
+        raise ImportFormatError(msg) from None
+    if stat.S_ISREG(mode):
+        return p
+    what = "a folder" if stat.S_ISDIR(mode) else "a named pipe (FIFO)" if stat.S_ISFIFO(mode) else "a special file"
+    msg = f"{str(p)!r} is {what}, not a trace file; {accepted}"
+    raise ImportFormatError(msg)
+
+
 def detect_format(path: str | Path) -> str:
     """The format of a trace file from its name and first bytes; raises with the accepted formats otherwise."""
-    p = Path(path)
-    if not p.exists():
-        msg = f"no trace file at {str(p)!r}; pass the path of a Kineto JSON, an .nsys-rep/.sqlite or an .ncu-rep"
-        raise ImportFormatError(msg)
+    p = check_trace_file(path)
     name = p.name.lower()
     if name.endswith(".ncu-rep"):
         return "ncu"

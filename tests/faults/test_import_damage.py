@@ -105,6 +105,22 @@ def test_a_failed_import_leaves_an_existing_store_as_it_was(tmp_path: Path) -> N
     assert _runs(store) == before
 
 
+@pytest.mark.parametrize("name", ["d.json", "d.json.gz", "d.sqlite", "d.ncu-rep", "d.nsys-rep"])
+def test_a_folder_given_as_the_trace_is_one_message_and_leaves_no_store(tmp_path: Path, name: str) -> None:
+    (tmp_path / name).mkdir()  # e.g. a tensorboard_trace_handler folder passed instead of a trace in it
+    store = tmp_path / "s.duckdb"
+    _refused(cli("import", str(tmp_path / name), "--store", str(store)), "is a folder, not a trace file")
+    _refused(cli("import", str(tmp_path / name), "--format", "kineto", "--store", str(store)), "is a folder")
+    assert sorted(p.name for p in tmp_path.iterdir()) == [name]  # no store, lock or WAL left behind
+
+
+def test_a_named_pipe_given_as_the_trace_is_refused_instead_of_waited_on(tmp_path: Path) -> None:
+    fifo = tmp_path / "t.json"
+    os.mkfifo(fifo)  # nothing ever writes it: before, the import waited on it forever
+    done = cli("import", str(fifo), "--store", str(tmp_path / "s.duckdb"), timeout=20)
+    _refused(done, "'" + str(fifo) + "' is a named pipe (FIFO), not a trace file")
+
+
 @pytest.mark.parametrize("damage", ["half", "junk"])
 def test_a_damaged_nsys_sqlite_export_is_one_message(tmp_path: Path, damage: str) -> None:
     bad = tmp_path / "bad.sqlite"

@@ -150,6 +150,20 @@ def test_an_absurd_repetition_count_is_a_plan_error_not_an_overflow(tmp_path: Pa
     assert done.returncode == 2 and "Traceback" not in done.stderr and "measure fewer repetitions" in done.stderr
 
 
+@pytest.mark.parametrize("line", ["-n 99999999999999999999", "-n 1 -w 99999999999999999999"])
+def test_an_absurd_repetition_count_in_the_magic_is_one_usage_line(
+    ipython_shell: Any, tmp_path: Path, capsys: pytest.CaptureFixture[str], line: str
+) -> None:
+    ip = ipython_shell
+    ip.run_line_magic("argus", f"store {tmp_path / 's.duckdb'}")
+    capsys.readouterr()
+    res = ip.run_cell(f"%%argus {line}\nx = 1\n")
+    assert res.success is False
+    assert type(res.error_in_exec).__name__ == "UsageError", repr(res.error_in_exec)  # not OverflowError
+    assert "more than one run can record" in str(res.error_in_exec)
+    assert "Traceback" not in "".join(capsys.readouterr())
+
+
 @pytest.mark.parametrize("name", ["__builtins__", "In", "Out", "_", "__", "_i", "_i3", "_7", "_oh", "get_ipython"])
 def test_out_refuses_the_names_python_and_ipython_keep(ipython_shell: Any, tmp_path: Path, name: str) -> None:
     ip = ipython_shell

@@ -1,5 +1,6 @@
 """The panel's exports and names under faults, against a real Jupyter server: exports asked for at once take turns
-(three at once shared DuckDB's memory for reads and all failed), an export that fails where no message was written
+(three at once shared DuckDB's memory for reads and all failed), one past those allowed to wait is refused with a
+message, an export that fails where no message was written
 for still answers with one, and a bidi control in a name (U+202E) reaches the panel as a visible escape."""
 
 from __future__ import annotations
@@ -7,6 +8,7 @@ from __future__ import annotations
 import asyncio
 import json
 import tempfile
+import threading
 from pathlib import Path
 from typing import Any
 
@@ -56,6 +58,44 @@ async def test_exports_asked_for_at_once_take_turns(
     for code, body in answers:
         assert code == 200, body[:2000]
         assert b"</html>" in body[-200:]
+
+
+async def test_an_export_past_the_ones_allowed_to_wait_is_refused_with_a_message(
+    jp_fetch: Any, jp_root_dir: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from argus_lab.app import exporting
+    from argus_lab.faces.server import handlers
+
+    run = _measured(jp_root_dir / "s.duckdb", 2)
+    release, real = threading.Event(), exporting.export_download
+
+    def held(*args: Any, **kwargs: Any) -> Any:  # the export under way lasts until the test lets it go
+        release.wait(120)
+        return real(*args, **kwargs)
+
+    monkeypatch.setattr(exporting, "export_download", held)
+    monkeypatch.setattr(handlers, "EXPORTS_WAITING", 1)
+
+    def ask() -> asyncio.Future[tuple[int, bytes]]:
+        return asyncio.ensure_future(_answer(jp_fetch, "export", store="s.duckdb", run=run, format="html"))
+
+    try:
+        queued = [ask(), ask()]  # one exporting, one waiting its turn
+        for _ in range(600):
+            if handlers._EXPORTS.waiting == 1:
+                break
+            await asyncio.sleep(0.05)
+        assert handlers._EXPORTS.waiting == 1
+        third = ask()
+        done, _ = await asyncio.wait({third}, timeout=30)
+        assert done, "the export past the waiting one was queued instead of refused"
+        code, body = third.result()
+    finally:
+        release.set()
+    assert code == 503, body[:2000]
+    assert json.loads(body)["message"] == "1 exports are waiting for the one under way; try again when it ends"
+    for answer in await asyncio.gather(*queued):
+        assert answer[0] == 200 and b"</html>" in answer[1][-200:]
 
 
 async def test_an_export_failure_without_a_message_of_its_own_still_answers_one(
