@@ -121,7 +121,7 @@ def _split(
     if n <= per or hi - lo <= 1:
         yield lo, hi
         return
-    width = -(-(hi - lo) // min(hi - lo, max(2, 4 * n // per), 1 << 16))  # ceil: the buckets cover [lo, hi)
+    width = -(-(hi - lo) // min(hi - lo, max(2, 16 * n // per), 1 << 16))  # ceil: the buckets cover [lo, hi)
     counts = con.execute(
         f"SELECT ({column} - $2) // $4 AS b, count(*) FROM {table} "
         f"WHERE run_id = $1 AND {column} >= $2 AND {column} < $3 GROUP BY b ORDER BY b",
