@@ -9,8 +9,8 @@ Part 1, SYNTHETIC store (``bench/join_bench.py``'s generator; kernel names as lo
 one process generates and joins it, then each reader runs in a fresh process of its own (its peak RSS is its
 ``VmHWM``): ``Report.text()``, the report's kernel summary (``Report.kernel_table()``), an HTML, a Perfetto and a
 Parquet export, and the JupyterLab panel's REST reads (``regions``, a region's drill-down, ``runs``), each under
-DuckDB's default limit for reads; with ``--baseline``, each reader also with the baseline checkout's code, on the same
-store.
+DuckDB's default limit for reads (``--readers Perfetto,HTML``: only those); with ``--baseline``, each reader also with
+the baseline checkout's code, on the same store.
 
 Part 2, the measured process's memory per kernel record: (a) SYNTHETIC raw CUPTI columns of ``--records`` kernels (what
 the collector decodes its activity buffer into) go the collector's way to the store (``CuptiCollector.evidence``,
@@ -331,6 +331,12 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--baseline", type=Path, default=None, help="another checkout, measured side by side")
     ap.add_argument("--out", type=Path, default=None)
     ap.add_argument("--skip-store", action="store_true", help="no part 1 (the long run read back)")
+    ap.add_argument(
+        "--readers",
+        default="",
+        help="part 1's readers whose name holds one of these words (comma-separated; e.g. "
+        "'Perfetto,HTML'), default all",
+    )
     ap.add_argument("--skip-records", action="store_true", help="no part 2 (memory per record, up to the store)")
     ap.add_argument("--skip-join", action="store_true", help="no part 3 (the join's memory)")
     args = ap.parse_args(argv)
@@ -345,7 +351,10 @@ def main(argv: list[str] | None = None) -> int:
                   f"(peak {built.get('peak_rss_mb', 0):.0f} MB); {Path(path).stat().st_size / 2**20:.0f} MB on disk.",
                   "", "| reader (fresh process, default read limit) | time | peak RSS | result |",
                   "| --- | --- | --- | --- |"]  # fmt: skip
+        wanted = [w.strip().lower() for w in args.readers.split(",") if w.strip()]
         for name, body in READERS.items():  # each reader with this checkout's code, then the baseline's (if given)
+            if wanted and not any(w in name.lower() for w in wanted):
+                continue
             for label, root in (("", ROOT), (" (baseline)", args.baseline)):
                 if root is None:
                     continue

@@ -22,16 +22,21 @@ SELECT i.instance_id, i.path, i.instance_index, i.repetition, coalesce(i.pid, 0)
        v.vals
 FROM region_instances i
 LEFT JOIN (SELECT instance_id, map(list(signal), list(inclusive)) AS vals FROM instance_values
-           WHERE run_id = $1 GROUP BY instance_id) v ON v.instance_id = i.instance_id
-WHERE i.run_id = $1 AND i.start_ns IS NOT NULL AND i.end_ns IS NOT NULL
+           WHERE run_id = $1 AND instance_id IN (SELECT instance_id FROM region_instances
+                                                 WHERE run_id = $1 AND start_ns >= $2 AND start_ns < $3)
+           GROUP BY instance_id) v ON v.instance_id = i.instance_id
+WHERE i.run_id = $1 AND i.start_ns >= $2 AND i.start_ns < $3 AND i.end_ns IS NOT NULL
 ORDER BY i.start_ns, i.end_ns DESC
 """
+"""A run's region instances (``$1``) that start in ``[$2, $3)`` ns, with their values, in Perfetto's order."""
 
 KERNELS = """
 WITH a AS (
     SELECT evidence_id, arg_max(class, weight) AS class, max(weight) AS weight, count(*) AS candidates,
            arg_max(instance_id, weight) AS instance_id, arg_max(reason, weight) AS reason
-    FROM attributions WHERE run_id = $1 AND evidence IN ('kernel', 'memcpy', 'memset') GROUP BY evidence_id
+    FROM attributions WHERE run_id = $1 AND evidence IN ('kernel', 'memcpy', 'memset')
+    AND evidence_id IN (SELECT kernel_key FROM kernels WHERE run_id = $1 AND start_ns >= $2 AND start_ns < $3)
+    GROUP BY evidence_id
 )
 SELECT coalesce(k.kind, 'kernel') AS kind, k.name, k.kernel_key, k.correlation_id, coalesce(k.device_id, 0) AS device,
        coalesce(k.stream_id, 0) AS stream, k.start_ns, k.end_ns, k.thread_id, k.api_start_ns, k.api_end_ns,
@@ -40,14 +45,22 @@ SELECT coalesce(k.kind, 'kernel') AS kind, k.name, k.kernel_key, k.correlation_i
 FROM kernels k
 LEFT JOIN a ON a.evidence_id = k.kernel_key
 LEFT JOIN region_instances i ON i.run_id = k.run_id AND i.instance_id = a.instance_id
-WHERE k.run_id = $1 AND k.start_ns IS NOT NULL
+WHERE k.run_id = $1 AND k.start_ns >= $2 AND k.start_ns < $3
 ORDER BY k.start_ns, k.end_ns DESC
 """
+"""A run's GPU records (``$1``) that start in ``[$2, $3)`` ns, each with its heaviest attribution, in Perfetto's
+order (by start, longest first)."""
 
 SAMPLES = """
 SELECT coalesce(device_id, 0) AS device, signal, unit, t_ns, value FROM samples
-WHERE run_id = $1 AND value IS NOT NULL ORDER BY t_ns
+WHERE run_id = $1 AND t_ns >= $2 AND t_ns < $3 AND value IS NOT NULL ORDER BY t_ns
 """
+"""A run's time samples (``$1``) taken in ``[$2, $3)`` ns, in time order."""
+
+WINDOW_ROWS = 65_536
+"""The most rows one window of :func:`windows` holds (unless they all start at one ns): DuckDB sorts and joins one
+window at a time, within the first read limit (128 MB) for any number of windows (docs/benchmarks.md, "the
+Perfetto export in windows")."""
 
 BOUNDS = """
 SELECT min(t) FROM (
@@ -88,13 +101,59 @@ def launch_thread_names(con: Any, run_id: str) -> dict[tuple[int, int], str]:
     return {(int(rk), int(t)): str(n) for rk, t, n in rows if n}
 
 
-def stream_rows(con: Any, sql: str, run_id: str, batch: int = 65_536) -> Iterator[dict[str, Any]]:
-    """The rows of ``sql`` for one run as dicts, fetched ``batch`` at a time (never all held at once)."""
-    res = con.execute(sql, [run_id])
-    names = [d[0] for d in res.description]
-    while chunk := res.fetchmany(batch):
-        for row in chunk:
-            yield dict(zip(names, row, strict=True))
+def windows(con: Any, table: str, column: str, run_id: str, per: int | None = None) -> list[tuple[int, int]]:
+    """Half-open ranges ``[lo, hi)`` of ``column`` (ns) that together hold every row of ``run_id`` in ``table`` whose
+    ``column`` is set, in order, each at most ``per`` rows (:data:`WINDOW_ROWS` when not given; more only where that
+    many rows share one ns).  Counted in DuckDB (a histogram of at most 65,536 buckets, finer where a bucket holds
+    too many): no row comes to Python."""
+    got = con.execute(
+        f"SELECT min({column}), max({column}), count({column}) FROM {table} WHERE run_id = $1", [run_id]
+    ).fetchone()
+    if not got or not got[2]:
+        return []
+    return list(_split(con, table, column, run_id, int(got[0]), int(got[1]) + 1, int(got[2]), per or WINDOW_ROWS))
+
+
+def _split(
+    con: Any, table: str, column: str, run_id: str, lo: int, hi: int, n: int, per: int
+) -> Iterator[tuple[int, int]]:
+    """The windows of ``[lo, hi)``, which holds ``n`` rows."""
+    if n <= per or hi - lo <= 1:
+        yield lo, hi
+        return
+    width = -(-(hi - lo) // min(hi - lo, max(2, 16 * n // per), 1 << 16))  # ceil: the buckets cover [lo, hi)
+    counts = con.execute(
+        f"SELECT ({column} - $2) // $4 AS b, count(*) FROM {table} "
+        f"WHERE run_id = $1 AND {column} >= $2 AND {column} < $3 GROUP BY b ORDER BY b",
+        [run_id, lo, hi, width],
+    ).fetchall()
+    start, held = lo, 0
+    for b, count in counts:
+        b_lo = lo + int(b) * width
+        b_hi = min(hi, b_lo + width)
+        if held and held + count > per:
+            yield start, b_lo
+            start, held = b_lo, 0
+        if count > per:  # one bucket alone holds too many: its own windows, finer
+            yield from _split(con, table, column, run_id, b_lo, b_hi, int(count), per)
+            start = b_hi
+        else:
+            held += int(count)
+    if held:
+        yield start, hi
+
+
+def stream_rows(
+    con: Any, sql: str, run_id: str, ranges: Sequence[tuple[int, int]], batch: int = 65_536
+) -> Iterator[dict[str, Any]]:
+    """The rows of ``sql`` (one of :data:`INSTANCES`, :data:`KERNELS`, :data:`SAMPLES`) for one run as dicts, one
+    window of ``ranges`` (:func:`windows`) after the other, fetched ``batch`` at a time (never all held at once)."""
+    for lo, hi in ranges:
+        res = con.execute(sql, [run_id, lo, hi])
+        names = [d[0] for d in res.description]
+        while chunk := res.fetchmany(batch):
+            for row in chunk:
+                yield dict(zip(names, row, strict=True))
 
 
 def copy_tables(con: Any, folder: Path, run_ids: Sequence[str] | None) -> list[str]:
@@ -125,5 +184,5 @@ def _sql_path(p: Path) -> str:
     return str(p).replace("'", "''")
 
 
-__all__ = ["INSTANCES", "KERNELS", "SAMPLES", "copy_tables", "launch_thread_names", "rank_pids", "stream_rows",
-           "trace_start"]  # fmt: skip
+__all__ = ["INSTANCES", "KERNELS", "SAMPLES", "WINDOW_ROWS", "copy_tables", "launch_thread_names", "rank_pids",
+           "stream_rows", "trace_start", "windows"]  # fmt: skip

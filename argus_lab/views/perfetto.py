@@ -27,8 +27,10 @@ argus_lab's own Kineto importer reads it back exactly (the round trip the tests 
 * several runs go into one file, run ``k``'s process ids offset by ``k *`` :data:`RUN_PID_STRIDE` and its process
   names prefixed with its run id.
 
-Events are written while the store's rows stream by (Arrow batches), so a run of millions of kernels is not held
-in memory as Python objects.
+Events are written while the store's rows stream by, so a run of millions of kernels is held neither in Python nor
+in DuckDB: each kind of row is read in windows of time of at most :data:`~argus_lab.report.trace_rows.WINDOW_ROWS`
+rows (:func:`~argus_lab.report.trace_rows.windows`, counted in DuckDB), one sorted join per window, in the order the
+file needs, fetched a batch at a time, and the JSON is written as they come to a temporary name renamed when whole.
 """
 
 from __future__ import annotations
@@ -51,6 +53,7 @@ from argus_lab.report.trace_rows import (
     rank_pids,
     stream_rows,
     trace_start,
+    windows,
 )
 from argus_lab.store import Store
 
@@ -151,7 +154,7 @@ def _write_run(con: Any, w: _Writer, run_id: str, base: int, off: int, label: st
     tracks: dict[tuple[int, int], str] = {}
     procs: dict[int, str] = {}
     lanes = Lanes()
-    for r in stream_rows(con, INSTANCES, run_id):
+    for r in stream_rows(con, INSTANCES, run_id, windows(con, "region_instances", "start_ns", run_id)):
         pid = (int(r["pid"]) or int(r["rank"])) + off
         thread = int(r["tid"]) % (1 << 32)
         t0, dur = int(r["start_ns"]) - base, int(r["end_ns"]) - int(r["start_ns"])
@@ -173,7 +176,7 @@ def _write_run(con: Any, w: _Writer, run_id: str, base: int, off: int, label: st
             args["thread"] = thread
         w.complete("user_annotation", str(r["name"]), pid, tid, t0, dur, args)
         counts["instances"] += 1
-    for r in stream_rows(con, KERNELS, run_id):
+    for r in stream_rows(con, KERNELS, run_id, windows(con, "kernels", "start_ns", run_id)):
         dev = GPU_PID + int(r["device"]) + off
         stream = int(r["stream"])
         t0 = int(r["start_ns"]) - base
@@ -221,7 +224,7 @@ def _write_run(con: Any, w: _Writer, run_id: str, base: int, off: int, label: st
         if flow:  # after the record's slice: it binds to the slice on top of the track
             w.flow("f", flow, dev, gtid, t0)
         counts["kernels"] += 1
-    for r in stream_rows(con, SAMPLES, run_id):
+    for r in stream_rows(con, SAMPLES, run_id, windows(con, "samples", "t_ns", run_id)):
         dev = GPU_PID + int(r["device"]) + off
         procs.setdefault(dev, f"{label}GPU {r['device']}")
         name = f"{r['signal']} ({r['unit']})" if r["unit"] else str(r["signal"])
