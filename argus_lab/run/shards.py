@@ -24,6 +24,7 @@ from typing import Any
 from argus_lab.model.batches import TableBatches, rows
 from argus_lab.model.columns import jsonable_columns
 from argus_lab.model.files import write_json
+from argus_lab.model.files import write_parquet as write_table
 from argus_lab.run.protocols import Evidence
 
 STATUS_FILE = "status.json"
@@ -34,25 +35,6 @@ def _table(cols: Mapping[str, Sequence[Any]]) -> Any:
     import pyarrow as pa
 
     return pa.table(jsonable_columns(cols))
-
-
-def _replace(tmp: Path, path: Path) -> None:
-    tmp.replace(path)
-
-
-def write_table(path: Path, cols: Mapping[str, Sequence[Any]] | TableBatches) -> None:
-    """Write columns to a Parquet file atomically (write, then rename); :class:`TableBatches` batch by batch."""
-    import pyarrow.parquet as pq
-
-    tmp = path.with_name(path.name + ".tmp")
-    if isinstance(cols, TableBatches):
-        reader = cols.reader()
-        with pq.ParquetWriter(tmp, reader.schema) as out:
-            for batch in reader:
-                out.write_batch(batch)
-    else:
-        pq.write_table(_table(cols), tmp)
-    _replace(tmp, path)
 
 
 def write_instances(folder: Path, rep: int, cols: Mapping[str, Sequence[Any]] | TableBatches) -> None:

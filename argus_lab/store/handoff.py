@@ -30,9 +30,8 @@ from collections.abc import Iterator, Mapping, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from argus_lab.model.batches import BATCH_ROWS, TableBatches
-from argus_lab.model.columns import jsonable_columns
-from argus_lab.model.files import write_json
+from argus_lab.model.batches import BATCH_ROWS, TableBatches, rows
+from argus_lab.model.files import write_json, write_parquet
 from argus_lab.store.db import Store
 
 if TYPE_CHECKING:
@@ -88,28 +87,13 @@ def write_spool(
 ) -> None:
     """Write every non-empty table of ``tables`` to ``spool`` (``NN-<table>.parquet``, in order), then ``then.json``
     (the statements, the store's file and ``about``): a spool is complete once ``then.json`` exists."""
-    import pyarrow as pa
-    import pyarrow.parquet as pq
-
     if spool.exists():  # a spool of an earlier attempt at this run that was never stored: made again
         shutil.rmtree(spool)
     spool.mkdir(parents=True)
     for k, (name, data) in enumerate(tables.items()):
-        path = spool / f"{k:02d}-{name}.parquet"
-        tmp = path.with_name(path.name + ".tmp")
-        if isinstance(data, TableBatches):
-            if data.num_rows == 0:
-                continue
-            reader = data.reader()
-            with pq.ParquetWriter(tmp, reader.schema) as out:
-                for batch in reader:
-                    out.write_batch(batch)
-        else:
-            tbl = data if isinstance(data, pa.Table) else pa.table(jsonable_columns(data))
-            if tbl.num_rows == 0:
-                continue
-            pq.write_table(tbl, tmp)
-        tmp.replace(path)
+        n = data.num_rows if hasattr(data, "num_rows") else rows(data)  # an Arrow table, batches or columns
+        if n:  # an empty table is left out, as Store.write leaves it out
+            write_parquet(spool / f"{k:02d}-{name}.parquet", data)
     statements = [[sql, list(params)] for sql, params in then]
     write_json(spool / THEN_FILE, {"store": str(store.path), "then": statements, "about": dict(about or {})})
 
@@ -140,12 +124,12 @@ def read_spool(spool: Path) -> dict[str, TableBatches]:
     tables: dict[str, TableBatches] = {}
     for path in sorted(spool.glob("*.parquet")):
         name = path.stem.split("-", 1)[1]
-        rows = pq.ParquetFile(path).metadata.num_rows
+        n = pq.ParquetFile(path).metadata.num_rows
 
         def make(p: Path = path) -> Iterator[pa.RecordBatch]:
             yield from pq.ParquetFile(p).iter_batches(batch_size=BATCH_ROWS)
 
-        tables[name] = TableBatches(rows, make)
+        tables[name] = TableBatches(n, make)
     return tables
 
 
