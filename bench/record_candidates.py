@@ -340,7 +340,7 @@ def picked_params(cfg: Config, best: Any) -> dict[str, Any]:
     if cfg.kind == "gemm":
         return {"block_m": kw["BLOCK_M"], "block_n": kw["BLOCK_N"], "block_k": kw["BLOCK_K"],
                 "group_m": kw["GROUP_M"], "num_warps": best.num_warps, "num_stages": best.num_stages,
-                "ctas_per_sm": 1, "split_k": 1, "tma": False, "tail_split": 1}  # fmt: skip
+                "ctas_per_sm": 1, "split_k": 1, "tma": False, "tail_split": 1, "warp_spec": False}  # fmt: skip
     return {"block_m": kw["BLOCK_M"], "block_n": kw["BLOCK_N"], "num_warps": best.num_warps,
             "num_stages": best.num_stages, "heavy_first": False, "ctas_per_sm": 1, "split_kv": 1}  # fmt: skip
 

@@ -113,12 +113,17 @@ def call(cfg: Config, p: dict[str, Any], tensors: dict[str, Any], *, instrumente
         # fp8: B is K-major (its transpose is contiguous), as torch._scaled_mm takes it
         sbk, sbn = (1, k) if cfg.dtype == "fp8" else (n, 1)
         if p.get("tma"):
+            # Triton's Hopper warp specialisation (4 warps a group: one producer group, two consumer groups)
+            # partitions neither a flattened tile loop, nor the split epilogue, nor markers inside the k-loop: a
+            # warp-specialised candidate's instrumented launch keeps the epilogue and program markers only
+            ws = bool(p.get("warp_spec"))
             args = (tensors["a"], tensors["b"], tensors["c"], m, n, k, probe)
             kw = (
                 ("BLOCK_M", int(p["block_m"])), ("BLOCK_N", int(p["block_n"])), ("BLOCK_K", int(p["block_k"])),
                 ("GROUP_M", int(p["group_m"])), ("NUM_SMS", int(p["ctas_per_sm"]) * sms),
-                ("B_KMAJOR", cfg.dtype == "fp8"), ("EPI_SUBTILE", True), ("FLATTEN", True),
-                ("MARKS", "kstep" if instrumented else "none"), *opts,
+                ("B_KMAJOR", cfg.dtype == "fp8"), ("EPI_SUBTILE", not ws), ("FLATTEN", not ws),
+                ("MARKS", "kstep" if instrumented and not ws else "none"), *((("WARP_SPEC", True),) if ws else ()),
+                *opts,
             )  # fmt: skip
             return Call("examples.gpu.tma_gemm", "tma_gemm", args, kw, grid, 6)
         if parts > 1:  # split-K, or with ``tail`` only the last wave's tiles split

@@ -3,7 +3,8 @@ to the persistent kernels' parameters.
 
 A candidate of the GEMM (examples/gpu/persistent_gemm.py; with ``split_k`` > 1 examples/gpu/split_gemm.py, with
 ``tail_split`` > 1 the same kernel splitting only the last wave's tiles, with ``tma`` examples/gpu/tma_gemm.py) is
-``block_m, block_n, block_k, group_m, num_warps, num_stages, ctas_per_sm, split_k, tma, tail_split``; one of the
+``block_m, block_n, block_k, group_m, num_warps, num_stages, ctas_per_sm, split_k, tma, tail_split, warp_spec``
+(``warp_spec``: the TMA kernel warp-specialised); one of the
 attention kernel
 (examples/gpu/persistent_attention.py; with ``split_kv`` > 1 examples/gpu/split_attention.py) is ``block_m,
 block_n, num_warps, num_stages, heavy_first, ctas_per_sm, split_kv``.  The spaces are explicit lists (the same for
@@ -13,7 +14,7 @@ out (the kernels' shipped defaults, two CTAs per SM, the tile order of a causal 
 kernels' split-K / split-KV and TMA variants, so that a search can find more than the autotuner does.
 
 Recordings made before these variants existed have candidates without ``split_k`` / ``split_kv`` / ``tma`` /
-``tail_split``;
+``tail_split`` / ``warp_spec``;
 bench/replay_table.py reads them with the keys they have.
 
 Tutorial lists (Triton's tutorials, as published for Triton 3.x):
@@ -35,16 +36,27 @@ from typing import Any
 from bench.recorded_configs import Config
 
 GEMM_KEYS = (
-    "block_m", "block_n", "block_k", "group_m", "num_warps", "num_stages", "ctas_per_sm", "split_k", "tma", "tail_split"
+    "block_m", "block_n", "block_k", "group_m", "num_warps", "num_stages", "ctas_per_sm", "split_k", "tma",
+    "tail_split", "warp_spec",
 )  # fmt: skip
 ATTN_KEYS = ("block_m", "block_n", "num_warps", "num_stages", "heavy_first", "ctas_per_sm", "split_kv")
 
 
 def _gemm(
-    bm: int, bn: int, bk: int, s: int, w: int, g: int = 8, c: int = 1, sk: int = 1, tma: bool = False, ts: int = 1
+    bm: int,
+    bn: int,
+    bk: int,
+    s: int,
+    w: int,
+    g: int = 8,
+    c: int = 1,
+    sk: int = 1,
+    tma: bool = False,
+    ts: int = 1,
+    ws: bool = False,
 ) -> dict[str, Any]:
     return {"block_m": bm, "block_n": bn, "block_k": bk, "group_m": g, "num_warps": w, "num_stages": s,
-            "ctas_per_sm": c, "split_k": sk, "tma": tma, "tail_split": ts}  # fmt: skip
+            "ctas_per_sm": c, "split_k": sk, "tma": tma, "tail_split": ts, "warp_spec": ws}  # fmt: skip
 
 
 def _attn(bm: int, bn: int, s: int, w: int, hf: bool = False, c: int = 1, skv: int = 1) -> dict[str, Any]:
@@ -104,6 +116,18 @@ the SMs.  For GEMMs whose tiles are more than one wave but not a whole number of
 tiles is 576 tiles, 4.36 waves of 132: 4.5 tile times split in two instead of 5; 256 x 14336 is 224 tiles, 1.70
 waves: 1.75 split in four instead of 2).  128 x 128 x 128 is there for fp8.  No tutorial list has it."""
 
+GEMM_WS = [
+    _gemm(128, 256, 64, 3, 4, tma=True, ws=True), _gemm(128, 256, 64, 2, 4, tma=True, ws=True),
+    _gemm(128, 128, 64, 4, 4, tma=True, ws=True), _gemm(128, 128, 64, 3, 4, tma=True, ws=True),
+    _gemm(256, 128, 64, 3, 4, tma=True, ws=True), _gemm(128, 256, 128, 3, 4, tma=True, ws=True),
+    _gemm(128, 128, 128, 4, 4, tma=True, ws=True), _gemm(128, 128, 128, 3, 4, tma=True, ws=True),
+]
+"""The TMA kernel warp-specialised (examples/gpu/tma_gemm.py ``WARP_SPEC``: one producer warp group loading, two
+consumer warp groups multiplying, 4 warps a group, so ``num_warps`` is 4), at the TMA list's tile shapes with the
+stages that fit 228 KB of shared memory (128 x 256 x 64 in 3 stages takes 213 KB; 128-deep k-steps are there for
+fp8 and fail to fit or compile in bf16/fp16 at 128 x 256).  No tutorial list has it: the tutorials' Hopper
+warp-specialised matmul is not in the lists ``triton.autotune`` is given here."""
+
 _TUTORIAL_ATTN_ALL = [_attn(bm, bn, s, w) for bm in (64, 128) for bn in (32, 64) for s in (3, 4, 7) for w in (4, 8)]
 TUTORIAL_ATTENTION = [p for p in _TUTORIAL_ATTN_ALL
                       if not (p["block_m"] * p["block_n"] < 128 * 128 and p["num_warps"] == 8)]
@@ -124,10 +148,12 @@ ATTN_CAUSAL_EXTRA = [
 ATTN_SPLIT = [
     _attn(64, 64, 3, 4, skv=2), _attn(64, 64, 3, 4, skv=4), _attn(64, 64, 3, 4, skv=8), _attn(64, 128, 3, 4, skv=4),
     _attn(128, 64, 2, 8, skv=2), _attn(128, 64, 2, 8, skv=4), _attn(64, 64, 3, 4, c=2, skv=4),
+    _attn(64, 64, 4, 4, skv=2), _attn(64, 64, 4, 4, skv=4), _attn(64, 32, 7, 4, skv=2),
 ]
 """Full attention only: split-KV (examples/gpu/split_attention.py, combined in the same launch): the KV range of
 each output tile cut into 2-8 slices that are separate work units, for decode-shaped calls (a short query against
-a long KV cache: few output tiles, each a long walk over the keys).  No tutorial list has it."""
+a long KV cache: few output tiles, each a long walk over the keys), also at the autotuner's deeper pipelines
+(64 x 64 in 4 stages, 64 x 32 in 7).  No tutorial list has it."""
 # fmt: on
 
 GEMM_DEFAULT = _gemm(128, 128, 64, 3, 8)
@@ -167,7 +193,7 @@ def autotune_list(cfg: Config) -> list[dict[str, Any]]:
 def space(cfg: Config) -> list[dict[str, Any]]:
     """Every candidate measured for ``cfg``: the autotune list first, then the extra points."""
     if cfg.kind == "gemm":
-        return _unique(autotune_list(cfg) + GEMM_EXTRA + GEMM_SPLIT + GEMM_TMA + GEMM_TAIL)
+        return _unique(autotune_list(cfg) + GEMM_EXTRA + GEMM_SPLIT + GEMM_TMA + GEMM_TAIL + GEMM_WS)
     extra = ATTN_EXTRA + (ATTN_CAUSAL_EXTRA if cfg.causal else ATTN_SPLIT)
     return _unique(autotune_list(cfg) + extra)
 
@@ -193,6 +219,7 @@ __all__ = [
     "GEMM_SPLIT",
     "GEMM_TAIL",
     "GEMM_TMA",
+    "GEMM_WS",
     "TUTORIAL_ATTENTION",
     "TUTORIAL_MATMUL",
     "TUTORIAL_MATMUL_FP8",

@@ -135,6 +135,15 @@ def _lines(folder: Path, name: str) -> Iterator[dict[str, Any]]:
                 yield json.loads(line)
 
 
+def _picked(t: ConfigTable, row: dict[str, Any]) -> str | None:
+    """The autotuner's pick as the key of a recorded candidate: a pick written without a parameter the candidates
+    have (the recording of 2026-12-03 wrote its picks without ``warp_spec``) takes the kernel's default for it."""
+    key, params = row.get("picked"), row.get("params")
+    if key in t.candidates or not isinstance(params, dict):
+        return key
+    return key_of({k: params.get(k, v) for k, v in default(t.cfg).items() if k in t.keys})
+
+
 def load(folder: Path, configs: list[Config] | None = None) -> dict[int, ConfigTable]:
     """Read a recording (``configs``: the numbered list it was recorded from; default bench/recorded_configs.py)."""
     cfgs = configs if configs is not None else CONFIGS
@@ -168,7 +177,7 @@ def load(folder: Path, configs: list[Config] | None = None) -> dict[int, ConfigT
         b = t.autotune if row["which"] == "autotune" else t.vendor
         b.passes[int(row["pass"])] = np.asarray(row["samples_ns"], dtype=float)
         if row["pass"] == 1:
-            b.picked = row.get("picked")
+            b.picked = _picked(t, row)
             b.tuning_ms = row.get("tuning_ms") or {}
             b.tune_s = row.get("tune_s")
             b.wrong = row.get("wrong")

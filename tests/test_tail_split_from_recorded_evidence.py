@@ -39,7 +39,7 @@ def proposals(t: ConfigTable) -> list[r.Proposal]:
     sp = opt.Space.of(axes, ROLES["gemm"], lambda c: None if c.key in keys else "not in the space", note="next")
     ctx = r.RuleContext(sp, lambda c: model(t.cfg, c.as_dict()), H200, PHASE_ROLES["gemm"])
     ev = evaluation(t, key_of(t.default()))
-    params = ev.candidate.as_dict() | {"tail_split": 1}
+    params = ev.candidate.as_dict() | {"tail_split": 1, "warp_spec": False}
     ev = dataclasses.replace(ev, candidate=opt.Candidate.of(params), model=model(t.cfg, params))
     return r.propose(ev, ctx)
 

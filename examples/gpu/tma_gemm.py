@@ -10,6 +10,13 @@ before the first launch (bench/record_candidates.py does; :func:`launch` here do
 ``B_KMAJOR``: B is stored K-major (``n x k`` contiguous, the layout ``torch._scaled_mm`` takes and fp8 wgmma
 needs); otherwise ``k x n`` row-major.  A is ``m x k`` and C ``m x n``, both row-major.
 
+``WARP_SPEC``: Triton's Hopper warp specialisation of the tile loop (``tl.range(..., warp_specialize=True)``): a
+producer warp group issues the TMA loads into a ring of shared-memory buffers while two consumer warp groups run
+the MMAs and the epilogue, so the next tile's loads go on during this tile's epilogue.  Triton 3.6 partitions it
+only with ``num_warps=4`` (one group of four warps per role), an unflattened tile loop (``FLATTEN=False``), a whole
+epilogue (``EPI_SUBTILE=False``) and no markers inside the k-loop (``MARKS`` other than ``"kstep"``); otherwise it
+fails to compile or, with other warp counts, compiles without specialising.
+
 Device regions as in examples/gpu/persistent_gemm.py (``MARKS="kstep"``: ``load``, ``mma`` per k-step;
 ``epilogue`` per tile).
 """
@@ -30,7 +37,7 @@ def tma_gemm(
     a_ptr, b_ptr, c_ptr, M, N, K, probe,
     BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, BLOCK_K: tl.constexpr, GROUP_M: tl.constexpr,
     NUM_SMS: tl.constexpr, B_KMAJOR: tl.constexpr, EPI_SUBTILE: tl.constexpr, FLATTEN: tl.constexpr,
-    MARKS: tl.constexpr,
+    MARKS: tl.constexpr, WARP_SPEC: tl.constexpr = False,
 ):  # fmt: skip
     a_desc = tl.make_tensor_descriptor(a_ptr, shape=[M, K], strides=[K, 1], block_shape=[BLOCK_M, BLOCK_K])
     if B_KMAJOR:
@@ -46,7 +53,7 @@ def tma_gemm(
     k_tiles = tl.cdiv(K, BLOCK_K)
     num_tiles = num_pid_m * num_pid_n
     c = dm.begin(probe)
-    for tile_id in tl.range(tl.program_id(0), num_tiles, NUM_SMS, flatten=FLATTEN):
+    for tile_id in tl.range(tl.program_id(0), num_tiles, NUM_SMS, flatten=FLATTEN, warp_specialize=WARP_SPEC):
         pid_m, pid_n = _tile_coords(tile_id, num_pid_m, num_pid_n, GROUP_M)
         off_m = pid_m * BLOCK_M
         off_n = pid_n * BLOCK_N
@@ -91,9 +98,10 @@ def set_scratch_allocator(device: Any = "cuda") -> None:
 def launch(
     a: Any, b: Any, *, block_m: int, block_n: int, block_k: int, group_m: int = 8, num_warps: int = 8,
     num_stages: int = 3, num_programs: int = 132, b_kmajor: bool = False, epi_subtile: bool = True,
-    flatten: bool = True, out: Any = None,
+    flatten: bool = True, warp_spec: bool = False, out: Any = None,
 ) -> Any:  # fmt: skip
-    """``a @ b`` (``b`` given as ``k x n``; with ``b_kmajor`` as its ``n x k`` transpose's storage)."""
+    """``a @ b`` (``b`` given as ``k x n``; with ``b_kmajor`` as its ``n x k`` transpose's storage); with
+    ``warp_spec`` (and ``num_warps=4``) warp-specialised, which turns the split epilogue and flattening off."""
     import torch
 
     m, k = a.shape
@@ -102,7 +110,8 @@ def launch(
     tiles = triton.cdiv(m, block_m) * triton.cdiv(n, block_n)
     tma_gemm[(min(num_programs, tiles),)](
         a, b, c, m, n, k, None, BLOCK_M=block_m, BLOCK_N=block_n, BLOCK_K=block_k, GROUP_M=group_m,
-        NUM_SMS=num_programs, B_KMAJOR=b_kmajor, EPI_SUBTILE=epi_subtile, FLATTEN=flatten, MARKS="none",
+        NUM_SMS=num_programs, B_KMAJOR=b_kmajor, EPI_SUBTILE=epi_subtile and not warp_spec,
+        FLATTEN=flatten and not warp_spec, MARKS="none", WARP_SPEC=warp_spec,
         num_warps=num_warps, num_stages=num_stages,
     )  # fmt: skip
     return c

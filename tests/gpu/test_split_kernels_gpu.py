@@ -73,8 +73,10 @@ def test_split_kv_attention_matches_sdpa_on_every_launch(
     assert int(scratch["locks"].abs().sum()) == 0
 
 
-@pytest.mark.parametrize("fp8", [False, True])
-def test_tma_gemm_matches_torch(fp8: bool) -> None:
+@pytest.mark.parametrize(("fp8", "warp_spec"), [(False, False), (True, False), (False, True), (True, True)])
+def test_tma_gemm_matches_torch(fp8: bool, warp_spec: bool) -> None:
+    """The TMA GEMM, and its warp-specialised form (one producer and two consumer warp groups of 4 warps), against
+    torch on partial tiles."""
     import torch
 
     from examples.gpu import tma_gemm as T
@@ -89,6 +91,7 @@ def test_tma_gemm_matches_torch(fp8: bool) -> None:
     ref = a.float() @ bt.float().t()
     c = torch.empty((m, n), device="cuda", dtype=torch.bfloat16)
     out = T.launch(a, b, block_m=128, block_n=256, block_k=128 if fp8 else 64, b_kmajor=fp8,
+                   num_warps=4 if warp_spec else 8, warp_spec=warp_spec,
                    num_programs=torch.cuda.get_device_properties(0).multi_processor_count, out=c)  # fmt: skip
     torch.cuda.synchronize()
     _close(out, ref, 2e-2)
