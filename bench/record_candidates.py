@@ -3,6 +3,7 @@
 
     python bench/record_candidates.py OUT [--budget-s 480] [--procs 15] [--launches 30] [--only 1-10]
     python bench/record_candidates.py OUT --dry-run [--per-config 2] [--only 1,25]   # compile only, no GPU
+    python bench/record_candidates.py OUT --only 1,2,4,7,8,10,24 --study group       # a side study (not the table)
 
 For each configuration of bench/recorded_configs.py, in one process, with one timing protocol for everything
 (:func:`time_calls`: ``warmup`` launches, then ``launches`` launches each between two CUDA events, queued behind a
@@ -25,8 +26,9 @@ the same call the GPU process then makes: it loads the cubins).  Results go to `
 are measured (a timeout keeps everything measured so far): ``candidates.jsonl``, ``phases.jsonl``,
 ``baselines.jsonl``, ``configs.jsonl``, ``compiles.jsonl``; ``OUT/plan.json`` holds the plan and the estimate,
 ``OUT/record.json`` the run's facts at the end.  ``--only`` measures some configurations (numbered from 1): the
-continuation of a run that ran out of time.  ``--dry-run`` compiles (a few candidates per configuration with
-``--per-config``) and writes the plan without a GPU.
+continuation of a run that ran out of time.  ``--study NAME`` also measures a side study's GEMM points
+(bench/recorded_spaces.py ``STUDIES``): such a recording is kept apart from the table.  ``--dry-run`` compiles (a
+few candidates per configuration with ``--per-config``) and writes the plan without a GPU.
 """
 
 from __future__ import annotations
@@ -51,7 +53,7 @@ if str(ROOT) not in sys.path:
 
 from bench.recorded_configs import CONFIGS, SMS, Config, bound_ns, parse_only  # noqa: E402
 from bench.recorded_launch import UnitResult  # noqa: E402
-from bench.recorded_spaces import autotune_list, key_of, space  # noqa: E402
+from bench.recorded_spaces import STUDIES, autotune_list, key_of, space  # noqa: E402
 
 SCHEMA = "argus_lab.recorded-table/1"
 COMPILE_S = 1.2
@@ -63,20 +65,20 @@ AUTOTUNE_PER_CONFIG_S = 0.045
 
 
 # -- the plan --------------------------------------------------------------------------------------------------
-def candidates_of(cfg: Config, per_config: int | None) -> list[dict[str, Any]]:
+def candidates_of(cfg: Config, per_config: int | None, study: str = "") -> list[dict[str, Any]]:
     """The candidates measured for ``cfg`` (the first ``per_config`` of its space in a dry run)."""
-    pts = space(cfg)
+    pts = space(cfg, study)
     return pts[:per_config] if per_config else pts
 
 
-def units(numbers: list[int], per_config: int | None) -> dict[str, tuple[int, dict[str, Any], bool]]:
+def units(numbers: list[int], per_config: int | None, study: str = "") -> dict[str, tuple[int, dict[str, Any], bool]]:
     """Distinct compiles: unit key -> (configuration number, candidate, instrumented), in measuring order."""
     from bench.recorded_launch import unit_key
 
     out: dict[str, tuple[int, dict[str, Any], bool]] = {}
     for n in numbers:
         cfg = CONFIGS[n - 1]
-        pts = candidates_of(cfg, per_config)
+        pts = candidates_of(cfg, per_config, study)
         tuned = autotune_list(cfg) if per_config is None else []
         for p in [*pts, *(t for t in tuned if t not in pts)]:
             for instr in (False, True):
@@ -86,16 +88,18 @@ def units(numbers: list[int], per_config: int | None) -> dict[str, tuple[int, di
     return out
 
 
-def estimate(numbers: list[int], per_config: int | None, procs: int, launches: int, warmup: int) -> dict[str, Any]:
+def estimate(
+    numbers: list[int], per_config: int | None, procs: int, launches: int, warmup: int, study: str = ""
+) -> dict[str, Any]:
     """GPU-machine wall time of the run from its compile and launch counts (seconds)."""
-    n_units = len(units(numbers, per_config))
+    n_units = len(units(numbers, per_config, study))
     compile_s = n_units * COMPILE_S / max(procs, 1)
     measure_s = 0.0
     tune_s = 0.0
     n_cands = 0
     for n in numbers:
         cfg = CONFIGS[n - 1]
-        pts = candidates_of(cfg, per_config)
+        pts = candidates_of(cfg, per_config, study)
         n_cands += len(pts)
         # candidates run ~1.3x the roofline bound on average here; tiny kernels at least 10 us
         per_launch = max(bound_ns(cfg) * 1.6e-9, 10e-6)
@@ -429,7 +433,7 @@ class Recorder:
         self.baseline(n, "autotune", 1, tuned_call, extra)
         complete = True
         recompiled = 0
-        for p in space(cfg):
+        for p in space(cfg, self.args.study):
             if time.monotonic() > deadline:
                 complete = False
                 break
@@ -521,6 +525,12 @@ def parse(argv: list[str] | None) -> argparse.Namespace:
     ap.add_argument("--launches", type=int, default=30, help="timed launches per measurement (default 30)")
     ap.add_argument("--warmup", type=int, default=5, help="launches before the timed ones (default 5)")
     ap.add_argument("--only", default="", help="configuration numbers, e.g. 1-10,25")
+    ap.add_argument(
+        "--study",
+        default="",
+        choices=["", *STUDIES],
+        help="also measure a side study's GEMM points (bench/recorded_spaces.py STUDIES)",
+    )
     ap.add_argument("--cache", default="", help="TRITON_CACHE_DIR (default OUT/triton-cache)")
     ap.add_argument("--dry-run", action="store_true", help="compile and plan only (no GPU)")
     ap.add_argument("--per-config", type=int, default=0, help="dry run: compile this many candidates per config")
@@ -536,7 +546,7 @@ def main(argv: list[str] | None = None) -> int:
     os.environ["TRITON_CACHE_DIR"] = args.cache or str(out / "triton-cache")
     numbers = order(parse_only(args.only, len(CONFIGS)) if args.only else list(range(1, len(CONFIGS) + 1)))
     per_config = args.per_config or None
-    est = estimate(numbers, per_config, args.procs, args.launches, args.warmup)
+    est = estimate(numbers, per_config, args.procs, args.launches, args.warmup, args.study)
     plan = {"schema": SCHEMA, "configs": [CONFIGS[n - 1].to_dict() | {"number": n} for n in numbers],
             "order": numbers, "estimate": est, "argv": sys.argv[1:] if argv is None else argv}  # fmt: skip
     (out / "plan.json").write_text(json.dumps(plan, indent=1))
@@ -549,7 +559,7 @@ def main(argv: list[str] | None = None) -> int:
     plan["cache_keys"] = list(keys)
     (out / "plan.json").write_text(json.dumps(plan, indent=1))
     sink = Sink(out)
-    todo = units(numbers, per_config)
+    todo = units(numbers, per_config, args.study)
     ctx = mp.get_context("spawn")
     compiles: dict[str, Any] = {}
     status = 0

@@ -128,6 +128,18 @@ stages that fit 228 KB of shared memory (128 x 256 x 64 in 3 stages takes 213 KB
 fp8 and fail to fit or compile in bf16/fp16 at 128 x 256).  No tutorial list has it: the tutorials' Hopper
 warp-specialised matmul is not in the lists ``triton.autotune`` is given here."""
 
+GEMM_GROUP = [
+    _gemm(128, 256, 64, 4, 8, g=1), _gemm(128, 256, 64, 4, 8, g=4), _gemm(128, 256, 64, 4, 8, g=16),
+    _gemm(128, 256, 64, 3, 8, g=1), _gemm(128, 256, 64, 3, 8, g=16), _gemm(128, 256, 64, 3, 8, g=16, tma=True),
+    _gemm(128, 128, 128, 4, 8, g=1), _gemm(128, 128, 128, 4, 8, g=16), _gemm(256, 128, 128, 3, 8, sk=2),
+    _gemm(128, 256, 128, 3, 8, sk=2),
+]
+"""A side study, not in the table's space (``record_candidates.py --study group``): other group sizes (tile orders
+for L2 reuse) at the tiles the autotuner picks for the GEMMs no candidate improved (128 x 256 x 64 in bf16/fp16,
+128 x 128 x 128 in fp8), and split-K of fp8 tiles that span all of a skinny M (256 x 128 x 128, 128 x 256 x 128)."""
+STUDIES = {"group": GEMM_GROUP}
+"""Side studies by name: points measured on top of the space by ``record_candidates.py --study NAME``."""
+
 _TUTORIAL_ATTN_ALL = [_attn(bm, bn, s, w) for bm in (64, 128) for bn in (32, 64) for s in (3, 4, 7) for w in (4, 8)]
 TUTORIAL_ATTENTION = [p for p in _TUTORIAL_ATTN_ALL
                       if not (p["block_m"] * p["block_n"] < 128 * 128 and p["num_warps"] == 8)]
@@ -190,10 +202,12 @@ def autotune_list(cfg: Config) -> list[dict[str, Any]]:
     return list(TUTORIAL_ATTENTION)
 
 
-def space(cfg: Config) -> list[dict[str, Any]]:
-    """Every candidate measured for ``cfg``: the autotune list first, then the extra points."""
+def space(cfg: Config, study: str = "") -> list[dict[str, Any]]:
+    """Every candidate measured for ``cfg``: the autotune list first, then the extra points (and a side study's GEMM
+    points, :data:`STUDIES`, when ``study`` names one)."""
     if cfg.kind == "gemm":
-        return _unique(autotune_list(cfg) + GEMM_EXTRA + GEMM_SPLIT + GEMM_TMA + GEMM_TAIL + GEMM_WS)
+        study_points = STUDIES[study] if study else []
+        return _unique(autotune_list(cfg) + GEMM_EXTRA + GEMM_SPLIT + GEMM_TMA + GEMM_TAIL + GEMM_WS + study_points)
     extra = ATTN_EXTRA + (ATTN_CAUSAL_EXTRA if cfg.causal else ATTN_SPLIT)
     return _unique(autotune_list(cfg) + extra)
 
@@ -215,11 +229,13 @@ __all__ = [
     "ATTN_KEYS",
     "ATTN_SPLIT",
     "GEMM_DEFAULT",
+    "GEMM_GROUP",
     "GEMM_KEYS",
     "GEMM_SPLIT",
     "GEMM_TAIL",
     "GEMM_TMA",
     "GEMM_WS",
+    "STUDIES",
     "TUTORIAL_ATTENTION",
     "TUTORIAL_MATMUL",
     "TUTORIAL_MATMUL_FP8",
