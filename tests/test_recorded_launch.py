@@ -241,3 +241,35 @@ def test_every_process_hashes_the_kernels_to_the_same_cache_keys() -> None:
         assert res.returncode == 0, res.stderr[-2000:]
         keys.append(res.stdout.split())
     assert len(keys[0]) == len(KERNELS) == 5 and keys[0] == keys[1]
+
+
+WS_PROBE = """
+import json, sys
+from bench.recorded_configs import CONFIGS
+from bench.recorded_launch import call, dtype_stand_ins, kernel_fn, use_sm90_driver
+use_sm90_driver()
+out = {}
+for warps in (4, 8):
+    p = {"block_m": 128, "block_n": 256, "block_k": 64, "group_m": 8, "num_warps": warps, "num_stages": 3,
+         "ctas_per_sm": 1, "split_k": 1, "tma": True, "tail_split": 1, "warp_spec": True}
+    for instrumented in (False, True):
+        c = call(CONFIGS[1], p, dtype_stand_ins(CONFIGS[1]), instrumented=instrumented)
+        k = kernel_fn(c).warmup(*c.args, grid=(c.grid,), **dict(c.kwargs))
+        out[f"{warps}-{instrumented}"] = ["ttg.warp_specialize" in k.asm["ttgir"], "setmaxnreg" in k.asm["ptx"]]
+print(json.dumps(out))
+"""
+
+
+def test_the_warp_specialised_points_are_specialised_by_triton_for_sm90(tmp_path: Path) -> None:
+    """The ``warp_spec`` candidates' calls (4 warps a group, no flattening, a whole epilogue, no k-step markers when
+    instrumented) come out of Triton's Hopper pass partitioned into warp groups with their own register budgets
+    (``setmaxnreg``); with 8 warps the pass leaves the loop as it was, which is why the space's points use 4."""
+    import json
+
+    res = subprocess.run([sys.executable, "-c", WS_PROBE], capture_output=True, text=True, cwd=ROOT, timeout=600,
+                         env={"PYTHONPATH": str(ROOT), "PATH": "/usr/bin:/bin", "HOME": str(tmp_path),
+                              "TRITON_CACHE_DIR": str(tmp_path / "cache")})  # fmt: skip
+    assert res.returncode == 0, res.stdout[-2000:] + res.stderr[-2000:]
+    got = json.loads(res.stdout.strip().splitlines()[-1])
+    assert got == {"4-False": [True, True], "4-True": [True, True], "8-False": [False, False],
+                   "8-True": [False, False]}  # fmt: skip
