@@ -53,7 +53,7 @@ if str(ROOT) not in sys.path:
 
 from bench.recorded_configs import CONFIGS, SMS, Config, bound_ns, parse_only  # noqa: E402
 from bench.recorded_launch import UnitResult  # noqa: E402
-from bench.recorded_spaces import STUDIES, autotune_list, key_of, space  # noqa: E402
+from bench.recorded_spaces import STUDIES, autotune_list, default, key_of, space  # noqa: E402
 
 SCHEMA = "argus_lab.recorded-table/1"
 COMPILE_S = 1.2
@@ -299,12 +299,7 @@ def autotuner(cfg: Config, sms: int) -> tuple[Any, Any]:
     def bench(fn: Any, quantiles: Any) -> Any:
         return triton.testing.do_bench(fn, warmup=5, rep=25, quantiles=quantiles)
 
-    confs = []
-    for p in autotune_list(cfg):
-        kw = {"BLOCK_M": p["block_m"], "BLOCK_N": p["block_n"]}
-        if cfg.kind == "gemm":
-            kw |= {"BLOCK_K": p["block_k"], "GROUP_M": p["group_m"]}
-        confs.append(triton.Config(kw, num_warps=p["num_warps"], num_stages=p["num_stages"]))
+    confs = [triton_config(cfg, p) for p in autotune_list(cfg)]
     if cfg.kind == "gemm":
         fn = function_of("examples.gpu.persistent_gemm", "persistent_gemm")
         tuned = triton.autotune(confs, key=["M", "N", "K"], do_bench=bench)(fn)
@@ -338,15 +333,25 @@ def autotuned_call(cfg: Config, tuned: Any, grid: Any, t: dict[str, Any], sms: i
     )
 
 
-def picked_params(cfg: Config, best: Any) -> dict[str, Any]:
-    """The autotuner's pick as a candidate of the space."""
-    kw = best.kwargs
+def triton_config(cfg: Config, p: dict[str, Any]) -> Any:
+    """A tutorial point as the ``triton.Config`` the autotuner is given (blocks, warps and stages)."""
+    import triton
+
+    kw = {"BLOCK_M": p["block_m"], "BLOCK_N": p["block_n"]}
     if cfg.kind == "gemm":
-        return {"block_m": kw["BLOCK_M"], "block_n": kw["BLOCK_N"], "block_k": kw["BLOCK_K"],
-                "group_m": kw["GROUP_M"], "num_warps": best.num_warps, "num_stages": best.num_stages,
-                "ctas_per_sm": 1, "split_k": 1, "tma": False, "tail_split": 1, "warp_spec": False}  # fmt: skip
-    return {"block_m": kw["BLOCK_M"], "block_n": kw["BLOCK_N"], "num_warps": best.num_warps,
-            "num_stages": best.num_stages, "heavy_first": False, "ctas_per_sm": 1, "split_kv": 1}  # fmt: skip
+        kw |= {"BLOCK_K": p["block_k"], "GROUP_M": p["group_m"]}
+    return triton.Config(kw, num_warps=p["num_warps"], num_stages=p["num_stages"])
+
+
+def picked_params(cfg: Config, best: Any) -> dict[str, Any]:
+    """The autotuner's pick as a candidate of the space: what a tutorial config sets, and the kernel's defaults for
+    the rest (one program per SM, no split, no TMA, ...)."""
+    kw = best.kwargs
+    tuned = {"block_m": kw["BLOCK_M"], "block_n": kw["BLOCK_N"], "num_warps": best.num_warps,
+             "num_stages": best.num_stages}  # fmt: skip
+    if cfg.kind == "gemm":
+        tuned |= {"block_k": kw["BLOCK_K"], "group_m": kw["GROUP_M"]}
+    return default(cfg) | tuned
 
 
 def launch_facts(kernel: Any) -> dict[str, Any]:

@@ -273,3 +273,17 @@ def test_the_warp_specialised_points_are_specialised_by_triton_for_sm90(tmp_path
     got = json.loads(res.stdout.strip().splitlines()[-1])
     assert got == {"4-False": [True, True], "4-True": [True, True], "8-False": [False, False],
                    "8-True": [False, False]}  # fmt: skip
+
+
+def test_the_autotuners_pick_reads_back_as_the_candidate_it_was_given() -> None:
+    """Every tutorial point, given to ``triton.autotune`` as a ``triton.Config``, reads back (``picked_params``) as
+    the key of the same candidate of the space, whatever parameters the space has gained since the lists were
+    written (the recording of 2026-12-03 07:21 wrote its picks without ``warp_spec``)."""
+    from bench.record_candidates import picked_params, triton_config
+    from bench.recorded_spaces import key_of
+
+    for cfg in (CONFIGS[0], CONFIGS[20], CONFIGS[24]):  # bf16 GEMM, fp8 GEMM, attention
+        keys = {key_of(p) for p in space(cfg)}
+        for p in autotune_list(cfg):
+            got = picked_params(cfg, triton_config(cfg, p))
+            assert key_of(got) == key_of(p) and key_of(got) in keys, (cfg.label, p)
